@@ -1,0 +1,43 @@
+# Two commands do all the set-up on a fresh machine:
+#   make        create .venv if missing, install the locked dependencies and the package, run the pipeline
+#               on the embedded default (params.yaml) through Snakemake, ending with the report
+#   make test   the same set-up, then the test suite
+SHELL := /bin/bash
+VENV ?= .venv
+PYTHON ?= python3
+CORES ?= 2
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: all pipeline test lint lock preset clean-results
+
+all: pipeline
+
+# The venv is rebuilt only when the lock or the package metadata change.
+$(INSTALLED): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet torch==2.13.0   # first, alone: an unpinned resolve would pull a CUDA build
+	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $@
+
+pipeline: $(INSTALLED)
+	$(BIN)/ngptlab plan --write results/plan.yaml
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)
+
+test: $(INSTALLED)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check src tests
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --lint
+
+lock: $(INSTALLED)
+	{ head -3 requirements.lock; $(BIN)/pip freeze --exclude-editable | sed 's/^torch==2.13.0+cpu$$/torch==2.13.0/'; } > requirements.lock.tmp
+	mv requirements.lock.tmp requirements.lock
+
+# Apply a preset (workflow/presets/NAME.yaml) for both snakemake and dvc repro: params.yaml and the grid file.
+preset: $(INSTALLED)
+	test -f workflow/presets/$(NAME).yaml || { echo "no preset '$(NAME)'; have: $$(ls workflow/presets)"; exit 2; }
+	$(BIN)/ngptlab plan --params workflow/presets/$(NAME).yaml --write results/plan.yaml
+	cp workflow/presets/$(NAME).yaml params.yaml

@@ -1,0 +1,3 @@
+"""ngptlab: does the normalized transformer (nGPT) train faster, and is conditioning why?"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,27 @@
+"""`ngptlab bench <name>`: speed benchmarks that print ratios measured side by side in one run.
+
+Each benchmark is a module `ngptlab/bench/<name>.py` with `configure(parser)` and `run(args, params) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHMARKS = {
+    "tokenize": "tokens/s and peak memory of `prepare` against a nanoGPT-style datasets.map baseline",
+    "step": "median training step time of every arm against gpt at the same shape",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    benches = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    for name, help_text in BENCHMARKS.items():
+        sub = benches.add_parser(name, help=help_text, description=help_text)
+        # Also accepted after the benchmark name; SUPPRESS keeps the parent's value when absent here.
+        sub.add_argument("--params", default=argparse.SUPPRESS, metavar="FILE", help="the experiment file")
+        importlib.import_module(f"ngptlab.bench.{name}").configure(sub)
+
+
+def run(args: argparse.Namespace, params: dict) -> int:
+    return importlib.import_module(f"ngptlab.bench.{args.benchmark}").run(args, params)

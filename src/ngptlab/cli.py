@@ -1,0 +1,59 @@
+"""`ngptlab <verb>`: one subcommand per pipeline stage (prepare, train, condition, speedup, report) plus
+`plan` (validate params, list the runs) and `bench` (speed benchmarks).
+
+Each verb lives in `ngptlab/<verb>/command.py`, which provides `configure(parser)` for its own options and
+`run(args, params) -> int`. This module only loads and validates the params file and dispatches, so every
+subcommand takes `--params FILE` and fails the same way on bad input: one line naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ngptlab.errors import NgptlabError
+from ngptlab.params import load_params
+
+VERBS = {
+    "prepare": "tokenize a text source into uint16 GPT-2 BPE shards under data/tokens/<source>/",
+    "train": "train one run of the grid into runs/<run>/ and results/train/<run>/",
+    "condition": "analyse the conditioning of one run's weights into results/conditioning/",
+    "speedup": "estimate the token speed-up of every arm for one (scale, context) cell",
+    "report": "render reports/report.md and report.html from results/",
+    "plan": "validate the params file and list the runs it describes",
+    "bench": "speed benchmarks, printed as ratios measured side by side",
+}
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser; only the chosen verb's module is imported (the others may pull in torch, datasets...)."""
+    parser = argparse.ArgumentParser(prog="ngptlab", description=__doc__.split("\n\n")[0])
+    subparsers = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    chosen = next((arg for arg in argv if arg in VERBS), None)
+    for verb, help_text in VERBS.items():
+        sub = subparsers.add_parser(verb, help=help_text, description=help_text)
+        sub.add_argument("--params", default="params.yaml", metavar="FILE",
+                         help="the experiment file (default: params.yaml)")
+        if verb == chosen:
+            _command_module(verb).configure(sub)
+    return parser
+
+
+def _command_module(verb: str):
+    return importlib.import_module(f"ngptlab.{verb}.command")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
+    try:
+        params = load_params(args.params)
+        return int(_command_module(args.verb).run(args, params) or 0)
+    except NgptlabError as err:
+        print(f"ngptlab {args.verb}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""params.yaml: load, validate, and enumerate the runs and cells it describes.
+
+Validation happens in two layers, both before anything runs:
+1. the JSON schema in workflow/schemas/params.schema.yaml (types, unknown keys, arm and scale names, signs);
+2. cross-field checks the schema cannot express (every scale x arm has learning rates, batch arithmetic).
+Either layer raises one ParamsError whose message names the key and, where there is a fixed set, the
+allowed values.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from ngptlab.errors import ParamsError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "params.schema.yaml"
+
+
+@cache
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as f:
+        return yaml.safe_load(f)
+
+
+def allowed_arms() -> list[str]:
+    return list(load_schema()["$defs"]["arm"]["enum"])
+
+
+def allowed_scales() -> list[str]:
+    return list(load_schema()["$defs"]["scale"]["enum"])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Loading and validation
+
+
+def load_params(path: str | Path) -> dict:
+    """Read and validate a params file; raise ParamsError naming the file and the key at fault."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"{path}: params file not found")
+    try:
+        with open(path) as f:
+            params = yaml.safe_load(f)
+    except yaml.YAMLError as err:
+        raise ParamsError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(params, dict):
+        raise ParamsError(f"{path}: expected a mapping of sections (prepare, train, ...), got {type(params).__name__}")
+    validate_params(params, source=str(path))
+    return params
+
+
+def validate_params(params: dict, source: str = "params") -> None:
+    """Schema check, then cross-field checks. Raises ParamsError with one clear message."""
+    validator = jsonschema.Draft202012Validator(load_schema())
+    errors = list(validator.iter_errors(params))
+    if errors:
+        raise ParamsError(f"{source}: {_describe(_most_specific(errors))}")
+    problem = _cross_field_problem(params)
+    if problem:
+        raise ParamsError(f"{source}: {problem}")
+
+
+def _most_specific(errors: list[jsonschema.ValidationError]) -> jsonschema.ValidationError:
+    # The deepest error names the exact key; among equals, prefer the one the schema checked first.
+    return max(errors, key=lambda e: (len(e.absolute_path), -len(e.absolute_schema_path)))
+
+
+def _key(path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+def _describe(err: jsonschema.ValidationError) -> str:
+    key = _key(err.absolute_path)
+    schema = err.schema if isinstance(err.schema, dict) else {}
+    if err.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        unknown = sorted(set(err.instance) - set(allowed))
+        return f"unknown key {key + '.' if err.absolute_path else ''}{unknown[0]}; allowed keys: {', '.join(allowed)}"
+    if err.validator == "enum":
+        return f"{key}: {err.instance!r} is not allowed; allowed values: {', '.join(map(str, err.validator_value))}"
+    if err.validator == "required":
+        missing = [k for k in err.validator_value if k not in err.instance]
+        return f"{key}: missing required key {missing[0]!r}"
+    if err.validator == "type":
+        expected = err.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return f"{key}: expected {expected}, got {type(err.instance).__name__} {err.instance!r}"
+    if err.validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        relation = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+        return f"{key}: {err.instance!r} must be {relation[err.validator]} {err.validator_value}"
+    return f"{key}: {err.message}"
+
+
+def _cross_field_problem(params: dict) -> str | None:
+    train = params["train"]
+    if train["source"] != params["prepare"]["source"]["name"]:
+        return (f"train.source {train['source']!r} must name the prepared source "
+                f"prepare.source.name {params['prepare']['source']['name']!r}")
+    for scale in train["scales"]:
+        if scale not in train["learning_rates"]:
+            return f"train.learning_rates: missing scale {scale!r} (listed in train.scales)"
+        for arm in train["arms"]:
+            if arm not in train["learning_rates"][scale]:
+                return f"train.learning_rates.{scale}: missing arm {arm!r} (listed in train.arms)"
+        if scale not in train["resources"]:
+            return f"train.resources: missing scale {scale!r} (listed in train.scales)"
+    if train["batch_tokens"] % train["micro_batch_tokens"]:
+        return (f"train.batch_tokens ({train['batch_tokens']}) must be a multiple of "
+                f"train.micro_batch_tokens ({train['micro_batch_tokens']})")
+    for context in train["contexts"]:
+        if train["micro_batch_tokens"] % context:
+            return (f"train.micro_batch_tokens ({train['micro_batch_tokens']}) must be a multiple of every "
+                    f"context in train.contexts; {context} does not divide it")
+    for budget in train["budgets"]:
+        if budget < train["batch_tokens"]:
+            return f"train.budgets: {budget} is smaller than one batch (train.batch_tokens = {train['batch_tokens']})"
+    if params["speedup"]["baseline"] not in train["arms"]:
+        return (f"speedup.baseline {params['speedup']['baseline']!r} is not among train.arms: "
+                f"{', '.join(train['arms'])}")
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Runs and cells
+
+
+def format_lr(lr: float) -> str:
+    return f"{lr:g}"
+
+
+@dataclass(frozen=True, order=True)
+class RunSpec:
+    """One training run: the unit of the train and condition stages."""
+
+    scale: str
+    context: int
+    arm: str
+    budget: int
+    lr: float
+    seed: int
+
+    @property
+    def cell(self) -> str:
+        """The (scale, context) cell of the speed-up table this run belongs to."""
+        return cell_name(self.scale, self.context)
+
+    @property
+    def name(self) -> str:
+        return f"{self.cell}-{self.arm}-t{self.budget}-lr{format_lr(self.lr)}-s{self.seed}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale, "context": self.context, "arm": self.arm, "budget": self.budget,
+                "lr": self.lr, "seed": self.seed}
+
+
+def cell_name(scale: str, context: int) -> str:
+    return f"{scale}-ctx{context}"
+
+
+def enumerate_runs(params: dict) -> list[RunSpec]:
+    """Every run the grid describes, in a stable order (scale, context, arm, budget, lr, seed)."""
+    train = params["train"]
+    runs = []
+    for scale, context, arm, budget, seed in itertools.product(
+        train["scales"], train["contexts"], train["arms"], train["budgets"], train["seeds"]
+    ):
+        for lr in train["learning_rates"][scale][arm]:
+            runs.append(RunSpec(scale, context, arm, budget, float(lr), seed))
+    return runs
+
+
+def enumerate_cells(params: dict) -> list[str]:
+    train = params["train"]
+    return [cell_name(s, c) for s, c in itertools.product(train["scales"], train["contexts"])]
+
+
+@cache
+def _run_name_pattern() -> re.Pattern:
+    alternatives = lambda names: "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))  # noqa: E731
+    return re.compile(
+        rf"^(?P<scale>{alternatives(allowed_scales())})-ctx(?P<context>\d+)-(?P<arm>{alternatives(allowed_arms())})"
+        r"-t(?P<budget>\d+)-lr(?P<lr>[0-9.e+-]+?)-s(?P<seed>\d+)$"
+    )
+
+
+def parse_run_name(name: str) -> RunSpec:
+    match = _run_name_pattern().match(name)
+    if not match:
+        raise ParamsError(
+            f"run name {name!r} is not of the form <scale>-ctx<context>-<arm>-t<budget>-lr<lr>-s<seed> "
+            f"with scale in {allowed_scales()} and arm in {allowed_arms()}"
+        )
+    g = match.groupdict()
+    return RunSpec(g["scale"], int(g["context"]), g["arm"], int(g["budget"]), float(g["lr"]), int(g["seed"]))
+
+
+def find_run(params: dict, name: str) -> RunSpec:
+    """The run of this grid with this name; a name outside the grid is an error, not a silent new run."""
+    for run in enumerate_runs(params):
+        if run.name == name:
+            return run
+    parse_run_name(name)  # raises a format error first if the name is malformed
+    raise ParamsError(f"run {name!r} is not in the grid of this params file (see `ngptlab plan`)")

@@ -1,0 +1,54 @@
+"""`ngptlab plan`: validate a params file and print the runs it describes, with their size and cost.
+
+Compute is estimated, not measured: GPU-hours = training FLOPs / (peak FLOP/s x MFU). The defaults are an
+H100/H200's dense bf16 peak (989 TFLOP/s) and an MFU of 40%, both stated in the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ngptlab.params import enumerate_cells, enumerate_runs
+from ngptlab.plan.grid import check_grid_file, write_grid_file
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the run table as JSON")
+    parser.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation assumed (default 0.4)")
+    parser.add_argument("--peak-tflops", type=float, default=989.0,
+                        help="peak accelerator throughput in TFLOP/s (default 989: H100/H200 dense bf16)")
+    parser.add_argument("--write", metavar="FILE",
+                        help="write the resolved grid (runs, cells) to FILE for dvc.yaml's foreach")
+    parser.add_argument("--check", metavar="FILE",
+                        help="fail unless FILE (from --write) still matches the params file")
+
+
+def run(args: argparse.Namespace, params: dict) -> int:
+    if args.write:
+        write_grid_file(params, args.write)
+        print(f"wrote {args.write}: {len(enumerate_runs(params))} runs, {len(enumerate_cells(params))} cells")
+        return 0
+    if args.check:
+        check_grid_file(params, args.check)
+        return 0
+    from ngptlab.plan.estimate import estimate_runs  # imports torch and the models: only for the table
+
+    rows = estimate_runs(enumerate_runs(params), mfu=args.mfu, peak_tflops=args.peak_tflops)
+    total_flops = sum(r["train_flops"] for r in rows)
+    total_gpu_hours = sum(r["gpu_hours"] for r in rows)
+    if args.json:
+        print(json.dumps({"params_file": args.params, "mfu": args.mfu, "peak_tflops": args.peak_tflops,
+                          "cells": enumerate_cells(params), "runs": rows,
+                          "total_train_flops": total_flops, "total_gpu_hours": total_gpu_hours}, indent=1))
+        return 0
+    header = f"{'run':<48} {'arm':<12} {'scale':<9} {'ctx':>5} {'params':>9} {'tokens':>10} {'FLOPs':>9} {'GPU-h':>8}"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(f"{r['run']:<48} {r['arm']:<12} {r['scale']:<9} {r['context']:>5} {r['n_params'] / 1e6:>8.1f}M "
+              f"{r['budget']:>10.3g} {r['train_flops']:>9.2e} {r['gpu_hours']:>8.3g}")
+    print("-" * len(header))
+    print(f"{len(rows)} runs in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
+          f"{total_gpu_hours:.4g} GPU-hours at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")
+    return 0

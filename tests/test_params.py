@@ -1,0 +1,139 @@
+"""params.yaml validation: every malformed file gets one clear error naming the key and allowed values."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ngptlab.errors import ParamsError
+from ngptlab.params import (
+    REPO_ROOT,
+    RunSpec,
+    allowed_arms,
+    allowed_scales,
+    enumerate_cells,
+    enumerate_runs,
+    find_run,
+    load_params,
+    parse_run_name,
+    validate_params,
+)
+
+DEFAULT = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+
+
+def _edit(edit) -> dict:
+    params = copy.deepcopy(DEFAULT)
+    edit(params)
+    return params
+
+
+def test_default_params_are_valid():
+    params = load_params(REPO_ROOT / "params.yaml")
+    assert params["train"]["arms"] == allowed_arms()  # the smoke grid runs all seven arms
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda p: p["train"].update(budgets=[16384, -5]),
+         "train.budgets[1]: -5 must be >= 1"),
+        (lambda p: p["train"].update(arms=["gpt", "ngtp"]),
+         "train.arms[1]: 'ngtp' is not allowed; allowed values: gpt, gpt-nowd, ngpt, gpt-lrm, gpt-scalar, "
+         "gpt-rownorm, gpt-orth"),
+        (lambda p: p["train"].update(scales=["2B"]),
+         "train.scales[0]: '2B' is not allowed; allowed values: cpu-4l, cpu-8l, gpu-small, 0.5B, 1B"),
+        (lambda p: p["train"].update(batch_tokens="2048"),
+         "train.batch_tokens: expected integer, got str '2048'"),
+        (lambda p: p["train"].update(learnig_rate=1e-3),
+         "unknown key train.learnig_rate; allowed keys: arms, batch_tokens, budgets"),
+        (lambda p: p.update(extra={}),
+         "unknown key extra; allowed keys: condition, prepare, report, speedup, train"),
+        (lambda p: p["train"]["learning_rates"].update({"huge": {"gpt": [1e-3]}}),
+         "train.learning_rates: 'huge' is not allowed; allowed values: cpu-4l, cpu-8l, gpu-small, 0.5B, 1B"),
+        (lambda p: p["train"]["learning_rates"]["cpu-4l"].update(gpt=[0.0]),
+         "train.learning_rates.cpu-4l.gpt[0]: 0.0 must be > 0"),
+        (lambda p: p["train"]["learning_rates"]["cpu-4l"].pop("ngpt"),
+         "train.learning_rates.cpu-4l: missing arm 'ngpt' (listed in train.arms)"),
+        (lambda p: p["prepare"]["source"].update(kind="s3"),
+         "prepare.source.kind: 's3' is not allowed; allowed values: embedded, hf, local"),
+        (lambda p: p["prepare"]["source"].update(kind="local"),
+         "prepare.source: missing required key 'files'"),
+        (lambda p: p["train"].pop("seeds"),
+         "train: missing required key 'seeds'"),
+        (lambda p: p["train"].update(micro_batch_tokens=2000),
+         "train.batch_tokens (2048) must be a multiple of train.micro_batch_tokens (2000)"),
+        (lambda p: p["speedup"].update(baseline="gpt-orth") or p["train"].update(arms=["gpt", "ngpt"]),
+         "speedup.baseline 'gpt-orth' is not among train.arms: gpt, ngpt"),
+        (lambda p: p["train"].update(source="owt"),
+         "train.source 'owt' must name the prepared source prepare.source.name 'shakespeare-news'"),
+    ],
+)
+def test_malformed_params_name_the_key(edit, expected):
+    with pytest.raises(ParamsError) as err:
+        validate_params(_edit(edit), source="params.yaml")
+    assert str(err.value).startswith(f"params.yaml: {expected}")
+
+
+def test_unreadable_files(tmp_path: Path):
+    with pytest.raises(ParamsError, match="params file not found"):
+        load_params(tmp_path / "missing.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("train: [unclosed\n")
+    with pytest.raises(ParamsError, match="not valid YAML"):
+        load_params(broken)
+    broken.write_text("- just a list\n")
+    with pytest.raises(ParamsError, match="expected a mapping of sections"):
+        load_params(broken)
+
+
+def test_runs_and_cells_of_the_default_grid():
+    runs = enumerate_runs(DEFAULT)
+    train = DEFAULT["train"]
+    lrs_per_scale = sum(len(v) for v in train["learning_rates"]["cpu-4l"].values())
+    assert len(runs) == len(train["contexts"]) * len(train["budgets"]) * len(train["seeds"]) * lrs_per_scale
+    assert len({r.name for r in runs}) == len(runs)
+    assert enumerate_cells(DEFAULT) == ["cpu-4l-ctx64", "cpu-4l-ctx128"]
+    assert runs[0].name == "cpu-4l-ctx64-gpt-t16384-lr0.003-s0"
+
+
+@pytest.mark.parametrize("spec", [
+    RunSpec("0.5B", 1024, "gpt-nowd", 10**10, 1.5e-5, 3),
+    RunSpec("cpu-4l", 64, "gpt-orth", 16384, 0.01, 0),
+    RunSpec("gpu-small", 8192, "ngpt", 2 * 10**9, 3e-3, 12),
+])
+def test_run_names_round_trip(spec: RunSpec):
+    assert parse_run_name(spec.name) == spec
+
+
+def test_bad_run_names():
+    with pytest.raises(ParamsError, match="is not of the form"):
+        parse_run_name("cpu-4l-ctx64-transformer-t1-lr1-s0")
+    with pytest.raises(ParamsError, match="is not in the grid"):
+        find_run(DEFAULT, "cpu-4l-ctx64-gpt-t16384-lr0.5-s0")
+
+
+def test_schema_names_match_the_model_registry():
+    from ngptlab.models import ARMS, SCALES
+
+    assert sorted(allowed_arms()) == sorted(ARMS)
+    assert sorted(allowed_scales()) == sorted(SCALES)
+
+
+def test_cli_rejects_bad_params_before_anything_runs(tmp_path: Path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(_edit(lambda p: p["train"].update(arms=["gpt", "ngtp"]))))
+    before = sorted(tmp_path.rglob("*"))
+    result = subprocess.run([sys.executable, "-m", "ngptlab.cli", "plan", "--params", str(bad)],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"ngptlab plan: error: {bad}: train.arms[1]: 'ngtp' is not allowed; allowed values: gpt, gpt-nowd, "
+        "ngpt, gpt-lrm, gpt-scalar, gpt-rownorm, gpt-orth"
+    ]
+    assert sorted(tmp_path.rglob("*")) == before
