@@ -1,0 +1,79 @@
+"""The arms and the one way to build them: (arm, scale, vocab size, context) -> (model, recipe).
+
+Together gpt, gpt-rownorm, gpt-orth and ngpt are the 2x2 {norm free, fixed} x {conditioning free, fixed};
+gpt-nowd, gpt-lrm and gpt-scalar control for weight decay and for learning the norms explicitly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import nn
+
+from ngptlab.errors import ParamsError
+from ngptlab.models import gpt, gpt_lrm, gpt_nowd, gpt_orth, gpt_rownorm, gpt_scalar, ngpt
+from ngptlab.models.gpt import GPT, Recipe
+from ngptlab.models.scales import SCALES, Scale
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    model: type[GPT]
+    recipe: Callable[[], Recipe]
+    norms: str  # DESIGN.md's "norms" column
+    conditioning: str  # DESIGN.md's "conditioning" column
+    summary: str
+
+
+ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm("gpt", gpt.GPT, gpt.Recipe, "free", "free",
+            "the paper's baseline: pre-norm RMSNorm, RoPE, SwiGLU, AdamW wd 0.1, warmup"),
+        Arm("gpt-nowd", gpt_nowd.Model, gpt_nowd.NoDecayRecipe, "free", "free",
+            "gpt with weight decay 0"),
+        Arm("ngpt", ngpt.NGPT, ngpt.NGPTRecipe, "fixed (unit)", "free",
+            "the normalized transformer, every part of the paper's Section 2"),
+        Arm("gpt-lrm", gpt_lrm.GPTLRM, gpt_lrm.MultiplierRecipe, "learned explicitly", "free",
+            "gpt with learnable row and column multipliers on every matrix"),
+        Arm("gpt-scalar", gpt_scalar.GPTScalar, gpt_scalar.ScalarRecipe, "learned explicitly", "free",
+            "gpt with one learnable scalar per matrix"),
+        Arm("gpt-rownorm", gpt_rownorm.Model, gpt_rownorm.RowNormRecipe, "fixed", "free",
+            "gpt with nGPT's unit-norm weight constraint after every step"),
+        Arm("gpt-orth", gpt_orth.GPTOrth, gpt_orth.OrthRecipe, "learned scalar", "fixed (kappa = 1)",
+            "gpt whose attention and MLP matrices are a learned scalar times an orthogonal matrix"),
+    )
+}
+
+
+def lookup_arm(name: str) -> Arm:
+    if name not in ARMS:
+        raise ParamsError(f"unknown arm {name!r}; allowed: {', '.join(ARMS)}")
+    return ARMS[name]
+
+
+def lookup_scale(name: str) -> Scale:
+    if name not in SCALES:
+        raise ParamsError(f"unknown scale {name!r}; allowed: {', '.join(SCALES)}")
+    return SCALES[name]
+
+
+def build(arm: str, scale: str, vocab_size: int, context: int) -> tuple[GPT, Recipe]:
+    """A freshly initialised model (post_step already applied) and its optimizer recipe.
+
+    Builds on torch's default device; `with torch.device("meta"):` counts a 1B model without memory.
+    """
+    spec, shape = lookup_arm(arm), lookup_scale(scale)
+    for key, value in (("vocab_size", vocab_size), ("context", context)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ParamsError(f"{key} must be a positive integer, got {value!r}")
+    model = spec.model(shape, vocab_size, context)
+    recipe = spec.recipe()
+    recipe.post_step(model)  # start on the arm's constraint set (unit rows, orthogonal matrices)
+    return model, recipe
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
