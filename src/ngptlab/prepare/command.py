@@ -1,0 +1,39 @@
+"""`ngptlab prepare`: tokenize params["prepare"]["source"] into data/tokens/<name>/.
+
+Readers of the shards (training, tests) use `load_meta(source_dir)` and `verify_shards(source_dir)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ngptlab.prepare.cache import CACHE_ENV, default_cache_dir
+from ngptlab.prepare.pipeline import prepare_tokens
+from ngptlab.prepare.shards import load_meta, verify_shards
+
+__all__ = ["configure", "run", "load_meta", "verify_shards"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", default="data", metavar="DIR",
+                        help="shards go to DIR/tokens/<source name>/ (default: data)")
+    parser.add_argument("--cache-dir", default=None, metavar="DIR",
+                        help=f"downloaded archives, tiktoken cache (default: ${CACHE_ENV} or data/cache)")
+    parser.add_argument("--force", action="store_true",
+                        help="rewrite the shards even when meta.json says they are up to date")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace, params: dict) -> int:
+    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    outcome = prepare_tokens(params["prepare"], Path(args.data_dir), cache_dir, force=args.force,
+                             progress=not args.no_progress)
+    if outcome.skipped:
+        print(f"prepare: {outcome.out_dir} is up to date ({outcome.reason}); nothing to do")
+        return 0
+    print(f"prepare: wrote {outcome.out_dir} (ran because: {outcome.reason})")
+    for name, record in outcome.meta["splits"].items():
+        print(f"  {name + '.bin':9} {record['tokens']:>12,} tokens  {record['documents']:>9,} documents  "
+              f"sha256 {record['sha256'][:16]}")
+    return 0

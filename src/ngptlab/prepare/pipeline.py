@@ -1,0 +1,256 @@
+"""The prepare stage: documents -> GPT-2 tokens -> train.bin / val.bin -> meta.json, as one restartable step.
+
+1. The inputs key (source fingerprint, tokenizer ranks, split rule, shard format) is computed without
+   reading any text. If meta.json carries the same key and every .bin matches its recorded size and
+   sha256, the stage does nothing and touches nothing.
+2. Otherwise, under an exclusive lock on the output directory, documents stream in batches of
+   `batch_documents`: the main thread reads a batch and assigns each document its split, then hands the
+   batch to one of `workers` threads, which encodes it (tiktoken's Rust core releases the GIL, so the
+   threads run in parallel; tokens come back as arrays, never as Python lists of ints) and packs it as
+   uint16. Batches are appended to the temporary shards in reading order. At most workers + 2 batches of
+   documents and tokens are in memory at once, whatever the corpus size.
+3. Only when both shards are complete: the old meta.json is removed, the shards are renamed into place,
+   and the new meta.json is written last (see shards.py for why this ordering is safe against kills).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import platform
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import metadata
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+import tiktoken
+from tqdm import tqdm
+
+import ngptlab
+from ngptlab.errors import DataError
+from ngptlab.prepare import split
+from ngptlab.prepare.shards import (
+    DTYPE,
+    META_NAME,
+    SPLITS,
+    ShardWriter,
+    load_meta,
+    remove_stale_temporaries,
+    verify_shards,
+    write_meta,
+)
+from ngptlab.prepare.sources import Source, fingerprint, open_source
+from ngptlab.prepare.tokenizer import (
+    EOT_TOKEN,
+    GPT2_RANKS_SHA256,
+    VOCAB_SIZE,
+    encode_ordinary_array,
+    gpt2_encoding,
+    tokenizer_info,
+)
+
+FORMAT = "ngptlab-tokens/1"  # bump when the shard layout or meta.json meaning changes
+LAYOUT = "uint16 little-endian; each document's tokens followed by one <|endoftext|> (50256), as nanoGPT"
+
+
+def lock_path(out_dir: Path) -> Path:
+    """Beside the token directory, not in it: the directory holds exactly what DVC should version."""
+    return out_dir.with_name(f".{out_dir.name}.prepare.lock")
+
+
+@dataclass(frozen=True)
+class Settings:
+    val_fraction: float = 0.02
+    split_seed: int = 1337
+    batch_documents: int = 512
+    workers: int = 2
+
+    @classmethod
+    def from_params(cls, section: dict) -> Settings:
+        """The `prepare` section's knobs; DataError naming the key on a value out of range."""
+        s = cls(**{k: section[k] for k in ("val_fraction", "split_seed", "batch_documents", "workers")
+                   if k in section})
+        if not (isinstance(s.val_fraction, int | float) and 0 < s.val_fraction < 1):
+            raise DataError(f"prepare.val_fraction: {s.val_fraction!r} must be a number strictly between 0 "
+                            f"and 1")
+        for key in ("batch_documents", "workers"):
+            value = getattr(s, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise DataError(f"prepare.{key}: {value!r} must be a positive integer")
+        if not isinstance(s.split_seed, int) or isinstance(s.split_seed, bool):
+            raise DataError(f"prepare.split_seed: {s.split_seed!r} must be an integer")
+        return s
+
+
+@dataclass(frozen=True)
+class Outcome:
+    out_dir: Path
+    meta: dict
+    skipped: bool  # True: the shards on disk already matched the inputs; nothing was written
+    reason: str  # why the stage ran, or why it did not
+
+
+def token_dir(data_dir: Path, name: str) -> Path:
+    return Path(data_dir) / "tokens" / name
+
+
+def inputs_key(source_description: dict, settings: Settings) -> str:
+    """Everything that determines the bytes of the shards; batch size and workers do not."""
+    return fingerprint({
+        "format": FORMAT,
+        "source": source_description["fingerprint"],
+        "tokenizer": GPT2_RANKS_SHA256,
+        "split": split.describe(settings.val_fraction, settings.split_seed),
+    })
+
+
+def check_up_to_date(out_dir: Path, key: str) -> tuple[dict | None, str]:
+    """(meta, reason): meta when the shards on disk were made from exactly these inputs and are intact."""
+    if not (out_dir / META_NAME).is_file():
+        return None, f"no {out_dir / META_NAME}"
+    try:
+        if load_meta(out_dir).get("inputs_key") != key:  # cheap, so before hashing the shards
+            return None, "the inputs (source, split or tokenizer) differ from those in meta.json"
+        meta = verify_shards(out_dir)
+    except DataError as err:
+        return None, f"existing shards fail verification ({err})"
+    return meta, "inputs and sha256 of every shard match meta.json"
+
+
+def prepare_tokens(section: dict, data_dir: Path, cache_dir: Path, *, force: bool = False,
+                   progress: bool = True) -> Outcome:
+    """Run the stage for params["prepare"]; returns what is on disk afterwards (see the module docstring)."""
+    settings = Settings.from_params(section)
+    source = open_source(section.get("source"), cache_dir)
+    out_dir = token_dir(data_dir, source.name)
+    description = source.describe()
+    key = inputs_key(description, settings)
+    meta, reason = check_up_to_date(out_dir, key)
+    if meta is not None and not force:
+        return Outcome(out_dir, meta, True, reason)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out_dir):
+        meta, reason = check_up_to_date(out_dir, key)  # a concurrent run may have just finished it
+        if meta is not None and not force:
+            return Outcome(out_dir, meta, True, reason)
+        reason = "--force" if force else reason
+        remove_stale_temporaries(out_dir)
+        enc = gpt2_encoding(cache_dir)
+        writers = {s: ShardWriter(out_dir / f"{s}.bin") for s in SPLITS}
+        try:
+            _encode(source, enc, settings, writers, progress)
+            records = {s: w.close() for s, w in writers.items()}
+            _check_nonempty(records, settings)
+            (out_dir / META_NAME).unlink(missing_ok=True)  # from here on, no meta.json until all is in place
+            for w in writers.values():
+                w.publish()
+        except BaseException:
+            for w in writers.values():
+                w.abort()
+            raise
+        meta = _meta(description, settings, enc, records, key)
+        write_meta(out_dir, meta)
+    return Outcome(out_dir, meta, False, reason)
+
+
+def _encode(source: Source, enc: tiktoken.Encoding, settings: Settings, writers: dict[str, ShardWriter],
+            progress: bool) -> None:
+    """Read batches in this thread; encode them on `workers` threads; write results in reading order."""
+    bar = tqdm(total=source.expected_documents(), desc=f"prepare {source.name}", unit="doc",
+               disable=not progress, mininterval=0.5, dynamic_ncols=True)
+    tokens = 0
+    in_flight: deque[Future] = deque()
+    with bar, ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="encode") as pool:
+        for batch in _batched(source.documents(), settings.batch_documents):
+            is_val = [split.is_val(doc, settings.val_fraction, settings.split_seed) for doc in batch]
+            in_flight.append(pool.submit(_encode_batch, enc, batch, is_val))
+            if len(in_flight) > settings.workers:  # bounded: keep every worker busy, no more
+                tokens = _write(in_flight.popleft().result(), writers, bar, tokens)
+        while in_flight:
+            tokens = _write(in_flight.popleft().result(), writers, bar, tokens)
+
+
+def _encode_batch(enc: tiktoken.Encoding, docs: list[str], is_val: list[bool]) -> dict:
+    """One batch's tokens, packed per split as uint16 with an EOT after every document."""
+    arrays = [encode_ordinary_array(enc, doc) for doc in docs]  # tiktoken releases the GIL while encoding
+    packed = {}
+    for name, want in (("train", False), ("val", True)):
+        chosen = [a for a, v in zip(arrays, is_val, strict=True) if v is want]
+        out = np.empty(sum(a.size for a in chosen) + len(chosen), dtype=DTYPE)
+        pos = 0
+        for a in chosen:
+            out[pos:pos + a.size] = a
+            out[pos + a.size] = EOT_TOKEN
+            pos += a.size + 1
+        packed[name] = (out, len(chosen))
+    return packed
+
+
+def _write(packed: dict, writers: dict[str, ShardWriter], bar: tqdm, tokens: int) -> int:
+    """Append one batch to the shards; returns the running token count."""
+    for name, (array, n_docs) in packed.items():
+        writers[name].write(array, n_docs)
+        tokens += array.size
+        bar.update(n_docs)
+    bar.set_postfix_str(f"{tokens:,} tokens", refresh=False)
+    return tokens
+
+
+def _batched(items: Iterable[str], n: int) -> Iterator[list[str]]:
+    it = iter(items)
+    while batch := list(islice(it, n)):
+        yield batch
+
+
+def _check_nonempty(records: dict, settings: Settings) -> None:
+    total = sum(r["documents"] for r in records.values())
+    if total == 0:
+        raise DataError("prepare.source: the source yielded no (non-empty) documents")
+    for name, record in records.items():
+        if record["documents"] == 0:
+            raise DataError(f"prepare.val_fraction: {settings.val_fraction} of {total} documents left the "
+                            f"{name} split empty; use more documents or another val_fraction")
+
+
+def _meta(description: dict, settings: Settings, enc: tiktoken.Encoding, records: dict, key: str) -> dict:
+    return {
+        "format": FORMAT,
+        "layout": LAYOUT,
+        "dtype": "uint16",
+        "source": description,
+        "tokenizer": tokenizer_info(enc),
+        "vocab_size": VOCAB_SIZE,
+        "split": split.describe(settings.val_fraction, settings.split_seed),
+        "splits": records,
+        "inputs_key": key,
+        "tool_versions": tool_versions(),
+        "written_with": {"batch_documents": settings.batch_documents, "workers": settings.workers},
+    }
+
+
+def tool_versions() -> dict:
+    versions = {"ngptlab": ngptlab.__version__, "python": platform.python_version()}
+    for dist in ("tiktoken", "datasets", "numpy"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    return versions
+
+
+@contextlib.contextmanager
+def _exclusive(out_dir: Path) -> Iterator[None]:
+    """One writer per token directory; the OS drops the lock if the process dies."""
+    path = lock_path(out_dir)
+    with open(path, "a") as lock:  # "a": neither truncates nor touches an existing file
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DataError(f"{out_dir}: another `ngptlab prepare` is writing here ({path} is "
+                            f"locked)") from None
+        yield
