@@ -19,3 +19,7 @@ class CheckpointError(NgptlabError):
 
 class DivergedError(NgptlabError):
     """Training produced a non-finite or exploding loss."""
+
+
+class ResultsError(NgptlabError):
+    """A train result (summary.json, metrics.jsonl) or an analysis result is missing or malformed."""

@@ -1,0 +1,134 @@
+"""`ngptlab condition --run RUN`: the conditioning of one trained model.
+
+Reads runs/<run>/model.safetensors (and results/train/<run>/summary.json for the run's status), writes
+results/conditioning/<run>.json and results/conditioning/<run>.spectra.csv. A diverged run is analysed all
+the same (its weights are the last finite state) and marked with its status.
+
+<run>.json:
+  run, cell, spec{scale,context,arm,budget,lr,seed}, status ("completed" | "diverged"), final_val_loss,
+  checkpoint{path, sha256}, settings{singular_tol, sample_rows, seed, device}, variants (analysed, in order),
+  conventions (text), wall_s,
+  headline{<variant>: {...}}            the numbers the report compares (keys: analyse.headline)
+  matrices{<name>: {kind, layer (0-based), shape [out, in], norm_dim, n_heads,
+      variants{<variant>: {finite, condition_number, singular, sigma_ratio, numerical_rank, stable_rank,
+          effective_rank, largest, smallest, vector_norms{mean,std,cv,min,max},
+          heads{condition_number[], singular[], stable_rank[], effective_rank[], condition_number_median}
+                                                                              (q, k, v only)
+          row_norms{count,mean,std,cv,quantiles{q: v},histogram{edges,counts}},
+          covariance{condition_number, singular, eigenvalue_ratio, numerical_rank, largest, smallest,
+                     median}, anisotropy                                       (embeddings only)}}}}
+  A numerically singular condition number is the string "inf" (never a huge float); null = not applicable.
+<run>.spectra.csv (long format): run, matrix, kind, layer (-1 for embeddings), variant, head (-1 = whole
+  matrix), quantity (singular_value | cov_eigenvalue), index (0 = largest), value, value_over_median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from ngptlab.checkpoint import load_model, sha256_file
+from ngptlab.condition.analyse import SPECTRA_COLUMNS, Settings, analyse_matrices
+from ngptlab.condition.output import write_csv, write_json
+from ngptlab.errors import CheckpointError
+from ngptlab.params import RunSpec, find_run
+from ngptlab.speedup.results import read_summary
+
+CONVENTIONS = {
+    "layer": "0-based block index, as in the state dict; embeddings have layer null (-1 in the CSV)",
+    "paper_layers": "headline layer3_*/layer4_* are the paper's 1-based layers 3 and 4 = 0-based layers 2, 3",
+    "inf": "a condition number is \"inf\" when sigma_min / sigma_max < singular_tol (numerically singular)",
+    "variants": "effective = matrix used in the forward pass; renormalized = effective with unit vectors "
+                "along the embedding dimension (rows, or columns of output projections); "
+                "underlying = raw parameter",
+    "singular_values": "float64 SVD of the float32 weights",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", required=True, help="run name, e.g. cpu-4l-ctx64-gpt-t16384-lr0.003-s0")
+    parser.add_argument("--root", default=".", help="directory holding runs/ and results/ (default: .)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise CheckpointError("condition.device is 'cuda' but no CUDA device is available")
+    return device
+
+
+def output_paths(root: str | Path, run: str) -> tuple[Path, Path]:
+    out = Path(root) / "results" / "conditioning"
+    return out / f"{run}.json", out / f"{run}.spectra.csv"
+
+
+def _check_config(path: Path, config: dict, spec: RunSpec) -> None:
+    # The checkpoint must be this run's, not a file copied from another one.
+    if config.get("scale") != spec.scale or int(config.get("context", -1)) != spec.context:
+        raise CheckpointError(f"{path}: checkpoint is {config.get('scale')} ctx {config.get('context')}, "
+                              f"run {spec.name} wants {spec.scale} ctx {spec.context}")
+    stored = config.get("spec")
+    if isinstance(stored, dict):
+        wrong = {k: stored[k] for k, v in spec.as_dict().items() if k in stored and stored[k] != v}
+        if wrong:
+            raise CheckpointError(f"{path}: checkpoint spec has {wrong}, not those of run {spec.name}")
+
+
+def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progress: bool = True) -> dict:
+    """Analyse one run's checkpoint and write its two result files; return the JSON document."""
+    root = Path(root)
+    started = time.perf_counter()
+    summary = read_summary(root, spec)
+    ckpt = root / "runs" / spec.name / "model.safetensors"
+    sha = sha256_file(ckpt) if ckpt.is_file() else None
+    recorded = summary.get("checkpoint_sha256")
+    if sha is not None and recorded and recorded != sha:
+        raise CheckpointError(f"{ckpt}: sha256 {sha[:12]}... differs from the {recorded[:12]}... recorded in "
+                              f"results/train/{spec.name}/summary.json (stale or replaced weights)")
+    model, config = load_model(ckpt, device="cpu", expected_arm=spec.arm)
+    _check_config(ckpt, config, spec)
+
+    settings = Settings(singular_tol=float(condition_params["singular_tol"]),
+                        sample_rows=int(condition_params["sample_rows"]), seed=int(condition_params["seed"]),
+                        device=resolve_device(condition_params["device"]))
+    with torch.no_grad():
+        analysis = analyse_matrices(model.matrices(), settings, progress=progress)
+    del model
+
+    final_loss = summary.get("final_val_loss")
+    document = {
+        "run": spec.name,
+        "cell": spec.cell,
+        "spec": spec.as_dict(),
+        "status": summary["status"],
+        "final_val_loss": math.nan if final_loss is None else float(final_loss),
+        "checkpoint": {"path": str(ckpt.relative_to(root)), "sha256": sha},
+        "settings": {"singular_tol": settings.singular_tol, "sample_rows": settings.sample_rows,
+                     "seed": settings.seed, "device": settings.device},
+        "variants": analysis.variants,
+        "conventions": CONVENTIONS,
+        "headline": analysis.headline(),
+        "matrices": analysis.matrices,
+        "wall_s": time.perf_counter() - started,
+    }
+    json_path, csv_path = output_paths(root, spec.name)
+    # The CSV first: the JSON appearing last marks a complete result.
+    write_csv(csv_path, SPECTRA_COLUMNS, ((spec.name, *row) for row in analysis.spectra))
+    write_json(json_path, document)
+    return document
+
+
+def run(args: argparse.Namespace, params: dict) -> int:
+    spec = find_run(params, args.run)
+    doc = condition_run(spec, args.root, params["condition"], progress=not args.no_progress)
+    head = doc["headline"]["effective"]
+    print(f"{spec.name} ({doc['status']}): attention kappa median {head['attn_condition_median']}, "
+          f"embed_in cov kappa {head['embed_in_cov_condition']}; {doc['wall_s']:.1f} s "
+          f"-> {output_paths(args.root, spec.name)[0]}")
+    return 0

@@ -1,0 +1,89 @@
+"""Writing results: strict JSON (no NaN/Infinity tokens) and CSV, always to a temp name then os.replace.
+
+JSON encoding of non-finite floats, used by every results/ file of the condition and speedup stages:
+- +inf (a numerically singular matrix's condition number, see condition/metrics.py) -> the string "inf";
+  `float(value)` reads it back as math.inf.
+- nan (a metric that does not exist, e.g. the stable rank of a zero matrix) -> null.
+null therefore means "not applicable / not measured", and "inf" means "measured: numerically singular".
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def json_ready(obj: Any) -> Any:
+    """Recursively turn numpy scalars/arrays, tuples and non-finite floats into strict-JSON values."""
+    if isinstance(obj, dict):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [json_ready(v) for v in obj.tolist()]
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        value = float(obj)
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    return obj
+
+
+def read_float(value: Any) -> float:
+    """Inverse of the encoding above for one number: null -> nan, "inf" -> inf."""
+    return math.nan if value is None else float(value)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _atomic(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            write(f)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make results unreadable to others
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Any text file, written atomically."""
+    _atomic(Path(path), lambda f: f.write(text))
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Strict JSON (allow_nan=False), indented, written atomically."""
+    text = json.dumps(json_ready(obj), indent=1, allow_nan=False) + "\n"
+    _atomic(Path(path), lambda f: f.write(text))
+
+
+def write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Sequence]) -> None:
+    """A CSV with a header row, written atomically; nan cells are left empty."""
+    def write(f) -> None:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow(["" if isinstance(v, float) and math.isnan(v) else v for v in row])
+
+    _atomic(Path(path), write)

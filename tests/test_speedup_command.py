@@ -1,0 +1,155 @@
+"""`ngptlab speedup` on a cell of train results, and the cross-arm table joining everything."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+import scipy.stats
+import torch
+import yaml
+
+from ngptlab.checkpoint import save_model
+from ngptlab.cli import main
+from ngptlab.condition.command import condition_run
+from ngptlab.errors import NgptlabError
+from ngptlab.models import build
+from ngptlab.params import REPO_ROOT, RunSpec, enumerate_runs
+from ngptlab.speedup.table import arm_table, cross_arm_table, tracking, write_cross_arm_table
+
+torch.set_num_threads(1)
+BUDGETS = [16384, 32768, 65536]
+PLANTED = {"gpt": 1.0, "ngpt": 3.0, "gpt-orth": 1.5}  # token efficiency relative to gpt
+BEST_LR = 3e-3
+
+
+def loss_at(tokens: float, arm: str, lr: float) -> float:
+    """Loss linear in log tokens (so log-token interpolation is exact), worse away from the best lr."""
+    return 10.0 - 0.5 * math.log(PLANTED[arm] * tokens) + 0.1 * abs(math.log(lr / BEST_LR))
+
+
+@pytest.fixture
+def grid(tmp_path) -> tuple[dict, Path]:
+    params = copy.deepcopy(yaml.safe_load((REPO_ROOT / "params.yaml").read_text()))
+    params["train"].update(scales=["cpu-4l"], contexts=[64], budgets=BUDGETS, seeds=[0], arms=list(PLANTED))
+    lrs = {"gpt": [3e-3, 1e-2], "ngpt": [3e-3, 1e-2], "gpt-orth": [3e-3]}
+    params["train"]["learning_rates"] = {"cpu-4l": lrs}
+    params["speedup"].update(baseline="gpt", bootstrap=100, seed=0)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return params, path
+
+
+def write_train_results(root: Path, spec: RunSpec, status: str = "completed") -> None:
+    """summary.json and metrics.jsonl as the train stage writes them, from the planted loss law."""
+    out = root / "results" / "train" / spec.name
+    out.mkdir(parents=True, exist_ok=True)
+    final = loss_at(spec.budget, spec.arm, spec.lr)
+    rows = []
+    for step in range(1, spec.budget // 2048 + 1):
+        tokens = step * 2048
+        row = {"step": step, "tokens": tokens, "train_loss": final + 0.3, "lr": spec.lr}
+        if tokens % 8192 == 0:  # eval points: mid-run losses sit above the annealed final one
+            row["val_loss"] = final if tokens == spec.budget else loss_at(tokens, spec.arm, spec.lr) + 0.2
+        rows.append(row)
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = {"run": spec.name, "spec": spec.as_dict(), "status": status,
+               "final_val_loss": None if status == "diverged" else final}
+    (out / "summary.json").write_text(json.dumps(summary))
+
+
+def speedup(params_file: Path, root: Path, cell: str = "cpu-4l-ctx64") -> int:
+    return main(["speedup", "--params", str(params_file), "--cell", cell, "--root", str(root)])
+
+
+def test_speedup_cell_from_train_results(tmp_path, grid):
+    params, params_file = grid
+    for spec in enumerate_runs(params):
+        diverged = spec.arm == "ngpt" and spec.lr == 1e-2 and spec.budget == 65536
+        write_train_results(tmp_path, spec, "diverged" if diverged else "completed")
+    assert speedup(params_file, tmp_path) == 0
+    doc = json.loads((tmp_path / "results" / "speedup" / "cpu-4l-ctx64.json").read_text())
+    assert doc["cell"] == "cpu-4l-ctx64" and doc["baseline"] == "gpt" and doc["budgets"] == BUDGETS
+    assert doc["targets"][0]["budget"] == 65536 and doc["targets"][0]["lr"] == BEST_LR
+    for arm, k in PLANTED.items():
+        assert doc["arms"][arm]["speedup"]["value"] == pytest.approx(k, rel=1e-9)
+        assert doc["arms"][arm]["speedup"]["bound"] is None
+    assert doc["arms_order"] == ["gpt", "gpt-orth", "ngpt"]
+    assert doc["ignored"] == [{"run": "cpu-4l-ctx64-ngpt-t65536-lr0.01-s0", "reason": "diverged"}]
+    # the cheaper estimate from ngpt's own validation curve: mid-run points are 0.2 worse, so it is smaller
+    cheap = doc["arms"]["ngpt"]["cheap"]["speedup"]["value"]
+    assert 1.0 < cheap < 3.0
+    assert len(doc["runs"]) == len(enumerate_runs(params))
+
+
+def test_missing_train_result_is_a_clear_error(tmp_path, grid, capsys):
+    params, params_file = grid
+    specs = enumerate_runs(params)
+    for spec in specs:
+        write_train_results(tmp_path, spec)
+    assert speedup(params_file, tmp_path) == 0
+    out = tmp_path / "results" / "speedup" / "cpu-4l-ctx64.json"
+    before = out.read_text()
+    missing = tmp_path / "results" / "train" / specs[3].name / "summary.json"
+    missing.unlink()
+    assert speedup(params_file, tmp_path) == 2
+    assert f"{missing}: train summary not found" in capsys.readouterr().err
+    assert out.read_text() == before  # the previous result is untouched
+    missing.write_text("{not json")
+    assert speedup(params_file, tmp_path) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert speedup(params_file, tmp_path, cell="cpu-4l-ctx999") == 2
+    assert "cell 'cpu-4l-ctx999' is not in the grid" in capsys.readouterr().err
+
+
+def test_cross_arm_table(tmp_path, grid):
+    params, params_file = grid
+    models = {}
+    for arm in PLANTED:
+        torch.manual_seed(0)
+        models[arm], _ = build(arm, "cpu-4l", 256, 64)
+    for spec in enumerate_runs(params):
+        write_train_results(tmp_path, spec)
+        config = {"arm": spec.arm, "scale": spec.scale, "vocab_size": 256, "context": 64,
+                  "spec": spec.as_dict()}
+        save_model(tmp_path / "runs" / spec.name / "model.safetensors", models[spec.arm], config)
+        condition_run(spec, tmp_path, params["condition"], progress=False)
+    assert speedup(params_file, tmp_path) == 0
+
+    table = write_cross_arm_table(params, tmp_path / "runs.csv", root=tmp_path)
+    assert list(table["run"]) == [s.name for s in enumerate_runs(params)]
+    assert (tmp_path / "runs.csv").read_text().splitlines()[0].startswith("run,cell,scale,context,arm,budget")
+    ngpt = table[table["arm"] == "ngpt"]
+    assert ngpt["speedup"].tolist() == pytest.approx([3.0] * 6) and set(ngpt["speedup_display"]) == {"3"}
+    assert list(ngpt["best_lr_for_budget"]) == [True, False] * 3  # lr 3e-3 wins at every budget
+    orth = table[table["arm"] == "gpt-orth"].iloc[0]
+    assert orth["conditioning"] == "fixed"
+    assert orth["eff_attn_condition_median"] == pytest.approx(1.0, abs=1e-4)
+    gpt = table[table["arm"] == "gpt"].iloc[0]
+    cond = json.loads((tmp_path / "results" / "conditioning" / f"{gpt['run']}.json").read_text())
+    assert gpt["eff_layer3_q_condition"] == cond["headline"]["effective"]["layer3_q_condition"]
+    assert gpt["renorm_embed_in_cov_condition"] == cond["headline"]["renormalized"]["embed_in_cov_condition"]
+    assert math.isnan(gpt["under_attn_condition_median"])  # gpt has no underlying matrices
+    assert gpt["final_val_loss"] == pytest.approx(loss_at(gpt["budget"], "gpt", gpt["lr"]))
+
+    arms = arm_table(table)
+    assert list(arms["arm"]) == ["gpt", "ngpt", "gpt-orth"] and (arms["budget"] == 65536).all()
+    rho = tracking(table)
+    assert set(rho["n_arms"]) == {3}
+    attn = rho[rho["metric"] == "eff_attn_condition_median"]["rho"].iloc[0]
+    expected = scipy.stats.spearmanr(arms["speedup"], arms["eff_attn_condition_median"]).statistic
+    assert attn == pytest.approx(expected)
+    # at init gpt-orth has kappa 1 and ngpt/gpt random-matrix kappas, so the ranks are not a constant
+    assert not math.isnan(attn)
+
+    # a missing conditioning result: an error naming it, or nan columns when allowed
+    missing = tmp_path / "results" / "conditioning" / f"{gpt['run']}.json"
+    missing.unlink()
+    with pytest.raises(NgptlabError, match=f"{missing}: conditioning not found"):
+        cross_arm_table(params, tmp_path)
+    partial = cross_arm_table(params, tmp_path, allow_missing=True)
+    assert math.isnan(partial.iloc[0]["eff_attn_condition_median"])
+    assert not math.isnan(partial.iloc[1]["eff_attn_condition_median"])

@@ -1,0 +1,187 @@
+"""The speed-up estimator recovers planted speed-ups from synthetic loss curves."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from ngptlab.params import RunSpec
+from ngptlab.speedup.estimator import (
+    Estimate,
+    best_per_budget,
+    estimate_cell,
+    speedup_from_tokens,
+    summarize_seeds,
+    tokens_to_target,
+)
+from ngptlab.speedup.results import RunResult
+
+BUDGETS = [2**k for k in range(10, 17)]  # 1024 ... 65536 tokens
+LRS = [1e-3, 3e-3, 1e-2]
+BEST_LR = 3e-3
+
+
+def power_law(tokens: float, k: float, lr: float = BEST_LR) -> float:
+    """An arm that is k times as token-efficient as the baseline (k = 1); worse away from its best lr."""
+    return 2.0 + 50.0 * (k * tokens) ** -0.3 + 0.05 * math.log(lr / BEST_LR) ** 2
+
+
+def log_linear(tokens: float, k: float, lr: float = BEST_LR) -> float:
+    """Loss exactly linear in log tokens: interpolation in log tokens is then exact."""
+    return 10.0 - 0.5 * math.log(k * tokens) + 0.05 * math.log(lr / BEST_LR) ** 2
+
+
+def make_results(planted: dict[str, float], curve=power_law, seeds=(0,), budgets=BUDGETS,
+                 seed_scale=None, diverged=()) -> list[RunResult]:
+    """One run per (arm, budget, lr, seed); within-run curves evaluate the same law at 8 points."""
+    results = []
+    for arm, k in planted.items():
+        for seed in seeds:
+            k_s = k * (seed_scale(seed) if seed_scale else 1.0)
+            for budget in budgets:
+                for lr in LRS:
+                    spec = RunSpec("cpu-4l", 64, arm, budget, lr, seed)
+                    if (arm, budget, lr) in diverged:
+                        results.append(RunResult(spec, "diverged", 0.5, []))  # low loss must not count
+                        continue
+                    points = [(budget * i / 8, curve(budget * i / 8, k_s, lr) + 0.1) for i in range(1, 9)]
+                    points[-1] = (budget, curve(budget, k_s, lr))  # the annealed end of the schedule
+                    results.append(RunResult(spec, "completed", curve(budget, k_s, lr), points))
+    return results
+
+
+def test_tokens_to_target_interpolates_and_bounds():
+    pts = [(1000, 5.0), (2000, 4.0), (4000, 3.0)]
+    assert tokens_to_target(pts, 3.5) == Estimate(pytest.approx(math.sqrt(2000 * 4000)))
+    assert tokens_to_target(pts, 4.0) == Estimate(2000.0)
+    assert tokens_to_target(pts, 6.0) == Estimate(1000.0, "<")  # already better at the smallest budget
+    assert tokens_to_target(pts, 5.0) == Estimate(1000.0)  # lands exactly on the smallest budget
+    assert tokens_to_target(pts, 2.0) == Estimate(4000.0, ">")  # never reaches it
+    assert tokens_to_target(list(reversed(pts)), 3.5) == tokens_to_target(pts, 3.5)
+    # non-monotone: the first crossing counts; non-finite losses are skipped
+    assert tokens_to_target([(1000, 5.0), (2000, 3.0), (4000, 3.6), (8000, float("nan"))], 3.5).value < 2000
+    assert tokens_to_target([], 3.0) == Estimate(None)
+    assert speedup_from_tokens(8000, Estimate(1000.0, "<")) == Estimate(8.0, ">")
+    assert speedup_from_tokens(8000, Estimate(8000.0, ">")) == Estimate(1.0, "<")
+    assert Estimate(8.0, ">").display() == ">8" and Estimate(None).display() == "n/a"
+    assert Estimate(8192.0, ">").display() == ">8192" and Estimate(2.5e9).display() == "2.5e+09"
+
+
+def test_recovers_planted_speedups_exactly_when_loss_is_log_linear():
+    planted = {"gpt": 1.0, "ngpt": 3.0, "gpt-orth": 1.7, "gpt-scalar": 60.0}
+    out = estimate_cell(make_results({**planted, "gpt-lrm": 0.6}, curve=log_linear), "gpt", 100, 0)
+    for arm, k in planted.items():
+        assert out["arms"][arm]["speedup"]["value"] == pytest.approx(k, rel=1e-9), arm
+        assert out["arms"][arm]["speedup"]["bound"] is None
+    # a slower arm cannot reach the baseline's final loss within the same budgets: only a bound exists
+    assert out["arms"]["gpt-lrm"]["speedup"]["display"] == "<1"
+    assert out["arms_order"][0] == "gpt"
+    assert out["targets"] == [{"seed": 0, "budget": 65536, "loss": log_linear(65536, 1.0), "lr": BEST_LR,
+                               "run": "cpu-4l-ctx64-gpt-t65536-lr0.003-s0"}]
+
+
+@pytest.mark.parametrize("k", [1.0, 1.5, 3.0, 4.0, 10.0, 20.0])
+def test_recovers_planted_speedups_from_power_laws(k):
+    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": k}), "gpt", 0, 0)
+    s = out["arms"]["ngpt"]["speedup"]
+    assert s["bound"] is None
+    # linear interpolation of a convex curve between budgets a factor 2 apart: within 2%, biased low
+    assert s["value"] == pytest.approx(k, rel=0.02)
+    assert s["value"] <= k + 1e-9
+    assert out["arms"]["gpt"]["speedup"]["value"] == pytest.approx(1.0)
+    # the best lr was picked at every budget
+    assert all(b["lr"] == BEST_LR for b in out["arms"]["ngpt"]["per_seed"][0]["best"])
+
+
+def test_both_bound_cases():
+    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 200.0, "gpt-nowd": 0.2}), "gpt", 100, 0)
+    fast, slow = out["arms"]["ngpt"]["speedup"], out["arms"]["gpt-nowd"]["speedup"]
+    # beats the target at the smallest budget: speed-up > largest / smallest budget, not extrapolated
+    assert (fast["bound"], fast["value"], fast["display"]) == (">", 64.0, ">64")
+    assert fast["interval"] is None
+    # never reaches the target within the largest budget: speed-up < 1
+    assert (slow["bound"], slow["value"], slow["display"]) == ("<", 1.0, "<1")
+
+
+def test_invariant_to_run_order():
+    results = make_results({"gpt": 1.0, "ngpt": 4.0, "gpt-orth": 2.0}, seeds=(0, 1, 2),
+                           seed_scale=lambda s: 1 + 0.1 * s)
+    reference = estimate_cell(results, "gpt", 200, 7)
+    for shuffle_seed in range(3):
+        shuffled = results[:]
+        random.Random(shuffle_seed).shuffle(shuffled)
+        assert estimate_cell(shuffled, "gpt", 200, 7) == reference
+
+
+def test_diverged_runs_are_ignored_even_with_a_low_loss():
+    # The best lr diverges at two budgets: the estimate then uses the next-best lr there, never the 0.5.
+    diverged = {("ngpt", 16384, BEST_LR), ("ngpt", 32768, BEST_LR)}
+    results = make_results({"gpt": 1.0, "ngpt": 3.0}, curve=log_linear, diverged=diverged)
+    out = estimate_cell(results, "gpt", 0, 0)
+    used = {b["budget"]: b["lr"] for b in out["arms"]["ngpt"]["per_seed"][0]["best"]}
+    assert used[16384] != BEST_LR and used[65536] == BEST_LR
+    assert all(b["loss"] > 0.5 for b in out["arms"]["ngpt"]["per_seed"][0]["best"])
+    assert {i["run"] for i in out["ignored"]} == {RunSpec("cpu-4l", 64, "ngpt", b, BEST_LR, 0).name
+                                                  for _, b, _ in diverged}
+    # the baseline's largest budget all diverged: the target moves to its largest completed budget
+    all_lrs = {("gpt", 65536, lr) for lr in LRS}
+    results = make_results({"gpt": 1.0, "ngpt": 3.0}, curve=log_linear, diverged=all_lrs)
+    out = estimate_cell(results, "gpt", 0, 0)
+    assert out["targets"][0]["budget"] == 32768
+    assert out["arms"]["ngpt"]["speedup"]["value"] == pytest.approx(3.0)
+
+
+def test_seeds_mean_and_bootstrap_interval():
+    # planted speed-up 4 * (1 + 0.1 s) per seed s, baseline identical across seeds
+    seeds = (0, 1, 2, 3)
+    results = make_results({"gpt": 1.0}, curve=log_linear, seeds=seeds)
+    results += make_results({"ngpt": 4.0}, curve=log_linear, seeds=seeds, seed_scale=lambda s: 1 + 0.1 * s)
+    out = estimate_cell(results, "gpt", 2000, 0)
+    s = out["arms"]["ngpt"]["speedup"]
+    per_seed = [4.0 * (1 + 0.1 * i) for i in seeds]
+    assert s["value"] == pytest.approx(np.mean(per_seed))
+    assert s["n_seeds"] == 4 and s["bound"] is None
+    lo, hi = s["interval"]
+    assert min(per_seed) <= lo < s["value"] < hi <= max(per_seed)
+    # percentile bootstrap of the mean, checked against an independent computation
+    rng = np.random.default_rng(0)
+    means = np.array(per_seed)[rng.integers(0, 4, size=(2000, 4))].mean(axis=1)
+    assert (lo, hi) == pytest.approx((np.percentile(means, 2.5), np.percentile(means, 97.5)), rel=1e-9)
+    # the same bootstrap seed gives the same interval
+    assert estimate_cell(results, "gpt", 2000, 0)["arms"]["ngpt"]["speedup"]["interval"] == [lo, hi]
+    # no resamples requested: the mean without an interval
+    assert estimate_cell(results, "gpt", 0, 0)["arms"]["ngpt"]["speedup"]["interval"] is None
+
+
+def test_summaries_with_bounds():
+    assert summarize_seeds([Estimate(3.0), Estimate(5.0, ">")], 100, 0)["display"] == ">4"
+    assert summarize_seeds([Estimate(3.0, "<"), Estimate(5.0, ">")], 100, 0)["value"] is None
+    one = summarize_seeds([Estimate(3.0)], 100, 0)
+    assert one["value"] == 3.0 and one["interval"] is None and one["n_seeds"] == 1
+    assert summarize_seeds([], 100, 0)["display"] == "n/a"
+
+
+def test_cheap_within_run_estimate():
+    # Within-run curves here are the annealed law + 0.1 until the end: the cheap estimate needs more tokens.
+    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 4.0}), "gpt", 0, 0)
+    cheap = out["arms"]["ngpt"]["cheap"]
+    assert "cheaper" in cheap["method"]
+    assert cheap["per_seed"][0]["run"] == "cpu-4l-ctx64-ngpt-t65536-lr0.003-s0"
+    assert 1.0 < cheap["speedup"]["value"] < out["arms"]["ngpt"]["speedup"]["value"]
+    # the baseline's own best run reaches the target exactly at its end: cheap speed-up 1
+    assert out["arms"]["gpt"]["cheap"]["speedup"]["value"] == pytest.approx(1.0)
+    # every completed run gets its own within-run estimate
+    by_run = {r["run"]: r for r in out["runs"]}
+    assert all(r["within_run"] is not None for r in by_run.values())
+    assert sum(r["best_lr_for_budget"] for r in by_run.values()) == 2 * len(BUDGETS)
+
+
+def test_best_per_budget_tie_breaks_on_lr():
+    spec = lambda lr: RunSpec("cpu-4l", 64, "gpt", 1024, lr, 0)  # noqa: E731
+    runs = [RunResult(spec(1e-2), "completed", 3.0), RunResult(spec(1e-3), "completed", 3.0)]
+    assert best_per_budget(runs)[("gpt", 0)][1024].spec.lr == 1e-3
+    assert best_per_budget(list(reversed(runs)))[("gpt", 0)][1024].spec.lr == 1e-3
+    assert best_per_budget([RunResult(spec(1e-3), "completed", float("nan"))]) == {}
