@@ -1,0 +1,133 @@
+"""`ngptlab bench step`: median training-step time of each arm against gpt at the same shape, in one run.
+
+A step is what the train stage does per optimizer step: forward and backward (bf16 autocast on GPU),
+gradient clipping, AdamW, and the arm's post-step hook (nGPT's renormalisation, gpt-orth's polar
+projection...). All arms are built up front and timed round-robin, one step of each arm in turn, so a slow
+patch of a shared machine hits every arm alike; the ratios are what to read, the absolute times vary with
+the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from ngptlab.errors import ParamsError
+
+DEFAULT_VOCAB = 50257  # GPT-2 BPE, what `prepare` writes
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", help="model scale (default: the first of train.scales)")
+    parser.add_argument("--context", type=int, help="sequence length (default: the first of train.contexts)")
+    parser.add_argument("--arms", nargs="+", metavar="ARM", help="arms to time (default: train.arms); gpt is "
+                        "always included as the reference")
+    parser.add_argument("--batch-tokens", type=int,
+                        help="tokens per step, one forward pass (default: train.micro_batch_tokens)")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per arm (default 20)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per arm first (default 3)")
+    parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: train.device")
+    compile_group = parser.add_mutually_exclusive_group()
+    compile_group.add_argument("--compile", dest="compile", action="store_true", default=None,
+                               help="torch.compile the models (default: train.compile)")
+    compile_group.add_argument("--no-compile", dest="compile", action="store_false")
+
+
+class _Arm:
+    """One arm's model, optimizer and a fixed random batch, ready to take timed steps."""
+
+    def __init__(self, arm: str, scale: str, vocab_size: int, context: int, seqs: int, device: torch.device,
+                 compile_model: bool) -> None:
+        from ngptlab.models import build, train_flops_per_token
+
+        torch.manual_seed(0)
+        self.arm = arm
+        self.model, self.recipe = build(arm, scale, vocab_size, context)
+        self.model.to(device)
+        self.forward = torch.compile(self.model) if compile_model else self.model
+        fused = {"fused": True} if device.type == "cuda" else {}
+        groups = self.recipe.param_groups(self.model, 1e-4)
+        self.optimizer = torch.optim.AdamW(groups, betas=self.recipe.betas, eps=self.recipe.eps, **fused)
+        generator = torch.Generator().manual_seed(0)
+        tokens = torch.randint(0, vocab_size, (seqs, context + 1), generator=generator).to(device)
+        self.x, self.y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+        self.device = device
+        self.flops_per_token = train_flops_per_token(arm, scale, vocab_size, context)
+        self.times: list[float] = []
+
+    def step(self) -> float:
+        """One training step; returns its wall time in seconds (device synchronised)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda")
+        with autocast:
+            _, loss = self.forward(self.x, self.y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.recipe.clip_parameters(self.model), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            self.recipe.post_step(self.model)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+
+def run_step_bench(arms: list[str], scale: str, context: int, batch_tokens: int, device: torch.device,
+                   compile_model: bool = False, steps: int = 20, warmup: int = 3,
+                   vocab_size: int = DEFAULT_VOCAB) -> list[dict]:
+    """Median step time, ratio to gpt, tokens/s and (on a known GPU) MFU of each arm; gpt first."""
+    from ngptlab.train.throughput import mfu
+
+    if batch_tokens % context:
+        raise ParamsError(f"--batch-tokens {batch_tokens} is not a multiple of --context {context}")
+    arms = ["gpt", *[a for a in arms if a != "gpt"]]
+    seqs = batch_tokens // context
+    runners = [_Arm(arm, scale, vocab_size, context, seqs, device, compile_model) for arm in arms]
+    for runner in runners:
+        for _ in range(warmup):  # compilation, allocator and cache warm-up
+            runner.step()
+    for _ in range(steps):
+        for runner in runners:
+            runner.times.append(runner.step())
+    base = statistics.median(runners[0].times)
+    rows = []
+    for runner in runners:
+        median = statistics.median(runner.times)
+        tokens_per_s = batch_tokens / median
+        rows.append({"arm": runner.arm, "median_ms": median * 1e3, "ratio_vs_gpt": median / base,
+                     "tokens_per_s": tokens_per_s, "mfu": mfu(runner.flops_per_token, tokens_per_s, device)})
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    lines = ["| arm | median step (ms) | x gpt | tokens/s | MFU |", "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        util = "n/a" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
+        lines.append(f"| {r['arm']} | {r['median_ms']:.2f} | {r['ratio_vs_gpt']:.2f} | "
+                     f"{r['tokens_per_s']:,.0f} | {util} |")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, params: dict) -> int:
+    from ngptlab.train.dist import resolve_device
+
+    train = params["train"]
+    scale = args.scale or train["scales"][0]
+    context = args.context or train["contexts"][0]
+    batch_tokens = args.batch_tokens or train["micro_batch_tokens"]
+    device = resolve_device(args.device or train["device"])
+    compile_model = train["compile"] if args.compile is None else args.compile
+    arms = args.arms or train["arms"]
+    rows = run_step_bench(arms, scale, context, batch_tokens, device, compile_model, args.steps, args.warmup,
+                          args.vocab_size)
+    print(f"bench step: scale {scale}, context {context}, {batch_tokens} tokens/step, device {device}, "
+          f"{'compiled' if compile_model else 'eager'}, threads {torch.get_num_threads()}, "
+          f"vocab {args.vocab_size}, median of {args.steps} steps per arm (round-robin)")
+    print(format_table(rows))
+    return 0

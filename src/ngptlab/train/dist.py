@@ -1,0 +1,81 @@
+"""Process topology: a single process, or one of several under `torchrun` (DDP; gloo on CPU, nccl on GPU)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from ngptlab.errors import ParamsError
+
+
+@dataclass(frozen=True)
+class Topology:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def resolve_device(setting: str, local_rank: int = 0) -> torch.device:
+    """train.device: auto (cuda if available, else cpu), cpu, or cuda (an error when there is no GPU)."""
+    if setting == "cuda" or (setting == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise ParamsError("train.device is 'cuda' but torch sees no CUDA device")
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def setup(device_setting: str) -> Topology:
+    """Read torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); start the process group if world > 1."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = resolve_device(device_setting, local_rank)
+    if world_size > 1 and not dist.is_initialized():
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return Topology(rank, world_size, local_rank, device)
+
+
+def teardown(topology: Topology) -> None:
+    if topology.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_mean(value: torch.Tensor, topology: Topology) -> torch.Tensor:
+    if topology.distributed:
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+        value /= topology.world_size
+    return value
+
+
+def all_sum(value: torch.Tensor, topology: Topology) -> torch.Tensor:
+    if topology.distributed:
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return value
+
+
+def any_rank(flag: bool, topology: Topology) -> bool:
+    """True on every rank if it is true on any: all ranks must agree to stop at the same step."""
+    if not topology.distributed:
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device=topology.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def barrier(topology: Topology) -> None:
+    if topology.distributed:
+        dist.barrier()

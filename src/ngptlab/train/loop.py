@@ -1,0 +1,452 @@
+"""Train one run: AdamW with the arm's recipe, warmup + cosine schedule, fixed eval windows, checkpoints.
+
+Read top to bottom: batch arithmetic, the Trainer (one step, evaluation), then train_run, which resumes,
+loops, handles SIGTERM/SIGINT and divergence, and writes the outputs.
+
+Exit codes: 0 = done (completed or diverged, outputs written; also a rerun of a finished run),
+EXIT_RESUMABLE (75, EX_TEMPFAIL) = interrupted by SIGTERM/SIGINT after a checkpoint; rerun to resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from ngptlab.checkpoint import save_model
+from ngptlab.errors import DataError, ParamsError
+from ngptlab.models import build, count_parameters, train_flops_per_token
+from ngptlab.params import RunSpec
+from ngptlab.prepare.shards import load_meta
+from ngptlab.train import dist, state
+from ngptlab.train.data import Shards, batch_offsets, data_record, eval_offsets, gather, open_shards
+from ngptlab.train.files import write_json_atomic, write_text_atomic
+from ngptlab.train.outputs import RunPaths, code_revision, fingerprint, finished, finite_or_none
+from ngptlab.train.schedule import Schedule, make_schedule
+from ngptlab.train.throughput import mfu
+
+EXIT_RESUMABLE = os.EX_TEMPFAIL  # 75
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Batch arithmetic: the global batch in tokens is fixed by params, whatever the number of processes.
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    context: int
+    seqs_global: int  # sequences per optimizer step, all ranks together
+    seqs_per_rank: int
+    micro_seqs: int  # sequences per forward pass
+    accum_steps: int  # forward passes per rank per optimizer step
+    steps: int  # optimizer steps in the budget
+
+    @property
+    def batch_tokens(self) -> int:
+        return self.seqs_global * self.context
+
+
+def plan_batches(train: dict, spec: RunSpec, world_size: int) -> BatchPlan:
+    context, batch, micro = spec.context, train["batch_tokens"], train["micro_batch_tokens"]
+    if batch % context or micro % context:
+        raise ParamsError(f"train.batch_tokens ({batch}) and train.micro_batch_tokens ({micro}) must be "
+                          f"multiples of the context {context}")
+    seqs_global = batch // context
+    if seqs_global % world_size:
+        raise ParamsError(f"train.batch_tokens ({batch}) = {seqs_global} sequences of {context} cannot be "
+                          f"split evenly over {world_size} processes")
+    seqs_per_rank = seqs_global // world_size
+    micro_seqs = min(micro // context, seqs_per_rank)
+    if seqs_per_rank % micro_seqs:
+        raise ParamsError(f"train.micro_batch_tokens ({micro}) = {micro_seqs} sequences does not divide the "
+                          f"{seqs_per_rank} sequences each of {world_size} processes gets per step")
+    steps = spec.budget // batch
+    if steps < 1:
+        raise ParamsError(f"budget {spec.budget} tokens is less than one batch "
+                          f"(train.batch_tokens = {batch})")
+    return BatchPlan(context, seqs_global, seqs_per_rank, micro_seqs, seqs_per_rank // micro_seqs, steps)
+
+
+def crossed(tokens: int, batch_tokens: int, every: int) -> bool:
+    """Did the last step carry `tokens` across a multiple of `every`?"""
+    return tokens // every > (tokens - batch_tokens) // every
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The trainer: model, optimizer, one step, evaluation.
+
+
+class Trainer:
+    def __init__(self, spec: RunSpec, train: dict, shards: Shards, plan: BatchPlan, topo: dist.Topology):
+        self.spec, self.train, self.shards, self.plan, self.topo = spec, train, shards, plan, topo
+        self.device = topo.device
+        torch.manual_seed(spec.seed)  # same initial weights on every rank (DDP also broadcasts rank 0's)
+        self.model, self.recipe = build(spec.arm, spec.scale, shards.vocab_size, spec.context)
+        self.model.to(self.device)
+        groups = self.recipe.param_groups(self.model, spec.lr)
+        for group in groups:
+            group["base_lr"] = group["lr"]  # the schedule scales every group's own lr (multipliers kept)
+        fused = {"fused": True} if self.device.type == "cuda" else {}
+        self.optimizer = torch.optim.AdamW(groups, lr=spec.lr, betas=tuple(self.recipe.betas),
+                                           eps=self.recipe.eps, **fused)
+        self.schedule: Schedule = make_schedule(plan.steps, train["warmup_fraction"], self.recipe.warmup)
+        self.eval_offsets = eval_offsets(len(shards.val), spec.context, train["eval_windows"],
+                                         train["eval_seed"])
+        self.flops_per_token = train_flops_per_token(spec.arm, spec.scale, shards.vocab_size, spec.context)
+        self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda"
+                         else contextlib.nullcontext())
+        self.forward = torch.compile(self.model) if train["compile"] else self.model
+        self.wrapped = (DistributedDataParallel(self.forward, device_ids=[topo.local_rank] if
+                                                self.device.type == "cuda" else None)
+                        if topo.distributed else self.forward)
+
+    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
+        if self.device.type == "cuda":
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t
+
+    def forward_backward(self, step: int) -> tuple[float, float]:
+        """Gradients of the global batch of `step`; returns (mean train loss, grad norm before clipping)."""
+        plan, rank = self.plan, self.topo.rank
+        offsets = batch_offsets(len(self.shards.train), plan.context, plan.seqs_global, self.spec.seed, step)
+        mine = offsets[rank * plan.seqs_per_rank:(rank + 1) * plan.seqs_per_rank]
+        loss_sum = torch.zeros((), device=self.device)
+        for micro in range(plan.accum_steps):
+            x, y = gather(self.shards.train, mine[micro * plan.micro_seqs:(micro + 1) * plan.micro_seqs],
+                          plan.context, self.shards.vocab_size)
+            last = micro == plan.accum_steps - 1
+            # DDP all-reduces gradients only on the last micro-batch of the step.
+            sync = self.wrapped.no_sync() if self.topo.distributed and not last else contextlib.nullcontext()
+            with sync:
+                with self.autocast:
+                    _, loss = self.wrapped(self._to_device(x), self._to_device(y))
+                (loss / plan.accum_steps).backward()
+            loss_sum += loss.detach().float()
+        loss = dist.all_mean(loss_sum / plan.accum_steps, self.topo)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.recipe.clip_parameters(self.model),
+                                                   self.train["grad_clip"])
+        return loss.item(), grad_norm.item()
+
+    def update(self, step: int) -> float:
+        """Apply the step's learning rate, step AdamW, then the arm's constraint (renorm, polar...)."""
+        factor = self.schedule.factor(step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = group["base_lr"] * factor
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            self.recipe.post_step(self.model)
+        return self.spec.lr * factor
+
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        """Mean over the fixed windows of each window's mean next-token loss; windows split over ranks."""
+        n, context = len(self.eval_offsets), self.plan.context
+        losses = torch.zeros(n, dtype=torch.float64, device=self.device)
+        mine = np.arange(self.topo.rank, n, self.topo.world_size)
+        for start in range(0, len(mine), self.plan.micro_seqs):
+            chunk = mine[start:start + self.plan.micro_seqs]
+            x, y = gather(self.shards.val, self.eval_offsets[chunk], context, self.shards.vocab_size)
+            x, y = self._to_device(x), self._to_device(y)
+            with self.autocast:
+                logits, _ = self.forward(x)
+            per_token = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1),
+                                        reduction="none")
+            per_window = per_token.view(len(chunk), context).mean(1)
+            losses[torch.as_tensor(chunk, device=self.device)] = per_window.double()
+        return dist.all_sum(losses, self.topo).mean().item()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Signals: SIGTERM (Slurm preemption / time limit) and SIGINT ask for a checkpoint at the next step boundary.
+
+
+class StopRequest:
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signal = signum
+        # A second signal acts as usual (kills), so a stuck run can still be stopped.
+        self.restore()
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One run, start to finish.
+
+
+def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.Topology) -> dict[str, Any]:
+    """The train settings this run actually used, with everything derived from them."""
+    keys = ("source", "batch_tokens", "micro_batch_tokens", "warmup_fraction", "grad_clip",
+            "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "compile",
+            "checkpoint_every_tokens")
+    cuda = topo.device.type == "cuda"
+    return {**{k: train[k] for k in keys}, "log_every_tokens": log_every_tokens(train),
+            "device": topo.device.type, "precision": "bf16-autocast" if cuda else "fp32",
+            "world_size": topo.world_size, "micro_batch_seqs": plan.micro_seqs,
+            "grad_accum_steps": plan.accum_steps, "steps": plan.steps,
+            "warmup_steps": trainer.schedule.warmup_steps,
+            "weight_decay": trainer.recipe.weight_decay, "betas": list(trainer.recipe.betas),
+            "eps": trainer.recipe.eps}
+
+
+def log_every_tokens(train: dict) -> int:
+    """Metrics row interval (optional key train.log_every_tokens; default: every step)."""
+    return int(train.get("log_every_tokens") or train["batch_tokens"])
+
+
+def train_run(spec: RunSpec, train: dict, root: str | Path = ".", fresh: bool = False,
+              progress: bool = True) -> int:
+    """Train `spec` with the `train` section of params; artifacts under `root`. Returns the exit code."""
+    topo = dist.setup(train["device"])
+    try:
+        return _train_run(spec, train, RunPaths.for_run(root, train["source"], spec.name), Path(root), topo,
+                          fresh, progress)
+    finally:
+        dist.teardown(topo)
+
+
+def _lock(state_dir: Path, run: str):
+    """An exclusive lock so that two processes never train the same run at once (released at exit)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(state_dir / ".lock", "w")  # noqa: SIM115 (held for the whole run)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise ParamsError(f"run {run} is already being trained by another process "
+                          f"(lock {state_dir / '.lock'})") from None
+    return handle
+
+
+def _train_run(spec: RunSpec, train: dict, paths: RunPaths, root: Path, topo: dist.Topology, fresh: bool,
+               progress: bool) -> int:
+    main = topo.is_main
+    plan = plan_batches(train, spec, topo.world_size)
+    data = data_record(load_meta(paths.tokens_dir), train["source"])
+    expected = fingerprint(spec.as_dict(), {**train, "steps": plan.steps}, data)
+    if finished(paths, spec.name, expected):
+        if main:
+            state.discard_state(paths.state_dir)  # leftovers of a kill between the final writes
+            print(f"ngptlab train: {spec.name} is already done ({paths.summary})", file=sys.stderr)
+        return 0
+
+    lock = _lock(paths.state_dir, spec.name) if main else None
+    try:
+        return _train_locked(spec, train, paths, root, topo, fresh, progress, plan, data, expected)
+    finally:
+        if lock:
+            lock.close()
+
+
+def _train_locked(spec: RunSpec, train: dict, paths: RunPaths, root: Path, topo: dist.Topology, fresh: bool,
+                  progress: bool, plan: BatchPlan, data: dict, expected: dict) -> int:
+    main = topo.is_main
+    if main and fresh:  # --fresh: forget any checkpoint (keeping the lock we hold)
+        for item in paths.state_dir.iterdir():
+            if item.is_dir():
+                state.discard_state(item)
+            elif item.name != ".lock":
+                item.unlink()
+    # Rank 0 recomputes the shard hashes against meta.json; the others wait for its verdict.
+    failure = None
+    if main:
+        try:
+            open_shards(paths.tokens_dir, verify=True)
+        except DataError as err:
+            failure = err
+    if dist.any_rank(failure is not None, topo):
+        raise failure or DataError(f"{paths.tokens_dir}: rank 0 found the token shards inconsistent")
+    shards = open_shards(paths.tokens_dir, verify=False)
+
+    trainer = Trainer(spec, train, shards, plan, topo)
+    params = resolved_params(train, plan, trainer, topo)
+    config = {"format": "ngptlab.run/1", "run": spec.name, "arm": spec.arm, "scale": spec.scale,
+              "vocab_size": shards.vocab_size, "context": spec.context, "spec": spec.as_dict(),
+              "train": params, "data": data, "code_revision": code_revision(root)}
+    info = state.load_state(paths.state_dir, trainer.model, trainer.optimizer, expected)
+    if info is None:
+        info = {"step": 0, "wall_s": 0.0, "metrics_rows": 0, "last_val_loss": None, "last_val_step": None,
+                "resumed_from": []}
+    else:
+        info["resumed_from"] = [*info["resumed_from"], info["step"]]
+    info["fingerprint"] = expected
+    metrics_path = paths.state_dir / state.METRICS
+    if main:  # drop rows logged after the checkpoint we resume from; they will be logged again
+        rows = metrics_path.read_text().splitlines(keepends=True)[: info["metrics_rows"]] \
+            if metrics_path.exists() else []
+        write_text_atomic(metrics_path, "".join(rows))
+    metrics = open(metrics_path, "a") if main else None  # noqa: SIM115
+    stop = StopRequest()
+    stop.install()
+    try:
+        return _loop(spec, train, paths, topo, plan, trainer, params, config, info, metrics, stop, progress)
+    finally:
+        stop.restore()
+        if metrics:
+            metrics.close()
+
+
+def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan: BatchPlan, trainer: Trainer,
+          params: dict, config: dict, info: dict, metrics, stop: StopRequest, progress: bool) -> int:
+    main, batch_tokens = topo.is_main, plan.batch_tokens
+    started, wall_before = time.perf_counter(), info["wall_s"]
+    step = info["step"]
+    window_s, window_tokens = 0.0, 0
+    diagnostics = None
+    bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
+               desc=spec.name, disable=not (main and progress), dynamic_ncols=True, file=sys.stderr)
+
+    def checkpoint() -> None:
+        info.update(step=step, wall_s=wall_before + time.perf_counter() - started)
+        if main:
+            metrics.flush()
+            state.save_state(paths.state_dir, trainer.model, trainer.optimizer, config, info)
+        dist.barrier(topo)
+
+    while step < plan.steps:
+        t0 = time.perf_counter()
+        loss, grad_norm = trainer.forward_backward(step)
+        problem = _divergence(loss, grad_norm, train["diverge_loss"])
+        if problem:  # no update: the weights stay the last finite state
+            diagnostics = _diagnostics(problem, step, batch_tokens, loss, grad_norm, info)
+            if main:  # the failed step's row, so that curves show where the run stopped
+                row = {"step": step + 1, "tokens": (step + 1) * batch_tokens,
+                       "train_loss": finite_or_none(loss), "lr": spec.lr * trainer.schedule.factor(step),
+                       "grad_norm": finite_or_none(grad_norm), "diverged": True}
+                metrics.write(json.dumps(row, allow_nan=False) + "\n")
+                metrics.flush()
+            break
+        lr = trainer.update(step)
+        step += 1
+        tokens = step * batch_tokens
+        if trainer.device.type == "cuda":
+            torch.cuda.synchronize()
+        window_s += time.perf_counter() - t0
+        window_tokens += batch_tokens
+        tokens_per_s = window_tokens / window_s
+        bar.update(batch_tokens)
+        bar.set_postfix_str(f"loss {loss:.3f} tok/s {tokens_per_s:,.0f}", refresh=False)
+
+        evaluate = crossed(tokens, batch_tokens, train["eval_every_tokens"]) or step == plan.steps
+        if evaluate or crossed(tokens, batch_tokens, log_every_tokens(train)):
+            row = {"step": step, "tokens": tokens, "train_loss": loss, "lr": lr, "grad_norm": grad_norm,
+                   "tokens_per_s": tokens_per_s}
+            utilisation = mfu(trainer.flops_per_token, tokens_per_s, trainer.device, topo.world_size)
+            if utilisation is not None:
+                row["mfu"] = utilisation
+            if evaluate:
+                val = trainer.evaluate()
+                row["val_loss"] = finite_or_none(val)
+                if not math.isfinite(val):
+                    diagnostics = _diagnostics(f"val loss is {val}", step, batch_tokens, loss, grad_norm,
+                                               info)
+                    row["diverged"] = True
+                else:
+                    info.update(last_val_loss=val, last_val_step=step)
+            if main:
+                metrics.write(json.dumps(row, allow_nan=False) + "\n")
+                metrics.flush()
+            info["metrics_rows"] += 1
+            window_s, window_tokens = 0.0, 0
+            if diagnostics:
+                break
+        if crossed(tokens, batch_tokens, train["checkpoint_every_tokens"]) or step == plan.steps:
+            checkpoint()
+            checkpointed = True
+        else:
+            checkpointed = False
+        if dist.any_rank(stop.signal is not None, topo):
+            if not checkpointed:
+                checkpoint()
+            bar.close()
+            if main:
+                print(f"\nngptlab train: {spec.name} interrupted at step {step}/{plan.steps}; checkpoint "
+                      f"saved, rerun the same command to resume (exit {EXIT_RESUMABLE})", file=sys.stderr)
+            return EXIT_RESUMABLE
+    bar.close()
+
+    wall_s = wall_before + time.perf_counter() - started
+    if main:
+        _write_outputs(spec, paths, trainer, params, config, info, step * batch_tokens, step, wall_s,
+                       diagnostics)
+    dist.barrier(topo)
+    return 0
+
+
+def _diagnostics(reason: str, step: int, batch_tokens: int, loss: float, grad_norm: float,
+                 info: dict) -> dict:
+    """What a diverged run's summary says: why, after how many updates, and the last finite val loss."""
+    return {"reason": reason, "step": step, "tokens": step * batch_tokens, "loss": _num(loss),
+            "grad_norm": _num(grad_norm), "last_finite_val_loss": info["last_val_loss"],
+            "last_finite_val_step": info["last_val_step"]}
+
+
+def _num(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+def _divergence(loss: float, grad_norm: float, limit: float) -> str | None:
+    if not math.isfinite(loss):
+        return f"train loss is {loss}"
+    if loss > limit:
+        return f"train loss {loss:.4g} > train.diverge_loss {limit:g}"
+    if not math.isfinite(grad_norm):
+        return f"gradient norm is {grad_norm}"
+    return None
+
+
+def _write_outputs(spec: RunSpec, paths: RunPaths, trainer: Trainer, params: dict, config: dict, info: dict,
+                   tokens: int, steps: int, wall_s: float, diagnostics: dict | None) -> None:
+    """Weights, config, metrics, then the summary last: its presence marks the run as done."""
+    status = "diverged" if diagnostics else "completed"
+    sha = save_model(paths.model, trainer.model, config)
+    write_json_atomic(paths.config, config)
+    write_text_atomic(paths.metrics, (paths.state_dir / state.METRICS).read_text())
+    eval_hash = hashlib.sha256(trainer.eval_offsets.tobytes()).hexdigest()
+    summary = {
+        "run": spec.name,
+        "spec": spec.as_dict(),
+        "status": status,
+        "final_val_loss": None if diagnostics else finite_or_none(info["last_val_loss"]),
+        "tokens": tokens,
+        "steps": steps,
+        "wall_s": round(wall_s, 3),
+        "n_params": count_parameters(trainer.model),
+        "flops_per_token": trainer.flops_per_token,
+        "train_flops": trainer.flops_per_token * tokens,
+        "checkpoint_sha256": sha,
+        "data": config["data"],
+        "eval_windows_sha256": eval_hash,
+        "code_revision": config["code_revision"],
+        "params": params,
+        "resumed_from": info["resumed_from"],
+        "diagnostics": diagnostics,
+    }
+    write_json_atomic(paths.summary, summary)
+    state.discard_state(paths.state_dir)

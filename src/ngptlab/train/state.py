@@ -1,0 +1,160 @@
+"""Resumable training state, without pickle.
+
+Layout under runs/<run>/state/:
+    latest.json                    {"checkpoint": "ckpt-00000040-<ns>", "step": 40}   (the commit point)
+    ckpt-00000040-<ns>/model.safetensors       weights + run config (ngptlab.checkpoint format)
+    ckpt-00000040-<ns>/optimizer.safetensors   AdamW moments and step counts, torch RNG states
+    ckpt-00000040-<ns>/state.json              step, tokens, wall time, metrics rows, fingerprint, ...
+    metrics.jsonl                  the metrics log while the run is in progress
+
+A checkpoint is written into a fresh directory and only then made current by atomically replacing
+latest.json, so a kill -9 at any moment leaves either the previous checkpoint or the new one, never a mix.
+Older checkpoint directories are deleted after the switch. The data position needs no saving: batches are a
+pure function of (seed, step). The whole state/ directory is deleted once the run's final outputs exist.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ngptlab.checkpoint import (
+    atomic_save_tensors,
+    load_weights,
+    read_config,
+    read_tensors,
+    save_model,
+    tensors_sha256,
+)
+from ngptlab.errors import CheckpointError
+from ngptlab.train.files import write_json_atomic
+
+LATEST = "latest.json"
+METRICS = "metrics.jsonl"
+
+
+def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Flatten optimizer.state_dict()['state'] into named tensors; non-tensor values go to JSON."""
+    tensors, scalars = {}, {}
+    for index, per_param in optimizer.state_dict()["state"].items():
+        for key, value in per_param.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{index}.{key}"] = value.detach().to("cpu").clone().contiguous()
+            else:
+                scalars[f"{index}.{key}"] = value
+    return tensors, scalars
+
+
+def _group_layout(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """What must match for saved moments to belong to the same parameters: sizes and shapes per group."""
+    return [{"shapes": [list(p.shape) for p in group["params"]], "weight_decay": group["weight_decay"]}
+            for group in optimizer.param_groups]
+
+
+def save_state(
+    state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, config: dict, info: dict
+) -> None:
+    """Write a complete checkpoint for step info['step'] and make it the current one."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    name = f"ckpt-{info['step']:08d}-{time.time_ns()}"
+    ckpt = state_dir / name
+    ckpt.mkdir()
+    save_model(ckpt / "model.safetensors", model, config)
+    tensors, scalars = _optimizer_tensors(optimizer)
+    tensors["rng.cpu"] = torch.get_rng_state()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for i, rng in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"rng.cuda.{i}"] = rng
+    atomic_save_tensors(ckpt / "optimizer.safetensors", tensors, {"tensors_sha256": tensors_sha256(tensors)})
+    write_json_atomic(ckpt / "state.json", {**info, "optimizer_scalars": scalars,
+                                            "optimizer_groups": _group_layout(optimizer)})
+    write_json_atomic(state_dir / LATEST, {"checkpoint": name, "step": info["step"]})  # the commit point
+    for old in state_dir.glob("ckpt-*"):
+        if old.name != name:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def load_state(
+    state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, fingerprint: dict
+) -> dict | None:
+    """Restore weights, optimizer moments and RNG from the current checkpoint; return its info dict.
+
+    None if there is no checkpoint. CheckpointError naming the file if it is corrupt, or was written by a
+    run with different trajectory-relevant settings (the fingerprint), or does not fit this model/optimizer.
+    """
+    latest_path = state_dir / LATEST
+    if not latest_path.is_file():
+        return None
+    latest = _read_json(latest_path)
+    ckpt = state_dir / str(latest.get("checkpoint", ""))
+    if not latest.get("checkpoint") or not ckpt.is_dir():
+        raise CheckpointError(f"{latest_path}: points to missing checkpoint {latest.get('checkpoint')!r}")
+    info = _read_json(ckpt / "state.json")
+    saved = info.get("fingerprint", {})
+    differing = sorted(k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k))
+    if differing:
+        shown = ", ".join(f"{k}: saved {saved.get(k)!r} vs now {fingerprint.get(k)!r}" for k in differing[:4])
+        raise CheckpointError(f"{ckpt / 'state.json'}: checkpoint belongs to a run with different settings "
+                              f"({shown}); delete {state_dir} (or pass --fresh) to start this run over")
+    model_path = ckpt / "model.safetensors"
+    config = read_config(model_path)
+    if config.get("arm") != fingerprint.get("arm"):
+        raise CheckpointError(f"{model_path}: checkpoint is arm {config.get('arm')!r}, "
+                              f"this run is {fingerprint.get('arm')!r}")
+    weights, _ = read_tensors(model_path)
+    load_weights(model_path, model, weights, what=f"this run's {fingerprint.get('arm')} model")
+
+    opt_path = ckpt / "optimizer.safetensors"
+    tensors, _ = read_tensors(opt_path)
+    if info.get("optimizer_groups") != _group_layout(optimizer):
+        raise CheckpointError(f"{opt_path}: optimizer parameter groups do not match this run's model")
+    _restore_optimizer(opt_path, optimizer, tensors, info.get("optimizer_scalars", {}))
+    torch.set_rng_state(tensors["rng.cpu"])
+    cuda_states = [tensors[k] for k in sorted(tensors) if k.startswith("rng.cuda.")]
+    if cuda_states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda_states[: torch.cuda.device_count()])
+    return info
+
+
+def _restore_optimizer(path: Path, optimizer: torch.optim.Optimizer, tensors: dict, scalars: dict) -> None:
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        if key.startswith("state."):
+            _, index, name = key.split(".", 2)
+            state.setdefault(int(index), {})[name] = value
+    for key, value in scalars.items():
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = value
+    for index, per_param in state.items():
+        if index >= len(params):
+            raise CheckpointError(f"{path}: optimizer state for parameter {index}, "
+                                  f"but the model has {len(params)}")
+        for name in ("exp_avg", "exp_avg_sq"):
+            if name in per_param and per_param[name].shape != params[index].shape:
+                raise CheckpointError(f"{path}: {name} of parameter {index} has shape "
+                                      f"{list(per_param[name].shape)}, "
+                                      f"parameter is {list(params[index].shape)}")
+    # The current param_groups (lr set by the schedule each step anyway) with the saved per-parameter state.
+    optimizer.load_state_dict({"state": state, "param_groups": optimizer.state_dict()["param_groups"]})
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path}: corrupt JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return value
+
+
+def discard_state(state_dir: Path) -> None:
+    shutil.rmtree(state_dir, ignore_errors=True)

@@ -1,0 +1,169 @@
+"""Resume after SIGTERM and after kill -9 gives the uninterrupted run's result (real processes, real signals).
+
+Also: a damaged or foreign checkpoint is refused with an error naming the file, and left as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from test_train_support import (
+    cli_env,
+    make_params,
+    metrics,
+    run_name,
+    run_train,
+    summary,
+    train_command,
+    write_params,
+    write_shards,
+)
+
+from ngptlab.errors import CheckpointError
+from ngptlab.params import find_run
+from ngptlab.train.loop import EXIT_RESUMABLE, train_run
+
+BUDGET = 48 * 512  # 48 steps of 512 tokens: long enough to interrupt mid-run, seconds on one CPU thread
+NAME = run_name("gpt", BUDGET)
+PARAMS = {"budgets": [BUDGET], "checkpoint_every_tokens": 4096, "eval_every_tokens": 8192}
+
+
+def fresh_root(base: Path, name: str) -> Path:
+    root = base / name
+    write_shards(root)
+    write_params(root, make_params(**PARAMS))
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    root = fresh_root(tmp_path_factory.mktemp("resume"), "reference")
+    result = run_train(root, NAME)
+    assert result.returncode == 0, result.stderr
+    return summary(root, NAME), metrics(root, NAME)
+
+
+def start_and_wait(root: Path, until) -> subprocess.Popen:
+    """Start training in a subprocess; return once `until(state_dir)` holds (the run still going)."""
+    proc = subprocess.Popen(train_command(root, NAME), env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    state_dir = root / "runs" / NAME / "state"
+    deadline = time.monotonic() + 120
+    while not until(state_dir):
+        assert proc.poll() is None, f"training ended before the signal: {proc.communicate()[1]}"
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    return proc
+
+
+def rows_logged(state_dir: Path) -> int:
+    path = state_dir / "metrics.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def checkpoint_step(state_dir: Path) -> int:
+    try:
+        return json.loads((state_dir / "latest.json").read_text())["step"]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return -1
+
+
+def same_trajectory(rows: list[dict], reference_rows: list[dict], resumed_at: int) -> None:
+    """Every logged train and val loss equal to the uninterrupted run's (1e-6), steps and tokens identical."""
+    assert [(r["step"], r["tokens"]) for r in rows] == [(r["step"], r["tokens"]) for r in reference_rows]
+    for row, ref in zip(rows, reference_rows, strict=True):
+        for key in ("train_loss", "val_loss"):
+            assert row.get(key) == pytest.approx(ref.get(key), abs=1e-6), \
+                f"{key} differs at step {row['step']} (resumed at step {resumed_at})"
+
+
+def test_sigterm_checkpoints_exits_resumable_and_the_rerun_matches(reference, tmp_path):
+    ref_summary, ref_rows = reference
+    root = fresh_root(tmp_path, "sigterm")
+    proc = start_and_wait(root, lambda d: rows_logged(d) >= 12)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_RESUMABLE == 75, stderr
+    assert "interrupted at step" in stderr
+    state_dir = root / "runs" / NAME / "state"
+    stopped_at = checkpoint_step(state_dir)
+    assert 12 <= stopped_at < 48
+    assert not (root / "results" / "train" / NAME / "summary.json").exists()  # nothing final yet
+
+    result = run_train(root, NAME)
+    assert result.returncode == 0, result.stderr
+    s = summary(root, NAME)
+    assert s["status"] == "completed" and s["resumed_from"] == [stopped_at]
+    same_trajectory(metrics(root, NAME), ref_rows, stopped_at)
+    assert s["final_val_loss"] == pytest.approx(ref_summary["final_val_loss"], abs=1e-6)
+
+
+def test_kill_9_resumes_from_the_last_checkpoint_and_matches(reference, tmp_path):
+    ref_summary, ref_rows = reference
+    root = fresh_root(tmp_path, "kill9")
+    # Kill once a checkpoint exists and rows were logged after it: those rows must be dropped and redone.
+    proc = start_and_wait(root, lambda d: 16 <= checkpoint_step(d) < rows_logged(d) - 2)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    state_dir = root / "runs" / NAME / "state"
+    resumed_at = checkpoint_step(state_dir)
+
+    result = run_train(root, NAME)
+    assert result.returncode == 0, result.stderr
+    s = summary(root, NAME)
+    assert s["resumed_from"] == [resumed_at] and resumed_at % 8 == 0  # a checkpoint every 4096 tokens
+    same_trajectory(metrics(root, NAME), ref_rows, resumed_at)
+    assert s["final_val_loss"] == pytest.approx(ref_summary["final_val_loss"], abs=1e-6)
+
+
+def test_damaged_or_foreign_checkpoints_are_refused_and_left_alone(tmp_path):
+    root = fresh_root(tmp_path, "damaged")
+    proc = start_and_wait(root, lambda d: checkpoint_step(d) >= 8)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_RESUMABLE
+    state_dir = root / "runs" / NAME / "state"
+    snapshot = {p: p.read_bytes() for p in state_dir.rglob("*") if p.is_file()}
+
+    def attempt(params: dict, arm: str = "gpt", lr: float = 3e-3) -> None:
+        spec = find_run(params, run_name(arm, BUDGET, lr))
+        train_run(spec, params["train"], root=root, progress=False)
+
+    # Other trajectory settings (grad_clip): refused, naming the state file and the differing key.
+    with pytest.raises(CheckpointError, match=r"state\.json: checkpoint belongs to a run with different "
+                                              r"settings \(grad_clip"):
+        attempt(make_params(**PARAMS, grad_clip=0.5))
+
+    # Another arm's checkpoint in this run's place.
+    ngpt_state = root / "runs" / run_name("ngpt", BUDGET) / "state"
+    shutil.copytree(state_dir, ngpt_state)
+    (ngpt_state / ".lock").unlink()
+    with pytest.raises(CheckpointError, match=r"different settings \(arm: saved 'gpt' vs now 'ngpt'"):
+        attempt(make_params(**PARAMS), arm="ngpt")
+
+    # Flipped bytes in the optimizer moments.
+    ckpt = state_dir / json.loads((state_dir / "latest.json").read_text())["checkpoint"]
+    optimizer_file = ckpt / "optimizer.safetensors"
+    data = bytearray(optimizer_file.read_bytes())
+    data[-3] ^= 0x10
+    optimizer_file.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"optimizer\.safetensors: tensor data is corrupt"):
+        attempt(make_params(**PARAMS))
+    snapshot[optimizer_file] = bytes(data)
+
+    # Truncated weights.
+    model_file = ckpt / "model.safetensors"
+    model_file.write_bytes(model_file.read_bytes()[:-100])
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: not a readable safetensors file"):
+        attempt(make_params(**PARAMS))
+    snapshot[model_file] = model_file.read_bytes()
+
+    assert {p: p.read_bytes() for p in state_dir.rglob("*") if p.is_file()} == snapshot  # nothing overwritten
+    assert not (root / "results").exists()

@@ -1,0 +1,99 @@
+"""Shared helpers for the train and checkpoint tests (no tests here): tiny token shards and params files.
+
+The shards hold a learnable synthetic language over a small vocabulary (so the CPU tests are fast): each
+next token is a fixed function of the previous one 80% of the time, uniform noise otherwise. meta.json has
+the layout `ngptlab prepare` writes (vocab_size, splits.{train,val}.{file,tokens,bytes,sha256}).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = "synthetic"
+VOCAB = 256
+CONTEXT = 32
+
+
+def write_shards(root: Path, vocab: int = VOCAB, train_tokens: int = 60_000, val_tokens: int = 8_000,
+                 seed: int = 0) -> Path:
+    out = root / "data" / "tokens" / SOURCE
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for split, n in (("train", train_tokens), ("val", val_tokens)):
+        tokens = np.empty(n, dtype=np.int64)
+        tokens[0] = rng.integers(vocab)
+        noise = rng.random(n) < 0.2
+        random_tokens = rng.integers(0, vocab, n)
+        for i in range(1, n):
+            tokens[i] = random_tokens[i] if noise[i] else (tokens[i - 1] * 7 + 3) % vocab
+        data = tokens.astype("<u2").tobytes()
+        (out / f"{split}.bin").write_bytes(data)
+        splits[split] = {"file": f"{split}.bin", "tokens": n, "documents": 1, "bytes": len(data),
+                         "sha256": hashlib.sha256(data).hexdigest()}
+    (out / "meta.json").write_text(json.dumps({"vocab_size": vocab, "splits": splits}, indent=2))
+    return out
+
+
+def make_params(**train_overrides) -> dict:
+    """The repo's params.yaml with a tiny train grid over the synthetic source."""
+    params = copy.deepcopy(yaml.safe_load((REPO / "params.yaml").read_text()))
+    params["prepare"]["source"] = {"kind": "local", "name": SOURCE, "files": ["none.txt"], "format": "text"}
+    train = params["train"]
+    train.update(source=SOURCE, scales=["cpu-4l"], contexts=[CONTEXT], arms=["gpt", "ngpt"], budgets=[8192],
+                 seeds=[0], learning_rates={"cpu-4l": {"gpt": [3e-3], "ngpt": [3e-3]}}, batch_tokens=512,
+                 micro_batch_tokens=256, warmup_fraction=0.1, grad_clip=1.0, eval_every_tokens=2048,
+                 eval_windows=8, eval_seed=0, diverge_loss=20.0, device="cpu", compile=False,
+                 checkpoint_every_tokens=4096)
+    train.update(train_overrides)
+    params["speedup"]["baseline"] = "gpt"
+    return params
+
+
+def write_params(root: Path, params: dict) -> Path:
+    path = root / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return path
+
+
+def run_name(arm: str = "gpt", budget: int = 8192, lr: float = 3e-3, seed: int = 0) -> str:
+    from ngptlab.params import RunSpec
+
+    return RunSpec("cpu-4l", CONTEXT, arm, budget, lr, seed).name
+
+
+def cli_env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def train_command(root: Path, run: str, nproc: int = 1) -> list[str]:
+    """`ngptlab train` for `run`; with nproc > 1 under torchrun (which wants the run name positional)."""
+    args = ["train", "--params", str(root / "params.yaml"), "--root", str(root), "--no-progress"]
+    if nproc == 1:
+        return [sys.executable, "-m", "ngptlab.cli", *args, "--run", run]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+            "-m", "ngptlab.cli", *args, run]
+
+
+def run_train(root: Path, run: str, nproc: int = 1, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(train_command(root, run, nproc), env=cli_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def summary(root: Path, run: str) -> dict:
+    return json.loads((root / "results" / "train" / run / "summary.json").read_text())
+
+
+def metrics(root: Path, run: str) -> list[dict]:
+    lines = (root / "results" / "train" / run / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
