@@ -66,7 +66,7 @@ def test_default_params_are_valid():
          "prepare.source: missing required key 'files'"),
         (lambda p: p["train"].pop("seeds"),
          "train: missing required key 'seeds'"),
-        (lambda p: p["train"].update(micro_batch_tokens=2000),
+        (lambda p: p["train"].update(batch_tokens=2048, micro_batch_tokens=2000),
          "train.batch_tokens (2048) must be a multiple of train.micro_batch_tokens (2000)"),
         (lambda p: p["speedup"].update(baseline="gpt-orth") or p["train"].update(arms=["gpt", "ngpt"]),
          "speedup.baseline 'gpt-orth' is not among train.arms: gpt, ngpt"),
@@ -99,7 +99,7 @@ def test_runs_and_cells_of_the_default_grid():
     assert len(runs) == len(train["contexts"]) * len(train["budgets"]) * len(train["seeds"]) * lrs_per_scale
     assert len({r.name for r in runs}) == len(runs)
     assert enumerate_cells(DEFAULT) == ["cpu-4l-ctx64", "cpu-4l-ctx128"]
-    assert runs[0].name == "cpu-4l-ctx64-gpt-t16384-lr0.003-s0"
+    assert runs[0].name == "cpu-4l-ctx64-gpt-t8192-lr0.003-s0"
 
 
 @pytest.mark.parametrize("spec", [
