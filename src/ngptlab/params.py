@@ -54,7 +54,8 @@ def load_params(path: str | Path) -> dict:
     except yaml.YAMLError as err:
         raise ParamsError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(params, dict):
-        raise ParamsError(f"{path}: expected a mapping of sections (prepare, train, ...), got {type(params).__name__}")
+        raise ParamsError(f"{path}: expected a mapping of sections (prepare, train, ...), "
+                          f"got {type(params).__name__}")
     validate_params(params, source=str(path))
     return params
 
@@ -88,9 +89,11 @@ def _describe(err: jsonschema.ValidationError) -> str:
     if err.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
         unknown = sorted(set(err.instance) - set(allowed))
-        return f"unknown key {key + '.' if err.absolute_path else ''}{unknown[0]}; allowed keys: {', '.join(allowed)}"
+        prefix = f"{key}." if err.absolute_path else ""
+        return f"unknown key {prefix}{unknown[0]}; allowed keys: {', '.join(allowed)}"
     if err.validator == "enum":
-        return f"{key}: {err.instance!r} is not allowed; allowed values: {', '.join(map(str, err.validator_value))}"
+        allowed = ", ".join(map(str, err.validator_value))
+        return f"{key}: {err.instance!r} is not allowed; allowed values: {allowed}"
     if err.validator == "required":
         missing = [k for k in err.validator_value if k not in err.instance]
         return f"{key}: missing required key {missing[0]!r}"
@@ -126,7 +129,8 @@ def _cross_field_problem(params: dict) -> str | None:
                     f"context in train.contexts; {context} does not divide it")
     for budget in train["budgets"]:
         if budget < train["batch_tokens"]:
-            return f"train.budgets: {budget} is smaller than one batch (train.batch_tokens = {train['batch_tokens']})"
+            return (f"train.budgets: {budget} is smaller than one batch "
+                    f"(train.batch_tokens = {train['batch_tokens']})")
     if params["speedup"]["baseline"] not in train["arms"]:
         return (f"speedup.baseline {params['speedup']['baseline']!r} is not among train.arms: "
                 f"{', '.join(train['arms'])}")

@@ -15,7 +15,8 @@ from ngptlab.plan.grid import check_grid_file, write_grid_file
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the run table as JSON")
-    parser.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation assumed (default 0.4)")
+    parser.add_argument("--mfu", type=float, default=0.4,
+                        help="model FLOPs utilisation assumed (default 0.4)")
     parser.add_argument("--peak-tflops", type=float, default=989.0,
                         help="peak accelerator throughput in TFLOP/s (default 989: H100/H200 dense bf16)")
     parser.add_argument("--write", metavar="FILE",
@@ -42,7 +43,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
                           "cells": enumerate_cells(params), "runs": rows,
                           "total_train_flops": total_flops, "total_gpu_hours": total_gpu_hours}, indent=1))
         return 0
-    header = f"{'run':<48} {'arm':<12} {'scale':<9} {'ctx':>5} {'params':>9} {'tokens':>10} {'FLOPs':>9} {'GPU-h':>8}"
+    header = (f"{'run':<48} {'arm':<12} {'scale':<9} {'ctx':>5} {'params':>9} {'tokens':>10} "
+              f"{'FLOPs':>9} {'GPU-h':>8}")
     print(header)
     print("-" * len(header))
     for r in rows:

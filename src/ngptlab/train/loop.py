@@ -33,10 +33,11 @@ from ngptlab.errors import DataError, ParamsError
 from ngptlab.models import build, count_parameters, train_flops_per_token
 from ngptlab.params import RunSpec
 from ngptlab.prepare.shards import load_meta
+from ngptlab.revision import code_revision
 from ngptlab.train import dist, state
 from ngptlab.train.data import Shards, batch_offsets, data_record, eval_offsets, gather, open_shards
 from ngptlab.train.files import write_json_atomic, write_text_atomic
-from ngptlab.train.outputs import RunPaths, code_revision, fingerprint, finished, finite_or_none
+from ngptlab.train.outputs import RunPaths, fingerprint, finished, finite_or_none
 from ngptlab.train.schedule import Schedule, make_schedule
 from ngptlab.train.throughput import mfu
 
@@ -288,7 +289,7 @@ def _train_locked(spec: RunSpec, train: dict, paths: RunPaths, root: Path, topo:
     params = resolved_params(train, plan, trainer, topo)
     config = {"format": "ngptlab.run/1", "run": spec.name, "arm": spec.arm, "scale": spec.scale,
               "vocab_size": shards.vocab_size, "context": spec.context, "spec": spec.as_dict(),
-              "train": params, "data": data, "code_revision": code_revision(root)}
+              "train": params, "data": data, "code_revision": code_revision()}
     info = state.load_state(paths.state_dir, trainer.model, trainer.optimizer, expected)
     if info is None:
         info = {"step": 0, "wall_s": 0.0, "metrics_rows": 0, "last_val_loss": None, "last_val_step": None,

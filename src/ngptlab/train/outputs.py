@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,18 +85,6 @@ def finished(paths: RunPaths, run: str, expected: dict) -> bool:
         raise CheckpointError(f"{paths.summary} says {run} is done but {paths.model} is missing; "
                               f"delete {paths.results_dir} to retrain")
     return True
-
-
-def code_revision(root: str | Path) -> str:
-    """The git commit of the code, with '-dirty' if tracked files differ from it; 'unknown' outside git."""
-    try:
-        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=30, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return f"{rev}-dirty" if dirty else rev
 
 
 def finite_or_none(value: float | None) -> float | None:

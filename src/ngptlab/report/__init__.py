@@ -1,0 +1,14 @@
+"""The `report` stage: results/ + params + data meta -> reports/report.md, report.html, figures, tables,
+provenance.json (issue 7). Read top to bottom:
+
+  paper_numbers.yaml / paper.py   the nGPT paper's numbers, each with its citation
+  load.py                         every expected input, present or missing (no checkpoint is read)
+  views.py                        shared selections: best run per budget, each arm's representative run
+  table.py / tables.py            a table (CSV + display) and every table of the report
+  figures.py                      deterministic SVG figures
+  document.py / build.py          the report as blocks, in issue 7's section order, with guarded claims
+  render.py                       markdown and self-contained HTML from the same blocks
+  provenance.py                   reports/provenance.json: the runs and hashes behind every number
+  command.py                      `ngptlab report`: render in memory, then write atomically
+  synthetic.py                    a synthetic results/ tree for the tests and a demo
+"""

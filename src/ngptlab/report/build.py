@@ -1,0 +1,333 @@
+"""The report's content: sections in issue 7's order, each from tables and figures, with text that states
+only what the numbers show.
+
+Order: what was run; the speed-up; the loss curves; conditioning (embeddings, every layer, layers 3 and 4,
+post-hoc renormalization); settle it; caveats; provenance.
+
+Claims are guarded twice. A grid whose largest budget is below report.min_budget_for_claims says, at the
+top and in the settle-it section, that it is too small to conclude anything. And a comparison is called
+"faster" or "slower" only when its whole interval (or bound) lies on one side of 1
+(tables.compare_to_baseline); a single seed gives no interval, so no comparison is resolved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ngptlab.report import figures, paper, tables, views
+from ngptlab.report.document import (
+    Bullets,
+    Callout,
+    Contents,
+    Document,
+    FigureBlock,
+    Heading,
+    TableBlock,
+    Text,
+)
+from ngptlab.report.load import Results
+from ngptlab.report.table import fmt_short
+
+
+@dataclass
+class Analysis:
+    """The speed-up package's cross-arm outputs (ngptlab.speedup.table), computed once by the command."""
+
+    cross: pd.DataFrame  # cross_arm_table(..., allow_missing=True)
+    arm_rows: pd.DataFrame  # arm_table(cross)
+    tracking: pd.DataFrame  # tracking(cross)
+
+
+def too_small(results: Results) -> bool:
+    return max(results.params["train"]["budgets"]) < results.params["report"]["min_budget_for_claims"]
+
+
+def _shown_path(results: Results) -> str:
+    """The params file as the reader would name it: relative to the results root when it lies there."""
+    path = results.params_path
+    if path is None:
+        return "params"
+    try:
+        return path.resolve().relative_to(results.root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def build_document(results: Results, analysis: Analysis, code_revision: str) -> Document:
+    doc = Document(results.params["report"]["title"])
+    long = tables.speedup_table(results)
+    comparisons = tables.comparisons_table(results)
+    _summary(doc, results, long, comparisons)
+    doc.add(Contents())
+    _what_was_run(doc, results)
+    _speedup(doc, results, long)
+    _loss(doc, results)
+    _conditioning(doc, results)
+    _settle(doc, results, analysis, comparisons)
+    _caveats(doc, results, long)
+    _provenance(doc, results, code_revision)
+    return doc
+
+
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _summary(doc: Document, results: Results, long: tables.Table, comparisons: tables.Table) -> None:
+    counts = views.status_counts(list(results.runs.values()))
+    train = results.params["train"]
+    largest = max(train["budgets"])
+    doc.add(Text(
+        f"This report covers the {len(results.runs)} runs of the grid in `{_shown_path(results)}`: "
+        f"scale{'s' if len(train['scales']) > 1 else ''} {', '.join(train['scales'])}, "
+        f"contexts {', '.join(f'{c:,}' for c in train['contexts'])}, "
+        f"{len(train['arms'])} arms, token budgets up to {largest:,} ({fmt_short(largest)}), "
+        f"{len(train['seeds'])} seed{'s' if len(train['seeds']) > 1 else ''}, trained on `{results.source}`. "
+        f"{counts['completed']} completed, {counts['diverged']} diverged, {counts['missing']} missing."))
+    ref = paper.paper_numbers()
+    doc.add(Text(
+        "**What the paper claims.** " + ref["paper"]["citation"] + ": nGPT reaches GPT's validation loss in "
+        + ", ".join(f"~{e['factor']}x" for e in ref["speedup"]) + " fewer tokens at contexts "
+        + ", ".join(f"{e['context']:,}" for e in ref["speedup"])
+        + f" respectively ({' and '.join(ref['paper']['scales'])} models, {ref['paper']['data']}), and shows "
+        "that nGPT's matrices are far better conditioned. "
+        "Whether the conditioning is the reason it trains faster is what the probe arms here test."))
+    shown = []
+    for row in long.rows:
+        values = dict(zip(long.columns, row, strict=True))
+        if values["arm"] == "ngpt":
+            shown.append(f"{values['cell']}: {values['display']}")
+    missing = [c for c, d in results.speedups.items() if d is None]
+    text = "**What this run shows.** nGPT's speed-up over the baseline: " + ("; ".join(shown) if shown else
+                                                                            "not available") + "."
+    if missing:
+        text += f" No speed-up for {', '.join(missing)} (runs missing)."
+    doc.add(Text(text))
+    seeds = len(train["seeds"])
+    if too_small(results):
+        doc.add(Callout(
+            f"**Too small to conclude anything.** The largest token budget here is {largest:,} tokens, below "
+            f"report.min_budget_for_claims = {results.params['report']['min_budget_for_claims']:,}. The "
+            "numbers show that the pipeline runs end to end; they say nothing about whether nGPT trains "
+            "faster or why. No conclusion is drawn below."))
+    else:
+        sure = ("one seed: point estimates without intervals, so no comparison below is called resolved"
+                if seeds == 1 else f"{seeds} seeds: bootstrap intervals over seeds")
+        verdict = comparisons.columns.index("verdict")
+        resolved = [r for r in comparisons.rows if r[verdict] in ("faster", "slower")]
+        doc.add(Callout(f"**How sure.** {sure}; {len(resolved)} of {len(comparisons)} probe-arm comparisons "
+                        "are resolved (interval on one side of 1). See [Caveats](#caveats).", kind="note"))
+
+
+def _names(names: list[str], limit: int = 12) -> str:
+    """`a`, `b`, ... and N more (see the table of every run)."""
+    shown = ", ".join(f"`{n}`" for n in names[:limit])
+    rest = len(names) - limit
+    return shown + (f" and {rest} more (see [every run](#table-runs))" if rest > 0 else "")
+
+
+def _what_was_run(doc: Document, results: Results) -> None:
+    doc.add(Heading("What was run", "what-was-run"))
+    doc.add(Text(
+        "Every run is one (scale, context, arm, token budget, learning rate, seed). Each token budget is "
+        "its own run with its own cosine schedule (the paper's Fig. 2 method), and the learning rate is "
+        "swept per arm, the only hyperparameter the paper tuned. The arms and what they fix:"))
+    doc.add(Bullets([f"`{arm}`: weight norms {tables.arm_design(arm)[0]}, conditioning "
+                     f"{tables.arm_design(arm)[1]}" for arm in views.arms(results)]))
+    doc.add(TableBlock(tables.grid_table(results)), TableBlock(tables.data_table(results)),
+            TableBlock(tables.compute_table(results)))
+    missing = results.missing("train")
+    diverged = [n for n, r in results.runs.items() if r.status == "diverged"]
+    if missing:
+        doc.add(Callout(f"{len(missing)} run{'s are' if len(missing) > 1 else ' is'} missing (failed, killed "
+                        "or not run: no results/train/<run>/summary.json): "
+                        + _names(missing)
+                        + ". Everything below is rendered from the runs that exist."))
+    if diverged:
+        doc.add(Callout(f"{len(diverged)} run{'s' if len(diverged) > 1 else ''} diverged (loss non-finite or "
+                        "above train.diverge_loss); they are shown as such and left out of every speed-up: "
+                        + _names(diverged) + ".", kind="note"))
+    doc.add(TableBlock(tables.status_table(results)))
+    doc.add(Text("Every run, with its final loss, tokens and wall time: [Table: every run](#table-runs) in "
+                 "the provenance appendix."))
+
+
+def _speedup(doc: Document, results: Results, long: tables.Table) -> None:
+    doc.add(Heading("The speed-up", "speedup"))
+    method = next((d["method"] for d in results.speedups.values() if d), None)
+    doc.add(Text(
+        "The paper's measure: how many fewer tokens an arm needs to reach the baseline's final validation "
+        f"loss. Method (ngptlab.speedup): {method or 'see ngptlab.speedup.estimator'}. A value with `>` or "
+        "`<` is a bound (the arm never reached the target within the grid, or beat it already at the "
+        "smallest budget): never an extrapolation. The within-run estimate reads the same target off one "
+        "run's own validation curve; mid-schedule losses are not annealed, so it is biased toward smaller "
+        "speed-ups and is shown only beside the main estimate."))
+    doc.add(TableBlock(tables.speedup_pivot(results, long)), TableBlock(long))
+
+
+def _loss(doc: Document, results: Results) -> None:
+    doc.add(Heading("Loss curves", "loss-curves"))
+    fig = figures.final_loss_vs_budget(results)
+    if fig:
+        doc.add(FigureBlock(fig))
+    else:
+        doc.add(Callout("No completed run: no loss to plot."))
+    for cell in results.cells:
+        fig = figures.loss_curves(results, cell)
+        if fig:
+            doc.add(FigureBlock(fig))
+        else:
+            doc.add(Text(f"{cell}: no run with a validation curve."))
+    doc.add(TableBlock(tables.final_loss_table(results)))
+
+
+def _not_shown(results: Results, cell: str) -> str | None:
+    gone = []
+    for rep in views.representatives(results, cell):
+        if rep.record is None:
+            gone.append(f"{rep.arm} ({rep.reason})")
+        elif rep.record.conditioning is None:
+            gone.append(f"{rep.arm} (no conditioning result for `{rep.record.name}`)")
+    return f"{cell}: not shown: " + "; ".join(gone) + "." if gone else None
+
+
+def _conditioning(doc: Document, results: Results) -> None:
+    doc.add(Heading("Conditioning", "conditioning"))
+    largest = views.budgets(results)[-1]
+    doc.add(Text(
+        f"The matrices of each arm's best run at the largest budget ({largest:,} tokens; smallest seed), "
+        "analysed by ngptlab.condition in float64: condition number κ = σmax/σmin (∞ when numerically "
+        "singular), per head for Q, K and V as in the paper. Layers are numbered from 1 as in the paper."))
+    stale = [n for n, r in results.runs.items() if r.stale_conditioning]
+    if stale:
+        doc.add(Callout("Conditioning results analysed a checkpoint other than the one the run's summary "
+                        "names (stale; rerun `ngptlab condition`): "
+                        + _names(stale) + "."))
+    notes = [n for n in (_not_shown(results, c) for c in results.cells) if n]
+    if notes:
+        doc.add(Text("Arms without a figure line below, and why:"), Bullets(notes))
+    sections = (("Embeddings", "conditioning-embeddings", figures.embeddings, None),
+                ("Every layer", "conditioning-layers", figures.every_layer, tables.conditioning_table),
+                ("Layers 3 and 4", "conditioning-layers34", figures.layers34, tables.layer34_table),
+                ("Post-hoc renormalization", "conditioning-renormalization", figures.renormalization,
+                 tables.renormalization_table))
+    for title, anchor, make_figure, make_table in sections:
+        doc.add(Heading(title, anchor, level=3))
+        for cell in results.cells:
+            fig = make_figure(results, cell)
+            doc.add(FigureBlock(fig) if fig else Text(f"{cell}: no conditioning result to plot."))
+        if make_table:
+            doc.add(TableBlock(make_table(results)))
+
+
+def _settle(doc: Document, results: Results, analysis: Analysis, comparisons: tables.Table) -> None:
+    doc.add(Heading("Settle it: is conditioning why?", "settle-it"))
+    doc.add(Text(
+        "The paper's evidence is correlational: nGPT is both faster and better conditioned. The 2x2 arms "
+        "break the correlation with everything else equal: `gpt-rownorm` fixes the weight norms (nGPT's "
+        "unit rows) but leaves conditioning free; `gpt-orth` fixes the conditioning (κ = 1) but not the "
+        "norms. If conditioning is the cause, gpt-orth should be fast and gpt-rownorm fast only insofar as "
+        "its conditioning improves too. gpt-nowd, gpt-lrm and gpt-scalar control for weight decay and for "
+        "learnable norms."))
+    fig = figures.settle(results, analysis.arm_rows, tables.SETTLE_METRICS)
+    doc.add(FigureBlock(fig) if fig else Text("No cell has both a speed-up and conditioning results yet."))
+    doc.add(TableBlock(tables.settle_table(analysis.arm_rows, analysis.cross)), TableBlock(comparisons))
+    if not analysis.tracking.empty:
+        doc.add(TableBlock(tables.tracking_table(results, analysis.tracking, analysis.cross)))
+    doc.add(Text("**What the data show.** " + _verdict(results, comparisons)))
+
+
+def _verdict(results: Results, comparisons: tables.Table) -> str:
+    if too_small(results):
+        return ("Nothing, by design: the budgets are below report.min_budget_for_claims, so no comparison "
+                "above is evidence for or against either account.")
+    if not len(comparisons):
+        return "No cell has a speed-up estimate yet; nothing to conclude."
+    lines = []
+    for cell in results.cells:
+        verdicts = {r[1]: r[comparisons.columns.index("verdict")] for r in comparisons.rows if r[0] == cell}
+        if not verdicts:
+            continue
+        orth, rownorm = verdicts.get("gpt-orth"), verdicts.get("gpt-rownorm")
+        if orth == "faster" and rownorm in ("slower", "not distinguishable from 1"):
+            lines.append(f"{cell}: fixing conditioning alone sped training up and fixing norms alone did "
+                         "not: consistent with the conditioning account.")
+        elif rownorm == "faster" and orth in ("slower", "not distinguishable from 1"):
+            lines.append(f"{cell}: fixing norms alone sped training up and fixing conditioning alone did "
+                         "not: against the conditioning account.")
+        elif orth == "faster" and rownorm == "faster":
+            lines.append(f"{cell}: both probe arms are faster than the baseline; the 2x2 does not separate "
+                         "the accounts here (compare their conditioning in the table).")
+        else:
+            lines.append(f"{cell}: gpt-orth {orth or 'missing'}, gpt-rownorm {rownorm or 'missing'}: "
+                         "the data do not separate the two accounts.")
+    return " ".join(lines)
+
+
+def _caveats(doc: Document, results: Results, long: tables.Table) -> None:
+    doc.add(Heading("Caveats", "caveats"))
+    train = results.params["train"]
+    items = []
+    if too_small(results):
+        items.append(f"Budgets up to {max(train['budgets']):,} tokens, below report.min_budget_for_claims "
+                     f"({results.params['report']['min_budget_for_claims']:,}): too small to conclude "
+                     "anything.")
+    if len(train["seeds"]) == 1:
+        items.append("One seed: every speed-up is a point estimate without an interval; differences between "
+                     "arms may be noise.")
+    elif len(train["seeds"]) < 5:
+        items.append(f"{len(train['seeds'])} seeds: the bootstrap intervals resample only "
+                     f"{len(train['seeds'])} values and understate the uncertainty.")
+    paper_scales = set(paper.paper_numbers()["paper"]["scales"])
+    other = [s for s in train["scales"] if s not in paper_scales]
+    if other:
+        items.append(f"Scale{'s' if len(other) > 1 else ''} {', '.join(other)} "
+                     f"{'are' if len(other) > 1 else 'is'} not the paper's "
+                     f"({', '.join(sorted(paper_scales))}): its numbers are not directly comparable.")
+    no_ref = [c for c in train["contexts"] if paper.paper_speedup(c) is None]
+    if no_ref:
+        items.append(f"The paper reports no speed-up at context{'s' if len(no_ref) > 1 else ''} "
+                     f"{', '.join(f'{c:,}' for c in no_ref)}.")
+    source = results.params["prepare"]["source"]
+    if source["kind"] != "hf":
+        items.append(f"Data: `{source['name']}` ({source['kind']}), not the paper's OpenWebText.")
+    bounds = [r for r in long.rows if r[long.columns.index("bound")]]
+    if bounds:
+        items.append(f"{len(bounds)} speed-up{'s are' if len(bounds) > 1 else ' is a'} "
+                     f"bound{'s' if len(bounds) > 1 else ''} (`>`/`<`): the arm's curve did not cross the "
+                     "target within the budgets run; a wider budget range would turn them into numbers.")
+    missing = results.missing("train")
+    if missing:
+        items.append(f"{len(missing)} of {len(results.runs)} runs missing; cells with a missing run have no "
+                     "speed-up.")
+    diverged = [r for r in results.runs.values() if r.status == "diverged"]
+    if diverged:
+        items.append(f"{len(diverged)} run{'s' if len(diverged) > 1 else ''} diverged and "
+                     f"{'are' if len(diverged) > 1 else 'is'} excluded from the speed-up; an arm whose best "
+                     "learning rate diverges is judged on the learning rates that did not.")
+    if results.missing("conditioning"):
+        items.append(f"{len(results.missing('conditioning'))} finished runs have no conditioning result.")
+    items.append("The within-run speed-up estimate reads mid-schedule losses, which are not annealed: it is "
+                 "biased toward smaller speed-ups.")
+    items.append("The rank correlations across arms rest on few arms per cell and treat a bound as its bound "
+                 "value; they describe, they do not test.")
+    for entry in paper.paper_numbers()["condition"][:1]:
+        items.append(f"The paper's layer-3 condition numbers: {entry['checked']}.")
+    items.append("The paper's page numbers are not given where the PDF was not checked "
+                 "(src/ngptlab/report/paper_numbers.yaml records how each number was checked).")
+    doc.add(Bullets(items))
+
+
+def _provenance(doc: Document, results: Results, code_revision: str) -> None:
+    doc.add(Heading("Provenance", "provenance"))
+    doc.add(Text(
+        f"Rendered by code revision `{code_revision}` from {len(results.inputs)} input files (results/ and "
+        f"data/tokens/{results.source}/meta.json{'' if results.meta else ', which is missing'}); no "
+        "checkpoint was read. "
+        "[reports/provenance.json](provenance.json) lists, for each number in the tables and for each "
+        "figure, the runs behind it; for each run its resolved parameters, checkpoint sha256, data sha256s "
+        "and code revision; and the sha256 of every input file. Every table is also a CSV under "
+        "reports/tables/."))
+    doc.add(TableBlock(tables.runs_table(results)))
+    doc.add(TableBlock(tables.provenance_table(results), link_runs=False))

@@ -1,0 +1,105 @@
+"""`ngptlab report`: render reports/report.md, reports/report.html (self-contained), reports/figures/*.svg,
+reports/tables/*.csv and reports/provenance.json from results/, params and data/tokens/<source>/meta.json.
+
+No checkpoint is read, so after a `dvc pull` of the small files alone the report re-renders, byte for byte
+(nothing in it depends on the time or on the machine; the code revision is an input like the others).
+
+Everything is rendered in memory first; only then is each file written to a temporary name in its
+directory and renamed into place, report.html last. A bad input therefore leaves the previous report as it
+was. Figures and tables of an earlier render that this one no longer produces are removed, so the folder
+holds exactly one report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ngptlab.report import build, provenance, render
+from ngptlab.report.load import load_results
+from ngptlab.revision import code_revision as git_revision
+from ngptlab.speedup.table import arm_table, cross_arm_table, tracking
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", default=".", help="directory holding results/ and data/ (default: .)")
+    parser.add_argument("--out", default=None, help="output directory (default: <root>/reports)")
+
+
+@dataclass
+class Rendered:
+    files: dict[str, bytes]  # relative path under the output directory -> content
+    seconds: float
+    document: build.Document  # what was rendered (tables with their typed values, figures)
+
+
+def render_report(params: dict, root: str | Path = ".", params_path: str | Path | None = None,
+                  code_revision: str | None = None) -> Rendered:
+    """Render every output file in memory (nothing written)."""
+    started = time.perf_counter()
+    root = Path(root)
+    revision = code_revision or git_revision()
+    results = load_results(params, root, params_path)
+    cross = cross_arm_table(params, root, allow_missing=True)
+    analysis = build.Analysis(cross=cross, arm_rows=arm_table(cross), tracking=tracking(cross))
+    doc = build.build_document(results, analysis, revision)
+    files: dict[str, bytes] = {}
+    for figure in doc.figures:
+        files[f"figures/{figure.id}.svg"] = figure.svg
+    for table in doc.tables:
+        files[f"tables/{table.id}.csv"] = table.to_csv().encode()
+    record = provenance.build_provenance(results, doc, revision)
+    files["provenance.json"] = provenance.to_json(record).encode()
+    files["report.md"] = render.to_markdown(doc).encode()
+    files["report.html"] = render.to_html(doc).encode()
+    return Rendered(files, time.perf_counter() - started, doc)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the report the usual permissions
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_report(rendered: Rendered, out: str | Path) -> list[Path]:
+    """Write the rendered files (report.html last) and drop stale figures/tables; return the paths written."""
+    out = Path(out)
+    order = sorted(rendered.files, key=lambda p: (p == "report.html", p))
+    written = []
+    for rel in order:
+        _write_atomic(out / rel, rendered.files[rel])
+        written.append(out / rel)
+    for sub, suffix in (("figures", ".svg"), ("tables", ".csv")):
+        for path in sorted((out / sub).glob(f"*{suffix}")):
+            if f"{sub}/{path.name}" not in rendered.files:
+                path.unlink()
+    return written
+
+
+def run(args: argparse.Namespace, params: dict) -> int:
+    rendered = render_report(params, args.root, args.params)
+    out = Path(args.out) if args.out else Path(args.root) / "reports"
+    write_report(rendered, out)
+    html_size = len(rendered.files["report.html"])
+    n_fig = sum(p.startswith("figures/") for p in rendered.files)
+    n_tab = sum(p.startswith("tables/") for p in rendered.files)
+    print(f"wrote {out}/report.html ({html_size / 1024:.0f} KiB, self-contained), report.md, {n_fig} "
+          f"figures, {n_tab} tables, provenance.json in {rendered.seconds:.1f} s")
+    return 0

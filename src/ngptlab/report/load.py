@@ -1,0 +1,175 @@
+"""Load everything the report shows from results/, params and data/tokens/*/meta.json: no checkpoint is read.
+
+The report renders whatever exists. A Snakemake --keep-going run can leave holes, so every expected input of
+the grid is looked up and recorded as present or missing, never assumed:
+- results/train/<run>/summary.json + metrics.jsonl   (train stage; status "completed" | "diverged")
+- results/conditioning/<run>.json + <run>.spectra.csv (condition stage)
+- results/speedup/<cell>.json                          (speedup stage; only written when every run of its cell
+                                                        has finished, so a hole in a cell means no speed-up)
+- data/tokens/<source>/meta.json                       (prepare stage; token counts and shard sha256s)
+A file that exists but is malformed is an error naming the file (ResultsError), not a silent hole.
+
+Every file read is hashed (sha256) so the provenance can name exactly what each number came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ngptlab.errors import ResultsError
+from ngptlab.params import RunSpec, enumerate_cells, enumerate_runs
+from ngptlab.speedup.results import read_summary, read_val_curve
+
+
+@dataclass
+class RunRecord:
+    """One run of the grid and whatever of its results exist."""
+
+    spec: RunSpec
+    summary: dict | None = None
+    curve: list[tuple[float, float]] = field(default_factory=list)  # (tokens, val_loss)
+    conditioning: dict | None = None
+    spectra_path: Path | None = None
+    stale_conditioning: bool = False  # analysed a checkpoint other than the one the summary names
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def status(self) -> str:
+        """completed | diverged | missing (no summary: failed, killed or not run yet)."""
+        return self.summary["status"] if self.summary else "missing"
+
+    @property
+    def final_val_loss(self) -> float | None:
+        if not self.summary or self.summary.get("final_val_loss") is None:
+            return None
+        return float(self.summary["final_val_loss"])
+
+    def headline(self, variant: str = "effective") -> dict:
+        """The condition stage's headline numbers of one variant ({} when not analysed)."""
+        if not self.conditioning:
+            return {}
+        return self.conditioning.get("headline", {}).get(variant) or {}
+
+
+@dataclass
+class Results:
+    root: Path
+    params: dict
+    params_path: Path | None
+    runs: dict[str, RunRecord]  # grid order
+    speedups: dict[str, dict | None]  # cell -> speedup JSON, or None when missing
+    meta: dict | None  # data/tokens/<source>/meta.json, or None when missing
+    inputs: dict[str, str] = field(default_factory=dict)  # relative path -> sha256 of every file read
+
+    @property
+    def source(self) -> str:
+        return self.params["train"]["source"]
+
+    @property
+    def cells(self) -> list[str]:
+        return list(self.speedups)
+
+    def cell_runs(self, cell: str) -> list[RunRecord]:
+        return [r for r in self.runs.values() if r.spec.cell == cell]
+
+    def missing(self, what: str) -> list[str]:
+        """Names whose `what` (train | conditioning | speedup) output is absent."""
+        if what == "train":
+            return [n for n, r in self.runs.items() if r.summary is None]
+        if what == "conditioning":
+            return [n for n, r in self.runs.items() if r.summary is not None and r.conditioning is None]
+        if what == "speedup":
+            return [c for c, s in self.speedups.items() if s is None]
+        raise ValueError(what)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ResultsError(f"{path}: not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path}: expected a JSON object")
+    return data
+
+
+def _check_conditioning(path: Path, doc: dict, spec: RunSpec) -> None:
+    if doc.get("run") != spec.name:
+        raise ResultsError(f"{path}: conditioning is for run {doc.get('run')!r}, expected {spec.name!r}")
+    if not isinstance(doc.get("headline"), dict) or not isinstance(doc.get("matrices"), dict):
+        raise ResultsError(f"{path}: missing key 'headline' or 'matrices' (written by an old condition "
+                           "stage?)")
+
+
+def _check_speedup(path: Path, doc: dict, cell: str) -> None:
+    if doc.get("cell") != cell:
+        raise ResultsError(f"{path}: speed-up is for cell {doc.get('cell')!r}, expected {cell!r}")
+    for key in ("arms", "baseline", "targets", "runs"):
+        if key not in doc:
+            raise ResultsError(f"{path}: missing key {key!r}")
+
+
+def load_results(params: dict, root: str | Path = ".", params_path: str | Path | None = None) -> Results:
+    """Everything under root that the grid of `params` expects, present or missing."""
+    root = Path(root)
+    inputs: dict[str, str] = {}
+
+    def note(path: Path) -> None:
+        inputs[path.relative_to(root).as_posix()] = sha256_of(path)
+
+    runs: dict[str, RunRecord] = {}
+    for spec in enumerate_runs(params):
+        record = RunRecord(spec)
+        train_dir = root / "results" / "train" / spec.name
+        if (train_dir / "summary.json").is_file():
+            record.summary = read_summary(root, spec)
+            note(train_dir / "summary.json")
+            if (train_dir / "metrics.jsonl").is_file():
+                record.curve = read_val_curve(root, spec)
+                note(train_dir / "metrics.jsonl")
+        cond = root / "results" / "conditioning" / f"{spec.name}.json"
+        if cond.is_file():
+            record.conditioning = _read_json(cond)
+            _check_conditioning(cond, record.conditioning, spec)
+            note(cond)
+            ckpt = (record.conditioning.get("checkpoint") or {}).get("sha256")
+            if record.summary and ckpt and ckpt != record.summary.get("checkpoint_sha256"):
+                record.stale_conditioning = True
+        spectra = cond.with_name(f"{spec.name}.spectra.csv")
+        if spectra.is_file():
+            record.spectra_path = spectra
+            note(spectra)
+        runs[spec.name] = record
+
+    speedups: dict[str, dict | None] = {}
+    for cell in enumerate_cells(params):
+        path = root / "results" / "speedup" / f"{cell}.json"
+        speedups[cell] = None
+        if path.is_file():
+            speedups[cell] = _read_json(path)
+            _check_speedup(path, speedups[cell], cell)
+            note(path)
+
+    meta = None
+    meta_path = root / "data" / "tokens" / params["train"]["source"] / "meta.json"
+    if meta_path.is_file():
+        meta = _read_json(meta_path)
+        note(meta_path)
+
+    params_path = Path(params_path) if params_path else None
+    return Results(root=root, params=params, params_path=params_path, runs=runs, speedups=speedups,
+                   meta=meta, inputs=dict(sorted(inputs.items())))

@@ -1,0 +1,113 @@
+"""reports/provenance.json: for each number in the report, the runs behind it, and for each run what it was
+trained on and with.
+
+Layout:
+  report      {title, params_file, params_sha256, code_revision}
+  params      the resolved params the report was rendered with
+  data        {source, meta_sha256, splits{train, val: {tokens, documents, sha256}}} (null when meta.json is
+              missing)
+  inputs      {relative path: sha256} of every file the report read
+  runs        {run: {status, spec, checkpoint_sha256, data{source, train_sha256, val_sha256}, params (the
+              run's resolved train params), code_revision, summary_sha256, conditioning_sha256}}
+  tables      {table id: {title, csv, columns, key}}   key = the columns whose values name a row in number ids
+  numbers     [{id: "<table>/<row key>/<column>", table, column, value, runs[]}]   every numeric table cell
+  figures     {figure id: {title, runs[]}}
+  dvc_lock    {stage: entry} from dvc.lock where present, except the report's own stage (whose entry records
+              this very output and would make the file depend on itself)
+Everything in it is a function of the inputs (and the code revision), so re-rendering gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ngptlab.report.document import Document
+from ngptlab.report.load import Results, sha256_of
+
+
+def _json_value(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x
+
+
+def numbers(doc: Document) -> list[dict]:
+    """Every numeric cell of every table, with the runs of its row."""
+    out = []
+    for t in doc.tables:
+        for i, row in enumerate(t.rows):
+            for column, value in zip(t.columns, row, strict=True):
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    continue
+                if column in t.key:
+                    continue
+                out.append({"id": f"{t.id}/{t.row_key(i)}/{column}", "table": t.id, "column": column,
+                            "value": _json_value(value), "runs": t.runs[i]})
+    return out
+
+
+def _dvc_lock(root: Path) -> dict | None:
+    path = root / "dvc.lock"
+    if not path.is_file():
+        return None
+    try:
+        lock = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError:
+        return {"error": f"{path} is not valid YAML"}
+    stages = lock.get("stages", {})
+    return {name: entry for name, entry in sorted(stages.items()) if not name.split("@")[0] == "report"}
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def build_provenance(results: Results, doc: Document, code_revision: str) -> dict:
+    meta = results.meta
+    data = None
+    if meta is not None:
+        data = {"source": results.source,
+                "meta_sha256": results.inputs.get(f"data/tokens/{results.source}/meta.json"),
+                "splits": {s: {k: (meta.get("splits", {}).get(s) or {}).get(k)
+                               for k in ("tokens", "documents", "sha256")} for s in ("train", "val")}}
+    runs = {}
+    for name, r in results.runs.items():
+        s = r.summary or {}
+        runs[name] = {
+            "status": r.status,
+            "spec": r.spec.as_dict(),
+            "checkpoint_sha256": s.get("checkpoint_sha256"),
+            "data": s.get("data"),
+            "params": s.get("params"),
+            "code_revision": s.get("code_revision"),
+            "summary_sha256": results.inputs.get(f"results/train/{name}/summary.json"),
+            "conditioning_sha256": results.inputs.get(f"results/conditioning/{name}.json"),
+        }
+    params_file = results.params_path
+    return {
+        "report": {"title": results.params["report"]["title"],
+                   "params_file": _relative(params_file, results.root) if params_file else None,
+                   "params_sha256": sha256_of(params_file) if params_file and params_file.is_file() else None,
+                   "code_revision": code_revision},
+        "params": results.params,
+        "data": data,
+        "inputs": results.inputs,
+        "runs": runs,
+        "tables": {t.id: {"title": t.title, "csv": f"tables/{t.id}.csv", "columns": t.columns, "key": t.key}
+                   for t in doc.tables},
+        "numbers": numbers(doc),
+        "figures": {f.id: {"title": f.title, "runs": f.runs} for f in doc.figures},
+        "dvc_lock": _dvc_lock(results.root),
+    }
+
+
+def to_json(provenance: dict) -> str:
+    return json.dumps(provenance, indent=1, allow_nan=False, sort_keys=False) + "\n"

@@ -1,0 +1,208 @@
+"""A synthetic but internally consistent results/ tree, for the report's tests and for a demo render.
+
+Nothing here trains a model. Loss curves follow a power law in tokens, L(t) = L_inf + A (k t)^-alpha, where k
+is the arm's planted speed-up (so the true speed-up of an arm is known), plus a learning-rate penalty (so the
+sweep matters) and a little seed noise. Conditioning results come from the real analysis
+(ngptlab.condition.analyse) run on matrices with planted spectra: each arm gets its own planted condition
+number. The speed-up files come from the real speed-up stage (ngptlab.speedup.command.speedup_cell). Holes
+(missing runs, diverged runs, runs without conditioning) can be punched in on request, as a Snakemake
+--keep-going run would leave them.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+import yaml
+
+from ngptlab.condition.analyse import SPECTRA_COLUMNS, Analysis, Settings, analyse_matrices
+from ngptlab.condition.command import CONVENTIONS
+from ngptlab.condition.output import write_csv, write_json
+from ngptlab.models import SCALES, MatrixInfo
+from ngptlab.params import REPO_ROOT, RunSpec, enumerate_cells, enumerate_runs, load_params, validate_params
+from ngptlab.speedup.command import speedup_cell
+
+# Planted truth per arm: speed-up over gpt in tokens, and the condition number of its attention/MLP matrices.
+PLANTED = {
+    "gpt": (1.0, 2.0e3),
+    "gpt-nowd": (0.9, 5.0e3),
+    "ngpt": (3.0, 4.0),
+    "gpt-lrm": (1.2, 1.0e3),
+    "gpt-scalar": (1.05, 2.0e3),
+    "gpt-rownorm": (1.3, 3.0e2),
+    "gpt-orth": (2.2, 1.0),
+}
+VOCAB = 256  # embeddings are [VOCAB, d]: small, so the analysis stays fast
+FAKE_TRAIN_SHA = hashlib.sha256(b"synthetic train.bin").hexdigest()
+FAKE_VAL_SHA = hashlib.sha256(b"synthetic val.bin").hexdigest()
+
+
+def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int | None = None,
+                     budgets: tuple[int, ...] = (16384, 65536, 262144)) -> dict:
+    """The repo's default params with a few more budgets and seeds (validated like any params file)."""
+    params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
+    params["train"]["seeds"] = list(seeds)
+    params["train"]["budgets"] = list(budgets)
+    params["report"]["title"] = "Synthetic results (report test)"
+    if min_budget_for_claims is not None:
+        params["report"]["min_budget_for_claims"] = min_budget_for_claims
+    validate_params(params, source="synthetic params")
+    return params
+
+
+def _loss(spec: RunSpec, tokens: float) -> float:
+    speedup, _ = PLANTED[spec.arm]
+    best_lr = 3.0e-3
+    lr_penalty = 0.05 * math.log(spec.lr / best_lr) ** 2
+    noise = 0.003 * math.sin(17.0 * spec.seed + spec.context + 5.0 * list(PLANTED).index(spec.arm))
+    ctx_bonus = 0.1 * math.log2(spec.context / 64)
+    return 3.0 - ctx_bonus + 40.0 * (speedup * tokens) ** -0.3 + lr_penalty + noise
+
+
+def _curve(spec: RunSpec, eval_every: int) -> list[tuple[int, float]]:
+    points = list(range(eval_every, spec.budget, eval_every)) + [spec.budget]
+    # The schedule anneals at the end of each budget: mid-run losses sit a little above the final one.
+    return [(t, _loss(spec, t) + 0.05 * (1 - t / spec.budget)) for t in points]
+
+
+def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> None:
+    """results/train/<run>/summary.json + metrics.jsonl, as the train stage writes them."""
+    out = root / "results" / "train" / spec.name
+    out.mkdir(parents=True, exist_ok=True)
+    train = params["train"]
+    curve = _curve(spec, train["eval_every_tokens"])
+    diagnostics = None
+    if status == "diverged":
+        curve = curve[: max(1, len(curve) // 2)]
+        diagnostics = {"step": curve[-1][0] // train["batch_tokens"], "loss": "nan", "grad_norm": "inf",
+                       "last_finite_val_loss": curve[-1][1]}
+    rows = []
+    for tokens, loss in curve:
+        step = tokens // train["batch_tokens"]
+        rows.append({"step": step, "tokens": tokens, "train_loss": loss + 0.01, "lr": spec.lr,
+                     "grad_norm": 0.5, "tokens_per_s": 1.0e4, "val_loss": loss})
+    if status == "diverged":
+        rows.append({"step": rows[-1]["step"] + 1, "tokens": rows[-1]["tokens"] + train["batch_tokens"],
+                     "train_loss": None, "lr": spec.lr, "grad_norm": None, "tokens_per_s": 1.0e4})
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    checkpoint = hashlib.sha256(f"checkpoint {spec.name}".encode()).hexdigest()
+    summary = {
+        "run": spec.name, "spec": spec.as_dict(), "status": status,
+        "final_val_loss": curve[-1][1] if status == "completed" else None,
+        "tokens": curve[-1][0], "steps": curve[-1][0] // train["batch_tokens"], "wall_s": spec.budget / 1.0e4,
+        "n_params": 123456, "train_flops": 6.0 * 123456 * curve[-1][0], "checkpoint_sha256": checkpoint,
+        "data": {"source": train["source"], "train_sha256": FAKE_TRAIN_SHA, "val_sha256": FAKE_VAL_SHA},
+        "code_revision": "0123456789abcdef0123456789abcdef01234567",
+        "params": {k: train[k] for k in ("batch_tokens", "warmup_fraction", "grad_clip", "eval_windows")},
+        "diagnostics": diagnostics,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _planted(rows: int, cols: int, kappa: float, gen: torch.Generator) -> torch.Tensor:
+    """A rows x cols matrix whose singular values run geometrically from 1 down to 1/kappa."""
+    k = min(rows, cols)
+    u, _ = torch.linalg.qr(torch.randn(rows, k, generator=gen, dtype=torch.float64))
+    v, _ = torch.linalg.qr(torch.randn(cols, k, generator=gen, dtype=torch.float64))
+    s = torch.logspace(0, -math.log10(kappa), k, dtype=torch.float64)
+    return (u * s) @ v.T
+
+
+def planted_matrices(arm: str, scale_name: str) -> list[MatrixInfo]:
+    """Every matrix a model of this scale has, with the arm's planted condition number."""
+    scale = SCALES[scale_name]
+    d, heads = scale.d_model, scale.n_head
+    _, kappa = PLANTED[arm]
+    # A stable seed (Python's hash() of a str changes between processes).
+    seed = int(hashlib.sha256(f"{arm} {scale_name}".encode()).hexdigest()[:8], 16)
+    gen = torch.Generator().manual_seed(seed)
+
+    def info(name, kind, layer, shape, norm_dim, n_heads=None) -> MatrixInfo:
+        weight = _planted(*shape, kappa if kind not in ("embed_in", "embed_out") else 10 * kappa, gen).float()
+        underlying = 3.0 * weight if arm in ("gpt-lrm", "gpt-scalar", "gpt-orth") else None
+        return MatrixInfo(name, kind, layer, weight, underlying, norm_dim, n_heads)
+
+    out = [info("embed_in", "embed_in", None, (VOCAB, d), 1)]
+    for i in range(scale.n_layer):
+        for kind, shape, norm_dim in (("q", (d, d), 1), ("k", (d, d), 1), ("v", (d, d), 1), ("o", (d, d), 0),
+                                      ("mlp_u", (4 * d, d), 1), ("mlp_v", (4 * d, d), 1),
+                                      ("mlp_o", (d, 4 * d), 0)):
+            out.append(info(f"layers.{i}.{kind}", kind, i, shape, norm_dim, heads if kind in "qkv" else None))
+    out.append(info("embed_out", "embed_out", None, (VOCAB, d), 1))
+    return out
+
+
+@lru_cache(maxsize=16)
+def _analysis(arm: str, scale: str, settings: Settings) -> Analysis:
+    # One analysis per arm and scale: every run of an arm shares its planted matrices (keeps tests fast).
+    return analyse_matrices(planted_matrices(arm, scale), settings, progress=False)
+
+
+def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> None:
+    """results/conditioning/<run>.json + .spectra.csv, from the real analysis of planted matrices."""
+    cond = params["condition"]
+    settings = Settings(singular_tol=float(cond["singular_tol"]), sample_rows=int(cond["sample_rows"]),
+                        seed=int(cond["seed"]))
+    analysis = _analysis(spec.arm, spec.scale, settings)
+    summary = json.loads((root / "results" / "train" / spec.name / "summary.json").read_text())
+    document = {
+        "run": spec.name, "cell": spec.cell, "spec": spec.as_dict(), "status": status,
+        "final_val_loss": math.nan if summary["final_val_loss"] is None else summary["final_val_loss"],
+        "checkpoint": {"path": f"runs/{spec.name}/model.safetensors", "sha256": summary["checkpoint_sha256"]},
+        "settings": {"singular_tol": settings.singular_tol, "sample_rows": settings.sample_rows,
+                     "seed": settings.seed, "device": settings.device},
+        "variants": analysis.variants, "conventions": CONVENTIONS, "headline": analysis.headline(),
+        "matrices": analysis.matrices, "wall_s": 0.5,
+    }
+    out = root / "results" / "conditioning"
+    rows = ((spec.name, *row) for row in analysis.spectra)
+    write_csv(out / f"{spec.name}.spectra.csv", SPECTRA_COLUMNS, rows)
+    write_json(out / f"{spec.name}.json", document)
+
+
+def write_meta(root: Path, params: dict) -> None:
+    out = root / "data" / "tokens" / params["train"]["source"]
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"format": "synthetic", "vocab_size": 50257, "tokenizer": {"name": "r50k_base"},
+            "splits": {"train": {"file": "train.bin", "tokens": 1_000_000, "documents": 900,
+                                 "sha256": FAKE_TRAIN_SHA},
+                       "val": {"file": "val.bin", "tokens": 20_000, "documents": 18, "sha256": FAKE_VAL_SHA}}}
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def write_results(root: str | Path, params: dict, missing: tuple[str, ...] = (),
+                  diverged: tuple[str, ...] = (), no_conditioning: tuple[str, ...] = (),
+                  meta: bool = True) -> Path:
+    """The whole tree under root; returns the path of the params file written beside it.
+
+    missing: runs with no output at all (failed or never run); their cell gets no speed-up file, as the
+    speed-up stage refuses a partial cell. diverged: runs that diverged (all outputs, status "diverged").
+    no_conditioning: finished runs whose condition stage did not run.
+    """
+    root = Path(root)
+    params_path = root / "params.yaml"
+    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+    if meta:
+        write_meta(root, params)
+    specs = enumerate_runs(params)
+    for spec in specs:
+        if spec.name in missing:
+            continue
+        status = "diverged" if spec.name in diverged else "completed"
+        write_run(root, spec, params, status)
+        if spec.name not in no_conditioning:
+            write_conditioning(root, spec, params, status)
+    for cell in enumerate_cells(params):
+        if not any(s.name in missing for s in specs if s.cell == cell):
+            speedup_cell(params, cell, root)
+    return params_path
+
+
+def planted_speedup(arm: str) -> float:
+    return PLANTED[arm][0]

@@ -1,0 +1,133 @@
+"""A report table: raw values for the CSV, display strings for markdown and HTML, the runs behind each row.
+
+CSV conventions (reports/tables/<id>.csv, byte-stable: no timestamps, floats written with repr, which is the
+shortest string that reads back to the same float): empty cell = not available; "inf" = numerically
+singular (condition numbers); a last column `runs` lists the runs behind the row, space separated.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+MISSING = "—"
+
+
+def fmt_num(x: Any, digits: int = 3) -> str:
+    """A number for people: 3 significant digits, compact exponents (1.6e6), ∞ for singular, — for none."""
+    if x is None or x == "":
+        return MISSING
+    if isinstance(x, str):
+        try:
+            x = float(x)
+        except ValueError:
+            return x
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if math.isnan(x):
+        return MISSING
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    text = f"{x:.{digits}g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return text
+
+
+def fmt_short(x: float) -> str:
+    """Token counts for axes and prose: 16.4k, 262k, 1.5B."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:g}"
+
+
+def fmt_loss(x: Any) -> str:
+    return MISSING if x is None or (isinstance(x, float) and math.isnan(x)) else f"{float(x):.4f}"
+
+
+def fmt_int(x: Any) -> str:
+    return MISSING if x is None else f"{int(x):,}"
+
+
+def fmt_lr(x: Any) -> str:
+    return MISSING if x is None else f"{float(x):g}"
+
+
+def fmt_sha(x: Any) -> str:
+    return MISSING if not x else str(x)[:12]
+
+
+def fmt_text(x: Any) -> str:
+    return MISSING if x is None or x == "" else str(x)
+
+
+def csv_value(x: Any) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, float):
+        if math.isnan(x):
+            return ""
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return repr(x)
+    return str(x)
+
+
+@dataclass
+class Table:
+    id: str  # file stem under reports/tables/ and HTML anchor (table-<id>)
+    title: str
+    columns: list[str]  # machine names: the CSV header
+    headers: dict[str, str] = field(default_factory=dict)  # column -> display header (default: the name)
+    formats: dict[str, Callable[[Any], str]] = field(default_factory=dict)  # column -> display formatter
+    key: list[str] = field(default_factory=list)  # columns that identify a row (provenance ids)
+    shown: list[str] | None = None  # columns shown in the report (None: all); the CSV always has all
+    note: str = ""
+    rows: list[list[Any]] = field(default_factory=list)
+    runs: list[list[str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if "runs" in self.columns:
+            raise ValueError(f"table {self.id}: 'runs' is the CSV's own last column; name this one otherwise")
+
+    def add(self, values: dict[str, Any], runs: list[str] | None = None) -> None:
+        unknown = set(values) - set(self.columns)
+        if unknown:
+            raise KeyError(f"table {self.id}: unknown columns {sorted(unknown)}")
+        self.rows.append([values.get(c) for c in self.columns])
+        self.runs.append(sorted(set(runs or [])))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def shown_columns(self) -> list[str]:
+        return self.shown if self.shown is not None else self.columns
+
+    def header(self, column: str) -> str:
+        return self.headers.get(column, column)
+
+    def display(self, row: list[Any], column: str) -> str:
+        value = row[self.columns.index(column)]
+        return self.formats.get(column, fmt_num)(value)
+
+    def row_key(self, i: int) -> str:
+        row = self.rows[i]
+        return "/".join(str(row[self.columns.index(c)]) for c in self.key) if self.key else str(i)
+
+    def to_csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow([*self.columns, "runs"])
+        for row, runs in zip(self.rows, self.runs, strict=True):
+            writer.writerow([*(csv_value(v) for v in row), " ".join(runs)])
+        return out.getvalue()

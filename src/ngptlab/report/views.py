@@ -1,0 +1,76 @@
+"""Derived views of the loaded results that several tables and figures share.
+
+The best run per (arm, budget, seed) is chosen by the speed-up stage's own rule
+(ngptlab.speedup.estimator.best_per_budget: lowest final loss over the learning-rate sweep, completed runs
+only, ties to the smaller learning rate), so the curves and spectra shown are those of the runs that entered
+the speed-up. A cell's "representative" run of an arm, whose conditioning the figures show, is that best run
+at the grid's largest budget for the smallest seed: every arm is then compared at the same budget, and an arm
+without such a run is listed as missing rather than replaced by a smaller budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ngptlab.report.load import Results, RunRecord
+from ngptlab.speedup.estimator import best_per_budget
+from ngptlab.speedup.results import RunResult
+
+# The 2x2 design (DESIGN.md): {norm free, fixed} x {conditioning free, fixed}.
+DESIGN_2X2 = {"gpt": ("free", "free"), "gpt-rownorm": ("fixed", "free"), "gpt-orth": ("free", "fixed"),
+              "ngpt": ("fixed", "fixed (observed)")}
+
+
+def arms(results: Results) -> list[str]:
+    """Arms in params order, baseline first."""
+    baseline = results.params["speedup"]["baseline"]
+    listed = list(results.params["train"]["arms"])
+    return [baseline] + [a for a in listed if a != baseline]
+
+
+def budgets(results: Results) -> list[int]:
+    return sorted(results.params["train"]["budgets"])
+
+
+def _run_result(record: RunRecord) -> RunResult:
+    loss = record.final_val_loss
+    return RunResult(spec=record.spec, status=record.status,
+                     final_val_loss=float("nan") if loss is None else loss)
+
+
+def best_runs(results: Results, cell: str) -> dict[tuple[str, int], dict[int, RunRecord]]:
+    """{(arm, seed): {budget: best record}} for one cell, completed runs only."""
+    records = [r for r in results.cell_runs(cell) if r.summary is not None]
+    best = best_per_budget(_run_result(r) for r in records)
+    return {key: {b: results.runs[rr.spec.name] for b, rr in per.items()} for key, per in best.items()}
+
+
+@dataclass(frozen=True)
+class Representative:
+    arm: str
+    record: RunRecord | None  # None: no completed run at the largest budget
+    reason: str = ""  # why there is none
+
+
+def representatives(results: Results, cell: str) -> list[Representative]:
+    """Per arm, the best completed run at the grid's largest budget, smallest seed (module docstring)."""
+    largest = budgets(results)[-1]
+    best = best_runs(results, cell)
+    out = []
+    for arm in arms(results):
+        seeds = sorted(s for (a, s), per in best.items() if a == arm and largest in per)
+        if seeds:
+            out.append(Representative(arm, best[(arm, seeds[0])][largest]))
+            continue
+        statuses = sorted({r.status for r in results.cell_runs(cell) if r.spec.arm == arm
+                           and r.spec.budget == largest})
+        reason = f"no completed run at {largest:,} tokens ({', '.join(statuses)})"
+        out.append(Representative(arm, None, reason))
+    return out
+
+
+def status_counts(records: list[RunRecord]) -> dict[str, int]:
+    counts = {"completed": 0, "diverged": 0, "missing": 0}
+    for r in records:
+        counts[r.status] += 1
+    return counts

@@ -1,0 +1,357 @@
+"""The report stage on synthetic results (ngptlab.report.synthetic): a complete grid and one with holes.
+
+The synthetic tree is written by the real condition analysis (planted spectra) and the real speed-up stage,
+so the report reads exactly the files the pipeline writes. No checkpoint exists anywhere in these trees:
+rendering from results/ alone is part of what is tested.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ngptlab.cli import main
+from ngptlab.errors import ResultsError
+from ngptlab.params import enumerate_runs, load_params
+from ngptlab.report import paper, synthetic
+from ngptlab.report.command import Rendered, render_report, write_report
+from ngptlab.report.render import inline_html
+from ngptlab.report.table import fmt_num
+from ngptlab.report.tables import compare_to_baseline
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The synthetic analysis is many small SVDs: one thread is fastest on a shared 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+SECTIONS = ["what-was-run", "speedup", "loss-curves", "conditioning", "conditioning-embeddings",
+            "conditioning-layers", "conditioning-layers34", "conditioning-renormalization", "settle-it",
+            "caveats", "provenance"]
+REVISION = "test-revision"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def complete_render(tmp_path_factory) -> tuple[Path, dict, Path, Rendered]:
+    """One cell at context 1024 (where the paper has a number), 2 seeds, claims allowed; rendered once."""
+    root = tmp_path_factory.mktemp("complete")
+    params = synthetic.synthetic_params(seeds=(0, 1), min_budget_for_claims=1000)
+    params["train"]["contexts"] = [1024]
+    params_path = synthetic.write_results(root, params)
+    rendered = render_report(params, root, params_path, code_revision=REVISION)
+    write_report(rendered, root / "reports")
+    return root, params, params_path, rendered
+
+
+@pytest.fixture(scope="module")
+def complete(complete_render) -> tuple[Path, dict, Path]:
+    return complete_render[:3]
+
+
+@pytest.fixture(scope="module")
+def holes(tmp_path_factory) -> tuple[Path, dict, Path]:
+    """Two cells, one seed, default (large) claims threshold; missing, diverged and unanalysed runs."""
+    root = tmp_path_factory.mktemp("holes")
+    params = synthetic.synthetic_params(seeds=(0,), budgets=(16384, 65536))
+    names = {s.name for s in enumerate_runs(params)}
+    missing = ("cpu-4l-ctx64-gpt-orth-t65536-lr0.003-s0",)
+    diverged = ("cpu-4l-ctx128-ngpt-t65536-lr0.01-s0", "cpu-4l-ctx128-gpt-t16384-lr0.01-s0")
+    no_cond = ("cpu-4l-ctx128-gpt-lrm-t65536-lr0.003-s0",)
+    assert set(missing + diverged + no_cond) <= names
+    params_path = synthetic.write_results(root, params, missing=missing, diverged=diverged,
+                                          no_conditioning=no_cond, meta=False)
+    rendered = render_report(params, root, params_path, code_revision=REVISION)
+    write_report(rendered, root / "reports")
+    return root, params, params_path
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Complete grid
+
+
+def test_outputs_sections_in_order_and_self_contained(complete):
+    root, _, _ = complete
+    out = root / "reports"
+    html = (out / "report.html").read_text()
+    md = (out / "report.md").read_text()
+    for text, pattern in ((html, r'<h[23] id="([a-z0-9-]+)"'), (md, r'<a id="([a-z0-9-]+)"></a>\n\n#')):
+        found = [a for a in re.findall(pattern, text) if a in SECTIONS]
+        assert found == SECTIONS
+    # Self-contained: every figure inlined, nothing fetched, no script.
+    figures = sorted(p.stem for p in (out / "figures").glob("*.svg"))
+    assert len(figures) == 7  # final loss, loss curves, 4 conditioning, settle (one cell)
+    assert len(re.findall(r'<img src="data:image/svg\+xml;base64,', html)) == len(figures)
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+    assert "<script" not in html and "<link" not in html
+    # The markdown links its figures and tables by relative path, and they exist.
+    for link in re.findall(r"\]\(((?:figures|tables)/[^)]+)\)", md):
+        assert (out / link).is_file(), link
+    assert "Too small to conclude" not in md
+
+
+def test_speedup_table_is_the_speedup_stage_beside_the_paper(complete):
+    root, params, _ = complete
+    doc = json.loads((root / "results" / "speedup" / "cpu-4l-ctx1024.json").read_text())
+    rows = {r["arm"]: r for r in read_csv(root / "reports" / "tables" / "speedup.csv")}
+    assert set(rows) == set(params["train"]["arms"])
+    for arm, entry in doc["arms"].items():
+        s = entry["speedup"]
+        if s["value"] is None:
+            assert rows[arm]["speedup"] == ""
+            continue
+        assert float(rows[arm]["speedup"]) == pytest.approx(float(s["value"]), rel=0, abs=0)
+        assert rows[arm]["bound"] == (s["bound"] or "")
+        if arm == doc["baseline"]:
+            assert rows[arm]["display"] == "1 (baseline)"
+        elif s["interval"]:
+            assert float(rows[arm]["interval_lo"]) == s["interval"][0]
+            assert rows[arm]["display"].startswith(f"{s['display']} [")
+    # The planted speed-ups come back (log-interpolation between budgets: within 10 %).
+    for arm in ("ngpt", "gpt-orth", "gpt-lrm"):
+        assert float(rows[arm]["speedup"]) == pytest.approx(synthetic.planted_speedup(arm), rel=0.1)
+    # gpt-nowd is slower than gpt and never reaches the target: an upper bound, shown as such.
+    assert rows["gpt-nowd"]["bound"] == "<" and "(bound)" in rows["gpt-nowd"]["display"]
+    # The paper's 4x at context 1024, with its source, on the nGPT row only.
+    ref = paper.paper_speedup(1024)
+    assert ref["factor"] == 4
+    assert rows["ngpt"]["paper"] == "~4x" and "Fig. 2" in rows["ngpt"]["paper_where"]
+    assert all(rows[a]["paper"] == "" for a in rows if a != "ngpt")
+    pivot = read_csv(root / "reports" / "tables" / "speedup_by_cell.csv")
+    assert pivot[0]["paper_ngpt"].startswith("~4x at 1,024")
+
+
+def test_conditioning_tables_follow_the_condition_stage(complete):
+    root, _, _ = complete
+    rows = {r["arm"]: r for r in read_csv(root / "reports" / "tables" / "conditioning_effective.csv")}
+    for arm, (_, kappa) in synthetic.PLANTED.items():
+        cond = json.loads((root / "results" / "conditioning" / f"{rows[arm]['run']}.json").read_text())
+        headline = cond["headline"]["effective"]
+        assert float(rows[arm]["attn_condition_median"]) == headline["attn_condition_median"]
+        assert float(rows[arm]["attn_condition_median"]) == pytest.approx(kappa, rel=1e-6)  # planted
+        assert rows[arm]["run"].endswith("-t262144-lr0.003-s0")  # best lr, largest budget, smallest seed
+    layers = read_csv(root / "reports" / "tables" / "layers34.csv")
+    paper_rows = [r for r in layers if r["source"].startswith("paper")]
+    quoted = {(r["arm"], float(r["layer3_q_condition"]), float(r["layer3_k_condition"])) for r in paper_rows}
+    assert quoted == {("gpt", 1.6e6, 1.9e6), ("ngpt", 3.76, 4.50)}
+    renorm = read_csv(root / "reports" / "tables" / "renormalization.csv")
+    variants = {r["variant"] for r in renorm if r["arm"] == "gpt-scalar"}
+    assert variants == {"effective", "renormalized", "underlying"}
+    assert {r["variant"] for r in renorm if r["arm"] == "gpt"} == {"effective", "renormalized"}
+
+
+def test_verdict_is_drawn_only_from_resolved_comparisons(complete):
+    root, _, _ = complete
+    md = (root / "reports" / "report.md").read_text()
+    comparisons = {r["arm"]: r for r in read_csv(root / "reports" / "tables" / "comparisons.csv")}
+    # Planted: gpt-orth 2.2x and gpt-rownorm 1.3x, both with seed intervals above 1.
+    assert comparisons["gpt-orth"]["verdict"] == "faster"
+    assert comparisons["gpt-rownorm"]["verdict"] == "faster"
+    assert "both probe arms are faster than the baseline; the 2x2 does not separate the accounts" in md
+    assert "2 seeds: the bootstrap intervals resample only 2 values" in md
+
+
+def test_compare_to_baseline_needs_the_whole_interval_on_one_side():
+    assert compare_to_baseline({"value": 2.0, "bound": None, "interval": [1.5, 2.5]}) == "faster"
+    assert compare_to_baseline({"value": 0.5, "bound": None, "interval": [0.4, 0.6]}) == "slower"
+    unresolved = "not distinguishable from 1"
+    assert compare_to_baseline({"value": 1.2, "bound": None, "interval": [0.9, 1.5]}) == unresolved
+    assert compare_to_baseline({"value": 3.0, "bound": ">", "interval": None}) == "faster"
+    assert compare_to_baseline({"value": 4.0, "bound": "<", "interval": None}) == unresolved
+    assert compare_to_baseline({"value": 0.8, "bound": "<", "interval": None}) == "slower"
+    one_seed = compare_to_baseline({"value": 2.0, "bound": None, "interval": None})
+    assert one_seed == "faster (one seed: no interval)"
+    assert compare_to_baseline({"value": None, "bound": None}) == "no estimate"
+
+
+def test_provenance_traces_every_number_to_runs_and_hashes(complete_render):
+    root, params, params_path, rendered = complete_render
+    prov = json.loads((root / "reports" / "provenance.json").read_text())
+    assert prov["report"]["code_revision"] == REVISION
+    assert prov["report"]["params_sha256"] == sha256(params_path)
+    # Every input named with its true sha256; every run with its summary's checkpoint and data hashes.
+    for rel, digest in prov["inputs"].items():
+        assert sha256(root / rel) == digest, rel
+    meta = json.loads((root / "data" / "tokens" / params["train"]["source"] / "meta.json").read_text())
+    assert prov["data"]["splits"]["train"]["sha256"] == meta["splits"]["train"]["sha256"]
+    for spec in enumerate_runs(params):
+        summary = json.loads((root / "results" / "train" / spec.name / "summary.json").read_text())
+        run = prov["runs"][spec.name]
+        assert run["checkpoint_sha256"] == summary["checkpoint_sha256"]
+        assert run["data"]["train_sha256"] == meta["splits"]["train"]["sha256"]
+        assert run["params"] == summary["params"] and run["code_revision"] == summary["code_revision"]
+    # Every number in every table is a provenance number (same value, same runs), and is in the CSV.
+    numbers = {n["id"]: n for n in prov["numbers"]}
+    assert len(numbers) == len(prov["numbers"])  # ids are unique
+    counted = 0
+    for table in rendered.document.tables:
+        rows = read_csv(root / "reports" / prov["tables"][table.id]["csv"])
+        assert len(rows) == len(table.rows)
+        for i, (row, csv_row) in enumerate(zip(table.rows, rows, strict=True)):
+            for column, value in zip(table.columns, row, strict=True):
+                if column in table.key or isinstance(value, bool) or not isinstance(value, int | float):
+                    continue
+                number = numbers[f"{table.id}/{table.row_key(i)}/{column}"]
+                if math.isnan(value):
+                    assert number["value"] is None and csv_row[column] == ""
+                else:
+                    assert float(csv_row[column]) == value
+                    assert number["value"] == ("inf" if math.isinf(value) else value)
+                assert number["runs"] == csv_row["runs"].split() == table.runs[i]
+                assert set(number["runs"]) <= set(prov["runs"])
+                counted += 1
+    assert counted == len(numbers) > 500
+    # A speed-up rests on the arm's best runs at every budget and on the baseline's target run.
+    doc = json.loads((root / "results" / "speedup" / "cpu-4l-ctx1024.json").read_text())
+    ngpt = numbers["speedup/cpu-4l-ctx1024/ngpt/speedup"]
+    expected = {b["run"] for p in doc["arms"]["ngpt"]["per_seed"] for b in p["best"]}
+    expected |= {t["run"] for t in doc["targets"]}
+    assert set(ngpt["runs"]) == expected
+    assert set(prov["figures"]) == {p.stem for p in (root / "reports" / "figures").glob("*.svg")}
+
+
+def test_render_is_deterministic_and_replaces_stale_files(complete, tmp_path):
+    root, params, params_path = complete
+    first = render_report(params, root, params_path, code_revision=REVISION)
+    out = root / "reports"
+    assert {p: (out / p).read_bytes() for p in first.files} == first.files  # same as the fixture's render
+    for svg in (out / "figures").glob("*.svg"):
+        text = svg.read_text()
+        assert "<dc:date>" not in text and "Date" not in text
+    # A figure from an earlier render that this one does not produce is removed; nothing else is touched.
+    (out / "figures" / "old_cell.svg").write_text("<svg/>")
+    write_report(first, out)
+    assert not (out / "figures" / "old_cell.svg").exists()
+    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == sorted(Path(p).name for p in first.files)
+
+
+def test_cli_in_another_process_renders_the_same_bytes(complete, tmp_path):
+    """`ngptlab report` in a fresh interpreter with another hash seed: byte for byte the fixture's report,
+    once the code revision (the one input that differs: git here, a fixed string there) is aligned."""
+    root, _, params_path = complete
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    cmd = [sys.executable, "-m", "ngptlab.cli", "report", "--params", str(params_path), "--root", str(root),
+           "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"report\.html \(\d+ KiB, self-contained\).* in [0-9.]+ s", done.stdout)
+    assert (out / "report.md").stat().st_mode & 0o044  # readable by others, not mkstemp's 0600
+    revision = json.loads((out / "provenance.json").read_text())["report"]["code_revision"]
+    assert revision != REVISION
+    expected = {p.relative_to(root / "reports") for p in (root / "reports").rglob("*") if p.is_file()}
+    assert {p.relative_to(out) for p in out.rglob("*") if p.is_file()} == expected
+    for rel in expected:
+        got = (out / rel).read_bytes().replace(revision.encode(), REVISION.encode())
+        assert got == (root / "reports" / rel).read_bytes(), rel
+
+
+def test_corrupt_input_is_a_clear_error_and_keeps_the_old_report(complete, tmp_path):
+    root, params, params_path = complete
+    out = tmp_path / "out"
+    shutil.copytree(root / "reports", out)  # an earlier report, which a failed render must leave alone
+    before = (out / "report.html").read_bytes()
+    run = enumerate_runs(params)[3].name
+    summary = root / "results" / "train" / run / "summary.json"
+    good = summary.read_text()
+    try:
+        summary.write_text(good[: len(good) // 2])
+        with pytest.raises(ResultsError, match=re.escape(str(summary))):
+            render_report(params, root, params_path)
+        assert main(["report", "--params", str(params_path), "--root", str(root), "--out", str(out)]) == 2
+    finally:
+        summary.write_text(good)
+    assert (out / "report.html").read_bytes() == before
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Holes: missing, diverged and unanalysed runs, a cell without speed-up, no meta.json, too small to conclude
+
+
+def test_holes_are_shown_as_such(holes):
+    root, _, _ = holes
+    md = (root / "reports" / "report.md").read_text()
+    assert "1 run is missing (failed, killed or not run" in md
+    assert "`cpu-4l-ctx64-gpt-orth-t65536-lr0.003-s0`" in md
+    assert "2 runs diverged" in md and "`cpu-4l-ctx128-ngpt-t65536-lr0.01-s0`" in md
+    runs = {r["run"]: r for r in read_csv(root / "reports" / "tables" / "runs.csv")}
+    assert runs["cpu-4l-ctx64-gpt-orth-t65536-lr0.003-s0"]["status"] == "missing"
+    assert runs["cpu-4l-ctx128-ngpt-t65536-lr0.01-s0"]["status"] == "diverged"
+    assert runs["cpu-4l-ctx128-gpt-lrm-t65536-lr0.003-s0"]["conditioning"] == "missing"
+    # The cell with a missing run has no speed-up file: shown as missing, not invented.
+    speedups = read_csv(root / "reports" / "tables" / "speedup.csv")
+    ctx64 = [r for r in speedups if r["cell"] == "cpu-4l-ctx64"]
+    assert len(ctx64) == 1 and ctx64[0]["display"] == "missing" and ctx64[0]["speedup"] == ""
+    assert {r["arm"] for r in speedups if r["cell"] == "cpu-4l-ctx128"} == set(synthetic.PLANTED)
+    # The arm without a run at the largest budget is named under the conditioning figures.
+    assert "cpu-4l-ctx64: not shown: gpt-orth (no completed run at 65,536 tokens (missing))" in md
+    assert "gpt-lrm (no conditioning result for `cpu-4l-ctx128-gpt-lrm-t65536-lr0.003-s0`)" in md
+    data = {r["item"]: r["value"] for r in read_csv(root / "reports" / "tables" / "data.csv")}
+    assert data["meta.json"] == "missing: data/tokens/shakespeare-news/meta.json"
+    # ngpt's lr 0.01 diverged at the largest budget: the speed-up uses the learning rate that did not.
+    best = json.loads((root / "results" / "speedup" / "cpu-4l-ctx128.json").read_text())
+    top = [b for p in best["arms"]["ngpt"]["per_seed"] for b in p["best"] if b["budget"] == 65536]
+    assert top and all(b["lr"] == 0.003 for b in top)
+
+
+def test_a_run_too_small_says_so_and_claims_nothing(holes):
+    root, params, _ = holes
+    md = (root / "reports" / "report.md").read_text()
+    assert params["report"]["min_budget_for_claims"] > max(params["train"]["budgets"])
+    assert "**Too small to conclude anything.**" in md
+    assert "**What the data show.** Nothing, by design" in md
+    assert "consistent with the conditioning account" not in md
+    assert "against the conditioning account" not in md
+    comparisons = read_csv(root / "reports" / "tables" / "comparisons.csv")
+    assert comparisons and all(r["verdict"] not in ("faster", "slower") for r in comparisons)  # one seed
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Small pieces
+
+
+def test_paper_numbers_file_has_every_number_with_its_source():
+    numbers = paper.paper_numbers()
+    assert [(e["context"], e["factor"]) for e in numbers["speedup"]] == [(1024, 4), (4096, 10), (8192, 20)]
+    for entry in numbers["speedup"] + numbers["condition"]:
+        assert paper.where(entry) and entry["checked"]
+    assert paper.paper_speedup(64) is None
+    assert paper.paper_condition("ngpt", 3)["q"] == 3.76 and paper.paper_condition("gpt", 3)["k"] == 1.9e6
+
+
+def test_number_formatting():
+    assert fmt_num(1.6e6) == "1.6e6" and fmt_num(4.5e-5) == "4.5e-5" and fmt_num(3.76) == "3.76"
+    assert fmt_num(math.inf) == "∞" and fmt_num(None) == "—" and fmt_num(math.nan) == "—"
+    assert fmt_num("inf") == "∞" and fmt_num(12345) == "12,345"
+
+
+def test_inline_markup_is_escaped():
+    assert inline_html("a <b> & **bold** `x<y` [t](#a)") == (
+        'a &lt;b&gt; &amp; <strong>bold</strong> <code>x&lt;y</code> <a href="#a">t</a>')
+
+
+def test_synthetic_params_are_valid_params(complete):
+    _, params, params_path = complete
+    assert load_params(params_path) == params
