@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +20,12 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from ngptlab.errors import CheckpointError, NgptlabError
+from ngptlab.files import atomic_path, sha256_file  # noqa: F401 (sha256_file: part of this API)
 
 FORMAT = "ngptlab.model/1"
 CONFIG_KEY = "ngptlab_config"
 HASH_KEY = "tensors_sha256"
 REQUIRED_CONFIG = ("arm", "scale", "vocab_size", "context")
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file's bytes, read in chunks (checkpoints can be GBs)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
@@ -49,28 +39,10 @@ def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
-def make_readable(path: str | Path) -> None:
-    """mkstemp creates 0600 files; give the final file the mode a plain open() would (0666 & ~umask)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
-
-
 def atomic_save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
-    """save_file to a temp name in the same directory, fsync, then os.replace: never a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    """safetensors save_file through a temporary name: never a half-written checkpoint."""
+    with atomic_path(path) as tmp:
         save_file(tensors, tmp, metadata=metadata)
-        make_readable(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_model(path: str | Path, model: torch.nn.Module, config: dict[str, Any]) -> str:

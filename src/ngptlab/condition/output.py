@@ -12,13 +12,13 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ngptlab.files import atomic_path, write_text_atomic
 
 
 def json_ready(obj: Any) -> Any:
@@ -48,34 +48,15 @@ def read_float(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            write(f)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make results unreadable to others
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_text(path: str | Path, text: str) -> None:
     """Any text file, written atomically."""
-    _atomic(Path(path), lambda f: f.write(text))
+    write_text_atomic(path, text)
 
 
 def write_json(path: str | Path, obj: Any) -> None:
     """Strict JSON (allow_nan=False), indented, written atomically."""
     text = json.dumps(json_ready(obj), indent=1, allow_nan=False) + "\n"
-    _atomic(Path(path), lambda f: f.write(text))
+    write_text_atomic(path, text)
 
 
 def write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Sequence]) -> None:
@@ -86,4 +67,5 @@ def write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Sequence])
         for row in rows:
             writer.writerow(["" if isinstance(v, float) and math.isnan(v) else v for v in row])
 
-    _atomic(Path(path), write)
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+        write(f)

@@ -9,19 +9,18 @@ nothing that a later run would take for complete.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import io
 import os
 import subprocess
 import sys
 import tarfile
 import tempfile
-import uuid
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ngptlab.errors import DataError
+from ngptlab.files import sha256_file
 
 CACHE_ENV = "NGPTLAB_CACHE"
 DEFAULT_CACHE_DIR = Path("data") / "cache"
@@ -48,27 +47,6 @@ class PinnedArchive:
 def default_cache_dir() -> Path:
     """$NGPTLAB_CACHE if set, else data/cache (relative to the working directory, i.e. the repo root)."""
     return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR)
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write bytes to `path` through a temporary sibling and os.replace (never a half-written file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        with open(tmp, "xb") as f:  # not mkstemp: that would make the file private (0600), not umask's
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def fetch_archive(archive: PinnedArchive, cache_dir: Path) -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ngptlab.errors import DataError
-from ngptlab.prepare.cache import sha256_file, write_atomic
+from ngptlab.files import sha256_file, write_bytes_atomic
 
 META_NAME = "meta.json"
 SPLITS = ("train", "val")
@@ -74,7 +74,7 @@ def remove_stale_temporaries(out_dir: Path) -> list[Path]:
 
 def write_meta(out_dir: Path, meta: dict) -> Path:
     path = out_dir / META_NAME
-    write_atomic(path, (json.dumps(meta, indent=2, sort_keys=False) + "\n").encode())
+    write_bytes_atomic(path, (json.dumps(meta, indent=2, sort_keys=False) + "\n").encode())
     return path
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ngptlab.errors import DataError
+from ngptlab.files import sha256_file
 from ngptlab.prepare import embedded
-from ngptlab.prepare.cache import sha256_file
 from ngptlab.prepare.hf import import_datasets
 
 KINDS = ("embedded", "hf", "local")

@@ -27,7 +27,8 @@ import numpy as np
 import tiktoken
 
 from ngptlab.errors import DataError
-from ngptlab.prepare.cache import PinnedArchive, fetch_archive, read_member, write_atomic
+from ngptlab.files import write_bytes_atomic
+from ngptlab.prepare.cache import PinnedArchive, fetch_archive, read_member
 
 TIKTOKEN_HOST = "openaipublic.blob.core.windows.net"
 GPT2_FILE_URLS = (
@@ -89,7 +90,7 @@ def install_whisper_ranks(cache_dir: Path, tk_cache: Path) -> Path:
         raise DataError(f"{sdist}: {WHISPER_ASSET} has sha256 {digest}, expected tiktoken's "
                         f"{GPT2_RANKS_SHA256}")
     target = tk_cache / cache_key(R50K_URL)
-    write_atomic(target, data)
+    write_bytes_atomic(target, data)
     return target
 
 

@@ -13,12 +13,11 @@ holds exactly one report.
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ngptlab.files import write_bytes_atomic
 from ngptlab.report import build, provenance, render
 from ngptlab.report.load import load_results
 from ngptlab.revision import code_revision as git_revision
@@ -59,32 +58,13 @@ def render_report(params: dict, root: str | Path = ".", params_path: str | Path 
     return Rendered(files, time.perf_counter() - started, doc)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the report the usual permissions
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_report(rendered: Rendered, out: str | Path) -> list[Path]:
     """Write the rendered files (report.html last) and drop stale figures/tables; return the paths written."""
     out = Path(out)
     order = sorted(rendered.files, key=lambda p: (p == "report.html", p))
     written = []
     for rel in order:
-        _write_atomic(out / rel, rendered.files[rel])
+        write_bytes_atomic(out / rel, rendered.files[rel])
         written.append(out / rel)
     for sub, suffix in (("figures", ".svg"), ("tables", ".csv")):
         for path in sorted((out / sub).glob(f"*{suffix}")):

@@ -14,12 +14,12 @@ Every file read is hashed (sha256) so the provenance can name exactly what each 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ngptlab.errors import ResultsError
+from ngptlab.files import sha256_file
 from ngptlab.params import RunSpec, enumerate_cells, enumerate_runs
 from ngptlab.speedup.results import read_summary, read_val_curve
 
@@ -89,14 +89,6 @@ class Results:
         raise ValueError(what)
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _read_json(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -129,7 +121,7 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
     inputs: dict[str, str] = {}
 
     def note(path: Path) -> None:
-        inputs[path.relative_to(root).as_posix()] = sha256_of(path)
+        inputs[path.relative_to(root).as_posix()] = sha256_file(path)
 
     runs: dict[str, RunRecord] = {}
     for spec in enumerate_runs(params):

@@ -26,8 +26,9 @@ from typing import Any
 
 import yaml
 
+from ngptlab.files import sha256_file
 from ngptlab.report.document import Document
-from ngptlab.report.load import Results, sha256_of
+from ngptlab.report.load import Results
 
 
 def _json_value(x: Any) -> Any:
@@ -95,7 +96,8 @@ def build_provenance(results: Results, doc: Document, code_revision: str) -> dic
     return {
         "report": {"title": results.params["report"]["title"],
                    "params_file": _relative(params_file, results.root) if params_file else None,
-                   "params_sha256": sha256_of(params_file) if params_file and params_file.is_file() else None,
+                   "params_sha256": (sha256_file(params_file)
+                                     if params_file and params_file.is_file() else None),
                    "code_revision": code_revision},
         "params": results.params,
         "data": data,

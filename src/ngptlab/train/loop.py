@@ -30,13 +30,13 @@ from tqdm import tqdm
 
 from ngptlab.checkpoint import save_model
 from ngptlab.errors import DataError, ParamsError
+from ngptlab.files import write_json_atomic, write_text_atomic
 from ngptlab.models import build, count_parameters, train_flops_per_token
 from ngptlab.params import RunSpec
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
 from ngptlab.train import dist, state
 from ngptlab.train.data import Shards, batch_offsets, data_record, eval_offsets, gather, open_shards
-from ngptlab.train.files import write_json_atomic, write_text_atomic
 from ngptlab.train.outputs import RunPaths, fingerprint, finished, finite_or_none
 from ngptlab.train.schedule import Schedule, make_schedule
 from ngptlab.train.throughput import mfu

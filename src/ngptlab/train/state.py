@@ -32,7 +32,7 @@ from ngptlab.checkpoint import (
     tensors_sha256,
 )
 from ngptlab.errors import CheckpointError
-from ngptlab.train.files import write_json_atomic
+from ngptlab.files import write_json_atomic
 
 LATEST = "latest.json"
 METRICS = "metrics.jsonl"
