@@ -1,0 +1,102 @@
+"""Sharing results through a real DVC remote on a real SSH server (127.0.0.1, key auth, `.ci/setup-sshd.sh`):
+after a Snakemake run, `dvc commit` + `dvc push` record and share it; a fresh clone re-renders the report
+from the committed results alone (no checkpoint downloaded, nothing retrained) with byte-identical tables
+and figures; and after a full `dvc pull`, `snakemake --touch` leaves `snakemake -n` with nothing to do.
+These are the README's documented paths, run as written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+from workflow_support import dvc, git, job_counts, local_smoke_run, run, snakemake
+
+SSH_ENV = Path("/var/lib/ngptlab-sshd/remote.env")
+
+pytestmark = [
+    pytest.mark.ssh,
+    pytest.mark.slow,
+    pytest.mark.skipif(not SSH_ENV.is_file(),
+                       reason=f"no SSH server here (no {SSH_ENV}); `bash .ci/setup-sshd.sh` starts one"),
+]
+
+
+@pytest.fixture(scope="module")
+def ssh() -> dict[str, str]:
+    return dict(line.split("=", 1) for line in SSH_ENV.read_text().split())
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    return local_smoke_run(tmp_path_factory.getbasetemp())
+
+
+def copy_run(src: Path, dest: Path) -> Path:
+    """A copy of a finished run; files over 1 MB are hard links (DVC replaces, never edits, them)."""
+    def link_or_copy(a, b):
+        if os.path.getsize(a) > 1 << 20:
+            os.link(a, b)
+        else:
+            shutil.copy2(a, b)
+    shutil.copytree(src, dest, symlinks=True, copy_function=link_or_copy,
+                    ignore=shutil.ignore_patterns(".snakemake"))
+    return dest
+
+
+def remote_files(ssh: dict, path: str) -> int:
+    login = f"{ssh['NGPTLAB_SSH_USER']}@{ssh['NGPTLAB_SSH_HOST']}"
+    out = run(["ssh", "-i", ssh["NGPTLAB_SSH_KEY"], "-p", ssh["NGPTLAB_SSH_PORT"], "-o", "BatchMode=yes",
+               "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+               login, f"find {path} -type f | wc -l"], Path("/"))
+    return int(out.stdout.strip())
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_push_clone_pull_rerender_and_nothing_left_to_do(smoke, ssh, tmp_path):
+    origin = copy_run(smoke.work, tmp_path / "origin")
+    remote_path = f"{ssh['NGPTLAB_SSH_ROOT']}/{uuid.uuid4().hex}"
+    url = f"ssh://{ssh['NGPTLAB_SSH_USER']}@{ssh['NGPTLAB_SSH_HOST']}:{ssh['NGPTLAB_SSH_PORT']}{remote_path}"
+
+    # After a Snakemake run: record it (dvc commit), commit to git, share it (dvc push).
+    git(origin, "init", "-q")
+    dvc(origin, "remote", "add", "--default", "lab", url)
+    dvc(origin, "remote", "modify", "lab", "keyfile", ssh["NGPTLAB_SSH_KEY"])
+    dvc(origin, "commit", "--force")
+    assert "Data and pipelines are up to date" in dvc(origin, "status").stdout
+    git(origin, "add", "-A")
+    committed = git(origin, "ls-files").stdout.split()
+    assert "data/tokens/shakespeare-news/meta.json" in committed, \
+        "meta.json must be committed: .gitignore /data/tokens/**, !/data/tokens/*/, !/data/tokens/*/meta.json"
+    assert not any(path.startswith(("runs/", "reports/")) or path.endswith(".bin") for path in committed)
+    git(origin, "commit", "-q", "-m", "smoke run")
+    dvc(origin, "push")
+    assert remote_files(ssh, remote_path) > 0
+    assert "in sync" in dvc(origin, "status", "--cloud").stdout
+
+    # A fresh clone has the small results (git) and none of the large files.
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    assert (clone / "results" / "speedup").is_dir() and not (clone / "runs").exists()
+    assert not (clone / "reports" / "report.md").exists()
+
+    # Re-render the report from git alone (README): no checkpoint is downloaded, nothing is retrained.
+    dvc(clone, "repro", "--force", "--single-item", "report")
+    assert not (clone / "runs").exists() and not (clone / "logs" / "train").exists()
+    assert not (clone / "data" / "tokens" / "shakespeare-news" / "train.bin").exists()
+    tables = tree(clone / "reports" / "tables")
+    assert tables and tables == tree(origin / "reports" / "tables")
+    assert tree(clone / "reports" / "figures") == tree(origin / "reports" / "figures")
+
+    # Everything, then the documented step that lets Snakemake trust the pulled files' times.
+    dvc(clone, "pull")
+    assert "Data and pipelines are up to date" in dvc(clone, "status").stdout
+    snakemake(clone, "--cores", "1", "--touch")
+    out = snakemake(clone, "--dry-run")
+    assert job_counts(out.stdout) == {} and "Nothing to be done" in out.stdout + out.stderr

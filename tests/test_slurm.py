@@ -1,0 +1,104 @@
+"""The smoke pipeline on a real Slurm cluster through `snakemake --cores 2 --profile slurm`, exactly as the
+README writes it, gives the same results as the local run; and a scale with processes: 2 trains through
+torchrun (DDP, two processes) inside one Slurm job.
+
+Needs the single-node cluster that `.ci/setup-slurm.sh` starts (CI runs it before the tests). Skipped only
+where Slurm is not installed at all; an installed Slurm that does not answer is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+from safetensors import safe_open
+from workflow_support import default_params, job_counts, local_smoke_run, make_workdir, run, snakemake
+
+from ngptlab.checkpoint import HASH_KEY
+from ngptlab.params import enumerate_cells, enumerate_runs
+
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("sinfo") is None,
+                       reason="Slurm is not installed here (no sinfo); `bash .ci/setup-slurm.sh` starts one"),
+]
+
+DDP_RUN = "cpu-4l-ctx64-gpt-t16384-lr0.003-s0"
+SUMMARY_KEYS = ("status", "tokens", "steps", "final_val_loss")
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    return local_smoke_run(tmp_path_factory.getbasetemp())
+
+
+def read_json(path) -> dict:
+    return json.loads(path.read_text())
+
+
+def slurm_logs(work, rule: str) -> list:
+    """The sbatch logs the profile keeps (logs/slurm/rule_<rule>/<wildcards>/<slurm job id>.log)."""
+    return sorted((work / "logs" / "slurm" / f"rule_{rule}").rglob("*.log"))
+
+
+def weights_sha256(path) -> str:
+    """The checkpoint's hash of its tensors alone (the file's header order may differ between writes)."""
+    with safe_open(str(path), "pt") as f:
+        return f.metadata()[HASH_KEY]
+
+
+def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, tmp_path):
+    work = make_workdir(tmp_path / "slurm")
+    started = time.monotonic()
+    snakemake(work, "--cores", "2", "--profile", "slurm", timeout=3600)
+    print(f"smoke pipeline through --profile slurm: {time.monotonic() - started:.0f} s "
+          f"(local: {smoke.wall_s:.0f} s)")
+
+    params = default_params()
+    runs, cells = enumerate_runs(params), enumerate_cells(params)
+    # Every job went through Slurm: one sbatch log per job, each ending with the job step's success.
+    expected = {"prepare": 1, "train": len(runs), "condition": len(runs), "speedup": len(cells), "report": 1}
+    for rule, count in expected.items():
+        logs = slurm_logs(work, rule)
+        assert len(logs) == count, rule
+        assert all("Finished jobid" in log.read_text() for log in logs), rule
+
+    # ... and computed exactly what the local run computed (same code, same threads, same seeds).
+    for name in (r.name for r in runs):
+        here = read_json(work / "results" / "train" / name / "summary.json")
+        local = read_json(smoke.work / "results" / "train" / name / "summary.json")
+        assert {k: here[k] for k in SUMMARY_KEYS} == {k: local[k] for k in SUMMARY_KEYS}, name
+        model = f"runs/{name}/model.safetensors"
+        assert weights_sha256(work / model) == weights_sha256(smoke.work / model), name
+        here = read_json(work / "results" / "conditioning" / f"{name}.json")
+        local = read_json(smoke.work / "results" / "conditioning" / f"{name}.json")
+        assert here["headline"] == local["headline"], name
+    for cell in cells:
+        here = read_json(work / "results" / "speedup" / f"{cell}.json")
+        local = read_json(smoke.work / "results" / "speedup" / f"{cell}.json")
+        assert here["arms"] == local["arms"], cell
+    assert (work / "reports" / "report.html").is_file()
+    assert job_counts(snakemake(work, "--dry-run").stdout) == {}  # nothing left to do
+
+
+def test_a_two_process_scale_trains_with_torchrun_inside_one_slurm_job(smoke, tmp_path):
+    params = default_params()
+    params["train"]["resources"]["cpu-4l"]["processes"] = 2
+    work = make_workdir(tmp_path / "ddp", params)
+    shutil.copytree(smoke.work / "data" / "tokens", work / "data" / "tokens")  # prepare is tested above
+
+    snakemake(work, "--cores", "2", "--profile", "slurm", f"runs/{DDP_RUN}/model.safetensors", timeout=1200)
+
+    [log] = slurm_logs(work, "train")
+    job = run(["scontrol", "show", "job", log.stem], work).stdout  # kept for MinJobAge=600 s
+    assert "NumCPUs=2 " in job and "NumTasks=1 " in job  # one task, two CPUs: torchrun starts the processes
+    here = read_json(work / "results" / "train" / DDP_RUN / "summary.json")
+    local = read_json(smoke.work / "results" / "train" / DDP_RUN / "summary.json")
+    assert here["params"]["world_size"] == 2 and local["params"]["world_size"] == 1
+    keys = ("status", "tokens", "steps")
+    assert [here[k] for k in keys] == [local[k] for k in keys]
+    # Two processes average the gradients of half batches: the same step up to float summation order.
+    assert here["final_val_loss"] == pytest.approx(local["final_val_loss"], rel=1e-4)

@@ -1,0 +1,194 @@
+"""The DAG: Snakemake lints clean and plans exactly the grid of params.yaml, dvc.yaml runs the same jobs with
+the same outputs, the presets are complete params files, bad params stop everything with one clear line,
+and (slow) the smoke pipeline runs end to end on this machine."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import yaml
+from dvc.dependency.param import ParamsDependency
+from dvc.repo import Repo
+from workflow_support import (
+    REPO,
+    apply_preset,
+    default_params,
+    dvc,
+    git,
+    job_counts,
+    local_smoke_run,
+    make_workdir,
+    planned_jobs,
+    snakemake,
+    train_settings,
+    write_params,
+)
+
+from ngptlab.params import enumerate_cells, enumerate_runs, load_params
+
+PRESETS = sorted(p.stem for p in (REPO / "workflow" / "presets").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    """A fresh copy of the workflow (no outputs yet) inside its own git repository, as DVC requires."""
+    work = make_workdir(tmp_path_factory.mktemp("workflow") / "repo")
+    git(work, "init", "-q")
+    return work
+
+
+@pytest.fixture(scope="module")
+def dry_run(scratch) -> str:
+    """The whole DAG as Snakemake plans it for the default params (forced, so nothing counts as done)."""
+    return snakemake(scratch, "--dry-run", "--forceall", "--nolock").stdout
+
+
+def expected_counts(params: dict) -> Counter:
+    runs, cells = enumerate_runs(params), enumerate_cells(params)
+    return Counter(prepare=1, train=len(runs), condition=len(runs), speedup=len(cells), report=1, all=1)
+
+
+def dvc_stages(work):
+    """(stage name, rule, cmd, file deps, param keys, outs) of every stage dvc.yaml resolves to."""
+    with Repo(str(work)) as repo:
+        stages = []
+        for stage in repo.index.stages:
+            params = [key for dep in stage.deps if isinstance(dep, ParamsDependency) for key in dep.params]
+            deps = [dep.def_path for dep in stage.deps if not isinstance(dep, ParamsDependency)]
+            stages.append((stage.name, stage.name.split("@")[0], stage.cmd, deps, params,
+                           [out.def_path for out in stage.outs]))
+        return stages
+
+
+def test_snakemake_lint_is_clean(scratch):
+    out = snakemake(scratch, "--lint", "--nolock")
+    assert "Congratulations, your workflow is in a good condition!" in out.stdout + out.stderr
+
+
+def test_dry_run_plans_every_run_and_cell_of_the_default_grid(scratch, dry_run):
+    params = load_params(scratch / "params.yaml")
+    counts = job_counts(dry_run)
+    assert counts == expected_counts(params)
+    assert counts["train"] == 36 and counts["speedup"] == 2  # the smoke grid as params.yaml states it
+    trained = sorted(job.outputs[0] for job in planned_jobs(dry_run) if job.rule == "train")
+    assert trained == sorted(f"runs/{run.name}/model.safetensors" for run in enumerate_runs(params))
+
+
+def test_dvc_stages_run_the_same_jobs_with_the_same_outputs(scratch, dry_run):
+    jobs = [job for job in planned_jobs(dry_run) if job.rule != "all"]
+    stages = dvc_stages(scratch)
+    assert sorted((j.rule, sorted(j.outputs)) for j in jobs) == sorted((s[1], sorted(s[5])) for s in stages)
+
+    by_outputs = {tuple(sorted(job.outputs)): job for job in jobs}
+    for name, rule, cmd, deps, _, outs in stages:
+        job = by_outputs[tuple(sorted(outs))]
+        # Each stage delegates to its own rule, for one of its own outputs, after checking the plan.
+        assert f"--allowed-rules {rule} -- " in cmd, name
+        assert cmd.split(" -- ")[-1] in outs, name
+        assert cmd.startswith("ngptlab plan --params params.yaml --check results/plan.yaml && snakemake "), \
+            name
+        # Whatever Snakemake reads, DVC hashes: each input is a dependency or lies inside one.
+        for path in job.inputs:
+            assert any(path == dep or path.startswith(dep.rstrip("/") + "/") for dep in deps), (name, path)
+
+
+def test_dvc_reruns_a_stage_for_the_same_settings_as_snakemake(scratch):
+    keys = {s[1]: sorted(s[4]) for s in dvc_stages(scratch)}
+    assert keys["train"] == sorted(f"train.{key}" for key in train_settings())
+    for rule in ("prepare", "condition", "speedup", "report"):
+        assert keys[rule] == [rule]  # the whole section, as the rule's params.settings
+
+
+def test_dvc_cache_policy_large_outputs_cached_small_results_committed():
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    for name, stage in stages.items():
+        body = stage.get("do", stage)
+        for out in body["outs"]:
+            path, opts = (out, {}) if isinstance(out, str) else next(iter(out.items()))
+            committed = path.startswith("results/") or path.endswith("/meta.json")
+            assert opts.get("cache", True) == (not committed), (name, path)
+
+
+def test_presets_are_complete_params_files():
+    assert PRESETS == ["paper", "small"]
+    for preset in PRESETS:
+        load_params(REPO / "workflow" / "presets" / f"{preset}.yaml")  # the same schema and checks
+    paper = load_params(REPO / "workflow" / "presets" / "paper.yaml")
+    train = paper["train"]
+    assert train["scales"] == ["0.5B", "1B"] and train["contexts"] == [1024, 4096, 8192]
+    assert train["arms"] == default_params()["train"]["arms"]  # every arm
+    assert train["batch_tokens"] == 512 * 1024  # 512 sequences at 1k (see the preset's note)
+    assert min(train["budgets"]) <= 10e9 and max(train["budgets"]) >= 500e9
+    source = paper["prepare"]["source"]
+    assert (source["kind"], source["dataset"], source["split"]) == ("hf", "Skylion007/openwebtext", "train")
+
+
+@pytest.mark.parametrize("preset", ["small", pytest.param("paper", marks=pytest.mark.slow)])
+def test_applied_preset_plans_its_grid_in_snakemake_and_dvc(preset, tmp_path):
+    work = make_workdir(tmp_path / "repo")
+    apply_preset(work, preset)
+    git(work, "init", "-q")
+    params = load_params(work / "params.yaml")
+    counts = job_counts(snakemake(work, "--dry-run", "--nolock", timeout=300).stdout)
+    assert counts == expected_counts(params)
+    assert len(dvc_stages(work)) == sum(counts.values()) - 1  # every job but `all`
+    if preset == "paper":
+        assert sum(counts.values()) == 1521  # 756 runs x (train + condition) + 6 cells + prepare, report, all
+
+
+def test_config_overrides_are_refused_because_the_stages_would_not_see_them(scratch):
+    out = snakemake(scratch, "--dry-run", "--nolock", "--configfile", "workflow/presets/small.yaml",
+                    check=False)
+    assert out.returncode != 0
+    assert "merges params.yaml with --configfile/--config overrides" in out.stdout + out.stderr
+    # One complete file is fine: it is what every stage is then told to read.
+    out = snakemake(scratch, "--dry-run", "--nolock", "--configfile", "workflow/presets/small.yaml",
+                    "--replace-workflow-config")
+    assert job_counts(out.stdout) == expected_counts(load_params(REPO / "workflow/presets/small.yaml"))
+
+
+def test_bad_params_stop_the_workflow_with_one_line_naming_the_key(tmp_path):
+    params = default_params()
+    params["speedup"]["boostrap"] = 3
+    work = make_workdir(tmp_path / "repo")
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    out = snakemake(work, "--dry-run", "--nolock", check=False)
+    assert out.returncode != 0
+    expected = ("invalid params: params.yaml: unknown key speedup.boostrap; "
+                "allowed keys: baseline, bootstrap, seed")
+    assert expected in out.stdout + out.stderr
+
+
+def test_a_stale_plan_stops_every_dvc_stage_before_it_runs_anything(tmp_path):
+    params = default_params()
+    work = make_workdir(tmp_path / "repo")
+    git(work, "init", "-q")
+    params["train"]["budgets"] = [16384]
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.yaml not rewritten
+    out = dvc(work, "repro", "prepare", check=False)
+    assert out.returncode != 0
+    assert "results/plan.yaml: stale, it no longer matches the params file" in out.stdout + out.stderr
+    assert not (work / "data" / "tokens").exists() and not (work / "dvc.lock").exists()
+    write_params(work, params)  # the documented fix: the plan follows params.yaml again
+    runs = enumerate_runs(params)
+    assert len(runs) == 18 and len(dvc_stages(work)) == 1 + 2 * len(runs) + 2 + 1
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_runs_end_to_end_locally(tmp_path_factory):
+    smoke = local_smoke_run(tmp_path_factory.getbasetemp())
+    print(f"smoke pipeline (snakemake --cores 2): {smoke.wall_s:.0f} s")
+    work, params = smoke.work, default_params()
+    for run in enumerate_runs(params):
+        summary = yaml.safe_load((work / "results" / "train" / run.name / "summary.json").read_text())
+        assert summary["status"] in ("completed", "diverged"), run.name
+        assert summary["status"] == "diverged" or summary["tokens"] == run.budget, run.name
+        assert (work / "results" / "conditioning" / f"{run.name}.json").is_file()
+    for cell in enumerate_cells(params):
+        assert (work / "results" / "speedup" / f"{cell}.json").is_file()
+    assert (work / "reports" / "report.html").stat().st_size > 10_000
+    logs = sorted(p.name for p in (work / "logs").iterdir())
+    assert logs == ["condition", "prepare", "report", "speedup", "train"]  # one folder per rule
+    out = snakemake(work, "--dry-run")
+    assert job_counts(out.stdout) == Counter() and "Nothing to be done" in out.stdout + out.stderr

@@ -1,0 +1,172 @@
+"""Shared by the workflow tests (test_workflow, test_slurm, test_dvc): scratch copies of the workflow, the
+commands run in them, and one local run of the smoke pipeline that the Slurm and DVC tests compare against.
+
+Everything runs the real tools (snakemake, dvc, git, ssh, Slurm) as subprocesses, with this venv first on
+PATH as in an activated environment. Not a test module: pytest collects nothing here.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+# What a clone holds that the pipeline reads: the workflow, the params and their resolved grid, the DVC
+# settings, and the stages' code (DVC hashes it as stage dependencies; the code that runs is the installed
+# package, which is this same tree).
+WORKFLOW_FILES = ("Snakefile", "dvc.yaml", "params.yaml", "slurm", "workflow", "results/plan.yaml",
+                  ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore", "src")
+IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
+
+# Downloads of `prepare` (pinned PyPI archives) are shared by every scratch copy and kept between sessions.
+DOWNLOAD_CACHE = REPO / "data" / "cache"
+
+
+def environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["NGPTLAB_CACHE"] = str(DOWNLOAD_CACHE)
+    env.pop("SNAKEMAKE_PROFILE", None)
+    return env
+
+
+def run(cmd: list[str], cwd: Path, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a command; on failure, an assertion that shows the command and the end of its output."""
+    proc = subprocess.run(cmd, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"`{' '.join(cmd)}` in {cwd} exited {proc.returncode}\n"
+                             f"--- stdout (end) ---\n{proc.stdout[-4000:]}\n"
+                             f"--- stderr (end) ---\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def snakemake(work: Path, *args: str, timeout: float = 600,
+              check: bool = True) -> subprocess.CompletedProcess:
+    return run([str(BIN / "snakemake"), *args], work, timeout=timeout, check=check)
+
+
+def dvc(work: Path, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    return run([str(BIN / "dvc"), *args], work, timeout=timeout, check=check)
+
+
+def git(work: Path, *args: str) -> subprocess.CompletedProcess:
+    return run(["git", "-c", "user.name=ngptlab test", "-c", "user.email=test@ngptlab.invalid",
+                "-c", "init.defaultBranch=main", *args], work)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Scratch copies
+
+
+def make_workdir(dest: Path, params: dict | None = None) -> Path:
+    """A copy of the workflow files in dest; with params, they replace params.yaml (the plan is rewritten)."""
+    dest.mkdir(parents=True)
+    for name in WORKFLOW_FILES:
+        src = REPO / name
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            target.symlink_to(os.readlink(src))
+        elif src.is_dir():
+            shutil.copytree(src, target, ignore=IGNORE, symlinks=True)
+        else:
+            shutil.copy2(src, target)
+    if params is not None:
+        write_params(dest, params)
+    return dest
+
+
+def write_params(work: Path, params: dict) -> None:
+    """The documented way to change the experiment: params.yaml, then its resolved grid for DVC."""
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--write", "results/plan.yaml"], work)
+
+
+def apply_preset(work: Path, name: str) -> None:
+    """What `make preset NAME=<name>` does (README): the preset becomes params.yaml, then the plan."""
+    shutil.copy2(work / "workflow" / "presets" / f"{name}.yaml", work / "params.yaml")
+    run([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--write", "results/plan.yaml"], work)
+
+
+def default_params() -> dict:
+    return yaml.safe_load((REPO / "params.yaml").read_text())
+
+
+def train_settings() -> list[str]:
+    """TRAIN_SETTINGS as workflow/rules/common.smk defines it (the keys whose change reruns training)."""
+    text = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    match = re.search(r"^TRAIN_SETTINGS = (\[.*?\])", text, flags=re.S | re.M)
+    assert match, "TRAIN_SETTINGS not found in workflow/rules/common.smk"
+    return ast.literal_eval(match.group(1))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What Snakemake plans
+
+
+@dataclass(frozen=True)
+class Job:
+    rule: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def job_counts(output: str) -> Counter:
+    """The "Job stats" table of a dry run: rule -> number of jobs (empty when there is nothing to do)."""
+    counts: Counter = Counter()
+    block = output.split("Job stats:", 1)
+    if len(block) < 2:
+        return counts
+    for line in block[1].splitlines()[3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def planned_jobs(dry_run_output: str) -> list[Job]:
+    """Every job a dry run lists (with --forceall: the whole DAG) as (rule, inputs, outputs)."""
+    jobs, current = [], None
+    for line in dry_run_output.splitlines():
+        header = re.match(r"^(?:local)?rule (\S+):$", line)
+        if header:
+            current = {"rule": header.group(1), "input": (), "output": ()}
+            jobs.append(current)
+            continue
+        field = re.match(r"^    (input|output): (.*)$", line)
+        if current is not None and field:
+            current[field.group(1)] = tuple(field.group(2).split(", "))
+    return [Job(j["rule"], j["input"], j["output"]) for j in jobs]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One local run of the smoke pipeline, shared by the test modules of a session (a session-scoped fixture
+# imported into several modules would run once per module, so the memo lives here).
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    work: Path
+    wall_s: float
+
+
+@functools.cache
+def local_smoke_run(base: Path) -> SmokeRun:
+    work = make_workdir(base / "smoke-local")
+    started = time.monotonic()
+    snakemake(work, "--cores", "2", timeout=3600)
+    return SmokeRun(work, time.monotonic() - started)

@@ -1,0 +1,134 @@
+# Shared by every rule: check the params, enumerate the grid, and name the files.
+#
+# The grid comes from ngptlab.params (the same code `ngptlab plan` and every stage use), never from a
+# second implementation here, so Snakemake, DVC (through results/plan.yaml) and the stages agree.
+
+import math
+import os
+import re
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from ngptlab.errors import ParamsError
+from ngptlab.params import enumerate_cells, enumerate_runs, load_params, validate_params
+
+# `ngptlab` and `torchrun` must come from the environment that runs Snakemake (also inside Slurm jobs,
+# which start `python -m snakemake` with this same interpreter).
+os.environ.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+# The software of every rule. By default the rules run in the environment that runs Snakemake (the project's
+# .venv); with `--software-deployment-method conda` Snakemake builds this environment instead, and its
+# post-deploy script installs this project into it from the working directory.
+CONDA_ENV = "../envs/ngptlab.yaml"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The params file. Every stage reads it itself (`ngptlab <verb> --params FILE`), so Snakemake's config must
+# be exactly one file's content: a --config or merged --configfile override would never reach the stages.
+
+
+def params_file():
+    candidates = workflow.overwrite_configfiles or ["params.yaml"]
+    if len(candidates) == 1 and load_params(candidates[0]) == config:
+        return str(candidates[0])
+    raise WorkflowError(
+        "the ngptlab stages read a single params file, but this config merges params.yaml with "
+        "--configfile/--config overrides that would never reach them. Apply a preset with "
+        "`make preset NAME=<name>` (or edit params.yaml), or pass one complete file with "
+        "`--configfile FILE --replace-workflow-config`."
+    )
+
+
+# Both checks run before any job: ngptlab's own (one line naming the key, then the cross-field checks the
+# schema cannot express), and Snakemake's validation against the same schema.
+try:
+    PARAMS = params_file()
+    validate_params(config, source=PARAMS)
+except ParamsError as err:
+    raise WorkflowError(f"invalid params: {err}") from None
+validate(config, "../schemas/params.schema.yaml")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The grid
+
+
+RUNS = {run.name: run for run in enumerate_runs(config)}
+CELLS = enumerate_cells(config)
+SOURCE = config["prepare"]["source"]["name"]
+
+
+wildcard_constraints:
+    run="|".join(re.escape(name) for name in RUNS),
+    cell="|".join(re.escape(name) for name in CELLS),
+
+
+def runs_of_cell(cell):
+    return [name for name, run in RUNS.items() if run.cell == cell]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Files, one function per stage output (the rules and `rule all` use these, nothing else spells paths)
+
+TOKENS = [f"data/tokens/{SOURCE}/{name}" for name in ("train.bin", "val.bin", "meta.json")]
+
+
+def train_outputs(run):
+    return {
+        "model": f"runs/{run}/model.safetensors",
+        "config": f"runs/{run}/config.json",
+        "summary": f"results/train/{run}/summary.json",
+        "metrics": f"results/train/{run}/metrics.jsonl",
+    }
+
+
+def condition_outputs(run):
+    return {"json": f"results/conditioning/{run}.json", "spectra": f"results/conditioning/{run}.spectra.csv"}
+
+
+def speedup_output(cell):
+    return f"results/speedup/{cell}.json"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Settings whose change must rerun a stage's jobs: Snakemake's `params` rerun trigger, and the same keys in
+# dvc.yaml's `params:` (tests/test_workflow.py checks that both name the same keys). The grid lists are
+# left out on purpose: a run's name already encodes its scale, context, arm, budget, lr and seed, so adding
+# a run to the grid must not retrain the others. Speed-only knobs (micro_batch_tokens, device, compile,
+# checkpoint_every_tokens, resources) are left out too.
+TRAIN_SETTINGS = ["source", "batch_tokens", "warmup_fraction", "grad_clip", "eval_every_tokens",
+                  "eval_windows", "eval_seed", "diverge_loss"]
+
+
+def section(name, keys=None):
+    values = config[name]
+    return {key: values[key] for key in keys} if keys else dict(values)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Resources. train.resources.<scale> in params says what the scale's runs need: GPUs, processes (>1 means
+# torchrun), memory, and the wall time of its largest run. A run gets the share of that time that its
+# token budget is of the grid's largest budget (never under MIN_RUNTIME_MIN), so a Slurm profile can place
+# the small budgets in shorter slots; a run cut off by the time limit exits 75 after a checkpoint and the
+# profile's retry resumes it.
+MIN_RUNTIME_MIN = 10
+
+
+def scale_resources(run):
+    return config["train"]["resources"][RUNS[run].scale]
+
+
+def train_runtime(run):
+    largest = max(config["train"]["budgets"])
+    share = RUNS[run].budget / largest
+    return max(MIN_RUNTIME_MIN, math.ceil(scale_resources(run)["runtime_min"] * share))
+
+
+def process_memory(run):
+    # condition loads one copy of the model, like one training process; at least 2 GB.
+    res = scale_resources(run)
+    return max(2000, res["mem_mb"] // res["processes"])

@@ -1,0 +1,30 @@
+# report: everything -> reports/ (src/ngptlab/report). Reads results/ and data/tokens/*/meta.json only, never
+# a checkpoint, so a fresh clone re-renders it from the committed results without downloading the runs.
+#
+# After a `--keep-going` run in which some runs failed, this rule cannot run (its inputs are incomplete);
+# `ngptlab report --params params.yaml` then renders what exists and lists the failed runs as missing.
+
+
+rule report:
+    input:
+        tokens_meta=TOKENS[2],
+        summaries=[train_outputs(run)["summary"] for run in RUNS],
+        metrics=[train_outputs(run)["metrics"] for run in RUNS],
+        conditioning=[condition_outputs(run)["json"] for run in RUNS],
+        spectra=[condition_outputs(run)["spectra"] for run in RUNS],
+        speedups=[speedup_output(cell) for cell in CELLS],
+    output:
+        markdown="reports/report.md",
+        html="reports/report.html",
+        provenance="reports/provenance.json",
+        figures=directory("reports/figures"),
+        tables=directory("reports/tables"),
+    log:
+        "logs/report/report.log",
+    params:
+        file=PARAMS,
+        settings=section("report"),
+    conda:
+        CONDA_ENV
+    shell:
+        "ngptlab report --params {params.file} > {log} 2>&1"

@@ -1,0 +1,19 @@
+# speedup: the token speed-up of every arm in one (scale, context) cell (src/ngptlab/speedup). Needs every
+# run of the cell: the speed-up of a partial grid would silently change.
+
+
+rule speedup:
+    input:
+        summaries=lambda wildcards: [train_outputs(run)["summary"] for run in runs_of_cell(wildcards.cell)],
+        metrics=lambda wildcards: [train_outputs(run)["metrics"] for run in runs_of_cell(wildcards.cell)],
+    output:
+        speedup_output("{cell}"),
+    log:
+        "logs/speedup/{cell}.log",
+    params:
+        file=PARAMS,
+        settings=section("speedup"),
+    conda:
+        CONDA_ENV
+    shell:
+        "ngptlab speedup --params {params.file} --cell {wildcards.cell} > {log} 2>&1"
