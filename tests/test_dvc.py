@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from workflow_support import dvc, git, job_counts, local_smoke_run, run, snakemake
+from workflow_support import default_params, dvc, git, job_counts, local_smoke_run, run, snakemake
 
 SSH_ENV = Path("/var/lib/ngptlab-sshd/remote.env")
 
@@ -61,6 +61,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 def test_push_clone_pull_rerender_and_nothing_left_to_do(smoke, ssh, tmp_path):
     origin = copy_run(smoke.work, tmp_path / "origin")
+    tokens = f"data/tokens/{default_params()['prepare']['source']['name']}"
     remote_path = f"{ssh['NGPTLAB_SSH_ROOT']}/{uuid.uuid4().hex}"
     url = f"ssh://{ssh['NGPTLAB_SSH_USER']}@{ssh['NGPTLAB_SSH_HOST']}:{ssh['NGPTLAB_SSH_PORT']}{remote_path}"
 
@@ -72,7 +73,7 @@ def test_push_clone_pull_rerender_and_nothing_left_to_do(smoke, ssh, tmp_path):
     assert "Data and pipelines are up to date" in dvc(origin, "status").stdout
     git(origin, "add", "-A")
     committed = git(origin, "ls-files").stdout.split()
-    assert "data/tokens/shakespeare-news/meta.json" in committed, \
+    assert f"{tokens}/meta.json" in committed, \
         "meta.json must be committed: .gitignore /data/tokens/**, !/data/tokens/*/, !/data/tokens/*/meta.json"
     assert not any(path.startswith(("runs/", "reports/")) or path.endswith(".bin") for path in committed)
     git(origin, "commit", "-q", "-m", "smoke run")
@@ -89,7 +90,7 @@ def test_push_clone_pull_rerender_and_nothing_left_to_do(smoke, ssh, tmp_path):
     # Re-render the report from git alone (README): no checkpoint is downloaded, nothing is retrained.
     dvc(clone, "repro", "--force", "--single-item", "report")
     assert not (clone / "runs").exists() and not (clone / "logs" / "train").exists()
-    assert not (clone / "data" / "tokens" / "shakespeare-news" / "train.bin").exists()
+    assert not (clone / tokens / "train.bin").exists()
     tables = tree(clone / "reports" / "tables")
     assert tables and tables == tree(origin / "reports" / "tables")
     assert tree(clone / "reports" / "figures") == tree(origin / "reports" / "figures")

@@ -26,7 +26,6 @@ pytestmark = [
                        reason="Slurm is not installed here (no sinfo); `bash .ci/setup-slurm.sh` starts one"),
 ]
 
-DDP_RUN = "cpu-4l-ctx64-gpt-t16384-lr0.003-s0"
 SUMMARY_KEYS = ("status", "tokens", "steps", "final_val_loss")
 
 
@@ -86,17 +85,19 @@ def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, t
 
 def test_a_two_process_scale_trains_with_torchrun_inside_one_slurm_job(smoke, tmp_path):
     params = default_params()
-    params["train"]["resources"]["cpu-4l"]["processes"] = 2
+    ddp_run = min(enumerate_runs(params), key=lambda r: (r.budget, r.context)).name  # the smallest run
+    for resources in params["train"]["resources"].values():
+        resources["processes"] = 2
     work = make_workdir(tmp_path / "ddp", params)
     shutil.copytree(smoke.work / "data" / "tokens", work / "data" / "tokens")  # prepare is tested above
 
-    snakemake(work, "--cores", "2", "--profile", "slurm", f"runs/{DDP_RUN}/model.safetensors", timeout=1200)
+    snakemake(work, "--cores", "2", "--profile", "slurm", f"runs/{ddp_run}/model.safetensors", timeout=1200)
 
     [log] = slurm_logs(work, "train")
     job = run(["scontrol", "show", "job", log.stem], work).stdout  # kept for MinJobAge=600 s
     assert "NumCPUs=2 " in job and "NumTasks=1 " in job  # one task, two CPUs: torchrun starts the processes
-    here = read_json(work / "results" / "train" / DDP_RUN / "summary.json")
-    local = read_json(smoke.work / "results" / "train" / DDP_RUN / "summary.json")
+    here = read_json(work / "results" / "train" / ddp_run / "summary.json")
+    local = read_json(smoke.work / "results" / "train" / ddp_run / "summary.json")
     assert here["params"]["world_size"] == 2 and local["params"]["world_size"] == 1
     keys = ("status", "tokens", "steps")
     assert [here[k] for k in keys] == [local[k] for k in keys]

@@ -70,7 +70,6 @@ def test_dry_run_plans_every_run_and_cell_of_the_default_grid(scratch, dry_run):
     params = load_params(scratch / "params.yaml")
     counts = job_counts(dry_run)
     assert counts == expected_counts(params)
-    assert counts["train"] == 36 and counts["speedup"] == 2  # the smoke grid as params.yaml states it
     trained = sorted(job.outputs[0] for job in planned_jobs(dry_run) if job.rule == "train")
     assert trained == sorted(f"runs/{run.name}/model.safetensors" for run in enumerate_runs(params))
 
