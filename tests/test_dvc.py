@@ -47,22 +47,28 @@ def copy_run(src: Path, dest: Path) -> Path:
     return dest
 
 
-def remote_files(ssh: dict, path: str) -> int:
+def on_server(ssh: dict, command: str) -> str:
     login = f"{ssh['NGPTLAB_SSH_USER']}@{ssh['NGPTLAB_SSH_HOST']}"
-    out = run(["ssh", "-i", ssh["NGPTLAB_SSH_KEY"], "-p", ssh["NGPTLAB_SSH_PORT"], "-o", "BatchMode=yes",
-               "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-               login, f"find {path} -type f | wc -l"], Path("/"))
-    return int(out.stdout.strip())
+    return run(["ssh", "-i", ssh["NGPTLAB_SSH_KEY"], "-p", ssh["NGPTLAB_SSH_PORT"], "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", login, command],
+               Path("/")).stdout
+
+
+@pytest.fixture
+def remote_path(ssh):
+    """A fresh directory on the server for this test's remote, removed afterwards (checkpoints, ~1 GB)."""
+    path = f"{ssh['NGPTLAB_SSH_ROOT']}/{uuid.uuid4().hex}"
+    yield path
+    on_server(ssh, f"rm -rf {path}")
 
 
 def tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_push_clone_pull_rerender_and_nothing_left_to_do(smoke, ssh, tmp_path):
+def test_push_clone_pull_rerender_and_nothing_left_to_do(smoke, ssh, remote_path, tmp_path):
     origin = copy_run(smoke.work, tmp_path / "origin")
     tokens = f"data/tokens/{default_params()['prepare']['source']['name']}"
-    remote_path = f"{ssh['NGPTLAB_SSH_ROOT']}/{uuid.uuid4().hex}"
     url = f"ssh://{ssh['NGPTLAB_SSH_USER']}@{ssh['NGPTLAB_SSH_HOST']}:{ssh['NGPTLAB_SSH_PORT']}{remote_path}"
 
     # After a Snakemake run: record it (dvc commit), commit to git, share it (dvc push).
@@ -78,7 +84,7 @@ def test_push_clone_pull_rerender_and_nothing_left_to_do(smoke, ssh, tmp_path):
     assert not any(path.startswith(("runs/", "reports/")) or path.endswith(".bin") for path in committed)
     git(origin, "commit", "-q", "-m", "smoke run")
     dvc(origin, "push")
-    assert remote_files(ssh, remote_path) > 0
+    assert int(on_server(ssh, f"find {remote_path} -type f | wc -l")) > 0
     assert "in sync" in dvc(origin, "status", "--cloud").stdout
 
     # A fresh clone has the small results (git) and none of the large files.
