@@ -19,9 +19,11 @@ from ngptlab.models.gpt_lrm import MultiplierRecipe
 from ngptlab.models.layers import Embedding, Linear
 
 
-class ScaledLinear(Linear):
-    def __init__(self, in_features: int, out_features: int, norm_dim: int) -> None:
-        super().__init__(in_features, out_features, norm_dim)
+class ScalarMultiplier(nn.Module):
+    """Mixin for a matrix module: one learnable scalar s, used as W = s W~ (forward scales the output)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self.scalar = nn.Parameter(torch.ones(()))
 
     def reset_parameters(self, std: float) -> None:
@@ -41,26 +43,12 @@ class ScaledLinear(Linear):
         return [self.scalar]
 
 
-class ScaledEmbedding(Embedding):
-    def __init__(self, vocab_size: int, d_model: int) -> None:
-        super().__init__(vocab_size, d_model)
-        self.scalar = nn.Parameter(torch.ones(()))
+class ScaledLinear(ScalarMultiplier, Linear):
+    pass
 
-    def reset_parameters(self, std: float) -> None:
-        super().reset_parameters(std)
-        nn.init.ones_(self.scalar)
 
-    def forward(self, idx: Tensor) -> Tensor:
-        return super().forward(idx) * self.scalar
-
-    def effective_weight(self) -> Tensor:
-        return self.scalar * self.weight
-
-    def underlying_weight(self) -> Tensor:
-        return self.weight
-
-    def multipliers(self) -> list[nn.Parameter]:
-        return [self.scalar]
+class ScaledEmbedding(ScalarMultiplier, Embedding):
+    pass
 
 
 class GPTScalar(GPT):
