@@ -22,53 +22,39 @@ from ngptlab.models.layers import Embedding, Linear, Matrix
 MULTIPLIER_DECAY = 2e-3  # weight decay on the multipliers (Velikanov et al.)
 
 
-class LRMLinear(Linear):
-    def __init__(self, in_features: int, out_features: int, norm_dim: int) -> None:
-        super().__init__(in_features, out_features, norm_dim)
-        self.mult_row = nn.Parameter(torch.ones(out_features))
-        self.mult_col = nn.Parameter(torch.ones(in_features))
+class RowColumnMultipliers(nn.Module):
+    """Mixin for a matrix module: W = diag(r) W~ diag(c), one multiplier per row (r) and per column (c)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        rows, cols = self.weight.shape
+        self.mult_row = nn.Parameter(torch.ones(rows))  # per output feature (per token for the embedding)
+        self.mult_col = nn.Parameter(torch.ones(cols))  # per input feature
 
     def reset_parameters(self, std: float) -> None:
         super().reset_parameters(std)
         nn.init.ones_(self.mult_row)
         nn.init.ones_(self.mult_col)
 
+    def effective_weight(self) -> Tensor:
+        return self.mult_row[:, None] * self.weight * self.mult_col
+
+    def underlying_weight(self) -> Tensor:
+        return self.weight
+
+    def multipliers(self) -> list[nn.Parameter]:
+        return [self.mult_row, self.mult_col]
+
+
+class LRMLinear(RowColumnMultipliers, Linear):
     def forward(self, x: Tensor) -> Tensor:
         # x (diag(r) W~ diag(c))^T without materialising the product
         return F.linear(x * self.mult_col, self.weight) * self.mult_row
 
-    def effective_weight(self) -> Tensor:
-        return self.mult_row[:, None] * self.weight * self.mult_col
 
-    def underlying_weight(self) -> Tensor:
-        return self.weight
-
-    def multipliers(self) -> list[nn.Parameter]:
-        return [self.mult_row, self.mult_col]
-
-
-class LRMEmbedding(Embedding):
-    def __init__(self, vocab_size: int, d_model: int) -> None:
-        super().__init__(vocab_size, d_model)
-        self.mult_row = nn.Parameter(torch.ones(vocab_size))  # one per token
-        self.mult_col = nn.Parameter(torch.ones(d_model))  # one per feature
-
-    def reset_parameters(self, std: float) -> None:
-        super().reset_parameters(std)
-        nn.init.ones_(self.mult_row)
-        nn.init.ones_(self.mult_col)
-
+class LRMEmbedding(RowColumnMultipliers, Embedding):
     def forward(self, idx: Tensor) -> Tensor:
         return F.embedding(idx, self.weight) * self.mult_row[idx].unsqueeze(-1) * self.mult_col
-
-    def effective_weight(self) -> Tensor:
-        return self.mult_row[:, None] * self.weight * self.mult_col
-
-    def underlying_weight(self) -> Tensor:
-        return self.weight
-
-    def multipliers(self) -> list[nn.Parameter]:
-        return [self.mult_row, self.mult_col]
 
 
 class GPTLRM(GPT):
