@@ -10,7 +10,7 @@ import scipy.linalg
 import torch
 
 from ngptlab.condition import metrics
-from ngptlab.condition.output import json_ready, read_float
+from ngptlab.results import json_ready, read_float
 
 torch.set_num_threads(1)
 TOL = 1e-10

@@ -18,7 +18,7 @@ from ngptlab.condition.command import condition_run
 from ngptlab.errors import NgptlabError
 from ngptlab.models import build
 from ngptlab.params import REPO_ROOT, RunSpec, enumerate_runs
-from ngptlab.speedup.table import arm_table, cross_arm_table, tracking, write_cross_arm_table
+from ngptlab.report.crossarm import arm_table, cross_arm_table, tracking, write_cross_arm_table
 
 torch.set_num_threads(1)
 BUDGETS = [16384, 32768, 65536]
@@ -126,7 +126,7 @@ def test_cross_arm_table(tmp_path, grid):
     assert ngpt["speedup"].tolist() == pytest.approx([3.0] * 6) and set(ngpt["speedup_display"]) == {"3"}
     assert list(ngpt["best_lr_for_budget"]) == [True, False] * 3  # lr 3e-3 wins at every budget
     orth = table[table["arm"] == "gpt-orth"].iloc[0]
-    assert orth["conditioning"] == "fixed"
+    assert orth["conditioning"] == "fixed (kappa = 1)"  # the registry's design column
     assert orth["eff_attn_condition_median"] == pytest.approx(1.0, abs=1e-4)
     gpt = table[table["arm"] == "gpt"].iloc[0]
     cond = json.loads((tmp_path / "results" / "conditioning" / f"{gpt['run']}.json").read_text())

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ngptlab.params import RunSpec
+from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import (
     Estimate,
     best_per_budget,
@@ -17,7 +18,6 @@ from ngptlab.speedup.estimator import (
     summarize_seeds,
     tokens_to_target,
 )
-from ngptlab.speedup.results import RunResult
 
 BUDGETS = [2**k for k in range(10, 17)]  # 1024 ... 65536 tokens
 LRS = [1e-3, 3e-3, 1e-2]

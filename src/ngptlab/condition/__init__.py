@@ -3,6 +3,5 @@
 metrics.py   pure spectral metrics of one matrix (float64 SVD, condition number with a singular flag,
              stable and effective rank, covariance eigenvalues, anisotropy, post-hoc renormalization)
 analyse.py   every matrix of a model in every variant, the long spectra table, the headline numbers
-output.py    strict JSON ("inf" for numerically singular) and CSV, written atomically
 command.py   `ngptlab condition --run RUN`: checkpoint in, results/conditioning/<run>.{json,spectra.csv} out
 """

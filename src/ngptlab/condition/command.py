@@ -7,7 +7,7 @@ the same (its weights are the last finite state) and marked with its status.
 <run>.json:
   run, cell, spec{scale,context,arm,budget,lr,seed}, status ("completed" | "diverged"), final_val_loss,
   checkpoint{path, sha256}, settings{singular_tol, sample_rows, seed, device}, variants (analysed, in order),
-  conventions (text), wall_s,
+  conventions (text); no timing (the file is byte-stable: the same checkpoint gives the same bytes),
   headline{<variant>: {...}}            the numbers the report compares (keys: analyse.headline)
   matrices{<name>: {kind, layer (0-based), shape [out, in], norm_dim, n_heads,
       variants{<variant>: {finite, condition_number, singular, sigma_ratio, numerical_rank, stable_rank,
@@ -33,10 +33,9 @@ import torch
 
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.condition.analyse import SPECTRA_COLUMNS, Settings, analyse_matrices
-from ngptlab.condition.output import write_csv, write_json
 from ngptlab.errors import CheckpointError
 from ngptlab.params import RunSpec, find_run
-from ngptlab.speedup.results import read_summary
+from ngptlab.results import read_summary, write_csv, write_json
 
 CONVENTIONS = {
     "layer": "0-based block index, as in the state dict; embeddings have layer null (-1 in the CSV)",
@@ -83,7 +82,6 @@ def _check_config(path: Path, config: dict, spec: RunSpec) -> None:
 def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progress: bool = True) -> dict:
     """Analyse one run's checkpoint and write its two result files; return the JSON document."""
     root = Path(root)
-    started = time.perf_counter()
     summary = read_summary(root, spec)
     ckpt = root / "runs" / spec.name / "model.safetensors"
     sha = sha256_file(ckpt) if ckpt.is_file() else None
@@ -115,7 +113,6 @@ def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progr
         "conventions": CONVENTIONS,
         "headline": analysis.headline(),
         "matrices": analysis.matrices,
-        "wall_s": time.perf_counter() - started,
     }
     json_path, csv_path = output_paths(root, spec.name)
     # The CSV first: the JSON appearing last marks a complete result.
@@ -126,9 +123,10 @@ def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progr
 
 def run(args: argparse.Namespace, params: dict) -> int:
     spec = find_run(params, args.run)
+    started = time.perf_counter()
     doc = condition_run(spec, args.root, params["condition"], progress=not args.no_progress)
     head = doc["headline"]["effective"]
     print(f"{spec.name} ({doc['status']}): attention kappa median {head['attn_condition_median']}, "
-          f"embed_in cov kappa {head['embed_in_cov_condition']}; {doc['wall_s']:.1f} s "
+          f"embed_in cov kappa {head['embed_in_cov_condition']}; {time.perf_counter() - started:.1f} s "
           f"-> {output_paths(args.root, spec.name)[0]}")
     return 0

@@ -6,7 +6,7 @@ Conventions (the JSON and the report rely on them):
   stored, not approximated.
 - A matrix is *numerically singular* when sigma_min / sigma_max < singular_tol (params
   condition.singular_tol). Its condition number is then math.inf, never the huge quotient of a
-  rounding-level sigma_min; the JSON writes inf as the string "inf" (condition/output.py). sigma_ratio keeps
+  rounding-level sigma_min; the JSON writes inf as the string "inf" (ngptlab/results.py). sigma_ratio keeps
   the measured ratio behind the flag.
 - The same rule applies to a covariance matrix, whose singular values are its eigenvalues.
 """

@@ -1,12 +1,13 @@
 """The `report` stage: results/ + params + data meta -> reports/report.md, report.html, figures, tables,
-provenance.json (issue 7). Read top to bottom:
+provenance.json. Read top to bottom:
 
   paper_numbers.yaml / paper.py   the nGPT paper's numbers, each with its citation
   load.py                         every expected input, present or missing (no checkpoint is read)
+  crossarm.py                     the cross-arm table: runs x speed-ups x headline conditioning numbers
   views.py                        shared selections: best run per budget, each arm's representative run
   table.py / tables.py            a table (CSV + display) and every table of the report
   figures.py                      deterministic SVG figures
-  document.py / build.py          the report as blocks, in issue 7's section order, with guarded claims
+  document.py / build.py          the report as blocks, in the report's section order, with guarded claims
   render.py                       markdown and self-contained HTML from the same blocks
   provenance.py                   reports/provenance.json: the runs and hashes behind every number
   command.py                      `ngptlab report`: render in memory, then write atomically

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ngptlab.report import figures, paper, tables, views
+from ngptlab.report import crossarm, figures, paper, tables, views
 from ngptlab.report.document import (
     Bullets,
     Callout,
@@ -33,7 +33,7 @@ from ngptlab.report.table import fmt_short
 
 @dataclass
 class Analysis:
-    """The speed-up package's cross-arm outputs (ngptlab.speedup.table), computed once by the command."""
+    """The cross-arm outputs (report/crossarm.py), computed once by the command."""
 
     cross: pd.DataFrame  # cross_arm_table(..., allow_missing=True)
     arm_rows: pd.DataFrame  # arm_table(cross)
@@ -133,8 +133,8 @@ def _what_was_run(doc: Document, results: Results) -> None:
         "Every run is one (scale, context, arm, token budget, learning rate, seed). Each token budget is "
         "its own run with its own cosine schedule (the paper's Fig. 2 method), and the learning rate is "
         "swept per arm, the only hyperparameter the paper tuned. The arms and what they fix:"))
-    doc.add(Bullets([f"`{arm}`: weight norms {tables.arm_design(arm)[0]}, conditioning "
-                     f"{tables.arm_design(arm)[1]}" for arm in views.arms(results)]))
+    doc.add(Bullets([f"`{arm}`: weight norms {crossarm.arm_design(arm)[0]}, conditioning "
+                     f"{crossarm.arm_design(arm)[1]}" for arm in views.arms(results)]))
     doc.add(TableBlock(tables.grid_table(results)), TableBlock(tables.data_table(results)),
             TableBlock(tables.compute_table(results)))
     missing = results.missing("train")

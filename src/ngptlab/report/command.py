@@ -19,9 +19,9 @@ from pathlib import Path
 
 from ngptlab.files import write_bytes_atomic
 from ngptlab.report import build, provenance, render
+from ngptlab.report.crossarm import arm_table, cross_arm_table, tracking
 from ngptlab.report.load import load_results
 from ngptlab.revision import code_revision as git_revision
-from ngptlab.speedup.table import arm_table, cross_arm_table, tracking
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

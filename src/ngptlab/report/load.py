@@ -21,7 +21,7 @@ from pathlib import Path
 from ngptlab.errors import ResultsError
 from ngptlab.files import sha256_file
 from ngptlab.params import RunSpec, enumerate_cells, enumerate_runs
-from ngptlab.speedup.results import read_summary, read_val_curve
+from ngptlab.results import read_summary, read_val_curve
 
 
 @dataclass

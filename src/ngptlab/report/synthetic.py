@@ -23,9 +23,9 @@ import yaml
 
 from ngptlab.condition.analyse import SPECTRA_COLUMNS, Analysis, Settings, analyse_matrices
 from ngptlab.condition.command import CONVENTIONS
-from ngptlab.condition.output import write_csv, write_json
 from ngptlab.models import SCALES, MatrixInfo
 from ngptlab.params import REPO_ROOT, RunSpec, enumerate_cells, enumerate_runs, load_params, validate_params
+from ngptlab.results import write_csv, write_json
 from ngptlab.speedup.command import speedup_cell
 
 # Planted truth per arm: speed-up over gpt in tokens, and the condition number of its attention/MLP matrices.
@@ -158,7 +158,7 @@ def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "c
         "settings": {"singular_tol": settings.singular_tol, "sample_rows": settings.sample_rows,
                      "seed": settings.seed, "device": settings.device},
         "variants": analysis.variants, "conventions": CONVENTIONS, "headline": analysis.headline(),
-        "matrices": analysis.matrices, "wall_s": 0.5,
+        "matrices": analysis.matrices,
     }
     out = root / "results" / "conditioning"
     rows = ((spec.name, *row) for row in analysis.spectra)

@@ -1,5 +1,5 @@
-"""Every table of the report, built from the loaded results (report/load.py) and the cross-arm table of the
-speed-up package (ngptlab.speedup.table), which the settle-it section reads as is rather than re-joining.
+"""Every table of the report, built from the loaded results (report/load.py) and the cross-arm table
+(report/crossarm.py), which the settle-it section reads as is rather than re-joining.
 
 Each builder returns a report.table.Table whose rows carry the runs behind them, for the provenance.
 """
@@ -10,11 +10,10 @@ import math
 
 import pandas as pd
 
-from ngptlab.condition.output import read_float
 from ngptlab.report import paper, views
 from ngptlab.report.load import Results, RunRecord
 from ngptlab.report.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_sha, fmt_text
-from ngptlab.speedup.table import ARM_DESIGN
+from ngptlab.results import read_float
 
 PAPER_LAYERS = (3, 4)
 
@@ -371,7 +370,7 @@ SETTLE_METRICS = {"eff_attn_head_condition_median": "κ attention, median over h
 
 
 def settle_table(arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
-    """Per (cell, arm): place in the design, speed-up and conditioning (speedup.table.arm_table)."""
+    """Per (cell, arm): place in the design, speed-up and conditioning (crossarm.arm_table)."""
     cols = ["cell", "arm", "norms", "conditioning", "speedup", "speedup_display", *SETTLE_METRICS,
             "final_val_loss", "n_seeds"]
     t = Table("settle", "Speed-up against conditioning, per arm", cols, key=["cell", "arm"],
@@ -383,7 +382,7 @@ def settle_table(arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
               shown=["cell", "arm", "norms", "conditioning", "speedup_display", *SETTLE_METRICS,
                      "final_val_loss", "n_seeds"],
               note="Conditioning of each arm's best-learning-rate runs at its largest budget, mean over "
-                   "seeds (ngptlab.speedup.table.arm_table).")
+                   "seeds (report/crossarm.py arm_table).")
     for _, row in arm_rows.iterrows():
         chosen = cross[(cross["cell"] == row["cell"]) & (cross["arm"] == row["arm"])
                        & cross["best_lr_for_budget"] & (cross["budget"] == row["budget"])]
@@ -410,7 +409,7 @@ def tracking_table(results: Results, rho: pd.DataFrame, cross: pd.DataFrame) -> 
                                                "bounds": "arms entering as a bound"},
               formats={"cell": fmt_text, "metric": fmt_text, "n_arms": fmt_int, "bounds": fmt_text,
                        "rho": lambda x: fmt_num(x, 2)},
-              note="ngptlab.speedup.table.tracking: within a cell, across arms. A bound enters at its bound "
+              note="report/crossarm.py tracking: within a cell, across arms. A bound enters at its bound "
                    "value, which can misplace that arm's rank: read a ρ whose cell has bounds with care. A "
                    "negative ρ means: the better conditioned (smaller κ), the larger the speed-up.")
     chosen = cross[cross["best_lr_for_budget"]]
@@ -512,6 +511,3 @@ def provenance_table(results: Results) -> Table:
                "conditioning_sha256": results.inputs.get(f"results/conditioning/{r.name}.json")}, [r.name])
     return t
 
-
-def arm_design(arm: str) -> tuple[str, str]:
-    return ARM_DESIGN.get(arm, ("", ""))

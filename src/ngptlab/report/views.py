@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ngptlab.report.load import Results, RunRecord
+from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import best_per_budget
-from ngptlab.speedup.results import RunResult
 
 # The 2x2 design (DESIGN.md): {norm free, fixed} x {conditioning free, fixed}.
 DESIGN_2X2 = {"gpt": ("free", "free"), "gpt-rownorm": ("fixed", "free"), "gpt-orth": ("free", "fixed"),

@@ -4,7 +4,7 @@ Reads results/train/<run>/summary.json and metrics.jsonl of every run of the cel
 is an error: the speed-up of a partial grid would silently change), writes results/speedup/<cell>.json.
 Method: ngptlab.speedup.estimator (module docstring).
 
-results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in condition/output.py):
+results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/results.py):
   cell, scale, context, baseline, method (text), bootstrap{resamples, seed, level},
   seeds [int], budgets [int], arms_order [arm; baseline first],
   targets [{seed, budget, loss, lr, run}]          the baseline's best loss at its largest budget, per seed
@@ -26,11 +26,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ngptlab.condition.output import write_json
 from ngptlab.errors import ParamsError
 from ngptlab.params import enumerate_cells, enumerate_runs
+from ngptlab.results import read_run_result, write_json
 from ngptlab.speedup.estimator import estimate_cell
-from ngptlab.speedup.results import read_run_result
 
 METHOD = ("best final validation loss over the learning-rate sweep per arm and budget (diverged runs "
           "ignored); target = baseline's best loss at its largest budget; tokens to target interpolated in "

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ngptlab.speedup.results import RunResult
+from ngptlab.results import RunResult
 
 CHEAP_METHOD = ("within-run validation curve of the arm's best run at its largest budget (cheaper estimate; "
                 "mid-schedule losses are not annealed, so it is biased toward smaller speed-ups)")

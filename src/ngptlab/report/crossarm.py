@@ -1,6 +1,7 @@
-"""The cross-arm table: one row per run joining its training outcome, its cell's speed-up and its headline
-conditioning numbers, so the report can ask which property tracks the speed-up across the arms that fix
-norms only, conditioning only, both, or neither.
+"""The cross-arm table, where the report reads the condition and speedup stages together (it lives here, so
+neither stage package imports the other): one row per run joining its training outcome, its cell's speed-up
+and its headline conditioning numbers, so the report can ask which property tracks the speed-up across the
+arms that fix norms only, conditioning only, both, or neither.
 
 cross_arm_table(params, root) -> DataFrame, one row per run of the grid (enumerate_runs order):
   run, cell, scale, context, arm, norms, conditioning (the arm's place in the design, DESIGN.md),
@@ -20,7 +21,6 @@ tracking(table) -> Spearman rank correlation, across arms within each cell, of t
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -28,32 +28,13 @@ import numpy as np
 import pandas as pd
 
 from ngptlab.condition.analyse import headline
-from ngptlab.condition.output import read_float, write_text
 from ngptlab.errors import ResultsError
+from ngptlab.models.registry import lookup_arm
 from ngptlab.params import RunSpec, enumerate_runs
-from ngptlab.speedup.results import read_summary
+from ngptlab.results import read_float, read_json, read_summary, write_text
 
-# Where each arm sits in the design (DESIGN.md, "Arms"): what it does to weight norms and to conditioning.
-ARM_DESIGN = {
-    "gpt": ("free", "free"),
-    "gpt-nowd": ("free", "free"),
-    "ngpt": ("fixed", "free (observed good)"),
-    "gpt-lrm": ("learned", "free"),
-    "gpt-scalar": ("learned", "free"),
-    "gpt-rownorm": ("fixed", "free"),
-    "gpt-orth": ("learned scalar", "fixed"),
-}
 VARIANT_PREFIX = {"effective": "eff_", "renormalized": "renorm_", "underlying": "under_"}
 HEADLINE_KEYS = tuple(headline({}, "effective"))
-
-
-def _read_json(path: Path, what: str) -> dict:
-    if not path.is_file():
-        raise ResultsError(f"{path}: {what} not found")
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ResultsError(f"{path}: not valid JSON: {err}") from None
 
 
 def _speedup_columns(doc: dict | None, spec: RunSpec, path: Path) -> dict:
@@ -87,6 +68,12 @@ def _conditioning_columns(doc: dict | None) -> dict:
     return cols
 
 
+def arm_design(arm: str) -> tuple[str, str]:
+    """Where an arm sits in the design (DESIGN.md, "Arms"): what it does to weight norms and conditioning."""
+    spec = lookup_arm(arm)  # the registry states it once, beside each arm
+    return spec.norms, spec.conditioning
+
+
 def cross_arm_table(params: dict, root: str | Path = ".", allow_missing: bool = False) -> pd.DataFrame:
     """One row per run of the grid (see the module docstring). Missing result files are an error unless
     allow_missing, in which case their columns are nan/empty (for a report on a grid still running)."""
@@ -97,7 +84,7 @@ def cross_arm_table(params: dict, root: str | Path = ".", allow_missing: bool = 
         if spec.cell not in speedups:
             path = root / "results" / "speedup" / f"{spec.cell}.json"
             missing = allow_missing and not path.is_file()
-            speedups[spec.cell] = None if missing else _read_json(path, "speed-up")
+            speedups[spec.cell] = None if missing else read_json(path, "speed-up")
         try:
             summary = read_summary(root, spec)
         except ResultsError:
@@ -105,8 +92,8 @@ def cross_arm_table(params: dict, root: str | Path = ".", allow_missing: bool = 
                 raise
             summary = {"status": "missing", "final_val_loss": None}
         cond_path = root / "results" / "conditioning" / f"{spec.name}.json"
-        cond = None if allow_missing and not cond_path.is_file() else _read_json(cond_path, "conditioning")
-        norms, conditioning = ARM_DESIGN.get(spec.arm, ("", ""))
+        cond = None if allow_missing and not cond_path.is_file() else read_json(cond_path, "conditioning")
+        norms, conditioning = arm_design(spec.arm)
         rows.append({
             "run": spec.name, "cell": spec.cell, **spec.as_dict(),
             "norms": norms, "conditioning": conditioning,
