@@ -20,8 +20,10 @@ from ngptlab.models import (
     MATRIX_KINDS,
     SCALES,
     MatrixInfo,
+    Scale,
     build,
     count_parameters,
+    parameter_count,
     train_flops_per_token,
 )
 from ngptlab.models.gpt_orth import OrthLinear, polar_factor
@@ -90,6 +92,29 @@ def test_parameter_count_of_gpt_by_hand():
     assert count_parameters(model) == expected
 
 
+SHAPES = {
+    "0.5B": SCALES["0.5B"],
+    "1B": SCALES["1B"],
+    "odd": Scale(n_layer=3, d_model=48, n_head=6, mlp_ratio=2.5),  # head_dim 8, d_mlp 120
+    "deep-narrow": Scale(n_layer=7, d_model=32, n_head=2, mlp_ratio=3),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("arm", ARMS)
+def test_closed_form_parameter_count_matches_the_built_model(arm, shape):
+    vocab = 50257
+    with torch.device("meta"):
+        model, _ = build(arm, SHAPES[shape], vocab, 1024)
+    assert parameter_count(arm, SHAPES[shape], vocab) == count_parameters(model)
+
+
+def test_a_custom_shape_builds_with_its_mlp_ratio():
+    model, _ = build("gpt", Scale(n_layer=2, d_model=48, n_head=6, mlp_ratio=2.5), VOCAB, CONTEXT)
+    assert len(model.layers) == 2 and model.layers[0].mlp.u.weight.shape == (120, 48)
+    assert model.layers[0].attn.n_head == 6
+
+
 def test_scales_have_the_documented_shapes():
     assert set(SCALES) == {"cpu-4l", "cpu-8l", "gpu-small", "0.5B", "1B"}
     assert (SCALES["0.5B"].n_layer, SCALES["0.5B"].d_model, SCALES["0.5B"].n_head) == (24, 1024, 16)
@@ -100,7 +125,7 @@ def test_scales_have_the_documented_shapes():
 def test_unknown_names_and_bad_sizes_raise_params_error():
     with pytest.raises(ParamsError, match="unknown arm 'mgpt'.*gpt-orth"):
         build("mgpt", "cpu-4l", VOCAB, CONTEXT)
-    with pytest.raises(ParamsError, match="unknown scale '2B'.*cpu-4l.*1B"):
+    with pytest.raises(ParamsError, match="unknown scale '2B'; named scales: cpu-4l.*1B"):
         build("gpt", "2B", VOCAB, CONTEXT)
     with pytest.raises(ParamsError, match="vocab_size"):
         build("gpt", "cpu-4l", 0, CONTEXT)

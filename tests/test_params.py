@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
@@ -15,12 +16,13 @@ from ngptlab.params import (
     REPO_ROOT,
     RunSpec,
     allowed_arms,
-    allowed_scales,
     enumerate_cells,
     enumerate_runs,
     find_run,
     load_params,
+    load_schema,
     parse_run_name,
+    run_shape,
     validate_params,
 )
 
@@ -47,15 +49,29 @@ def test_default_params_are_valid():
          "train.arms[1]: 'ngtp' is not allowed; allowed values: gpt, gpt-nowd, ngpt, gpt-lrm, gpt-scalar, "
          "gpt-rownorm, gpt-orth"),
         (lambda p: p["train"].update(scales=["2B"]),
-         "train.scales[0]: '2B' is not allowed; allowed values: cpu-4l, cpu-8l, gpu-small, 0.5B, 1B"),
+         "train.scales: unknown scale '2B'; named scales: cpu-4l, cpu-8l, gpu-small, 0.5B, 1B; "
+         "train.shapes: cpu-4l (define a new one under train.shapes)"),
+        (lambda p: p["train"]["shapes"].update({"w100": {"n_layer": 2, "d_model": 100, "n_head": 3,
+                                                         "mlp_ratio": 4}}),
+         "train.shapes.w100: d_model 100 is not a multiple of n_head 3"),
+        (lambda p: p["train"]["shapes"].update({"odd": {"n_layer": 2, "d_model": 96, "n_head": 32,
+                                                        "mlp_ratio": 4}}),
+         "train.shapes.odd: head_dim 3 (d_model / n_head) must be even for rotary embeddings"),
+        (lambda p: p["train"]["shapes"].update({"frac": {"n_layer": 2, "d_model": 64, "n_head": 4,
+                                                         "mlp_ratio": 2.01}}),
+         "train.shapes.frac: mlp_ratio 2.01 x d_model 64 must be a positive whole number of MLP units"),
+        (lambda p: p["train"]["shapes"].update({"x": {"n_layer": 2, "d_model": 64, "n_head": 4}}),
+         "train.shapes.x: missing required key 'mlp_ratio'"),
+        (lambda p: p["train"]["shapes"]["cpu-4l"].update(n_layer=0),
+         "train.shapes.cpu-4l.n_layer: 0 must be >= 1"),
         (lambda p: p["train"].update(batch_tokens="2048"),
          "train.batch_tokens: expected integer, got str '2048'"),
         (lambda p: p["train"].update(learnig_rate=1e-3),
          "unknown key train.learnig_rate; allowed keys: arms, batch_tokens, budgets"),
         (lambda p: p.update(extra={}),
          "unknown key extra; allowed keys: condition, prepare, report, speedup, train"),
-        (lambda p: p["train"]["learning_rates"].update({"huge": {"gpt": [1e-3]}}),
-         "train.learning_rates: 'huge' is not allowed; allowed values: cpu-4l, cpu-8l, gpu-small, 0.5B, 1B"),
+        (lambda p: p["train"]["learning_rates"].update({"bad name": {"gpt": [1e-3]}}),
+         "train.learning_rates: 'bad name' does not match"),
         (lambda p: p["train"]["learning_rates"]["cpu-4l"].update(gpt=[0.0]),
          "train.learning_rates.cpu-4l.gpt[0]: 0.0 must be > 0"),
         (lambda p: p["train"]["learning_rates"]["cpu-4l"].pop("ngpt"),
@@ -120,9 +136,31 @@ def test_bad_run_names():
 
 def test_schema_names_match_the_model_registry():
     from ngptlab.models import ARMS, SCALES
+    from ngptlab.models.size import ARM_EXTRA
 
-    assert sorted(allowed_arms()) == sorted(ARMS)
-    assert sorted(allowed_scales()) == sorted(SCALES)
+    assert sorted(allowed_arms()) == sorted(ARMS) == sorted(ARM_EXTRA)
+    validator = jsonschema.Draft202012Validator(load_schema()["$defs"]["scale"])
+    assert all(validator.is_valid(name) for name in SCALES)
+
+
+def test_a_shape_defined_in_params_names_runs_and_resolves():
+    params = _edit(lambda p: p["train"]["shapes"].update(
+        {"w96-3l": {"n_layer": 3, "d_model": 96, "n_head": 4, "mlp_ratio": 2.5}}) or p["train"].update(
+        scales=["w96-3l"], learning_rates={"w96-3l": p["train"]["learning_rates"]["cpu-4l"]},
+        resources={"w96-3l": p["train"]["resources"]["cpu-4l"]}))
+    validate_params(params)
+    run = enumerate_runs(params)[0]
+    assert run.name.startswith("w96-3l-ctx") and parse_run_name(run.name) == run
+    shape = run_shape(params["train"], "w96-3l")
+    assert (shape.n_layer, shape.d_model, shape.n_head, shape.head_dim, shape.d_mlp) == (3, 96, 4, 24, 240)
+    assert run_shape(params["train"], "0.5B").d_model == 1024  # named scales stay the defaults
+
+
+def test_scale_names_that_would_break_run_names_are_refused():
+    for bad in ("a-ctx1-b", "-lead", "sp ace"):
+        with pytest.raises(ParamsError, match=r"train\.shapes: .* does not match"):
+            validate_params(_edit(lambda p, bad=bad: p["train"]["shapes"].update(
+                {bad: {"n_layer": 1, "d_model": 8, "n_head": 2, "mlp_ratio": 4}})))
 
 
 def test_cli_rejects_bad_params_before_anything_runs(tmp_path: Path):

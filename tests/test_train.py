@@ -170,6 +170,21 @@ def test_a_huge_learning_rate_ends_as_diverged_with_diagnostics(tmp_path):
     assert all("diverged" not in r for r in rows[:-1])
 
 
+def test_a_shape_defined_in_params_trains_end_to_end_and_reloads(tmp_path):
+    write_shards(tmp_path)
+    shape = {"n_layer": 2, "d_model": 48, "n_head": 6, "mlp_ratio": 2.5}  # no named scale has this shape
+    params = make_params(shapes={"w48-2l": shape}, scales=["w48-2l"],
+                         learning_rates={"w48-2l": {"gpt": [3e-3], "ngpt": [3e-3]}},
+                         resources={"w48-2l": {"gpus": 0, "processes": 1, "mem_mb": 1000, "runtime_min": 10}})
+    spec = find_run(params, f"w48-2l-ctx{CONTEXT}-gpt-t8192-lr0.003-s0")
+    assert train_run(spec, params["train"], root=tmp_path, progress=False) == 0
+    s = summary(tmp_path, spec.name)
+    assert s["status"] == "completed" and s["spec"]["scale"] == "w48-2l"
+    model, config = load_model(tmp_path / "runs" / spec.name / "model.safetensors", expected_arm="gpt")
+    assert config["shape"] == shape
+    assert len(model.layers) == 2 and model.layers[0].mlp.u.weight.shape == (120, 48)
+
+
 def test_a_corrupt_shard_is_refused_before_anything_is_written(tmp_path):
     shards = write_shards(tmp_path)
     data = bytearray((shards / "val.bin").read_bytes())

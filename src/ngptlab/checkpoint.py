@@ -121,6 +121,7 @@ def load_model(
     bytes, missing config, an arm other than `expected_arm`, or weights that do not fit the rebuilt model.
     """
     from ngptlab.models import build  # here, so that hashing helpers do not pull in the models
+    from ngptlab.models.scales import shape_from_dict
 
     path = Path(path)
     tensors, metadata = read_tensors(path)
@@ -129,7 +130,11 @@ def load_model(
         raise CheckpointError(f"{path}: checkpoint is arm {config['arm']!r}, expected {expected_arm!r}")
     try:
         with torch.random.fork_rng(devices=[]):  # building initialises weights; leave the caller's RNG alone
-            model, _ = build(config["arm"], config["scale"], int(config["vocab_size"]),
+            # the recorded shape where there is one (any shape from params), else the named scale
+            recorded, shape = config.get("shape"), config["scale"]
+            if isinstance(recorded, dict):
+                shape = shape_from_dict(config["scale"], recorded)
+            model, _ = build(config["arm"], shape, int(config["vocab_size"]),
                              int(config["context"]))
     except NgptlabError as err:
         raise CheckpointError(f"{path}: cannot rebuild the model its config describes: {err}") from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from ngptlab.errors import NgptlabError
@@ -53,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     except NgptlabError as err:
         print(f"ngptlab {args.verb}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader stopped early (`ngptlab plan --json | head`): not an error of ours. Point stdout at
+        # devnull so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import jsonschema
 import yaml
 
 from ngptlab.errors import ParamsError
+from ngptlab.models.scales import Scale, resolve_scale
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "params.schema.yaml"
@@ -33,10 +34,6 @@ def load_schema() -> dict:
 
 def allowed_arms() -> list[str]:
     return list(load_schema()["$defs"]["arm"]["enum"])
-
-
-def allowed_scales() -> list[str]:
-    return list(load_schema()["$defs"]["scale"]["enum"])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -112,7 +109,16 @@ def _cross_field_problem(params: dict) -> str | None:
     if train["source"] != params["prepare"]["source"]["name"]:
         return (f"train.source {train['source']!r} must name the prepared source "
                 f"prepare.source.name {params['prepare']['source']['name']!r}")
+    for name in train["shapes"]:
+        try:
+            resolve_scale(name, train["shapes"])
+        except ParamsError as err:
+            return str(err)
     for scale in train["scales"]:
+        try:
+            resolve_scale(scale, train["shapes"])
+        except ParamsError as err:
+            return f"train.scales: {err}"
         if scale not in train["learning_rates"]:
             return f"train.learning_rates: missing scale {scale!r} (listed in train.scales)"
         for arm in train["arms"]:
@@ -191,11 +197,16 @@ def enumerate_cells(params: dict) -> list[str]:
     return [cell_name(s, c) for s, c in itertools.product(train["scales"], train["contexts"])]
 
 
+def run_shape(train: dict, scale: str) -> Scale:
+    """The shape of a scale named in the train section: train.shapes first, then the named defaults."""
+    return resolve_scale(scale, train["shapes"])
+
+
 @cache
 def _run_name_pattern() -> re.Pattern:
     alternatives = lambda names: "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))  # noqa: E731
     return re.compile(
-        rf"^(?P<scale>{alternatives(allowed_scales())})-ctx(?P<context>\d+)-(?P<arm>{alternatives(allowed_arms())})"
+        rf"^(?P<scale>[A-Za-z0-9][A-Za-z0-9._-]*?)-ctx(?P<context>\d+)-(?P<arm>{alternatives(allowed_arms())})"
         r"-t(?P<budget>\d+)-lr(?P<lr>[0-9.e+-]+?)-s(?P<seed>\d+)$"
     )
 
@@ -205,7 +216,7 @@ def parse_run_name(name: str) -> RunSpec:
     if not match:
         raise ParamsError(
             f"run name {name!r} is not of the form <scale>-ctx<context>-<arm>-t<budget>-lr<lr>-s<seed> "
-            f"with scale in {allowed_scales()} and arm in {allowed_arms()}"
+            f"with arm in {allowed_arms()}"
         )
     g = match.groupdict()
     return RunSpec(g["scale"], int(g["context"]), g["arm"], int(g["budget"]), float(g["lr"]), int(g["seed"]))

@@ -16,6 +16,7 @@ import time
 import torch
 
 from ngptlab.errors import ParamsError
+from ngptlab.models.scales import Scale
 
 DEFAULT_VOCAB = 50257  # GPT-2 BPE, what `prepare` writes
 
@@ -40,8 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 class _Arm:
     """One arm's model, optimizer and a fixed random batch, ready to take timed steps."""
 
-    def __init__(self, arm: str, scale: str, vocab_size: int, context: int, seqs: int, device: torch.device,
-                 compile_model: bool) -> None:
+    def __init__(self, arm: str, scale: Scale | str, vocab_size: int, context: int, seqs: int,
+                 device: torch.device, compile_model: bool) -> None:
         from ngptlab.models import build, train_flops_per_token
 
         torch.manual_seed(0)
@@ -78,7 +79,7 @@ class _Arm:
         return time.perf_counter() - start
 
 
-def run_step_bench(arms: list[str], scale: str, context: int, batch_tokens: int, device: torch.device,
+def run_step_bench(arms: list[str], scale: Scale | str, context: int, batch_tokens: int, device: torch.device,
                    compile_model: bool = False, steps: int = 20, warmup: int = 3,
                    vocab_size: int = DEFAULT_VOCAB) -> list[dict]:
     """Median step time, ratio to gpt, tokens/s and (on a known GPU) MFU of each arm; gpt first."""
@@ -118,7 +119,9 @@ def run(args: argparse.Namespace, params: dict) -> int:
     from ngptlab.train.dist import resolve_device
 
     train = params["train"]
-    scale = args.scale or train["scales"][0]
+    from ngptlab.params import run_shape
+
+    scale = run_shape(train, args.scale or train["scales"][0])
     context = args.context or train["contexts"][0]
     batch_tokens = args.batch_tokens or train["micro_batch_tokens"]
     device = resolve_device(args.device or train["device"])
@@ -126,7 +129,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
     arms = args.arms or train["arms"]
     rows = run_step_bench(arms, scale, context, batch_tokens, device, compile_model, args.steps, args.warmup,
                           args.vocab_size)
-    print(f"bench step: scale {scale}, context {context}, {batch_tokens} tokens/step, device {device}, "
+    print(f"bench step: scale {args.scale or train['scales'][0]}, context {context}, "
+          f"{batch_tokens} tokens/step, device {device}, "
           f"{'compiled' if compile_model else 'eager'}, threads {torch.get_num_threads()}, "
           f"vocab {args.vocab_size}, median of {args.steps} steps per arm (round-robin)")
     print(format_table(rows))

@@ -1,20 +1,22 @@
-"""The seven arms (model + optimizer recipe) at named scales. See registry.py for the table of arms."""
+"""The arms (model + optimizer recipe) at any shape. See registry.py for the table of arms.
 
-from ngptlab.models.flops import train_flops_per_token
-from ngptlab.models.gpt import Recipe
-from ngptlab.models.layers import MATRIX_KINDS, MatrixInfo
-from ngptlab.models.registry import ARMS, Arm, build, count_parameters
-from ngptlab.models.scales import SCALES, Scale
+Imports are lazy (PEP 562): `ngptlab.models.scales` and `ngptlab.models.size` are torch-free, so sizing a
+grid (`ngptlab plan`) never loads torch; the names below load their module on first use.
+"""
 
-__all__ = [
-    "ARMS",
-    "MATRIX_KINDS",
-    "SCALES",
-    "Arm",
-    "MatrixInfo",
-    "Recipe",
-    "Scale",
-    "build",
-    "count_parameters",
-    "train_flops_per_token",
-]
+from importlib import import_module
+
+_WHERE = {
+    "ARMS": "registry", "Arm": "registry", "build": "registry", "count_parameters": "registry",
+    "Recipe": "gpt", "MATRIX_KINDS": "layers", "MatrixInfo": "layers",
+    "SCALES": "scales", "Scale": "scales", "resolve_scale": "scales",
+    "parameter_count": "size", "train_flops_per_token": "size",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -14,7 +14,7 @@ from torch import nn
 from ngptlab.errors import ParamsError
 from ngptlab.models import gpt, gpt_lrm, gpt_nowd, gpt_orth, gpt_rownorm, gpt_scalar, ngpt
 from ngptlab.models.gpt import GPT, Recipe
-from ngptlab.models.scales import SCALES, Scale
+from ngptlab.models.scales import Scale, resolve_scale
 
 
 @dataclass(frozen=True)
@@ -54,18 +54,13 @@ def lookup_arm(name: str) -> Arm:
     return ARMS[name]
 
 
-def lookup_scale(name: str) -> Scale:
-    if name not in SCALES:
-        raise ParamsError(f"unknown scale {name!r}; allowed: {', '.join(SCALES)}")
-    return SCALES[name]
-
-
-def build(arm: str, scale: str, vocab_size: int, context: int) -> tuple[GPT, Recipe]:
+def build(arm: str, scale: Scale | str, vocab_size: int, context: int) -> tuple[GPT, Recipe]:
     """A freshly initialised model (post_step already applied) and its optimizer recipe.
 
-    Builds on torch's default device; `with torch.device("meta"):` counts a 1B model without memory.
+    `scale` is a shape or the name of a named one (models/scales.py). Builds on torch's default device.
     """
-    spec, shape = lookup_arm(arm), lookup_scale(scale)
+    spec = lookup_arm(arm)
+    shape = resolve_scale(scale) if isinstance(scale, str) else scale
     for key, value in (("vocab_size", vocab_size), ("context", context)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ParamsError(f"{key} must be a positive integer, got {value!r}")

@@ -1,8 +1,14 @@
-"""Named model scales: depth, width and heads. The MLP hidden size is always 4 d (paper Table 3)."""
+"""Model shapes: depth, width, heads and the MLP ratio. Torch-free, so `plan` can size any shape quickly.
+
+The named scales below are defaults; params.yaml's `train.shapes` adds shapes or overrides a name. The
+SwiGLU hidden size is mlp_ratio x d (4 d in the paper, Table 3).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+
+from ngptlab.errors import ParamsError
 
 
 @dataclass(frozen=True)
@@ -10,12 +16,22 @@ class Scale:
     n_layer: int
     d_model: int
     n_head: int
+    mlp_ratio: float = 4  # SwiGLU hidden size / d_model (paper Table 3: 4)
 
     def __post_init__(self) -> None:
+        for key in ("n_layer", "d_model", "n_head"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{key} must be a positive integer, got {value!r}")
         if self.d_model % self.n_head:
             raise ValueError(f"d_model {self.d_model} is not a multiple of n_head {self.n_head}")
         if self.head_dim % 2:
-            raise ValueError(f"head_dim {self.head_dim} must be even for rotary embeddings")
+            raise ValueError(f"head_dim {self.head_dim} (d_model / n_head) must be even for rotary "
+                             "embeddings")
+        hidden = self.mlp_ratio * self.d_model
+        if isinstance(self.mlp_ratio, bool) or self.mlp_ratio <= 0 or hidden != int(hidden):
+            raise ValueError(f"mlp_ratio {self.mlp_ratio!r} x d_model {self.d_model} must be a positive "
+                             f"whole number of MLP units")
 
     @property
     def head_dim(self) -> int:
@@ -23,7 +39,10 @@ class Scale:
 
     @property
     def d_mlp(self) -> int:
-        return 4 * self.d_model  # SwiGLU hidden size 4d (paper Table 3)
+        return int(self.mlp_ratio * self.d_model)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 SCALES: dict[str, Scale] = {
@@ -33,3 +52,23 @@ SCALES: dict[str, Scale] = {
     "0.5B": Scale(n_layer=24, d_model=1024, n_head=16),  # paper Table 2/3
     "1B": Scale(n_layer=36, d_model=1280, n_head=20),  # paper Table 2/3
 }
+
+
+def shape_from_dict(name: str, fields: dict) -> Scale:
+    """A Scale from params' train.shapes.<name>; one ParamsError naming the key on bad values."""
+    try:
+        return Scale(**fields)
+    except (TypeError, ValueError) as err:
+        raise ParamsError(f"train.shapes.{name}: {err}") from None
+
+
+def resolve_scale(name: str, shapes: dict | None = None) -> Scale:
+    """The shape called `name`: params' train.shapes first, then the named defaults above."""
+    if shapes and name in shapes:
+        return shape_from_dict(name, shapes[name])
+    if name in SCALES:
+        return SCALES[name]
+    defined = sorted(shapes or {})
+    raise ParamsError(f"unknown scale {name!r}; named scales: {', '.join(SCALES)}"
+                      + (f"; train.shapes: {', '.join(defined)}" if defined else "")
+                      + " (define a new one under train.shapes)")

@@ -10,6 +10,7 @@ import argparse
 import json
 
 from ngptlab.params import enumerate_cells, enumerate_runs
+from ngptlab.plan.estimate import estimate_runs
 from ngptlab.plan.grid import check_grid_file, write_grid_file
 
 
@@ -33,9 +34,7 @@ def run(args: argparse.Namespace, params: dict) -> int:
     if args.check:
         check_grid_file(params, args.check)
         return 0
-    from ngptlab.plan.estimate import estimate_runs  # imports torch and the models: only for the table
-
-    rows = estimate_runs(enumerate_runs(params), mfu=args.mfu, peak_tflops=args.peak_tflops)
+    rows = estimate_runs(params["train"], enumerate_runs(params), mfu=args.mfu, peak_tflops=args.peak_tflops)
     total_flops = sum(r["train_flops"] for r in rows)
     total_gpu_hours = sum(r["gpu_hours"] for r in rows)
     if args.json:

@@ -32,7 +32,7 @@ from ngptlab.checkpoint import save_model
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_json_atomic, write_text_atomic
 from ngptlab.models import build, count_parameters, train_flops_per_token
-from ngptlab.params import RunSpec
+from ngptlab.params import RunSpec, run_shape
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
 from ngptlab.train import dist, state
@@ -97,7 +97,8 @@ class Trainer:
         self.spec, self.train, self.shards, self.plan, self.topo = spec, train, shards, plan, topo
         self.device = topo.device
         torch.manual_seed(spec.seed)  # same initial weights on every rank (DDP also broadcasts rank 0's)
-        self.model, self.recipe = build(spec.arm, spec.scale, shards.vocab_size, spec.context)
+        self.shape = run_shape(train, spec.scale)
+        self.model, self.recipe = build(spec.arm, self.shape, shards.vocab_size, spec.context)
         self.model.to(self.device)
         groups = self.recipe.param_groups(self.model, spec.lr)
         for group in groups:
@@ -108,7 +109,7 @@ class Trainer:
         self.schedule: Schedule = make_schedule(plan.steps, train["warmup_fraction"], self.recipe.warmup)
         self.eval_offsets = eval_offsets(len(shards.val), spec.context, train["eval_windows"],
                                          train["eval_seed"])
-        self.flops_per_token = train_flops_per_token(spec.arm, spec.scale, shards.vocab_size, spec.context)
+        self.flops_per_token = train_flops_per_token(spec.arm, self.shape, shards.vocab_size, spec.context)
         self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda"
                          else contextlib.nullcontext())
         self.forward = torch.compile(self.model) if train["compile"] else self.model
@@ -288,6 +289,7 @@ def _train_locked(spec: RunSpec, train: dict, paths: RunPaths, root: Path, topo:
     trainer = Trainer(spec, train, shards, plan, topo)
     params = resolved_params(train, plan, trainer, topo)
     config = {"format": "ngptlab.run/1", "run": spec.name, "arm": spec.arm, "scale": spec.scale,
+              "shape": trainer.shape.as_dict(),
               "vocab_size": shards.vocab_size, "context": spec.context, "spec": spec.as_dict(),
               "train": params, "data": data, "code_revision": code_revision()}
     info = state.load_state(paths.state_dir, trainer.model, trainer.optimizer, expected)
