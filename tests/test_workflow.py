@@ -11,10 +11,12 @@ import yaml
 from dvc.dependency.param import ParamsDependency
 from dvc.repo import Repo
 from workflow_support import (
+    E2E_DIVERGING,
     REPO,
     apply_preset,
     default_params,
     dvc,
+    e2e_params,
     git,
     job_counts,
     local_smoke_run,
@@ -177,15 +179,24 @@ def test_a_stale_plan_stops_every_dvc_stage_before_it_runs_anything(tmp_path):
 @pytest.mark.slow
 def test_smoke_pipeline_runs_end_to_end_locally(tmp_path_factory):
     smoke = local_smoke_run(tmp_path_factory.getbasetemp())
-    print(f"smoke pipeline (snakemake --cores 2): {smoke.wall_s:.0f} s")
-    work, params = smoke.work, default_params()
+    print(f"end-to-end grid (snakemake --cores 2): {smoke.wall_s:.0f} s")
+    work, params = smoke.work, e2e_params()
+    statuses = {}
     for run in enumerate_runs(params):
         summary = yaml.safe_load((work / "results" / "train" / run.name / "summary.json").read_text())
-        assert summary["status"] in ("completed", "diverged"), run.name
-        assert summary["status"] == "diverged" or summary["tokens"] == run.budget, run.name
+        statuses[run.name] = summary["status"]
+        if (run.arm, run.lr) == E2E_DIVERGING:
+            assert summary["status"] == "diverged" and summary["final_val_loss"] is None, run.name
+            assert "train.diverge_loss" in summary["diagnostics"]["reason"], run.name
+        else:
+            assert summary["status"] == "completed" and summary["tokens"] == run.budget, run.name
         assert (work / "results" / "conditioning" / f"{run.name}.json").is_file()
+    assert set(statuses.values()) == {"completed", "diverged"}  # both paths ran
     for cell in enumerate_cells(params):
         assert (work / "results" / "speedup" / f"{cell}.json").is_file()
+    report = (work / "reports" / "report.md").read_text()
+    diverged = sorted(name for name, status in statuses.items() if status == "diverged")
+    assert all(f"`{name}`" in report for name in diverged)  # the report names the diverged runs
     assert (work / "reports" / "report.html").stat().st_size > 10_000
     logs = sorted(p.name for p in (work / "logs").iterdir())
     assert logs == ["condition", "prepare", "report", "speedup", "train"]  # one folder per rule

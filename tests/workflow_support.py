@@ -1,5 +1,6 @@
 """Shared by the workflow tests (test_workflow, test_slurm, test_dvc): scratch copies of the workflow, the
-commands run in them, and one local run of the smoke pipeline that the Slurm and DVC tests compare against.
+commands run in them, the end-to-end grid, and one local run of it that the Slurm and DVC tests compare
+against.
 
 Everything runs the real tools (snakemake, dvc, git, ssh, Slurm) as subprocesses, with this venv first on
 PATH as in an activated environment. Not a test module: pytest collects nothing here.
@@ -105,6 +106,29 @@ def default_params() -> dict:
     return yaml.safe_load((REPO / "params.yaml").read_text())
 
 
+# The end-to-end tests' own grid: the default params.yaml with a smaller grid, so that running it through
+# Snakemake, Slurm and DVC costs about a minute of CPU each, while still exercising every rule and stage:
+# two arms (the baseline and nGPT), one context, two budgets 4x apart (so there is a speed-up to estimate),
+# and one learning rate (1.0) at which gpt diverges within two steps (train loss > train.diverge_loss), so
+# the diverged path runs too. `make` still runs the default grid.
+E2E_ARMS = ("gpt", "ngpt")
+E2E_CONTEXT = 64
+E2E_BUDGETS = (2048, 8192)
+E2E_LEARNING_RATES = (3.0e-3, 1.0)
+E2E_DIVERGING = ("gpt", 1.0)  # (arm, learning rate) whose runs diverge
+
+
+def e2e_params() -> dict:
+    params = default_params()
+    train = params["train"]
+    scale = train["scales"][0]
+    train.update(scales=[scale], contexts=[E2E_CONTEXT], arms=list(E2E_ARMS), budgets=list(E2E_BUDGETS),
+                 eval_every_tokens=min(E2E_BUDGETS), checkpoint_every_tokens=min(E2E_BUDGETS))
+    train["learning_rates"] = {scale: {arm: list(E2E_LEARNING_RATES) for arm in E2E_ARMS}}
+    train["resources"] = {scale: train["resources"][scale]}
+    return params
+
+
 def train_settings() -> list[str]:
     """TRAIN_SETTINGS as workflow/rules/common.smk defines it (the keys whose change reruns training)."""
     text = (REPO / "workflow" / "rules" / "common.smk").read_text()
@@ -154,7 +178,7 @@ def planned_jobs(dry_run_output: str) -> list[Job]:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# One local run of the smoke pipeline, shared by the test modules of a session (a session-scoped fixture
+# One local run of the end-to-end grid, shared by the test modules of a session (a session-scoped fixture
 # imported into several modules would run once per module, so the memo lives here).
 
 
@@ -166,7 +190,7 @@ class SmokeRun:
 
 @functools.cache
 def local_smoke_run(base: Path) -> SmokeRun:
-    work = make_workdir(base / "smoke-local")
+    work = make_workdir(base / "smoke-local", e2e_params())
     started = time.monotonic()
-    snakemake(work, "--cores", "2", timeout=3600)
+    snakemake(work, "--cores", "2", timeout=1800)
     return SmokeRun(work, time.monotonic() - started)
