@@ -80,7 +80,7 @@ def test_condition_writes_json_and_spectra(tmp_path, params_file):
 
     doc = strict_json(tmp_path / "results" / "conditioning" / f"{spec.name}.json")
     assert doc["run"] == spec.name and doc["status"] == "completed" and doc["final_val_loss"] == 5.5
-    assert doc["variants"] == ["effective", "renormalized"]
+    assert doc["variants"] == ["effective", "renormalized", "underlying"]  # raw parameters for every arm
     names = [m.name for m in model.matrices()]
     assert list(doc["matrices"]) == names
 
@@ -107,7 +107,7 @@ def test_condition_writes_json_and_spectra(tmp_path, params_file):
     assert head["embed_in_cov_condition"] == pytest.approx(cov_eig[-1] / cov_eig[0], rel=1e-8)
     norms = np.linalg.norm(e, axis=1)
     assert head["embed_in_norm_cv"] == pytest.approx(norms.std() / norms.mean(), rel=1e-9)
-    assert set(doc["headline"]) == {"effective", "renormalized"}
+    assert set(doc["headline"]) == {"effective", "renormalized", "underlying"}
     assert doc["headline"]["renormalized"]["embed_in_norm_cv"] == pytest.approx(0.0, abs=1e-12)
 
     # the long table: one row per singular value of every matrix, head and variant, plus covariance spectra
@@ -122,7 +122,7 @@ def test_condition_writes_json_and_spectra(tmp_path, params_file):
     np.testing.assert_allclose([float(r["value"]) for r in cov], cov_eig[::-1], rtol=1e-8)
     assert float(cov[32]["value_over_median"]) == pytest.approx(float(cov[32]["value"]) / np.median(cov_eig))
     per_variant = 4 * (4 * 64 + 3 * 64 + 3 * 64) + 2 * 64 + 2 * 64  # whole + heads per layer; embeddings
-    assert len(rows) == 2 * per_variant
+    assert len(rows) == 3 * per_variant
     assert {r["run"] for r in rows} == {spec.name}
 
 
@@ -133,7 +133,10 @@ def test_ngpt_is_unchanged_by_renormalization(tmp_path, params_file):
     doc = strict_json(tmp_path / "results" / "conditioning" / f"{spec.name}.json")
     for name, rec in doc["matrices"].items():
         eff, ren = rec["variants"]["effective"], rec["variants"]["renormalized"]
-        assert eff["vector_norms"]["mean"] == pytest.approx(1.0, abs=1e-5), name
+        # the raw parameters are unit vectors; the effective maps add s_u, s_v sqrt(d), s_z (1 at init)
+        assert rec["variants"]["underlying"]["vector_norms"]["mean"] == pytest.approx(1.0, abs=1e-5), name
+        expected = 8.0 if name.endswith("mlp.v") else 1.0  # sqrt(d_model) = 8 at cpu-4l
+        assert eff["vector_norms"]["mean"] == pytest.approx(expected, rel=1e-5), name
         assert ren["condition_number"] == pytest.approx(eff["condition_number"], rel=1e-5), name
 
 
@@ -150,15 +153,16 @@ def test_multiplier_arm_reports_effective_and_underlying(tmp_path, params_file):
     assert doc["variants"] == ["effective", "renormalized", "underlying"]
     rec = doc["matrices"]["layers.2.attn.q"]["variants"]
     w = q.weight.detach().double().numpy()
-    eff = np.linalg.svd(np.diag(np.logspace(0, 3, 64)) @ w, compute_uv=False)
+    rows = q.mult_row.detach().double().numpy()  # the stored float32 multipliers, exactly
+    eff = np.linalg.svd(rows[:, None] * w, compute_uv=False)
     und = np.linalg.svd(w, compute_uv=False)
-    assert rec["effective"]["condition_number"] == pytest.approx(eff[0] / eff[-1], rel=1e-5)
+    # the product is formed in float64: no float32 rounding times kappa
+    assert rec["effective"]["condition_number"] == pytest.approx(eff[0] / eff[-1], rel=1e-10)
     assert rec["underlying"]["condition_number"] == pytest.approx(und[0] / und[-1], rel=1e-9)
     assert rec["effective"]["condition_number"] > 10 * rec["underlying"]["condition_number"]
     # renormalizing rows removes exactly the row scales: back to the underlying matrix with unit rows
-    # (up to the float32 rounding of the effective matrix the model hands over, times kappa ~ 1e3)
     ren = np.linalg.svd(w / np.linalg.norm(w, axis=1, keepdims=True), compute_uv=False)
-    assert rec["renormalized"]["condition_number"] == pytest.approx(ren[0] / ren[-1], rel=1e-4)
+    assert rec["renormalized"]["condition_number"] == pytest.approx(ren[0] / ren[-1], rel=1e-10)
     assert doc["headline"]["underlying"]["layer3_q_condition"] == rec["underlying"]["condition_number"]
 
 

@@ -181,6 +181,12 @@ def test_compare_to_baseline_needs_the_whole_interval_on_one_side():
     assert compare_to_baseline({"value": 3.0, "bound": ">", "interval": None}) == "faster"
     assert compare_to_baseline({"value": 4.0, "bound": "<", "interval": None}) == unresolved
     assert compare_to_baseline({"value": 0.8, "bound": "<", "interval": None}) == "slower"
+    # "<1": the arm never reached the baseline's loss; ">1": it beat it already at the smallest budget
+    assert compare_to_baseline({"value": 1.0, "bound": "<", "interval": None}) == "slower"
+    assert compare_to_baseline({"value": 1.0, "bound": ">", "interval": None}) == "faster"
+    assert compare_to_baseline({"value": 0.5, "bound": ">", "interval": None}) == unresolved
+    assert compare_to_baseline({"value": 1.0, "bound": None, "interval": [1.0, 1.3]}) == unresolved
+    assert compare_to_baseline({"value": 0.9, "bound": None, "interval": [0.7, 1.0]}) == unresolved
     one_seed = compare_to_baseline({"value": 2.0, "bound": None, "interval": None})
     assert one_seed == "faster (one seed: no interval)"
     assert compare_to_baseline({"value": None, "bound": None}) == "no estimate"
@@ -326,6 +332,37 @@ def test_a_run_too_small_says_so_and_claims_nothing(holes):
     assert "against the conditioning account" not in md
     comparisons = read_csv(root / "reports" / "tables" / "comparisons.csv")
     assert comparisons and all(r["verdict"] not in ("faster", "slower") for r in comparisons)  # one seed
+
+
+def test_a_moved_target_is_shown_with_a_note(tmp_path):
+    """Every baseline run at the largest budget diverged: the target moves to the budget below, and the
+    report shows the target (value, arm, budget, lr) with a visible note."""
+    params = synthetic.synthetic_params(seeds=(0,), budgets=(16384, 65536))
+    params["train"]["arms"], params["train"]["contexts"] = ["gpt", "ngpt"], [64]
+    diverged = tuple(s.name for s in enumerate_runs(params) if s.arm == "gpt" and s.budget == 65536)
+    params_path = synthetic.write_results(tmp_path, params, diverged=diverged)
+    write_report(render_report(params, tmp_path, params_path, code_revision=REVISION), tmp_path / "reports")
+    md = (tmp_path / "reports" / "report.md").read_text()
+    assert ("cpu-4l-ctx64, seed 0: the speed-up target is not at the largest budget (65,536 tokens) but at "
+            "16,384: every gpt run at the largest budget diverged.") in md
+    (target,) = read_csv(tmp_path / "reports" / "tables" / "speedup_target.csv")
+    doc = json.loads((tmp_path / "results" / "speedup" / "cpu-4l-ctx64.json").read_text())
+    assert (target["arm"], target["budget"], target["measurable"]) == ("gpt", "16384", "0.25 to 1")
+    assert float(target["loss"]) == doc["targets"][0]["loss"]
+    assert float(target["lr"]) == doc["targets"][0]["lr"]
+    assert target["note"] == "not at the largest budget (65,536): every gpt run there diverged"
+    (cell,) = read_csv(tmp_path / "reports" / "tables" / "speedup_by_cell.csv")
+    assert cell["measurable"] == "0.25 to 1" and cell["ngpt"] == ">1 (bound)"  # beyond the range
+
+
+def test_the_target_is_shown_at_the_largest_budget_without_a_note(complete):
+    root, _, _ = complete
+    rows = read_csv(root / "reports" / "tables" / "speedup_target.csv")
+    assert [(r["seed"], r["arm"], r["budget"], r["note"]) for r in rows] == [
+        ("0", "gpt", "262144", ""), ("1", "gpt", "262144", "")]
+    assert {r["measurable"] for r in rows} == {"1 to 16"}
+    md = (root / "reports" / "report.md").read_text()
+    assert "the speed-up target is not at the largest budget" not in md
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -132,7 +132,8 @@ def test_cross_arm_table(tmp_path, grid):
     cond = json.loads((tmp_path / "results" / "conditioning" / f"{gpt['run']}.json").read_text())
     assert gpt["eff_layer3_q_condition"] == cond["headline"]["effective"]["layer3_q_condition"]
     assert gpt["renorm_embed_in_cov_condition"] == cond["headline"]["renormalized"]["embed_in_cov_condition"]
-    assert math.isnan(gpt["under_attn_condition_median"])  # gpt has no underlying matrices
+    # gpt's raw parameters: at init its RMSNorm gains are 1, so they are its effective matrices
+    assert gpt["under_attn_condition_median"] == gpt["eff_attn_condition_median"]
     assert gpt["final_val_loss"] == pytest.approx(loss_at(gpt["budget"], "gpt", gpt["lr"]))
 
     arms = arm_table(table)

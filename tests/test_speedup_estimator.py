@@ -14,6 +14,7 @@ from ngptlab.speedup.estimator import (
     Estimate,
     best_per_budget,
     estimate_cell,
+    measurable_range,
     speedup_from_tokens,
     summarize_seeds,
     tokens_to_target,
@@ -79,8 +80,9 @@ def test_recovers_planted_speedups_exactly_when_loss_is_log_linear():
     # a slower arm cannot reach the baseline's final loss within the same budgets: only a bound exists
     assert out["arms"]["gpt-lrm"]["speedup"]["display"] == "<1"
     assert out["arms_order"][0] == "gpt"
-    assert out["targets"] == [{"seed": 0, "budget": 65536, "loss": log_linear(65536, 1.0), "lr": BEST_LR,
-                               "run": "cpu-4l-ctx64-gpt-t65536-lr0.003-s0"}]
+    assert out["targets"] == [{"seed": 0, "arm": "gpt", "budget": 65536, "loss": log_linear(65536, 1.0),
+                               "lr": BEST_LR, "run": "cpu-4l-ctx64-gpt-t65536-lr0.003-s0",
+                               "at_largest_budget": True, "measurable": [1.0, 64.0]}]
 
 
 @pytest.mark.parametrize("k", [1.0, 1.5, 3.0, 4.0, 10.0, 20.0])
@@ -132,6 +134,21 @@ def test_diverged_runs_are_ignored_even_with_a_low_loss():
     out = estimate_cell(results, "gpt", 0, 0)
     assert out["targets"][0]["budget"] == 32768
     assert out["arms"]["ngpt"]["speedup"]["value"] == pytest.approx(3.0)
+    # ... and says so, with the range of speed-ups it can now measure (32768 / 65536 .. 32768 / 1024)
+    assert out["targets"][0]["at_largest_budget"] is False
+    assert out["targets"][0]["measurable"] == [0.5, 32.0]
+    assert (out["targets"][0]["arm"], out["targets"][0]["lr"]) == ("gpt", BEST_LR)
+
+
+def test_measurable_range_is_set_by_the_budget_range():
+    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 3.0}, curve=log_linear), "gpt", 0, 0)
+    assert out["targets"][0]["at_largest_budget"] is True
+    assert out["targets"][0]["measurable"] == [1.0, 64.0]  # budgets 1024 .. 65536
+    assert measurable_range(32768, [8192, 32768]) == [1.0, 4.0]  # budgets 4x apart: only (1, 4)
+    # a speed-up outside the range is a bound, never a number
+    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 5.0}, curve=log_linear, budgets=[16384, 65536]),
+                        "gpt", 0, 0)
+    assert out["arms"]["ngpt"]["speedup"]["display"] == ">4"
 
 
 def test_seeds_mean_and_bootstrap_interval():

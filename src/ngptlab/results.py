@@ -117,6 +117,9 @@ def read_summary(root: str | Path, spec: RunSpec) -> dict:
         raise ResultsError(f"{path}: status is {summary.get('status')!r}; allowed: {', '.join(STATUSES)}")
     if "final_val_loss" not in summary:
         raise ResultsError(f"{path}: missing key 'final_val_loss'")
+    if summary["status"] == "completed" and summary["final_val_loss"] is None:
+        # train writes a number for every completed run; skipping this one would change the speed-up.
+        raise ResultsError(f"{path}: status is 'completed' but final_val_loss is null")
     return summary
 
 

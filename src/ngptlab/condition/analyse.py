@@ -1,13 +1,14 @@
 """Analyse every matrix of a model: the per-matrix records, the long spectra table and the headline numbers.
 
-Input is `model.matrices()` (ngptlab.models.MatrixInfo: name, kind, layer, weight, underlying, norm_dim,
-n_heads). Each matrix is analysed in up to three variants:
-- "effective":    the matrix the forward pass uses;
+Input is `effective.effective_matrices(model)` (ngptlab.models.MatrixInfo: name, kind, layer, weight,
+underlying, norm_dim, n_heads). Each matrix is analysed in up to three variants:
+- "effective":    the linear map the forward pass applies to its normalised input, in float64 (one
+                  definition for every arm: condition/effective.py);
 - "renormalized": the effective matrix after post-hoc nGPT normalization (unit vectors along the embedding
-                  dimension, metrics.renormalize), computed for every arm so the table is uniform: for ngpt
-                  and gpt-rownorm it is a no-op check, for the other gpt-family arms it shows how far
-                  renormalizing after the fact goes toward nGPT's conditioning;
-- "underlying":   the raw parameter, where the arm has one (gpt-lrm, gpt-scalar, gpt-orth).
+                  dimension, metrics.renormalize; the paper's Fig. 10 dotted lines), computed for every arm
+                  so the table is uniform: it shows how far renormalizing after the fact goes toward nGPT's
+                  conditioning;
+- "underlying":   the raw parameter (every arm; for gpt-lrm, gpt-scalar and gpt-orth before its multipliers).
 
 Layer numbering: `layer` in records and in the spectra table is 0-based, as in the models' state dict. The
 paper's "layers 3 and 4" (Figs. 11-12) are read as 1-based, i.e. the 3rd and 4th blocks = 0-based layers 2 and

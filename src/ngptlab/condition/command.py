@@ -33,6 +33,7 @@ import torch
 
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.condition.analyse import SPECTRA_COLUMNS, Settings, analyse_matrices
+from ngptlab.condition.effective import effective_matrices
 from ngptlab.errors import CheckpointError
 from ngptlab.params import RunSpec, find_run
 from ngptlab.results import read_summary, write_csv, write_json
@@ -41,10 +42,11 @@ CONVENTIONS = {
     "layer": "0-based block index, as in the state dict; embeddings have layer null (-1 in the CSV)",
     "paper_layers": "headline layer3_*/layer4_* are the paper's 1-based layers 3 and 4 = 0-based layers 2, 3",
     "inf": "a condition number is \"inf\" when sigma_min / sigma_max < singular_tol (numerically singular)",
-    "variants": "effective = matrix used in the forward pass; renormalized = effective with unit vectors "
-                "along the embedding dimension (rows, or columns of output projections); "
-                "underlying = raw parameter",
-    "singular_values": "float64 SVD of the float32 weights",
+    "variants": "effective = the linear map the forward pass applies to its normalised input (multipliers, "
+                "scalars, nGPT's s_u/s_v/s_z and the preceding RMSNorm gain included; "
+                "condition/effective.py); renormalized = effective with unit vectors along the embedding "
+                "dimension (rows, or columns of output projections); underlying = the raw parameter",
+    "singular_values": "float64 SVD of matrices formed in float64 from the float32 parameters",
 }
 
 
@@ -96,7 +98,7 @@ def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progr
                         sample_rows=int(condition_params["sample_rows"]), seed=int(condition_params["seed"]),
                         device=resolve_device(condition_params["device"]))
     with torch.no_grad():
-        analysis = analyse_matrices(model.matrices(), settings, progress=progress)
+        analysis = analyse_matrices(effective_matrices(model), settings, progress=progress)
     del model
 
     final_loss = summary.get("final_val_loss")

@@ -163,7 +163,14 @@ def _speedup(doc: Document, results: Results, long: tables.Table) -> None:
         "smallest budget): never an extrapolation. The within-run estimate reads the same target off one "
         "run's own validation curve; mid-schedule losses are not annealed, so it is biased toward smaller "
         "speed-ups and is shown only beside the main estimate."))
-    doc.add(TableBlock(tables.speedup_pivot(results, long)), TableBlock(long))
+    for cell, cell_doc in results.speedups.items():
+        for target in tables.moved_targets(cell_doc):
+            doc.add(Callout(f"{cell}, seed {target['seed']}: the speed-up target is not at the largest "
+                            f"budget ({max(cell_doc['budgets']):,} tokens) but at {target['budget']:,}: "
+                            f"every {target['arm']} run at the largest budget diverged. Its speed-ups "
+                            "measure against a weaker baseline.", kind="note"))
+    doc.add(TableBlock(tables.speedup_pivot(results, long)), TableBlock(tables.target_table(results)),
+            TableBlock(long))
 
 
 def _loss(doc: Document, results: Results) -> None:

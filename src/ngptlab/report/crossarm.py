@@ -9,8 +9,8 @@ cross_arm_table(params, root) -> DataFrame, one row per run of the grid (enumera
   budget and seed, i.e. the one that entered the speed-up),
   speedup, speedup_bound ("" | ">" | "<"), speedup_display, speedup_lo, speedup_hi (bootstrap interval),
   cheap_speedup_display (the within-run estimate of the arm), within_run_speedup_display (this run's own),
-  then for each variant prefix eff_ (effective), renorm_ (renormalized), under_ (underlying: gpt-lrm,
-  gpt-scalar, gpt-orth only) every headline key of ngptlab.condition.analyse.headline, e.g.
+  then for each variant prefix eff_ (effective), renorm_ (renormalized), under_ (underlying: the raw
+  parameter) every headline key of ngptlab.condition.analyse.headline, e.g.
   eff_attn_condition_median, renorm_embed_in_cov_condition, eff_layer3_q_condition. inf = numerically
   singular; nan = not applicable or not measured.
 arm_table(table) -> one row per (cell, arm): the arm's best-lr runs at the largest budget, averaged over

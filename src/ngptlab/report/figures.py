@@ -399,9 +399,10 @@ def renormalization(results: Results, cell: str) -> Figure | None:
         fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right center")
         svg = _save(fig)
     return Figure(f"renormalization_{cell}", f"Post-hoc renormalization, {cell}",
-                  "Condition numbers of the matrices the forward pass uses (effective), the same after "
-                  "nGPT's normalization applied after training (renormalized), and the raw parameter of "
-                  "arms that rescale it (underlying). Renormalizing a GPT after the fact shows how much of "
+                  "Condition numbers of the linear maps the forward pass applies to its normalised inputs "
+                  "(effective), the same after nGPT's normalization applied after training (renormalized; "
+                  "the paper's Fig. 10 dotted lines), and the raw parameters (underlying). Renormalizing a "
+                  "GPT after the fact shows how much of "
                   "nGPT's conditioning the normalization alone explains.", svg, [r.record.name for r in reps])
 
 

@@ -202,12 +202,55 @@ def speedup_table(results: Results) -> Table:
     return t
 
 
+def measurable_text(doc: dict | None) -> str | None:
+    """'1 to 4': the speed-ups a cell's budget range can give as numbers (per target; seeds that differ are
+    listed); anything outside comes out as a bound."""
+    if not doc or not doc.get("targets"):
+        return None
+    ranges = []
+    for target in doc["targets"]:
+        text = " to ".join(fmt_num(read_float(x)) for x in target["measurable"])
+        if text not in ranges:
+            ranges.append(text)
+    return "; ".join(ranges)
+
+
+def moved_targets(doc: dict | None) -> list[dict]:
+    """The targets (one per seed) not at the grid's largest budget: every baseline run there diverged."""
+    return [t for t in (doc or {}).get("targets", []) if not t["at_largest_budget"]]
+
+
+def target_table(results: Results) -> Table:
+    """The loss every speed-up is measured against: per cell and seed, its value, arm, budget and lr."""
+    cols = ["cell", "seed", "loss", "arm", "budget", "lr", "run", "measurable", "note"]
+    t = Table("speedup_target", "The speed-up target: the baseline's best final validation loss", cols,
+              key=["cell", "seed"],
+              headers={"loss": "target loss", "measurable": "measurable speed-ups"},
+              formats={"cell": fmt_text, "seed": fmt_int, "loss": fmt_loss, "arm": fmt_text,
+                       "budget": fmt_int, "lr": fmt_lr, "run": fmt_text, "measurable": fmt_text,
+                       "note": fmt_text},
+              shown=["cell", "seed", "loss", "arm", "budget", "lr", "measurable", "note"],
+              note="measurable = target budget / largest budget to target budget / smallest budget: the "
+                   "speed-ups the budgets run can give as numbers; outside that range only a bound exists.")
+    for cell, doc in results.speedups.items():
+        largest = max(doc["budgets"]) if doc else None
+        for target in (doc or {}).get("targets", []):
+            moved = not target["at_largest_budget"]
+            t.add({"cell": cell, "seed": target["seed"], "loss": read_float(target["loss"]),
+                   "arm": target["arm"], "budget": target["budget"], "lr": target["lr"], "run": target["run"],
+                   "measurable": " to ".join(fmt_num(read_float(x)) for x in target["measurable"]),
+                   "note": (f"not at the largest budget ({largest:,}): every {target['arm']} run there "
+                            "diverged" if moved else None)}, [target["run"]])
+    return t
+
+
 def speedup_pivot(results: Results, long: Table) -> Table:
-    """Cells x arms, with the paper's nGPT factor at that context beside them."""
+    """Cells x arms, with the range of speed-ups the cell can measure and the paper's nGPT factor beside."""
     arm_list = [a for a in views.arms(results) if a != results.params["speedup"]["baseline"]]
-    cols = ["cell", *arm_list, "paper_ngpt"]
+    cols = ["cell", *arm_list, "measurable", "paper_ngpt"]
     t = Table("speedup_by_cell", "Speed-up per cell beside the paper's", cols, key=["cell"],
-              headers={"paper_ngpt": "paper: nGPT"}, formats={c: fmt_text for c in cols})
+              headers={"paper_ngpt": "paper: nGPT", "measurable": "measurable speed-ups (budget range)"},
+              formats={c: fmt_text for c in cols})
     for cell in results.cells:
         rows = [(row, runs) for row, runs in zip(long.rows, long.runs, strict=True)
                 if row[long.columns.index("cell")] == cell]
@@ -222,6 +265,7 @@ def speedup_pivot(results: Results, long: Table) -> Table:
             values.update({a: "missing" for a in arm_list})
         spec = results.cell_runs(cell)[0].spec
         ref = paper.paper_speedup(spec.context)
+        values["measurable"] = measurable_text(results.speedups.get(cell))
         values["paper_ngpt"] = (f"~{ref['factor']}x at {ref['context']:,} ({'/'.join(ref['scales'])})" if ref
                                 else f"none at context {spec.context:,}")
         t.add(values, runs_all)
@@ -347,9 +391,10 @@ def renormalization_table(results: Results) -> Table:
               "embedding dimension", cols, key=["cell", "arm", "variant"], headers=dict(RENORM_COLUMNS),
               formats={"cell": fmt_text, "arm": fmt_text, "variant": fmt_text, "run": fmt_text},
               shown=["cell", "arm", "variant", *RENORM_COLUMNS],
-              note="effective = the matrices the forward pass uses; renormalized = the same after nGPT's "
-                   "normalization (a no-op check for ngpt and gpt-rownorm); underlying = the raw parameter "
-                   "of arms that rescale it (gpt-lrm, gpt-scalar, gpt-orth).")
+              note="effective = the linear map the forward pass applies to its normalised input "
+                   "(multipliers, scalars, nGPT's s_u/s_v/s_z and the preceding RMSNorm gain included, in "
+                   "float64; condition/effective.py); renormalized = the same after nGPT's normalization "
+                   "(the paper's Fig. 10 dotted lines); underlying = the raw parameter.")
     for cell in results.cells:
         for rep in views.representatives(results, cell):
             r = rep.record
@@ -449,7 +494,8 @@ def _interval(s: dict) -> tuple[float, float] | None:
 
 
 def compare_to_baseline(s: dict) -> str:
-    """faster | slower | same within the interval | unresolved, from one arm's speed-up entry."""
+    """faster | slower | not distinguishable from 1 (only when the interval or bound spans 1), from one
+    arm's speed-up entry."""
     rng = _interval(s)
     if rng is None:
         return "no estimate"
@@ -457,21 +503,25 @@ def compare_to_baseline(s: dict) -> str:
     if s.get("bound") is None and not s.get("interval"):
         # A point estimate without an interval (one seed): report the direction but not as resolved.
         return f"{'faster' if lo > 1 else 'slower' if lo < 1 else 'equal'} (one seed: no interval)"
-    if lo > 1:
+    # A bound is strict: "<1" (the arm never reached the baseline's loss) means below 1, i.e. slower;
+    # ">1" (it beat the target already at the smallest budget) means faster.
+    if lo > 1 or (s.get("bound") == ">" and lo >= 1):
         return "faster"
-    if hi < 1:
+    if hi < 1 or (s.get("bound") == "<" and hi <= 1):
         return "slower"
     return "not distinguishable from 1"
 
 
 def comparisons_table(results: Results) -> Table:
-    cols = ["cell", "arm", "design", "speedup_display", "verdict"]
+    cols = ["cell", "arm", "design", "speedup_display", "verdict", "measurable"]
     t = Table("comparisons", "The 2x2: each probe arm against the baseline", cols, key=["cell", "arm"],
-              headers={"speedup_display": "speed-up", "design": "what it fixes"},
+              headers={"speedup_display": "speed-up", "design": "what it fixes",
+                       "measurable": "measurable speed-ups"},
               formats={c: fmt_text for c in cols},
               note="If conditioning is what speeds nGPT up, gpt-orth should be faster than gpt and "
                    "gpt-rownorm should not be, unless its conditioning improved too. 'faster' and 'slower' "
-                   "are claimed only when the whole interval (or bound) lies on one side of 1.")
+                   "are claimed only when the whole interval (or bound) lies on one side of 1: a '<1' bound "
+                   "(the arm never reached the baseline's loss) is 'slower'.")
     for cell, doc in results.speedups.items():
         if doc is None:
             continue
@@ -482,7 +532,7 @@ def comparisons_table(results: Results) -> Table:
             s = entry["speedup"]
             runs = [b["run"] for p in entry.get("per_seed", []) for b in p.get("best", [])]
             t.add({"cell": cell, "arm": arm, "design": design, "speedup_display": _speedup_text(s),
-                   "verdict": compare_to_baseline(s)},
+                   "verdict": compare_to_baseline(s), "measurable": measurable_text(doc)},
                   runs + [tg["run"] for tg in doc.get("targets", [])])
     return t
 

@@ -7,7 +7,10 @@ Method: ngptlab.speedup.estimator (module docstring).
 results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/results.py):
   cell, scale, context, baseline, method (text), bootstrap{resamples, seed, level},
   seeds [int], budgets [int], arms_order [arm; baseline first],
-  targets [{seed, budget, loss, lr, run}]          the baseline's best loss at its largest budget, per seed
+  targets [{seed, arm, budget, loss, lr, run, at_largest_budget, measurable [lo, hi]}]
+                                   per seed, the baseline's best loss at the largest budget where it has a
+                                   completed run (at_largest_budget false: the grid's largest budget had
+                                   none); measurable = the speed-ups this grid can give as numbers
   arms{<arm>: {
      speedup{value, bound, display, interval [lo, hi] | null, level, n_seeds, note}
                                       value = mean over seeds; bound null (point estimate), ">" (true speed-up
@@ -32,9 +35,10 @@ from ngptlab.results import read_run_result, write_json
 from ngptlab.speedup.estimator import estimate_cell
 
 METHOD = ("best final validation loss over the learning-rate sweep per arm and budget (diverged runs "
-          "ignored); target = baseline's best loss at its largest budget; tokens to target interpolated in "
-          "log tokens between bracketing budgets, bounds instead of extrapolation; speed-up = baseline "
-          "tokens / arm tokens; per seed, then mean and percentile bootstrap over seeds")
+          "ignored); target = baseline's best loss at the largest budget where it has a completed run; "
+          "tokens to target interpolated in log tokens between bracketing budgets, bounds instead of "
+          "extrapolation; speed-up = baseline tokens / arm tokens; per seed, then mean and percentile "
+          "bootstrap over seeds")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

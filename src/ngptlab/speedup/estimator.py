@@ -3,7 +3,8 @@
 For one (scale, context) cell and one seed:
 1. best[arm][budget] = the lowest final validation loss over the arm's learning-rate sweep at that budget,
    among completed runs (diverged runs are ignored); ties go to the smaller learning rate.
-2. target = best[baseline][largest baseline budget]; baseline_tokens = that budget.
+2. target = best[baseline][largest baseline budget]; baseline_tokens = that budget. When every baseline run
+   at the grid's largest budget diverged this is a smaller budget: the target says so (at_largest_budget).
 3. For every arm, tokens_to_target: the first budget whose best loss is <= target, interpolated linearly in
    log tokens between it and the budget before it (the loss is treated as linear in log tokens between two
    measured budgets). When the arm is already below the target at its smallest budget, or never reaches it,
@@ -114,6 +115,15 @@ def summarize_seeds(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, 
     return out
 
 
+def measurable_range(target_budget: int, budgets: Sequence[int]) -> list[float]:
+    """The speed-ups a grid can measure as numbers: target budget / largest .. target budget / smallest.
+
+    Tokens to target are interpolated only between budgets that were run (step 3), so with budgets 4x apart
+    and the target at the largest one, only speed-ups in [1, 4] come out as numbers; the rest are bounds.
+    """
+    return [target_budget / max(budgets), target_budget / min(budgets)]
+
+
 def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int, seed: int) -> dict:
     """The speed-up of every arm in one cell (see the module docstring); JSON-ready apart from inf/nan."""
     results = sorted(results, key=lambda r: r.spec)  # order-invariant from here on
@@ -121,13 +131,16 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
     arms = sorted({r.spec.arm for r in results}, key=lambda a: (a != baseline, a))
     seeds = sorted({r.spec.seed for r in results})
 
+    budgets = sorted({r.spec.budget for r in results})
     targets = {}
     for s in seeds:
         base = best.get((baseline, s))
         if base:
-            budget = max(base)
-            targets[s] = {"seed": s, "budget": budget, "loss": base[budget].final_val_loss,
-                          "lr": base[budget].spec.lr, "run": base[budget].spec.name}
+            budget = max(base)  # below the grid's largest budget when every baseline run there diverged
+            targets[s] = {"seed": s, "arm": baseline, "budget": budget, "loss": base[budget].final_val_loss,
+                          "lr": base[budget].spec.lr, "run": base[budget].spec.name,
+                          "at_largest_budget": budget == budgets[-1],
+                          "measurable": measurable_range(budget, budgets)}
 
     arms_out = {}
     for arm in arms:

@@ -1,0 +1,93 @@
+"""The effective matrix: one definition for every arm, formed in float64.
+
+The effective matrix of a weight is the linear map the forward pass applies to its normalised input:
+
+    W_eff = diag(s_out) · W · diag(g)
+
+- W: the matrix the module multiplies by, as the arm parametrises it (the module's `effective_weight`:
+  gpt-lrm diag(r) W~ diag(c), gpt-scalar and gpt-orth s W~, the plain parameter otherwise), recomputed from
+  the parameters in float64 so a product of multipliers adds no float32 rounding (an error of ~kappa x 1.2e-7
+  would be percent level at kappa 1e6);
+- g: the gain of the RMSNorm in front of the matrix, whose output x / rms(x) is the normalised input
+  (q, k, v: the block's norm_attn; mlp u, v: norm_mlp; the LM head: norm_out). nGPT has no norm layer: its
+  hidden state is already unit norm, g = 1;
+- s_out: a per-output scale applied right after the product, before any non-linearity or normalisation:
+  nGPT's s_u for mlp u and s_v sqrt(d_model) for mlp v (paper Section 2.4.2), s_z for the logits
+  (Section 2.1).
+
+Left out, because they are not part of a linear map of the normalised input: nGPT's s_qk (applied after
+Norm(q), Section 2.3.2) and the eigen learning rates alpha (on the residual update, eqs. 10-11).
+Embeddings are a lookup: their effective matrix is the table as the arm scales it (W), with no input norm.
+
+The raw parameter (`underlying`) is analysed as a second variant, for every arm.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import Tensor, nn
+
+from ngptlab.models import MatrixInfo
+
+# Matrix path (inside a block, or at the top) -> the RMSNorm whose output it multiplies, on the same parent.
+INPUT_NORM = {"attn.q": "norm_attn", "attn.k": "norm_attn", "attn.v": "norm_attn",
+              "mlp.u": "norm_mlp", "mlp.v": "norm_mlp", "embed_out": "norm_out"}
+
+
+def _split(name: str) -> tuple[str, str]:
+    """'layers.2.attn.q' -> ('layers.2', 'attn.q'); 'embed_out' -> ('', 'embed_out')."""
+    parts = name.split(".")
+    if parts[0] == "layers":
+        return ".".join(parts[:2]), ".".join(parts[2:])
+    return "", name
+
+
+def _module(model: nn.Module, path: str) -> nn.Module | None:
+    try:
+        return model.get_submodule(path)
+    except AttributeError:
+        return None
+
+
+def input_gain(model: nn.Module, name: str) -> Tensor | None:
+    """g: the gain of the RMSNorm in front of matrix `name`, or None where there is none (or no gain)."""
+    parent, path = _split(name)
+    if path not in INPUT_NORM:
+        return None
+    norm = _module(model, ".".join(p for p in (parent, INPUT_NORM[path]) if p))
+    gain = getattr(norm, "weight", None)
+    return None if gain is None else gain.detach()
+
+
+def output_scale(model: nn.Module, name: str) -> Tensor | None:
+    """s_out: nGPT's per-output scales applied right after the product, or None (every other arm)."""
+    parent, path = _split(name)
+    mlp = _module(model, f"{parent}.mlp") if parent else None
+    if path == "mlp.u" and hasattr(mlp, "s_u"):
+        return mlp.s_u().detach()  # Section 2.4.2: u <- u s_u
+    if path == "mlp.v" and hasattr(mlp, "s_v"):
+        return (mlp.s_v() * mlp.v_gain).detach()  # Section 2.4.2: v <- v s_v sqrt(d_model)
+    if path == "embed_out" and hasattr(model, "s_z"):
+        return model.s_z().detach()  # Section 2.1: z <- z s_z
+    return None
+
+
+@torch.no_grad()
+def effective_matrices(model: nn.Module) -> list[MatrixInfo]:
+    """Every matrix of `model` (model.matrices() order) with `weight` = W_eff and `underlying` = the raw
+    parameter, both float64. The model itself is left as it was."""
+    model64 = copy.deepcopy(model).to(torch.float64)
+    infos = []
+    for info in model64.matrices():
+        weight = info.weight
+        scale, gain = output_scale(model64, info.name), input_gain(model64, info.name)
+        if scale is not None:
+            weight = scale[:, None] * weight
+        if gain is not None:
+            weight = weight * gain[None, :]
+        raw = model64.get_submodule(info.name).weight.detach()
+        infos.append(MatrixInfo(name=info.name, kind=info.kind, layer=info.layer, weight=weight,
+                                underlying=raw, norm_dim=info.norm_dim, n_heads=info.n_heads))
+    return infos
