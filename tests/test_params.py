@@ -21,6 +21,7 @@ from ngptlab.params import (
     find_run,
     load_params,
     load_schema,
+    lr_sweep,
     parse_run_name,
     run_shape,
     validate_params,
@@ -64,10 +65,23 @@ def test_default_params_are_valid():
          "train.shapes.x: missing required key 'mlp_ratio'"),
         (lambda p: p["train"]["shapes"]["cpu-4l"].update(n_layer=0),
          "train.shapes.cpu-4l.n_layer: 0 must be >= 1"),
-        (lambda p: p["train"].update(batch_tokens="2048"),
-         "train.batch_tokens: expected integer, got str '2048'"),
+        (lambda p: p["train"].update(batch_sequences="512"),
+         "train.batch_sequences: expected integer, got str '512'"),
         (lambda p: p["train"].update(learnig_rate=1e-3),
-         "unknown key train.learnig_rate; allowed keys: arms, batch_tokens, budgets"),
+         "unknown key train.learnig_rate; allowed keys: arms, batch_sequences, budgets"),
+        (lambda p: p["train"].update(warmup_steps=-1),
+         "train.warmup_steps: -1 must be >= 0"),
+        (lambda p: p["train"]["learning_rates"]["cpu-4l"].update(gpt={"ctx128": [0.0]}),
+         "train.learning_rates.cpu-4l.gpt.ctx128[0]: 0.0 must be > 0"),
+        (lambda p: p["train"]["learning_rates"]["cpu-4l"].update(gpt={"ctx64": [1e-3]}),
+         "train.learning_rates.cpu-4l.gpt: missing ctx128 (train.contexts lists 128)"),
+        (lambda p: p["train"]["learning_rates"]["cpu-4l"].update(gpt={"ctx128": [1e-3], "ctx256": [1e-3]}),
+         "train.learning_rates.cpu-4l.gpt: ctx256 is not in train.contexts [128]"),
+        (lambda p: p["train"].update(batch_sequences=6, micro_batch_tokens=512),
+         "train.micro_batch_tokens (512) = 4 sequences of 128 must divide train.batch_sequences (6)"),
+        (lambda p: p["train"].update(budgets=[256]),
+         "train.budgets: 256 is smaller than one batch at context 128 (train.batch_sequences 4 x 128 = 512 "
+         "tokens)"),
         (lambda p: p.update(extra={}),
          "unknown key extra; allowed keys: condition, prepare, report, speedup, train"),
         (lambda p: p["train"]["learning_rates"].update({"bad name": {"gpt": [1e-3]}}),
@@ -82,8 +96,9 @@ def test_default_params_are_valid():
          "prepare.source: missing required key 'files'"),
         (lambda p: p["train"].pop("seeds"),
          "train: missing required key 'seeds'"),
-        (lambda p: p["train"].update(batch_tokens=2048, micro_batch_tokens=2000),
-         "train.batch_tokens (2048) must be a multiple of train.micro_batch_tokens (2000)"),
+        (lambda p: p["train"].update(micro_batch_tokens=500),
+         "train.micro_batch_tokens (500) must be a multiple of every context in train.contexts; 128 does not "
+         "divide it"),
         (lambda p: p["speedup"].update(baseline="gpt-orth") or p["train"].update(arms=["gpt", "ngpt"]),
          "speedup.baseline 'gpt-orth' is not among train.arms: gpt, ngpt"),
         (lambda p: p["train"].update(source="owt"),
@@ -114,8 +129,24 @@ def test_runs_and_cells_of_the_default_grid():
     lrs_per_scale = sum(len(v) for v in train["learning_rates"]["cpu-4l"].values())
     assert len(runs) == len(train["contexts"]) * len(train["budgets"]) * len(train["seeds"]) * lrs_per_scale
     assert len({r.name for r in runs}) == len(runs)
-    assert enumerate_cells(DEFAULT) == ["cpu-4l-ctx64", "cpu-4l-ctx128"]
-    assert runs[0].name == "cpu-4l-ctx64-gpt-t8192-lr0.003-s0"
+    assert enumerate_cells(DEFAULT) == ["cpu-4l-ctx128"]
+    assert runs[0].name == "cpu-4l-ctx128-gpt-t4096-lr0.005-s0"
+
+
+def test_shipped_grids_give_every_arm_the_same_sweep():
+    for path in [REPO_ROOT / "params.yaml", *sorted((REPO_ROOT / "workflow" / "presets").glob("*.yaml"))]:
+        params = load_params(path)
+        train = params["train"]
+        for scale in train["scales"]:
+            for context in train["contexts"]:
+                sweeps = {tuple(lr_sweep(train, scale, context, arm)) for arm in train["arms"]}
+                assert len(sweeps) == 1 and len(sweeps.pop()) >= 3, (path, scale, context)
+
+
+def test_shipped_grids_total_training_tokens():
+    # the default grid must keep `make` within 15 minutes on 2 cores: at most the 737,280 training tokens
+    # of the earlier grid
+    assert sum(run.budget for run in enumerate_runs(DEFAULT)) <= 737_280
 
 
 @pytest.mark.parametrize("spec", [

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from ngptlab.params import REPO_ROOT
 
 PAPER = REPO_ROOT / "workflow" / "presets" / "paper.yaml"
@@ -23,3 +25,40 @@ def test_plan_into_a_closed_pipe_ends_quietly():
     result = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True)
     assert result.stdout.splitlines()[0] == "{"
     assert result.stderr == "" and result.returncode == 0
+
+
+def _paper_rows(scale: str = "0.5B", budget: int = 10**10) -> dict:
+    from ngptlab.params import enumerate_runs, load_params
+    from ngptlab.plan.estimate import estimate_runs
+
+    params = load_params(PAPER)
+    runs = [r for r in enumerate_runs(params) if r.scale == scale and r.budget == budget]
+    return params, estimate_runs(params["train"], runs, mfu=0.4, peak_tflops=989.0)
+
+
+@pytest.mark.parametrize("context, steps", [(1024, 19_073), (4096, 4_768), (8192, 2_384)])
+def test_paper_plan_trains_512_sequences_per_step_at_every_context(context, steps):
+    _, rows = _paper_rows()
+    rows = [r for r in rows if r["context"] == context]
+    assert {r["batch_sequences"] for r in rows} == {512}
+    assert {r["tokens_per_step"] for r in rows} == {512 * context}
+    assert {r["steps"] for r in rows} == {steps}  # 10B tokens // (512 x context)
+    warmups = {r["arm"]: r["warmup_steps"] for r in rows}
+    assert warmups["ngpt"] == 0 and warmups["gpt"] == min(2000, steps // 2)
+
+
+def test_paper_plan_sweeps_learning_rates_per_context():
+    params, rows = _paper_rows()
+    sweeps = {(r["context"], r["arm"]): sorted(x["lr"] for x in rows
+                                               if (x["context"], x["arm"]) == (r["context"], r["arm"]))
+              for r in rows}
+    assert sweeps[(1024, "gpt")] == [7.5e-4, 1.5e-3, 3.0e-3]
+    assert sweeps[(8192, "gpt")] == [1.5e-3, 3.0e-3, 6.0e-3]
+    assert len({tuple(v) for (c, _), v in sweeps.items() if c == 4096}) == 1  # equal for every arm
+
+
+def test_arms_without_warmup_match_their_recipes():
+    from ngptlab.models import ARMS
+    from ngptlab.plan.estimate import ARMS_WITHOUT_WARMUP
+
+    assert ARMS_WITHOUT_WARMUP == {name for name, arm in ARMS.items() if not arm.recipe().warmup}

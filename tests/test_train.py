@@ -14,7 +14,7 @@ from test_train_support import CONTEXT, make_params, metrics, run_name, summary,
 
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.errors import CheckpointError, DataError, ParamsError
-from ngptlab.params import find_run
+from ngptlab.params import find_run, warmup_steps
 from ngptlab.train.data import batch_offsets, eval_offsets, gather
 from ngptlab.train.loop import plan_batches, train_run
 from ngptlab.train.schedule import make_schedule
@@ -43,7 +43,7 @@ def done(tmp_path_factory):
 
 
 def test_schedule_warms_up_then_decays_by_cosine_to_zero_at_the_budget():
-    s = make_schedule(100, 0.1, warmup=True)
+    s = make_schedule(100, 10)
     assert s.warmup_steps == 10
     assert [s.factor(i) for i in (0, 4, 9)] == pytest.approx([0.1, 0.5, 1.0])
     assert s.factor(10) == 1.0
@@ -51,9 +51,30 @@ def test_schedule_warms_up_then_decays_by_cosine_to_zero_at_the_budget():
     assert s.factor(100) == pytest.approx(0.0, abs=1e-12)
     decay = [s.factor(i) for i in range(10, 101)]
     assert all(a > b for a, b in zip(decay, decay[1:], strict=False))
-    nowarm = make_schedule(100, 0.1, warmup=False)  # nGPT: no warmup, starts at the full lr
+    nowarm = make_schedule(100, 0)  # nGPT: no warmup, starts at the full lr
     assert nowarm.warmup_steps == 0 and nowarm.factor(0) == 1.0
-    assert make_schedule(3, 1.0, warmup=True).warmup_steps == 2  # always one cosine step left
+    with pytest.raises(ValueError, match="no cosine step"):
+        make_schedule(3, 3)
+
+
+def test_warmup_is_a_number_of_steps_capped_for_small_budgets():
+    train = {"warmup_steps": 2000, "warmup_max_fraction": 0.5}
+    assert warmup_steps(train, 19_073, warms_up=True) == 2000  # the paper's 10B tokens at 1k: 2000 steps
+    assert warmup_steps(train, 2_384, warms_up=True) == 1192  # 10B at 8k: capped at half the run
+    assert warmup_steps(train, 2_384, warms_up=False) == 0  # nGPT's recipe does not warm up
+    assert warmup_steps({"warmup_steps": 5, "warmup_max_fraction": 1.0}, 5, warms_up=True) == 4  # 1 cosine
+    assert warmup_steps({"warmup_steps": 2000, "warmup_max_fraction": 0.1}, 8, warms_up=True) == 0
+
+
+def test_a_context_specific_learning_rate_and_the_warmup_steps_reach_the_run(tmp_path):
+    write_shards(tmp_path)
+    lrs = {"gpt": {f"ctx{CONTEXT}": [4e-3]}, "ngpt": [3e-3]}  # gpt's sweep given per context
+    params = make_params(warmup_steps=4, warmup_max_fraction=0.5, learning_rates={"cpu-4l": lrs})
+    assert train(tmp_path, params, "gpt", 8192, lr=4e-3) == 0  # 16 steps: 4 of warmup
+    rows = metrics(tmp_path, run_name("gpt", 8192, 4e-3))
+    assert [r["lr"] for r in rows[:5]] == pytest.approx([4e-3 * f for f in (0.25, 0.5, 0.75, 1.0, 1.0)])
+    s = summary(tmp_path, run_name("gpt", 8192, 4e-3))
+    assert s["spec"]["lr"] == 4e-3 and s["params"]["warmup_steps"] == 4
 
 
 def test_batches_are_a_pure_function_of_seed_and_step():
@@ -79,7 +100,7 @@ def test_eval_windows_depend_only_on_eval_seed_and_context():
 
 
 def test_global_batch_is_the_same_whatever_the_number_of_processes():
-    params = make_params(batch_tokens=1024, micro_batch_tokens=256)
+    params = make_params(batch_sequences=32, micro_batch_tokens=256)
     spec = find_run(params, run_name())
     one, two = plan_batches(params["train"], spec, 1), plan_batches(params["train"], spec, 2)
     assert (one.seqs_global, one.accum_steps, one.steps) == (32, 4, 8)

@@ -15,7 +15,7 @@ def runs(tmp_path_factory):
         root = tmp_path_factory.mktemp(f"nproc{nproc}")
         write_shards(root)
         # 16 sequences per step: 1 process does 2 micro-batches of 8, each of 2 processes 1 micro-batch of 8.
-        write_params(root, make_params(budgets=[BUDGET], batch_tokens=512, micro_batch_tokens=256))
+        write_params(root, make_params(budgets=[BUDGET], batch_sequences=16, micro_batch_tokens=256))
         result = run_train(root, run_name(ARM, BUDGET), nproc=nproc, timeout=240)
         assert result.returncode == 0, result.stderr[-3000:]
         out[nproc] = summary(root, run_name(ARM, BUDGET)), metrics(root, run_name(ARM, BUDGET))

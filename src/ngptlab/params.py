@@ -10,6 +10,7 @@ allowed values.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -81,6 +82,11 @@ def _key(path) -> str:
 
 
 def _describe(err: jsonschema.ValidationError) -> str:
+    if err.validator in ("oneOf", "anyOf") and err.context:
+        # name what is wrong inside the alternative that got furthest, not just "none matched"
+        deepest = _most_specific(list(err.context))
+        if len(deepest.absolute_path) > len(err.absolute_path):
+            return _describe(deepest)
     key = _key(err.absolute_path)
     schema = err.schema if isinstance(err.schema, dict) else {}
     if err.validator == "additionalProperties":
@@ -124,19 +130,30 @@ def _cross_field_problem(params: dict) -> str | None:
         for arm in train["arms"]:
             if arm not in train["learning_rates"][scale]:
                 return f"train.learning_rates.{scale}: missing arm {arm!r} (listed in train.arms)"
+            sweep = train["learning_rates"][scale][arm]
+            if isinstance(sweep, dict):
+                key = f"train.learning_rates.{scale}.{arm}"
+                contexts = {f"ctx{c}" for c in train["contexts"]}
+                missing, extra = sorted(contexts - set(sweep)), sorted(set(sweep) - contexts)
+                if missing:
+                    return f"{key}: missing {missing[0]} (train.contexts lists {missing[0][3:]})"
+                if extra:
+                    return f"{key}: {extra[0]} is not in train.contexts {train['contexts']}"
         if scale not in train["resources"]:
             return f"train.resources: missing scale {scale!r} (listed in train.scales)"
-    if train["batch_tokens"] % train["micro_batch_tokens"]:
-        return (f"train.batch_tokens ({train['batch_tokens']}) must be a multiple of "
-                f"train.micro_batch_tokens ({train['micro_batch_tokens']})")
     for context in train["contexts"]:
         if train["micro_batch_tokens"] % context:
             return (f"train.micro_batch_tokens ({train['micro_batch_tokens']}) must be a multiple of every "
                     f"context in train.contexts; {context} does not divide it")
-    for budget in train["budgets"]:
-        if budget < train["batch_tokens"]:
-            return (f"train.budgets: {budget} is smaller than one batch "
-                    f"(train.batch_tokens = {train['batch_tokens']})")
+        micro_seqs = train["micro_batch_tokens"] // context
+        if train["batch_sequences"] % micro_seqs and micro_seqs < train["batch_sequences"]:
+            return (f"train.micro_batch_tokens ({train['micro_batch_tokens']}) = {micro_seqs} sequences of "
+                    f"{context} must divide train.batch_sequences ({train['batch_sequences']})")
+        for budget in train["budgets"]:
+            if budget < tokens_per_step(train, context):
+                return (f"train.budgets: {budget} is smaller than one batch at context {context} "
+                        f"(train.batch_sequences {train['batch_sequences']} x {context} = "
+                        f"{tokens_per_step(train, context)} tokens)")
     if params["speedup"]["baseline"] not in train["arms"]:
         return (f"speedup.baseline {params['speedup']['baseline']!r} is not among train.arms: "
                 f"{', '.join(train['arms'])}")
@@ -187,7 +204,7 @@ def enumerate_runs(params: dict) -> list[RunSpec]:
     for scale, context, arm, budget, seed in itertools.product(
         train["scales"], train["contexts"], train["arms"], train["budgets"], train["seeds"]
     ):
-        for lr in train["learning_rates"][scale][arm]:
+        for lr in lr_sweep(train, scale, context, arm):
             runs.append(RunSpec(scale, context, arm, budget, float(lr), seed))
     return runs
 
@@ -195,6 +212,31 @@ def enumerate_runs(params: dict) -> list[RunSpec]:
 def enumerate_cells(params: dict) -> list[str]:
     train = params["train"]
     return [cell_name(s, c) for s, c in itertools.product(train["scales"], train["contexts"])]
+
+
+def lr_sweep(train: dict, scale: str, context: int, arm: str) -> list[float]:
+    """The learning rates swept for (scale, context, arm): the arm's list, or its list for this context."""
+    sweep = train["learning_rates"][scale][arm]
+    return [float(lr) for lr in (sweep[f"ctx{context}"] if isinstance(sweep, dict) else sweep)]
+
+
+def tokens_per_step(train: dict, context: int) -> int:
+    """Tokens per optimizer step: the global batch is a number of sequences at every context."""
+    return train["batch_sequences"] * context
+
+
+def steps_per_run(train: dict, context: int, budget: int) -> int:
+    """Optimizer steps in a run of `budget` tokens (whole batches; the remainder is not trained)."""
+    return budget // tokens_per_step(train, context)
+
+
+def warmup_steps(train: dict, steps: int, warms_up: bool) -> int:
+    """Warmup of a run of `steps` steps, by the rule in the schema's docs: warmup_steps, at most
+    floor(warmup_max_fraction x steps), and at least one cosine step left; 0 for an arm without warmup."""
+    if not warms_up:
+        return 0
+    cap = math.floor(train["warmup_max_fraction"] * steps)
+    return max(0, min(train["warmup_steps"], cap, steps - 1))
 
 
 def run_shape(train: dict, scale: str) -> Scale:

@@ -100,8 +100,8 @@ def speedup_output(cell):
 # left out on purpose: a run's name already encodes its scale, context, arm, budget, lr and seed, so adding
 # a run to the grid must not retrain the others. Speed-only knobs (micro_batch_tokens, device, compile,
 # checkpoint_every_tokens, resources) are left out too.
-TRAIN_SETTINGS = ["source", "shapes", "batch_tokens", "warmup_fraction", "grad_clip", "eval_every_tokens",
-                  "eval_windows", "eval_seed", "diverge_loss"]
+TRAIN_SETTINGS = ["source", "shapes", "batch_sequences", "warmup_steps", "warmup_max_fraction", "grad_clip",
+                  "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss"]
 
 
 def section(name, keys=None):

@@ -42,14 +42,16 @@ def run(args: argparse.Namespace, params: dict) -> int:
                           "cells": enumerate_cells(params), "runs": rows,
                           "total_train_flops": total_flops, "total_gpu_hours": total_gpu_hours}, indent=1))
         return 0
-    header = (f"{'run':<48} {'arm':<12} {'scale':<9} {'ctx':>5} {'params':>9} {'tokens':>10} "
-              f"{'FLOPs':>9} {'GPU-h':>8}")
+    header = (f"{'run':<52} {'arm':<12} {'ctx':>5} {'params':>9} {'tokens':>8} {'tok/step':>9} "
+              f"{'steps':>7} {'warmup':>6} {'lr':>8} {'FLOPs':>9} {'GPU-h':>8}")
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['run']:<48} {r['arm']:<12} {r['scale']:<9} {r['context']:>5} {r['n_params'] / 1e6:>8.1f}M "
-              f"{r['budget']:>10.3g} {r['train_flops']:>9.2e} {r['gpu_hours']:>8.3g}")
+        print(f"{r['run']:<52} {r['arm']:<12} {r['context']:>5} {r['n_params'] / 1e6:>8.1f}M "
+              f"{r['budget']:>8.3g} {r['tokens_per_step']:>9,} {r['steps']:>7,} {r['warmup_steps']:>6,} "
+              f"{r['lr']:>8.3g} {r['train_flops']:>9.2e} {r['gpu_hours']:>8.3g}")
     print("-" * len(header))
+    print(f"batch: {params['train']['batch_sequences']} sequences per step at every context")
     print(f"{len(rows)} runs in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
           f"{total_gpu_hours:.4g} GPU-hours at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")
     return 0

@@ -1,13 +1,18 @@
 """Size and cost of each run: parameter count and training FLOPs in closed form from the run's shape
-(models/size.py), so sizing the paper's grid never builds a model nor imports torch.
+(models/size.py), batch arithmetic and warmup from params, so sizing the paper's grid never builds a model
+nor imports torch.
 """
 
 from __future__ import annotations
 
 from ngptlab.models.size import parameter_count, train_flops_per_token
-from ngptlab.params import RunSpec, run_shape
+from ngptlab.params import RunSpec, run_shape, steps_per_run, tokens_per_step, warmup_steps
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
+
+# Arms whose recipe does not warm up (Recipe.warmup False in their model file; tests/test_plan.py checks
+# this set against the registry, which plan does not import because it loads torch).
+ARMS_WITHOUT_WARMUP = frozenset({"ngpt"})
 
 
 def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: float) -> list[dict]:
@@ -15,7 +20,11 @@ def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: flo
     for run in runs:
         shape = run_shape(train, run.scale)
         flops = train_flops_per_token(run.arm, shape, VOCAB_SIZE, run.context) * run.budget
+        steps = steps_per_run(train, run.context, run.budget)
         rows.append({"run": run.name, **run.as_dict(), "cell": run.cell,
                      "n_params": parameter_count(run.arm, shape, VOCAB_SIZE),
+                     "batch_sequences": train["batch_sequences"],
+                     "tokens_per_step": tokens_per_step(train, run.context), "steps": steps,
+                     "warmup_steps": warmup_steps(train, steps, run.arm not in ARMS_WITHOUT_WARMUP),
                      "train_flops": flops, "gpu_hours": flops / (peak_tflops * 1e12 * mfu) / 3600})
     return rows

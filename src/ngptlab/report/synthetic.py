@@ -45,8 +45,12 @@ FAKE_VAL_SHA = hashlib.sha256(b"synthetic val.bin").hexdigest()
 
 def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int | None = None,
                      budgets: tuple[int, ...] = (16384, 65536, 262144)) -> dict:
-    """The repo's default params with a few more budgets and seeds (validated like any params file)."""
+    """The repo's default params with its own grid: two contexts, the planted arms, more budgets and seeds
+    (validated like any params file), so the report tests do not follow edits of the default grid."""
     params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
+    sweeps = {arm: [3.0e-3, 1.0e-2] if arm in ("gpt", "ngpt") else [3.0e-3] for arm in PLANTED}
+    params["train"].update(contexts=[64, 128], arms=list(PLANTED), learning_rates={"cpu-4l": sweeps},
+                           micro_batch_tokens=8192)  # a multiple of every context the report tests use
     params["train"]["seeds"] = list(seeds)
     params["train"]["budgets"] = list(budgets)
     params["report"]["title"] = "Synthetic results (report test)"
@@ -76,30 +80,31 @@ def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed"
     out = root / "results" / "train" / spec.name
     out.mkdir(parents=True, exist_ok=True)
     train = params["train"]
+    batch_tokens = train["batch_sequences"] * spec.context
     curve = _curve(spec, train["eval_every_tokens"])
     diagnostics = None
     if status == "diverged":
         curve = curve[: max(1, len(curve) // 2)]
-        diagnostics = {"step": curve[-1][0] // train["batch_tokens"], "loss": "nan", "grad_norm": "inf",
+        diagnostics = {"step": curve[-1][0] // batch_tokens, "loss": "nan", "grad_norm": "inf",
                        "last_finite_val_loss": curve[-1][1]}
     rows = []
     for tokens, loss in curve:
-        step = tokens // train["batch_tokens"]
+        step = tokens // batch_tokens
         rows.append({"step": step, "tokens": tokens, "train_loss": loss + 0.01, "lr": spec.lr,
                      "grad_norm": 0.5, "tokens_per_s": 1.0e4, "val_loss": loss})
     if status == "diverged":
-        rows.append({"step": rows[-1]["step"] + 1, "tokens": rows[-1]["tokens"] + train["batch_tokens"],
+        rows.append({"step": rows[-1]["step"] + 1, "tokens": rows[-1]["tokens"] + batch_tokens,
                      "train_loss": None, "lr": spec.lr, "grad_norm": None, "tokens_per_s": 1.0e4})
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     checkpoint = hashlib.sha256(f"checkpoint {spec.name}".encode()).hexdigest()
     summary = {
         "run": spec.name, "spec": spec.as_dict(), "status": status,
         "final_val_loss": curve[-1][1] if status == "completed" else None,
-        "tokens": curve[-1][0], "steps": curve[-1][0] // train["batch_tokens"], "wall_s": spec.budget / 1.0e4,
+        "tokens": curve[-1][0], "steps": curve[-1][0] // batch_tokens, "wall_s": spec.budget / 1.0e4,
         "n_params": 123456, "train_flops": 6.0 * 123456 * curve[-1][0], "checkpoint_sha256": checkpoint,
         "data": {"source": train["source"], "train_sha256": FAKE_TRAIN_SHA, "val_sha256": FAKE_VAL_SHA},
         "code_revision": "0123456789abcdef0123456789abcdef01234567",
-        "params": {k: train[k] for k in ("batch_tokens", "warmup_fraction", "grad_clip", "eval_windows")},
+        "params": {k: train[k] for k in ("batch_sequences", "warmup_steps", "grad_clip", "eval_windows")},
         "diagnostics": diagnostics,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -10,6 +10,7 @@ import math
 
 import pandas as pd
 
+from ngptlab.params import lr_sweep
 from ngptlab.report import paper, views
 from ngptlab.report.load import Results, RunRecord
 from ngptlab.report.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_sha, fmt_text
@@ -39,11 +40,12 @@ def grid_table(results: Results) -> Table:
     t.add({"item": "arms", "value": ", ".join(views.arms(results))})
     t.add({"item": "token budgets", "value": ", ".join(f"{b:,}" for b in views.budgets(results))})
     for scale in train["scales"]:
-        lrs = "; ".join(f"{arm} {', '.join(fmt_lr(x) for x in train['learning_rates'][scale][arm])}"
-                        for arm in views.arms(results))
-        t.add({"item": f"learning rates ({scale})", "value": lrs})
+        for context in train["contexts"]:
+            lrs = "; ".join(f"{arm} {', '.join(fmt_lr(x) for x in lr_sweep(train, scale, context, arm))}"
+                            for arm in views.arms(results))
+            t.add({"item": f"learning rates ({scale}, context {context})", "value": lrs})
     t.add({"item": "seeds", "value": ", ".join(str(s) for s in train["seeds"])})
-    t.add({"item": "batch (tokens)", "value": f"{train['batch_tokens']:,}"})
+    t.add({"item": "batch (sequences, at every context)", "value": f"{train['batch_sequences']:,}"})
     counts = views.status_counts(list(results.runs.values()))
     t.add({"item": "runs", "value": f"{len(all_runs)} in the grid: {counts['completed']} completed, "
            f"{counts['diverged']} diverged, {counts['missing']} missing"}, all_runs)

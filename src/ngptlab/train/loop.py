@@ -32,7 +32,7 @@ from ngptlab.checkpoint import save_model
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_json_atomic, write_text_atomic
 from ngptlab.models import build, count_parameters, train_flops_per_token
-from ngptlab.params import RunSpec, run_shape
+from ngptlab.params import RunSpec, run_shape, steps_per_run, warmup_steps
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
 from ngptlab.train import dist, state
@@ -45,7 +45,8 @@ EXIT_RESUMABLE = os.EX_TEMPFAIL  # 75
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Batch arithmetic: the global batch in tokens is fixed by params, whatever the number of processes.
+# Batch arithmetic: the global batch in sequences is fixed by params (the paper: 512 at every context),
+# whatever the number of processes.
 
 
 @dataclass(frozen=True)
@@ -63,23 +64,21 @@ class BatchPlan:
 
 
 def plan_batches(train: dict, spec: RunSpec, world_size: int) -> BatchPlan:
-    context, batch, micro = spec.context, train["batch_tokens"], train["micro_batch_tokens"]
-    if batch % context or micro % context:
-        raise ParamsError(f"train.batch_tokens ({batch}) and train.micro_batch_tokens ({micro}) must be "
-                          f"multiples of the context {context}")
-    seqs_global = batch // context
+    context, seqs_global, micro = spec.context, train["batch_sequences"], train["micro_batch_tokens"]
+    if micro % context:
+        raise ParamsError(f"train.micro_batch_tokens ({micro}) must be a multiple of the context {context}")
     if seqs_global % world_size:
-        raise ParamsError(f"train.batch_tokens ({batch}) = {seqs_global} sequences of {context} cannot be "
-                          f"split evenly over {world_size} processes")
+        raise ParamsError(f"train.batch_sequences ({seqs_global}) cannot be split evenly over {world_size} "
+                          f"processes")
     seqs_per_rank = seqs_global // world_size
     micro_seqs = min(micro // context, seqs_per_rank)
     if seqs_per_rank % micro_seqs:
         raise ParamsError(f"train.micro_batch_tokens ({micro}) = {micro_seqs} sequences does not divide the "
                           f"{seqs_per_rank} sequences each of {world_size} processes gets per step")
-    steps = spec.budget // batch
+    steps = steps_per_run(train, context, spec.budget)
     if steps < 1:
         raise ParamsError(f"budget {spec.budget} tokens is less than one batch "
-                          f"(train.batch_tokens = {batch})")
+                          f"(train.batch_sequences {seqs_global} x context {context})")
     return BatchPlan(context, seqs_global, seqs_per_rank, micro_seqs, seqs_per_rank // micro_seqs, steps)
 
 
@@ -106,7 +105,8 @@ class Trainer:
         fused = {"fused": True} if self.device.type == "cuda" else {}
         self.optimizer = torch.optim.AdamW(groups, lr=spec.lr, betas=tuple(self.recipe.betas),
                                            eps=self.recipe.eps, **fused)
-        self.schedule: Schedule = make_schedule(plan.steps, train["warmup_fraction"], self.recipe.warmup)
+        warmup = warmup_steps(train, plan.steps, self.recipe.warmup)
+        self.schedule: Schedule = make_schedule(plan.steps, warmup)
         self.eval_offsets = eval_offsets(len(shards.val), spec.context, train["eval_windows"],
                                          train["eval_seed"])
         self.flops_per_token = train_flops_per_token(spec.arm, self.shape, shards.vocab_size, spec.context)
@@ -204,7 +204,7 @@ class StopRequest:
 
 def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.Topology) -> dict[str, Any]:
     """The train settings this run actually used, with everything derived from them."""
-    keys = ("source", "batch_tokens", "micro_batch_tokens", "warmup_fraction", "grad_clip",
+    keys = ("source", "batch_sequences", "micro_batch_tokens", "warmup_max_fraction", "grad_clip",
             "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "compile",
             "checkpoint_every_tokens")
     cuda = topo.device.type == "cuda"
@@ -212,14 +212,15 @@ def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.T
             "device": topo.device.type, "precision": "bf16-autocast" if cuda else "fp32",
             "world_size": topo.world_size, "micro_batch_seqs": plan.micro_seqs,
             "grad_accum_steps": plan.accum_steps, "steps": plan.steps,
-            "warmup_steps": trainer.schedule.warmup_steps,
+            "batch_tokens": plan.batch_tokens,
+            "warmup_steps": trainer.schedule.warmup_steps,  # this run's, after the small-budget rule
             "weight_decay": trainer.recipe.weight_decay, "betas": list(trainer.recipe.betas),
             "eps": trainer.recipe.eps}
 
 
 def log_every_tokens(train: dict) -> int:
     """Metrics row interval (optional key train.log_every_tokens; default: every step)."""
-    return int(train.get("log_every_tokens") or train["batch_tokens"])
+    return int(train.get("log_every_tokens") or 1)  # 1: a row after every step
 
 
 def train_run(spec: RunSpec, train: dict, root: str | Path = ".", fresh: bool = False,

@@ -21,7 +21,7 @@ from ngptlab.errors import CheckpointError
 # Settings that change a run's trajectory or its final val loss. A checkpoint or a finished run written
 # with other values belongs to a different run. (micro_batch_tokens, device, compile and world size only
 # change float rounding or speed, so a run may resume under different ones.)
-TRAJECTORY_KEYS = ("batch_tokens", "steps", "warmup_fraction", "grad_clip", "diverge_loss",
+TRAJECTORY_KEYS = ("batch_sequences", "steps", "warmup_steps", "grad_clip", "diverge_loss",
                    "eval_windows", "eval_seed")
 
 

@@ -1,8 +1,9 @@
 """The learning-rate schedule of one run: linear warmup (if the arm's recipe warms up), then cosine to 0.
 
 Each token budget is its own run with its own full schedule, ending at 0 exactly at the budget (the
-paper's Fig. 2 method), rather than a snapshot of a longer run. nGPT trains without warmup (paper Sec. 4);
-the GPT baseline warms up over `warmup_fraction` of the steps.
+paper's Fig. 2 method), rather than a snapshot of a longer run. nGPT trains without warmup (paper Table 3:
+0 steps); the GPT baseline warms up for a number of steps (Table 3: 2000), capped for small budgets by the
+rule in ngptlab.params.warmup_steps.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ class Schedule:
         return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def make_schedule(total_steps: int, warmup_fraction: float, warmup: bool) -> Schedule:
-    """Schedule over `total_steps` updates; warmup takes round(fraction * total) of them if the recipe warms
-    up (at most total - 1, so at least one cosine step remains)."""
+def make_schedule(total_steps: int, warmup_steps: int) -> Schedule:
+    """Schedule over `total_steps` updates, the first `warmup_steps` of them warming up (at least one cosine
+    step must remain)."""
     if total_steps < 1:
         raise ValueError(f"a schedule needs at least one step, got {total_steps}")
-    warmup_steps = min(round(warmup_fraction * total_steps), total_steps - 1) if warmup else 0
+    if not 0 <= warmup_steps < total_steps:
+        raise ValueError(f"warmup of {warmup_steps} steps leaves no cosine step in {total_steps}")
     return Schedule(total_steps, warmup_steps)
