@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from ngptlab.params import REPO_ROOT
 
@@ -62,3 +63,60 @@ def test_arms_without_warmup_match_their_recipes():
     from ngptlab.plan.estimate import ARMS_WITHOUT_WARMUP
 
     assert ARMS_WITHOUT_WARMUP == {name for name, arm in ARMS.items() if not arm.recipe().warmup}
+
+
+def test_extend_sweeps_adds_exactly_the_neighbouring_runs_until_interior(tmp_path):
+    from test_speedup_command import BUDGETS, EDGE_SWEEPS, write_train_results
+
+    from ngptlab.cli import main
+    from ngptlab.params import enumerate_runs, load_params
+    from ngptlab.plan.grid import check_grid_file
+
+    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params["train"].update(contexts=[64], budgets=BUDGETS, arms=list(EDGE_SWEEPS),
+                           learning_rates={"cpu-4l": {arm: list(v) for arm, v in EDGE_SWEEPS.items()}})
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text("# my experiment\n" + yaml.safe_dump(params, sort_keys=False))
+    before = {r.name for r in enumerate_runs(load_params(params_file))}
+    for spec in enumerate_runs(load_params(params_file)):
+        write_train_results(tmp_path, spec)  # best lr 3e-3: interior for gpt, bottom for ngpt, top for orth
+    extend = ["plan", "--params", str(params_file), "--extend-sweeps", "--root", str(tmp_path)]
+
+    assert main(extend) == 0
+    grown = load_params(params_file)
+    sweeps = grown["train"]["learning_rates"]["cpu-4l"]
+    assert sweeps == {"gpt": [1e-3, 3e-3, 1e-2], "ngpt": [1.5e-3, 3e-3, 1e-2, 3e-2],
+                      "gpt-orth": [3e-4, 1e-3, 3e-3, 6e-3]}
+    new = {r.name for r in enumerate_runs(grown)} - before
+    added = (("ngpt", "0.0015"), ("gpt-orth", "0.006"))
+    assert new == {f"cpu-4l-ctx64-{arm}-t{b}-lr{lr}-s0" for arm, lr in added for b in BUDGETS}
+    assert params_file.read_text().startswith("# my experiment\n")  # the file is edited, not regenerated
+    check_grid_file(grown, tmp_path / "results" / "plan.yaml")  # the resolved grid follows
+
+    assert main(extend) == 0  # new runs not trained yet: nothing to conclude, nothing added
+    assert load_params(params_file) == grown
+    for spec in enumerate_runs(grown):
+        if spec.name in new:
+            write_train_results(tmp_path, spec)
+    assert main(extend) == 0  # every best (3e-3) is interior now
+    assert load_params(params_file) == grown
+
+
+def test_extend_sweeps_stops_at_the_cap(tmp_path, capsys):
+    from test_speedup_command import BUDGETS, EDGE_SWEEPS, write_train_results
+
+    from ngptlab.cli import main
+    from ngptlab.params import enumerate_runs, load_params
+
+    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params["train"].update(contexts=[64], budgets=BUDGETS, arms=list(EDGE_SWEEPS),
+                           learning_rates={"cpu-4l": {arm: list(v) for arm, v in EDGE_SWEEPS.items()}})
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    for spec in enumerate_runs(params):
+        write_train_results(tmp_path, spec)
+    assert main(["plan", "--params", str(params_file), "--extend-sweeps", "--root", str(tmp_path),
+                 "--max-sweep", "3"]) == 0
+    assert load_params(params_file)["train"]["learning_rates"] == params["train"]["learning_rates"]
+    assert "cpu-4l ctx64 ngpt: best lr at the bottom of its sweep, which already has 3 values" in \
+        capsys.readouterr().out

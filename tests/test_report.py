@@ -134,6 +134,9 @@ def test_speedup_table_is_the_speedup_stage_beside_the_paper(complete):
         assert float(rows[arm]["speedup"]) == pytest.approx(synthetic.planted_speedup(arm), rel=0.1)
     # gpt-nowd is slower than gpt and never reaches the target: an upper bound, shown as such.
     assert rows["gpt-nowd"]["bound"] == "<" and "(bound)" in rows["gpt-nowd"]["display"]
+    # Whether each arm's learning rate was tuned: the synthetic sweeps end at the planted best (3e-3).
+    assert rows["gpt"]["tuned"].startswith("no: best lr at the sweep's bottom at 16,384")
+    assert rows["gpt-orth"]["tuned"].startswith("no: best lr at the sweep's top at 16,384")  # one lr: both
     # The paper's 4x at context 1024, with its source, on the nGPT row only.
     ref = paper.paper_speedup(1024)
     assert ref["factor"] == 4

@@ -85,6 +85,34 @@ def test_speedup_cell_from_train_results(tmp_path, grid):
     assert len(doc["runs"]) == len(enumerate_runs(params))
 
 
+# Planted sweeps around BEST_LR: gpt's best inside, ngpt's at the bottom edge, gpt-orth's at the top edge.
+EDGE_SWEEPS = {"gpt": [1e-3, 3e-3, 1e-2], "ngpt": [3e-3, 1e-2, 3e-2], "gpt-orth": [3e-4, 1e-3, 3e-3]}
+
+
+def edge_grid(tmp_path: Path, grid) -> tuple[dict, Path]:
+    params, params_file = grid
+    params["train"]["learning_rates"] = {"cpu-4l": {arm: list(v) for arm, v in EDGE_SWEEPS.items()}}
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    for spec in enumerate_runs(params):
+        write_train_results(tmp_path, spec)
+    return params, params_file
+
+
+def test_speedup_flags_every_best_learning_rate_at_an_edge_of_its_sweep(tmp_path, grid, capsys):
+    params, params_file = edge_grid(tmp_path, grid)
+    assert speedup(params_file, tmp_path) == 0
+    tuning = json.loads((tmp_path / "results" / "speedup" / "cpu-4l-ctx64.json").read_text())["tuning"]
+    edges = {(e["arm"], e["budget"]): (e["best_lr"], e["edge"]) for e in tuning["edges"]}
+    for budget in BUDGETS:
+        assert edges[("gpt", budget)] == (3e-3, None)
+        assert edges[("ngpt", budget)] == (3e-3, "bottom")
+        assert edges[("gpt-orth", budget)] == (3e-3, "top")
+    assert tuning["tuned"] == {"gpt": True, "gpt-orth": False, "ngpt": False}
+    out = capsys.readouterr().out
+    assert "untuned: ngpt at budget 16384 (seed 0): best lr 0.003 is the bottom of its sweep" in out
+    assert "untuned: gpt " not in out
+
+
 def test_missing_train_result_is_a_clear_error(tmp_path, grid, capsys):
     params, params_file = grid
     specs = enumerate_runs(params)

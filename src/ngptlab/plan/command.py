@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from ngptlab.params import enumerate_cells, enumerate_runs
 from ngptlab.plan.estimate import estimate_runs
+from ngptlab.plan.extend import DEFAULT_CAP, extend_sweeps
 from ngptlab.plan.grid import check_grid_file, write_grid_file
 
 
@@ -24,9 +26,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="write the resolved grid (runs, cells) to FILE for dvc.yaml's foreach")
     parser.add_argument("--check", metavar="FILE",
                         help="fail unless FILE (from --write) still matches the params file")
+    parser.add_argument("--extend-sweeps", action="store_true",
+                        help="add the x2 / /2 neighbouring learning rate to every sweep whose best is at an "
+                             "edge (results under --root), edit the params file in place and rewrite the "
+                             "grid file (--write, default results/plan.yaml)")
+    parser.add_argument("--root", default=".", metavar="DIR",
+                        help="with --extend-sweeps: directory holding results/ (default: .)")
+    parser.add_argument("--max-sweep", type=int, default=DEFAULT_CAP, metavar="N",
+                        help=f"with --extend-sweeps: learning rates per sweep at most "
+                             f"(default {DEFAULT_CAP})")
 
 
 def run(args: argparse.Namespace, params: dict) -> int:
+    if args.extend_sweeps:
+        plan_file = args.write or str(Path(args.root) / "results" / "plan.yaml")
+        added, capped = extend_sweeps(args.params, args.root, plan_file, cap=args.max_sweep)
+        for a in added:
+            print(f"{a['scale']} ctx{a['context']} {a['arm']}: best lr at the {a['edge']} of its sweep; "
+                  f"added {a['lr']:g}")
+        for c in capped:
+            print(f"{c['scale']} ctx{c['context']} {c['arm']}: best lr at the {c['edge']} of its sweep, "
+                  f"which already has {args.max_sweep} values (--max-sweep); not extended")
+        print(f"{len(added)} learning rate(s) added to {args.params}; wrote {plan_file}")
+        return 0
     if args.write:
         write_grid_file(params, args.write)
         print(f"wrote {args.write}: {len(enumerate_runs(params))} runs, {len(enumerate_cells(params))} cells")

@@ -162,16 +162,32 @@ def _speedup_text(s: dict) -> str:
     return text
 
 
+def tuned_text(doc: dict, arm: str) -> str | None:
+    """'yes' when every best learning rate of the arm is inside its sweep, else where it sits on an edge
+    (speedup/tuning.py); None for a speed-up file without tuning (older files)."""
+    if "tuning" not in doc:
+        return None
+    edges = [e for e in doc["tuning"]["edges"] if e["arm"] == arm]
+    at_edge = [e for e in edges if e["edge"] in ("top", "bottom")]
+    if at_edge:
+        where = ", ".join(f"{e['edge']} at {e['budget']:,}" for e in at_edge)
+        return f"no: best lr at the sweep's {where} (extend: ngptlab plan --extend-sweeps)"
+    if any(e["edge"] is not None for e in edges):
+        return "unknown: " + ", ".join(sorted({e["edge"] for e in edges if e["edge"] is not None}))
+    return "yes"
+
+
 def speedup_table(results: Results) -> Table:
     cols = ["cell", "scale", "context", "arm", "speedup", "bound", "interval_lo", "interval_hi", "level",
-            "n_seeds", "display", "cheap_display", "paper", "paper_where", "note"]
+            "n_seeds", "display", "cheap_display", "tuned", "paper", "paper_where", "note"]
     t = Table("speedup", "Speed-up over the baseline (tokens the baseline needs / tokens the arm needs)",
               cols, key=["cell", "arm"],
               headers={"display": "speed-up [95% interval]", "cheap_display": "within-run estimate",
-                       "paper": "paper (nGPT)", "paper_where": "paper source"},
-              formats={c: fmt_text for c in ("cell", "scale", "arm", "display", "cheap_display", "paper",
-                                             "paper_where", "note", "bound")} | {"context": fmt_int},
-              shown=["cell", "arm", "display", "cheap_display", "paper", "note"])
+                       "tuned": "lr tuned (best inside its sweep)", "paper": "paper (nGPT)",
+                       "paper_where": "paper source"},
+              formats={c: fmt_text for c in ("cell", "scale", "arm", "display", "cheap_display", "tuned",
+                                             "paper", "paper_where", "note", "bound")} | {"context": fmt_int},
+              shown=["cell", "arm", "display", "cheap_display", "tuned", "paper", "note"])
     for cell, doc in results.speedups.items():
         records = results.cell_runs(cell)
         if doc is None:
@@ -198,6 +214,7 @@ def speedup_table(results: Results) -> Table:
                    "display": "1 (baseline)" if arm == doc["baseline"] else _speedup_text(s),
                    "cheap_display": (_speedup_text(entry["cheap"]["speedup"])
                                      if arm != doc["baseline"] else None),
+                   "tuned": tuned_text(doc, arm),
                    "paper": f"~{ref['factor']}x" if is_ngpt else None,
                    "paper_where": paper.where(ref) if is_ngpt else None,
                    "note": s.get("note")}, runs)

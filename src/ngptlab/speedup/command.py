@@ -22,6 +22,10 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
          within_run: {tokens_to_target, speedup} | null}]      every run of the cell; within_run = the per-run
                                                                cheaper estimate from its own validation curve
   ignored [{run, reason}]                                       diverged runs, left out of every estimate
+  tuning{edges [{arm, budget, seed, sweep, best_lr, edge}], tuned {<arm>: bool}}
+                                   edge "top" / "bottom": the best lr is at that edge of its sweep (untuned;
+                                   `ngptlab plan --extend-sweeps` extends it), null: interior; an arm is
+                                   tuned when none of its (budget, seed) is at an edge (speedup/tuning.py)
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ import argparse
 from pathlib import Path
 
 from ngptlab.errors import ParamsError
-from ngptlab.params import enumerate_cells, enumerate_runs
+from ngptlab.params import enumerate_cells, enumerate_runs, lr_sweep
 from ngptlab.results import read_run_result, write_json
 from ngptlab.speedup.estimator import estimate_cell
+from ngptlab.speedup.tuning import sweep_edges, tuned_arms
 
 METHOD = ("best final validation loss over the learning-rate sweep per arm and budget (diverged runs "
           "ignored); target = baseline's best loss at the largest budget where it has a completed run; "
@@ -59,9 +64,11 @@ def speedup_cell(params: dict, cell: str, root: str | Path) -> dict:
     results = [read_run_result(root, s) for s in specs]
     cfg = params["speedup"]
     estimate = estimate_cell(results, cfg["baseline"], int(cfg["bootstrap"]), int(cfg["seed"]))
-    document = {"cell": cell, "scale": specs[0].scale, "context": specs[0].context, "method": METHOD,
+    scale, context = specs[0].scale, specs[0].context
+    edges = sweep_edges(results, lambda arm: lr_sweep(params["train"], scale, context, arm), specs)
+    document = {"cell": cell, "scale": scale, "context": context, "method": METHOD,
                 "bootstrap": {"resamples": int(cfg["bootstrap"]), "seed": int(cfg["seed"]), "level": 0.95},
-                **estimate}
+                **estimate, "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
     write_json(output_path(root, cell), document)
     return document
 
@@ -71,4 +78,9 @@ def run(args: argparse.Namespace, params: dict) -> int:
     parts = [f"{arm} {entry['speedup']['display']}" for arm, entry in doc["arms"].items()]
     print(f"{args.cell}: speed-up vs {doc['baseline']}: {', '.join(parts)} "
           f"-> {output_path(args.root, args.cell)}")
+    for e in doc["tuning"]["edges"]:
+        if e["edge"] in ("top", "bottom"):
+            print(f"  untuned: {e['arm']} at budget {e['budget']} (seed {e['seed']}): best lr "
+                  f"{e['best_lr']:g} is the {e['edge']} of its sweep; "
+                  "`ngptlab plan --extend-sweeps` adds its neighbour")
     return 0
