@@ -27,7 +27,7 @@ from ngptlab.models import (
     train_flops_per_token,
 )
 from ngptlab.models.gpt_orth import OrthLinear, polar_factor
-from ngptlab.models.layers import Rotary, apply_rotary
+from ngptlab.models.layers import RMSNorm, Rotary, apply_rotary
 from ngptlab.models.ngpt import LearnedScale
 
 torch.set_num_threads(1)  # the 2 cores are shared; more threads only contend
@@ -312,6 +312,55 @@ def test_gpt_orth_singular_values_equal_its_scalar_after_a_step():
     assert checked == 4 * 7
 
 
+# The RMSNorm gains the probe arms freeze at 1, so the map on the normalised input is the constrained matrix
+FROZEN_GAINS = {"gpt-rownorm": ("layers.2.norm_attn.weight", "norm_out.weight"),
+                "gpt-orth": ("layers.2.norm_attn.weight",)}
+
+
+def named_parameter(model, name: str) -> torch.nn.Parameter:
+    return dict(model.named_parameters())[name]
+
+
+def applied_maps(model) -> dict[str, torch.Tensor]:
+    """Every matrix as the linear map the forward pass applies to its input, the preceding RMSNorm's gain
+    g folded in (W diag(g)); matrices without a norm in front (o projections, embed_in) as they are."""
+    maps = {}
+    for info in model.matrices():
+        w = info.weight.double()
+        if info.layer is not None and info.kind in ("q", "k", "v"):
+            w = w * model.layers[info.layer].norm_attn.weight.double()
+        elif info.layer is not None and info.kind in ("mlp_u", "mlp_v"):
+            w = w * model.layers[info.layer].norm_mlp.weight.double()
+        elif info.kind == "embed_out":
+            w = w * model.norm_out.weight.double()
+        maps[info.name] = (w, info)
+    return maps
+
+
+def test_gpt_rownorm_applied_maps_keep_unit_vectors_after_real_steps():
+    model, recipe = tiny("gpt-rownorm")
+    adamw_steps(model, recipe, steps=5, lr=3e-2)  # large steps: a free gain would drift visibly
+    gains = [m.weight for m in model.modules() if isinstance(m, RMSNorm)]
+    assert gains and all(not g.requires_grad and torch.equal(g, torch.ones_like(g)) for g in gains)
+    for name, (w, info) in applied_maps(model).items():
+        norms = w.norm(dim=info.norm_dim)
+        torch.testing.assert_close(norms, torch.ones_like(norms), rtol=0, atol=1e-6, msg=name)
+
+
+def test_gpt_orth_applied_maps_have_condition_number_one_after_real_steps():
+    model, recipe = tiny("gpt-orth")
+    adamw_steps(model, recipe, steps=5, lr=3e-2)
+    checked = 0
+    for name, (w, info) in applied_maps(model).items():
+        if info.kind in ("embed_in", "embed_out"):
+            continue  # the baseline's embeddings and LM head
+        sv = torch.linalg.svdvals(w)
+        assert (sv.max() / sv.min()).item() == pytest.approx(1.0, abs=1e-6), name
+        checked += 1
+    assert checked == 4 * 7
+    assert named_parameter(model, "norm_out.weight").requires_grad  # the LM head's norm stays the baseline's
+
+
 def test_gpt_orth_init_matches_gpt_frobenius_norms():
     model, _ = tiny("gpt-orth")
     d, L = 64, 4
@@ -378,10 +427,11 @@ def test_recipes_follow_the_paper_and_the_design():
         model, recipe = tiny(arm)
         groups = recipe.param_groups(model, lr=1e-3)
         by_param = _group_of(groups)
-        assert set(by_param) == {id(p) for p in model.parameters()}, arm
+        assert set(by_param) == {id(p) for p in model.parameters() if p.requires_grad}, arm
         assert all(g["lr"] == 1e-3 for g in groups)
         assert recipe.betas == (0.9, 0.95) and recipe.eps == 1e-8
-        decay = {name: by_param[id(p)]["weight_decay"] for name, p in model.named_parameters()}
+        decay = {name: by_param[id(p)]["weight_decay"] for name, p in model.named_parameters()
+                 if p.requires_grad}
         if arm == "ngpt":
             assert recipe.warmup is False and set(decay.values()) == {0.0}
             continue
@@ -389,13 +439,16 @@ def test_recipes_follow_the_paper_and_the_design():
         matrix_decay = 0.0 if arm == "gpt-nowd" else 0.1
         assert decay["embed_in.weight"] == decay["embed_out.weight"] == matrix_decay
         assert decay["layers.2.mlp.o.weight"] == matrix_decay
-        assert decay["layers.2.norm_attn.weight"] == decay["norm_out.weight"] == 0.0
+        gains = ("layers.2.norm_attn.weight", "norm_out.weight")
+        frozen = FROZEN_GAINS.get(arm, ())
+        assert all(decay[g] == 0.0 for g in gains if g not in frozen)
+        assert all(g not in decay and not named_parameter(model, g).requires_grad for g in frozen)
         multipliers = [n for n in decay if n.endswith(("scalar", "mult_row", "mult_col"))]
         assert bool(multipliers) == (arm in ("gpt-lrm", "gpt-scalar", "gpt-orth"))
         assert all(decay[n] == 2e-3 for n in multipliers)
         clipped = {id(p) for p in recipe.clip_parameters(model)}
         named = dict(model.named_parameters())
-        assert clipped == {id(p) for n, p in named.items() if n not in multipliers}
+        assert clipped == {id(p) for n, p in named.items() if n not in multipliers and p.requires_grad}
 
 
 def test_gpt_init_stds():
@@ -469,7 +522,8 @@ def test_bf16_autocast_forward_backward(arm):
     loss.backward()
     assert loss.dtype == torch.float32 and torch.isfinite(loss)
     assert loss.item() == pytest.approx(loss32.item(), abs=0.05)
-    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+    trained = [p for p in model.parameters() if p.requires_grad]  # frozen gains get no gradient
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in trained)
 
 
 def _r50k_cache_file() -> Path | None:

@@ -7,6 +7,11 @@ factor, the nearest (semi-)orthogonal matrix; s is optimised like gpt-scalar's (
 outside gradient clipping). Q is initialised orthogonal and s so that ||s Q||_F equals the Frobenius norm
 gpt's init would give. Embeddings are the baseline's. The weight decay on Q is a no-op: it shrinks Q
 uniformly and the polar factor ignores scale.
+
+The RMSNorm gains in front of the attention and MLP (norm_attn, norm_mlp) are frozen at 1: with a learnable
+gain g the map applied to the normalised input is s Q diag(g), whose condition number is that of diag(g)
+(1.03-1.10 after a few steps), so "conditioning fixed" would hold for the raw matrix only. The final norm
+before the LM head keeps its gain, as the LM head is the baseline's.
 """
 
 from __future__ import annotations
@@ -65,6 +70,12 @@ class OrthLinear(ScaledLinear):
 
 class GPTOrth(GPT):
     linear = OrthLinear  # embeddings and LM head stay the baseline's
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for block in self.layers:
+            block.norm_attn.freeze()  # see the module docstring
+            block.norm_mlp.freeze()
 
 
 @dataclass

@@ -117,6 +117,12 @@ class RMSNorm(nn.Module):
         y = xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + self.eps)
         return (y * self.weight.float()).type_as(x)
 
+    def freeze(self) -> None:
+        """Fix the gain at 1 (no gradient, outside the optimizer): the matrix after this norm is then the
+        whole linear map applied to the normalised input, W diag(g) = W."""
+        nn.init.ones_(self.weight)
+        self.weight.requires_grad_(False)
+
 
 # ----------------------------------------------------------------------------------------------------------
 # Rotary position embeddings (Su et al. 2021, arXiv 2104.09864)

@@ -40,7 +40,7 @@ ARMS: dict[str, Arm] = {
             "gpt with learnable row and column multipliers on every matrix"),
         Arm("gpt-scalar", gpt_scalar.GPTScalar, gpt_scalar.ScalarRecipe, "learned explicitly", "free",
             "gpt with one learnable scalar per matrix"),
-        Arm("gpt-rownorm", gpt_rownorm.Model, gpt_rownorm.RowNormRecipe, "fixed", "free",
+        Arm("gpt-rownorm", gpt_rownorm.GPTRowNorm, gpt_rownorm.RowNormRecipe, "fixed", "free",
             "gpt with nGPT's unit-norm weight constraint after every step"),
         Arm("gpt-orth", gpt_orth.GPTOrth, gpt_orth.OrthRecipe, "learned scalar", "fixed (kappa = 1)",
             "gpt whose attention and MLP matrices are a learned scalar times an orthogonal matrix"),
