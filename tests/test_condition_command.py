@@ -109,6 +109,10 @@ def test_condition_writes_json_and_spectra(tmp_path, params_file):
     assert head["embed_in_norm_cv"] == pytest.approx(norms.std() / norms.mean(), rel=1e-9)
     assert set(doc["headline"]) == {"effective", "renormalized", "underlying"}
     assert doc["headline"]["renormalized"]["embed_in_norm_cv"] == pytest.approx(0.0, abs=1e-12)
+    # references: this checkpoint is the run's step 0 (seed 0, untrained), so its init reference is itself
+    assert doc["reference"]["init"] == {"seed": 0, "headline": doc["headline"]}
+    gaussian = doc["reference"]["gaussian"]["headline"]
+    assert gaussian["attn_condition_median"] > 100 and 2 < gaussian["attn_head_condition_median"] < 4
 
     # the long table: one row per singular value of every matrix, head and variant, plus covariance spectra
     rows = read_spectra(tmp_path / "results" / "conditioning" / f"{spec.name}.spectra.csv")
@@ -151,6 +155,10 @@ def test_multiplier_arm_reports_effective_and_underlying(tmp_path, params_file):
     assert condition(params_file, tmp_path, spec.name) == 0
     doc = strict_json(tmp_path / "results" / "conditioning" / f"{spec.name}.json")
     assert doc["variants"] == ["effective", "renormalized", "underlying"]
+    # the init reference is the unmodified seed-0 model: row multipliers 1, kappa of the raw matrix
+    init = doc["reference"]["init"]["headline"]
+    assert init["effective"]["layer3_q_condition"] == doc["headline"]["underlying"]["layer3_q_condition"]
+    assert init["effective"]["layer4_q_condition"] == doc["headline"]["effective"]["layer4_q_condition"]
     rec = doc["matrices"]["layers.2.attn.q"]["variants"]
     w = q.weight.detach().double().numpy()
     rows = q.mult_row.detach().double().numpy()  # the stored float32 multipliers, exactly

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from ngptlab.cli import main
+from ngptlab.condition.reference import gaussian_condition
 from ngptlab.errors import ResultsError
 from ngptlab.params import enumerate_runs, load_params
 from ngptlab.report import paper, synthetic
@@ -40,8 +41,8 @@ def one_thread():
     torch.set_num_threads(before)
 
 SECTIONS = ["what-was-run", "speedup", "loss-curves", "conditioning", "conditioning-embeddings",
-            "conditioning-layers", "conditioning-layers34", "conditioning-renormalization", "settle-it",
-            "caveats", "provenance"]
+            "conditioning-layers", "conditioning-references", "conditioning-layers34",
+            "conditioning-renormalization", "settle-it", "caveats", "provenance"]
 REVISION = "test-revision"
 
 
@@ -102,7 +103,7 @@ def test_outputs_sections_in_order_and_self_contained(complete):
         assert found == SECTIONS
     # Self-contained: every figure inlined, nothing fetched, no script.
     figures = sorted(p.stem for p in (out / "figures").glob("*.svg"))
-    assert len(figures) == 7  # final loss, loss curves, 4 conditioning, settle (one cell)
+    assert len(figures) == 8  # final loss, loss curves, 5 conditioning, settle (one cell)
     assert len(re.findall(r'<img src="data:image/svg\+xml;base64,', html)) == len(figures)
     assert not re.search(r'(src|href)="(https?:)?//', html)
     assert "<script" not in html and "<link" not in html
@@ -163,6 +164,24 @@ def test_conditioning_tables_follow_the_condition_stage(complete):
     variants = {r["variant"] for r in renorm if r["arm"] == "gpt-scalar"}
     assert variants == {"effective", "renormalized", "underlying"}
     assert {r["variant"] for r in renorm if r["arm"] == "gpt"} == {"effective", "renormalized"}
+
+
+def test_every_headline_kappa_has_its_init_and_gaussian_reference_beside_it(complete):
+    root, _, _ = complete
+    refs = read_csv(root / "reports" / "tables" / "references.csv")
+    assert {r["arm"] for r in refs} == set(synthetic.PLANTED)
+    metrics = {r["metric"] for r in refs}
+    assert "κ attention (whole matrices), median" in metrics and "κ layer 4 K, median over heads" in metrics
+    assert all(r["trained"] and r["init"] and r["gaussian"] for r in refs)
+    gpt = {r["metric"]: r for r in refs if r["arm"] == "gpt"}
+    whole = gpt["κ attention (whole matrices), median"]
+    cond = json.loads((root / "results" / "conditioning" / f"{whole['run']}.json").read_text())
+    assert float(whole["trained"]) == pytest.approx(synthetic.PLANTED["gpt"][1], rel=1e-6)
+    assert float(whole["init"]) == pytest.approx(synthetic.INIT_KAPPA, rel=1e-6)  # planted at init
+    assert float(whole["gaussian"]) == cond["reference"]["gaussian"]["headline"]["attn_condition_median"]
+    assert float(whole["gaussian"]) == gaussian_condition("sv", 64, 64)  # d_model 64 at cpu-4l
+    head = gpt["κ attention, median over heads"]
+    assert float(head["gaussian"]) == gaussian_condition("sv", 16, 64)  # one head: 16 rows of 64
 
 
 def test_verdict_is_drawn_only_from_resolved_comparisons(complete):

@@ -9,6 +9,8 @@ the same (its weights are the last finite state) and marked with its status.
   checkpoint{path, sha256}, settings{singular_tol, sample_rows, seed, device}, variants (analysed, in order),
   conventions (text); no timing (the file is byte-stable: the same checkpoint gives the same bytes),
   headline{<variant>: {...}}            the numbers the report compares (keys: analyse.headline)
+  reference{init{seed, headline{<variant>: {...}}},            the same run's step-0 matrices
+            gaussian{samples, seed, headline{<kappa key>: median}}}   Gaussian matrices of the same shape
   matrices{<name>: {kind, layer (0-based), shape [out, in], norm_dim, n_heads,
       variants{<variant>: {finite, condition_number, singular, sigma_ratio, numerical_rank, stable_rank,
           effective_rank, largest, smallest, vector_norms{mean,std,cv,min,max},
@@ -34,7 +36,9 @@ import torch
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.condition.analyse import SPECTRA_COLUMNS, Settings, analyse_matrices
 from ngptlab.condition.effective import effective_matrices
+from ngptlab.condition.reference import GAUSSIAN_SAMPLES, GAUSSIAN_SEED, gaussian_reference
 from ngptlab.errors import CheckpointError
+from ngptlab.models import build_seeded
 from ngptlab.params import RunSpec, find_run
 from ngptlab.results import read_summary, write_csv, write_json
 
@@ -81,6 +85,19 @@ def _check_config(path: Path, config: dict, spec: RunSpec) -> None:
             raise CheckpointError(f"{path}: checkpoint spec has {wrong}, not those of run {spec.name}")
 
 
+def references(model: torch.nn.Module, spec: RunSpec, settings: Settings) -> dict:
+    """The two references of every headline number (condition/reference.py): the same run's step-0
+    matrices, rebuilt as train builds them, and the Gaussian median for each matrix shape."""
+    scale = model.scale
+    with torch.random.fork_rng(devices=[]), torch.no_grad():  # leave the caller's RNG alone
+        init, _ = build_seeded(spec.arm, scale, model.vocab_size, model.context, spec.seed)
+        at_init = analyse_matrices(effective_matrices(init), settings, progress=False)
+    return {"init": {"seed": spec.seed, "headline": at_init.headline()},
+            "gaussian": {"samples": GAUSSIAN_SAMPLES, "seed": GAUSSIAN_SEED,
+                         "headline": gaussian_reference(scale.d_model, scale.n_head, scale.d_mlp,
+                                                        model.vocab_size)}}
+
+
 def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progress: bool = True) -> dict:
     """Analyse one run's checkpoint and write its two result files; return the JSON document."""
     root = Path(root)
@@ -99,6 +116,7 @@ def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progr
                         device=resolve_device(condition_params["device"]))
     with torch.no_grad():
         analysis = analyse_matrices(effective_matrices(model), settings, progress=progress)
+    reference = references(model, spec, settings)
     del model
 
     final_loss = summary.get("final_val_loss")
@@ -114,6 +132,7 @@ def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progr
         "variants": analysis.variants,
         "conventions": CONVENTIONS,
         "headline": analysis.headline(),
+        "reference": reference,
         "matrices": analysis.matrices,
     }
     json_path, csv_path = output_paths(root, spec.name)

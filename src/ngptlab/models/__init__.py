@@ -7,7 +7,8 @@ grid (`ngptlab plan`) never loads torch; the names below load their module on fi
 from importlib import import_module
 
 _WHERE = {
-    "ARMS": "registry", "Arm": "registry", "build": "registry", "count_parameters": "registry",
+    "ARMS": "registry", "Arm": "registry", "build": "registry", "build_seeded": "registry",
+    "count_parameters": "registry",
     "Recipe": "gpt", "MATRIX_KINDS": "layers", "MatrixInfo": "layers",
     "SCALES": "scales", "Scale": "scales", "resolve_scale": "scales",
     "parameter_count": "size", "train_flops_per_token": "size",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
 from ngptlab.errors import ParamsError
@@ -68,6 +69,14 @@ def build(arm: str, scale: Scale | str, vocab_size: int, context: int) -> tuple[
     recipe = spec.recipe()
     recipe.post_step(model)  # start on the arm's constraint set (unit rows, orthogonal matrices)
     return model, recipe
+
+
+def build_seeded(arm: str, scale: Scale | str, vocab_size: int, context: int,
+                 seed: int) -> tuple[GPT, Recipe]:
+    """The model a run starts from: torch.manual_seed(seed), then build. The train stage starts every run
+    from it and the condition stage rebuilds the same step-0 weights from it as its reference."""
+    torch.manual_seed(seed)
+    return build(arm, scale, vocab_size, context)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -216,6 +216,8 @@ def _conditioning(doc: Document, results: Results) -> None:
         doc.add(Text("Arms without a figure line below, and why:"), Bullets(notes))
     sections = (("Embeddings", "conditioning-embeddings", figures.embeddings, None),
                 ("Every layer", "conditioning-layers", figures.every_layer, tables.conditioning_table),
+                ("Trained, at initialisation, and random", "conditioning-references", figures.references,
+                 tables.reference_table),
                 ("Layers 3 and 4", "conditioning-layers34", figures.layers34, tables.layer34_table),
                 ("Post-hoc renormalization", "conditioning-renormalization", figures.renormalization,
                  tables.renormalization_table))

@@ -406,6 +406,56 @@ def renormalization(results: Results, cell: str) -> Figure | None:
                   "nGPT's conditioning the normalization alone explains.", svg, [r.record.name for r in reps])
 
 
+REFERENCE_METRICS = (("attn_head_condition_median", "attention κ, median over heads"),
+                     ("attn_condition_median", "attention κ (whole), median"),
+                     ("mlp_condition_median", "MLP κ, median"),
+                     ("embed_in_cov_condition", "input embedding covariance κ"))
+
+
+def reference_value(record: RunRecord, source: str, key: str) -> float | None:
+    """A headline κ of the effective matrices: trained, at initialisation (same seed) or the Gaussian median
+    for the same shape; None where the conditioning result has no such number."""
+    if source == "trained":
+        value = record.headline("effective").get(key)
+    else:
+        ref = (record.conditioning or {}).get("reference", {}).get(source, {}).get("headline", {})
+        value = ref.get("effective", {}).get(key) if source == "init" else ref.get(key)
+    return None if value is None else read_float(value)
+
+
+def references(results: Results, cell: str) -> Figure | None:
+    reps = _reps(results, cell)
+    if not reps:
+        return None
+    sources = (("trained", "0.25"), ("init", "0.6"), ("gaussian", "0.88"))
+    with plt.rc_context(RC):
+        fig, axes = _subplots(len(REFERENCE_METRICS), 2, width=4.6, height=2.8)
+        width = 0.27
+        for ax, (key, title) in zip(axes, REFERENCE_METRICS, strict=True):
+            for j, (source, color) in enumerate(sources):
+                xs, ys = [], []
+                for i, rep in enumerate(reps):
+                    value = reference_value(rep.record, source, key)
+                    if value is None or math.isinf(value):
+                        continue
+                    xs.append(i + (j - 1) * width)
+                    ys.append(value)
+                if xs:
+                    ax.bar(xs, ys, width, color=color, edgecolor="black", lw=0.4,
+                           label={"init": "at initialisation", "gaussian": "Gaussian, same shape"}.get(source,
+                                                                                                     source))
+            ax.set_xticks(range(len(reps)), [rep.arm for rep in reps], rotation=30, ha="right")
+            _log_y(ax)
+            ax.set_title(title)
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right center")
+        svg = _save(fig)
+    return Figure(f"references_{cell}", f"Trained against initialisation and random, {cell}",
+                  "Condition numbers of each arm's effective matrices after training, the same run's "
+                  "matrices at initialisation (rebuilt from its seed), and the median for Gaussian "
+                  "matrices of the same shape: a difference between arms that the references share is the "
+                  "shape or the initialisation, not learning.", svg, [r.record.name for r in reps])
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Settle it
 

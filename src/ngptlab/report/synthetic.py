@@ -23,6 +23,7 @@ import yaml
 
 from ngptlab.condition.analyse import SPECTRA_COLUMNS, Analysis, Settings, analyse_matrices
 from ngptlab.condition.command import CONVENTIONS
+from ngptlab.condition.reference import GAUSSIAN_SAMPLES, GAUSSIAN_SEED, gaussian_reference
 from ngptlab.models import SCALES, MatrixInfo
 from ngptlab.params import REPO_ROOT, RunSpec, enumerate_cells, enumerate_runs, load_params, validate_params
 from ngptlab.results import write_csv, write_json
@@ -38,6 +39,7 @@ PLANTED = {
     "gpt-rownorm": (1.3, 3.0e2),
     "gpt-orth": (2.2, 1.0),
 }
+INIT_KAPPA = 50.0  # every arm's planted condition number at initialisation
 VOCAB = 256  # embeddings are [VOCAB, d]: small, so the analysis stays fast
 FAKE_TRAIN_SHA = hashlib.sha256(b"synthetic train.bin").hexdigest()
 FAKE_VAL_SHA = hashlib.sha256(b"synthetic val.bin").hexdigest()
@@ -119,11 +121,11 @@ def _planted(rows: int, cols: int, kappa: float, gen: torch.Generator) -> torch.
     return (u * s) @ v.T
 
 
-def planted_matrices(arm: str, scale_name: str) -> list[MatrixInfo]:
-    """Every matrix a model of this scale has, with the arm's planted condition number."""
+def planted_matrices(arm: str, scale_name: str, kappa: float | None = None) -> list[MatrixInfo]:
+    """Every matrix a model of this scale has, with the arm's planted condition number (or `kappa`)."""
     scale = SCALES[scale_name]
     d, heads = scale.d_model, scale.n_head
-    _, kappa = PLANTED[arm]
+    kappa = PLANTED[arm][1] if kappa is None else kappa
     # A stable seed (Python's hash() of a str changes between processes).
     seed = int(hashlib.sha256(f"{arm} {scale_name}".encode()).hexdigest()[:8], 16)
     gen = torch.Generator().manual_seed(seed)
@@ -149,6 +151,16 @@ def _analysis(arm: str, scale: str, settings: Settings) -> Analysis:
     return analyse_matrices(planted_matrices(arm, scale), settings, progress=False)
 
 
+@lru_cache(maxsize=16)
+def _references(arm: str, scale_name: str, settings: Settings) -> dict:
+    # At initialisation every arm is planted at INIT_KAPPA; the Gaussian medians are the real ones.
+    scale = SCALES[scale_name]
+    at_init = analyse_matrices(planted_matrices(arm, scale_name, INIT_KAPPA), settings, progress=False)
+    return {"init": {"seed": 0, "headline": at_init.headline()},
+            "gaussian": {"samples": GAUSSIAN_SAMPLES, "seed": GAUSSIAN_SEED,
+                         "headline": gaussian_reference(scale.d_model, scale.n_head, scale.d_mlp, VOCAB)}}
+
+
 def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> None:
     """results/conditioning/<run>.json + .spectra.csv, from the real analysis of planted matrices."""
     cond = params["condition"]
@@ -163,7 +175,7 @@ def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "c
         "settings": {"singular_tol": settings.singular_tol, "sample_rows": settings.sample_rows,
                      "seed": settings.seed, "device": settings.device},
         "variants": analysis.variants, "conventions": CONVENTIONS, "headline": analysis.headline(),
-        "matrices": analysis.matrices,
+        "reference": _references(spec.arm, spec.scale, settings), "matrices": analysis.matrices,
     }
     out = root / "results" / "conditioning"
     rows = ((spec.name, *row) for row in analysis.spectra)

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from ngptlab.params import lr_sweep
-from ngptlab.report import paper, views
+from ngptlab.report import figures, paper, views
 from ngptlab.report.load import Results, RunRecord
 from ngptlab.report.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_sha, fmt_text
 from ngptlab.results import read_float
@@ -402,6 +402,36 @@ RENORM_COLUMNS = {
     "embed_in_cov_condition": "κ input emb. cov.",
     "embed_out_cov_condition": "κ output emb. cov.",
 }
+
+
+REFERENCE_KEYS = {**{k: v for k, v in CONDITION_COLUMNS.items() if "condition" in k},
+                  **{f"layer{layer}_{kind}_{what}": f"κ layer {layer} {kind.upper()}{label}"
+                     for layer in PAPER_LAYERS for kind in ("q", "k")
+                     for what, label in (("condition", ""),
+                                         ("head_condition_median", ", median over heads"))}}
+
+
+def reference_table(results: Results) -> Table:
+    """Every headline κ of each arm's representative run beside its two references."""
+    cols = ["cell", "arm", "metric", "trained", "init", "gaussian", "run"]
+    t = Table("references", "Condition numbers: trained, at initialisation, and Gaussian of the same shape",
+              cols, key=["cell", "arm", "metric"],
+              headers={"init": "at initialisation (same seed)", "gaussian": "Gaussian median, same shape"},
+              formats={"cell": fmt_text, "arm": fmt_text, "metric": fmt_text, "run": fmt_text},
+              shown=["cell", "arm", "metric", "trained", "init", "gaussian"],
+              note="Effective matrices. init = the same run's step-0 matrices, rebuilt from its seed exactly "
+                   "as train builds them; gaussian = the median κ of seeded Gaussian matrices of the same "
+                   "shape (condition/reference.py).")
+    for cell in results.cells:
+        for rep in views.representatives(results, cell):
+            r = rep.record
+            if r is None or r.conditioning is None:
+                continue
+            for key, label in REFERENCE_KEYS.items():
+                t.add({"cell": cell, "arm": rep.arm, "metric": label, "run": r.name,
+                       **{source: figures.reference_value(r, source, key)
+                          for source in ("trained", "init", "gaussian")}}, [r.name])
+    return t
 
 
 def renormalization_table(results: Results) -> Table:

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from ngptlab.checkpoint import save_model
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_json_atomic, write_text_atomic
-from ngptlab.models import build, count_parameters, train_flops_per_token
+from ngptlab.models import build_seeded, count_parameters, train_flops_per_token
 from ngptlab.params import RunSpec, run_shape, steps_per_run, warmup_steps
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
@@ -95,9 +95,10 @@ class Trainer:
     def __init__(self, spec: RunSpec, train: dict, shards: Shards, plan: BatchPlan, topo: dist.Topology):
         self.spec, self.train, self.shards, self.plan, self.topo = spec, train, shards, plan, topo
         self.device = topo.device
-        torch.manual_seed(spec.seed)  # same initial weights on every rank (DDP also broadcasts rank 0's)
         self.shape = run_shape(train, spec.scale)
-        self.model, self.recipe = build(spec.arm, self.shape, shards.vocab_size, spec.context)
+        # seeded: the same initial weights on every rank (DDP also broadcasts rank 0's) and in `condition`
+        self.model, self.recipe = build_seeded(spec.arm, self.shape, shards.vocab_size, spec.context,
+                                               spec.seed)
         self.model.to(self.device)
         groups = self.recipe.param_groups(self.model, spec.lr)
         for group in groups:

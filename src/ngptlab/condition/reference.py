@@ -1,0 +1,69 @@
+"""Two references for every headline condition number, so a difference between arms is not read as learned
+when it is the initialisation or merely the matrix's shape.
+
+- init: the same matrices at step 0 of the same run, rebuilt exactly as train builds them
+  (models.registry.build_seeded: torch.manual_seed(seed), then build) and analysed like the trained ones.
+- gaussian: the median condition number of i.i.d. Gaussian matrices of the same shape (GAUSSIAN_SAMPLES
+  seeded float64 samples, cached per shape). For an m x n Gaussian (m >= n) the condition number
+  concentrates near (1 + sqrt(n/m)) / (1 - sqrt(n/m)) (Marchenko-Pastur edges) when m >> n; a square one is
+  heavy-tailed, kappa / n has median ~3.67 (Edelman 1988), e.g. ~235 at 64 x 64. Covariance condition
+  numbers take the covariance of a Gaussian [vocab, d] table. The scale of a matrix does not change its
+  kappa, so the init std does not matter here.
+
+Each reference is a dict keyed like analyse.headline's condition-number keys (HEADLINE_SHAPES).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ngptlab.condition import metrics
+
+GAUSSIAN_SAMPLES = 9
+GAUSSIAN_SEED = 0
+
+
+def headline_shapes(d_model: int, n_head: int, d_mlp: int,
+                    vocab_size: int) -> dict[str, tuple[str, int, int]]:
+    """Headline condition-number key -> (quantity, rows, cols) of the matrix it is measured on:
+    'sv' for a matrix's singular values, 'cov' for the covariance of a [rows, cols] table."""
+    head = d_model // n_head
+    shapes = {
+        "embed_in_cov_condition": ("cov", vocab_size, d_model),
+        "embed_out_cov_condition": ("cov", vocab_size, d_model),
+        "attn_condition_median": ("sv", d_model, d_model),
+        "attn_head_condition_median": ("sv", head, d_model),
+        "mlp_condition_median": ("sv", d_mlp, d_model),
+    }
+    for layer in (3, 4):
+        for kind in ("q", "k"):
+            shapes[f"layer{layer}_{kind}_condition"] = ("sv", d_model, d_model)
+            shapes[f"layer{layer}_{kind}_head_condition_median"] = ("sv", head, d_model)
+    return shapes
+
+
+@lru_cache(maxsize=64)
+def gaussian_condition(quantity: str, rows: int, cols: int, samples: int = GAUSSIAN_SAMPLES,
+                       seed: int = GAUSSIAN_SEED) -> float:
+    """Median condition number of `samples` seeded standard-Gaussian rows x cols matrices (or of their
+    mean-centred covariance, quantity 'cov'), in float64; cached per shape."""
+    gen = np.random.default_rng([seed, rows, cols])  # one stream per shape: independent of call order
+    kappas = []
+    for _ in range(samples):
+        x = gen.standard_normal((rows, cols))
+        if quantity == "cov":
+            values = np.linalg.eigvalsh(np.cov(x, rowvar=False))[::-1]
+        elif quantity == "sv":
+            values = np.linalg.svd(x, compute_uv=False)
+        else:
+            raise ValueError(f"quantity must be 'sv' or 'cov', got {quantity!r}")
+        kappas.append(metrics.condition_number(np.clip(values, 0.0, None), singular_tol=0.0))
+    return float(np.median(kappas))
+
+
+def gaussian_reference(d_model: int, n_head: int, d_mlp: int, vocab_size: int) -> dict[str, float]:
+    """Every headline condition-number key -> the Gaussian median for its matrix shape."""
+    return {key: gaussian_condition(*shape)
+            for key, shape in headline_shapes(d_model, n_head, d_mlp, vocab_size).items()}
