@@ -24,7 +24,13 @@ include: "workflow/rules/speedup.smk"
 include: "workflow/rules/report.smk"
 
 
+# Every file of the grid, not only the report: Snakemake reruns a job whose output exists only for a recorded
+# reason (params, code, input set in .snakemake/metadata), and a fresh clone or a DVC checkout has no such
+# records. Listed here, the files of runs added to the grid are missing targets, so `snakemake` plans
+# exactly them, their cells and the report, with or without metadata (as `dvc status` does).
 rule all:
     input:
         rules.report.output,
+        [path for run in RUNS for path in (*train_outputs(run).values(), *condition_outputs(run).values())],
+        [speedup_output(cell) for cell in CELLS],
     default_target: True

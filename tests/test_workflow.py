@@ -28,6 +28,7 @@ from workflow_support import (
 )
 
 from ngptlab.params import enumerate_cells, enumerate_runs, load_params
+from ngptlab.plan.grid import CELL_GRID_KEYS, GRID_KEYS
 
 PRESETS = sorted(p.stem for p in (REPO / "workflow" / "presets").glob("*.yaml"))
 
@@ -97,8 +98,11 @@ def test_dvc_stages_run_the_same_jobs_with_the_same_outputs(scratch, dry_run):
 def test_dvc_reruns_a_stage_for_the_same_settings_as_snakemake(scratch):
     keys = {s[1]: sorted(s[4]) for s in dvc_stages(scratch)}
     assert keys["train"] == sorted(f"train.{key}" for key in train_settings())
-    for rule in ("prepare", "condition", "speedup", "report"):
+    for rule in ("prepare", "condition"):
         assert keys[rule] == [rule]  # the whole section, as the rule's params.settings
+    # speedup and report also declare the grid keys that decide their inputs (as their params.grid)
+    assert keys["speedup"] == sorted(["speedup", *(f"train.{key}" for key in CELL_GRID_KEYS)])
+    assert keys["report"] == sorted(["report", *(f"train.{key}" for key in GRID_KEYS)])
 
 
 def test_dvc_cache_policy_large_outputs_cached_small_results_committed():

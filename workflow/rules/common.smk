@@ -14,6 +14,7 @@ from snakemake.utils import validate
 
 from ngptlab.errors import ParamsError
 from ngptlab.params import enumerate_cells, enumerate_runs, load_params, validate_params
+from ngptlab.plan.grid import CELL_GRID_KEYS, GRID_KEYS
 
 # `ngptlab` and `torchrun` must come from the environment that runs Snakemake (also inside Slurm jobs,
 # which start `python -m snakemake` with this same interpreter).
@@ -72,6 +73,23 @@ def runs_of_cell(cell):
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Snakemake and DVC agree on what is up to date because neither looks at file times. `dvc commit`, `checkout`
+# and `pull` re-create files with new modification times, so every input goes through `settled()`
+# (Snakemake's `ancient`): a newer input file alone never reruns a job. What does rerun one is what DVC
+# hashes too: a missing output, changed params (the `params` rerun trigger, the same keys as dvc.yaml's
+# `params:`), a changed set of inputs, or an upstream job that runs. Content edits made outside the
+# pipeline are DVC's to see (`dvc status`), through the sha256 of every dependency in dvc.lock.
+
+
+def settled(files):
+    if isinstance(files, dict):
+        return {key: settled(value) for key, value in files.items()}
+    if isinstance(files, (list, tuple)):
+        return [ancient(path) for path in files]
+    return ancient(files)
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Files, one function per stage output (the rules and `rule all` use these, nothing else spells paths)
 
 TOKENS = [f"data/tokens/{SOURCE}/{name}" for name in ("train.bin", "val.bin", "meta.json")]
@@ -102,6 +120,10 @@ def speedup_output(cell):
 # checkpoint_every_tokens, resources) are left out too.
 TRAIN_SETTINGS = ["source", "shapes", "batch_sequences", "warmup_steps", "warmup_max_fraction", "grad_clip",
                   "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss"]
+
+
+# The grid keys are params of the rules whose inputs they decide (speedup: CELL_GRID_KEYS, report: GRID_KEYS),
+# as in dvc.yaml, so both tools rerun the same jobs when the grid changes.
 
 
 def section(name, keys=None):

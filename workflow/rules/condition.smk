@@ -3,9 +3,9 @@
 
 rule condition:
     input:
-        model="runs/{run}/model.safetensors",
-        config="runs/{run}/config.json",
-        summary="results/train/{run}/summary.json",
+        model=ancient("runs/{run}/model.safetensors"),
+        config=ancient("runs/{run}/config.json"),
+        summary=ancient("results/train/{run}/summary.json"),
     output:
         **condition_outputs("{run}"),
     log:

@@ -7,12 +7,12 @@
 
 rule report:
     input:
-        tokens_meta=TOKENS[2],
-        summaries=[train_outputs(run)["summary"] for run in RUNS],
-        metrics=[train_outputs(run)["metrics"] for run in RUNS],
-        conditioning=[condition_outputs(run)["json"] for run in RUNS],
-        spectra=[condition_outputs(run)["spectra"] for run in RUNS],
-        speedups=[speedup_output(cell) for cell in CELLS],
+        tokens_meta=settled(TOKENS[2]),
+        summaries=settled([train_outputs(run)["summary"] for run in RUNS]),
+        metrics=settled([train_outputs(run)["metrics"] for run in RUNS]),
+        conditioning=settled([condition_outputs(run)["json"] for run in RUNS]),
+        spectra=settled([condition_outputs(run)["spectra"] for run in RUNS]),
+        speedups=settled([speedup_output(cell) for cell in CELLS]),
     output:
         markdown="reports/report.md",
         html="reports/report.html",
@@ -24,6 +24,7 @@ rule report:
     params:
         file=PARAMS,
         settings=section("report"),
+        grid=section("train", GRID_KEYS),
     conda:
         CONDA_ENV
     shell:

@@ -2,10 +2,14 @@
 # run of the cell: the speed-up of a partial grid would silently change.
 
 
+def cell_files(kind):
+    return lambda wildcards: settled([train_outputs(run)[kind] for run in runs_of_cell(wildcards.cell)])
+
+
 rule speedup:
     input:
-        summaries=lambda wildcards: [train_outputs(run)["summary"] for run in runs_of_cell(wildcards.cell)],
-        metrics=lambda wildcards: [train_outputs(run)["metrics"] for run in runs_of_cell(wildcards.cell)],
+        summaries=cell_files("summary"),
+        metrics=cell_files("metrics"),
     output:
         speedup_output("{cell}"),
     log:
@@ -13,6 +17,7 @@ rule speedup:
     params:
         file=PARAMS,
         settings=section("speedup"),
+        grid=section("train", CELL_GRID_KEYS),
     conda:
         CONDA_ENV
     shell:

@@ -10,7 +10,7 @@
 
 rule train:
     input:
-        TOKENS,
+        settled(TOKENS),
     output:
         **train_outputs("{run}"),
     log:
