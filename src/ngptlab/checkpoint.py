@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +42,38 @@ def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
 
 
 def atomic_save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
-    """safetensors save_file through a temporary name: never a half-written checkpoint."""
+    """safetensors save_file through a temporary name: never a half-written checkpoint; same tensors and
+    metadata, same bytes."""
     with atomic_path(path) as tmp:
         save_file(tensors, tmp, metadata=metadata)
+        _sort_metadata(Path(tmp))
+
+
+def _sort_metadata(path: Path) -> None:
+    """Rewrite the header with its metadata keys sorted.
+
+    safetensors writes the metadata from a hash map, in an order that changes from one process to the next,
+    so the same checkpoint would hash differently each time it is written. The tensor entries keep their
+    order and offsets; the header is JSON padded with spaces, so sorting keeps its length and the tensor
+    bytes stay where they are (else the data is copied behind a header of the new length).
+    """
+    with open(path, "r+b") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+        metadata = header.pop("__metadata__", None)
+        ordered = {"__metadata__": dict(sorted(metadata.items()))} if metadata else {}
+        text = json.dumps({**ordered, **header}, separators=(",", ":"), ensure_ascii=False).encode()
+        padded = text + b" " * (-(8 + len(text)) % 8)
+        if len(padded) == length:
+            f.seek(8)
+            f.write(padded)
+            return
+        moved = path.with_name(path.name + ".sorted")
+        with open(moved, "wb") as out:
+            out.write(struct.pack("<Q", len(padded)) + padded)
+            f.seek(8 + length)
+            shutil.copyfileobj(f, out, 1 << 24)
+    moved.replace(path)
 
 
 def save_model(path: str | Path, model: torch.nn.Module, config: dict[str, Any]) -> str:

@@ -43,6 +43,10 @@ from ngptlab.train.throughput import mfu
 
 EXIT_RESUMABLE = os.EX_TEMPFAIL  # 75
 
+# Measured, not computed: they differ from one identical run to the next, so they are written to the run's
+# timing file (RunPaths.timing), never to the metrics or summary that downstream stages read.
+TIMING_KEYS = ("tokens_per_s", "mfu")
+
 
 # ----------------------------------------------------------------------------------------------------------
 # Batch arithmetic: the global batch in sequences is fixed by params (the paper: 512 at every context),
@@ -322,10 +326,16 @@ def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan
     main, batch_tokens = topo.is_main, plan.batch_tokens
     started, wall_before = time.perf_counter(), info["wall_s"]
     step = info["step"]
+    first_step = step
     window_s, window_tokens = 0.0, 0
     diagnostics = None
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
                desc=spec.name, disable=not (main and progress), dynamic_ncols=True, file=sys.stderr)
+    if main:
+        resumed = f"resumed from step {step}" if step else "from step 0"
+        _say(f"start {spec.name}: {resumed} of {plan.steps} ({plan.steps * batch_tokens:,} tokens, "
+             f"{plan.batch_tokens:,} per step), arm {spec.arm}, lr {spec.lr:g}, on {topo.device.type} "
+             f"x{topo.world_size}")
 
     def checkpoint() -> None:
         info.update(step=step, wall_s=wall_before + time.perf_counter() - started)
@@ -377,6 +387,10 @@ def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan
             if main:
                 metrics.write(json.dumps(row, allow_nan=False) + "\n")
                 metrics.flush()
+                if evaluate:
+                    elapsed = time.perf_counter() - started
+                    rate = (step - first_step) * batch_tokens / elapsed if elapsed > 0 else 0.0
+                    _say(_eval_line(spec.name, step, plan, row, rate))
             info["metrics_rows"] += 1
             window_s, window_tokens = 0.0, 0
             if diagnostics:
@@ -400,8 +414,35 @@ def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan
     if main:
         _write_outputs(spec, paths, trainer, params, config, info, step * batch_tokens, step, wall_s,
                        diagnostics)
+        final = info["last_val_loss"]
+        outcome = (f"diverged at step {step} ({diagnostics['reason']})" if diagnostics else
+                   f"completed {step} steps, final val loss {final:.4f}" if final is not None else
+                   f"completed {step} steps")
+        _say(f"end {spec.name}: {outcome}; {_clock(wall_s)} of training in all; outputs {paths.summary}")
     dist.barrier(topo)
     return 0
+
+
+def _say(line: str) -> None:
+    """One line for the log, whether or not a progress bar is drawn (Slurm and Snakemake logs have none)."""
+    tqdm.write(f"ngptlab train: {line}", file=sys.stderr)
+
+
+def _eval_line(run: str, step: int, plan: BatchPlan, row: dict, tokens_per_s: float) -> str:
+    """Progress at an evaluation: tokens, losses, throughput since this process started, MFU, ETA."""
+    tokens, total = row["tokens"], plan.steps * plan.batch_tokens
+    val = row.get("val_loss")
+    eta = _clock((total - tokens) / tokens_per_s) if tokens_per_s > 0 else "?"
+    utilisation = f"{row['mfu']:.1%}" if row.get("mfu") is not None else "n/a"
+    return (f"{run} step {step}/{plan.steps} tokens {tokens:,}/{total:,} ({tokens / total:.0%}) "
+            f"train loss {row['train_loss']:.4f} val loss {'n/a' if val is None else f'{val:.4f}'} "
+            f"tok/s {tokens_per_s:,.0f} MFU {utilisation} ETA {eta}")
+
+
+def _clock(seconds: float) -> str:
+    """HH:MM:SS, with a day count in front past 24 hours (a multi-day Slurm job)."""
+    days, rest = divmod(int(seconds), 86400)
+    return (f"{days}d " if days else "") + time.strftime("%H:%M:%S", time.gmtime(rest))
 
 
 def _diagnostics(reason: str, step: int, batch_tokens: int, loss: float, grad_norm: float,
@@ -432,7 +473,12 @@ def _write_outputs(spec: RunSpec, paths: RunPaths, trainer: Trainer, params: dic
     status = "diverged" if diagnostics else "completed"
     sha = save_model(paths.model, trainer.model, config)
     write_json_atomic(paths.config, config)
-    write_text_atomic(paths.metrics, (paths.state_dir / state.METRICS).read_text())
+    rows = [json.loads(line) for line in (paths.state_dir / state.METRICS).read_text().splitlines()]
+    write_json_atomic(paths.timing, {"run": spec.name, "wall_s": round(wall_s, 3), "rows": [
+        {key: row[key] for key in ("step", "tokens", *TIMING_KEYS) if key in row} for row in rows]})
+    write_text_atomic(paths.metrics, "".join(
+        json.dumps({k: v for k, v in row.items() if k not in TIMING_KEYS}, allow_nan=False) + "\n"
+        for row in rows))
     eval_hash = hashlib.sha256(trainer.eval_offsets.tobytes()).hexdigest()
     summary = {
         "run": spec.name,
@@ -441,7 +487,6 @@ def _write_outputs(spec: RunSpec, paths: RunPaths, trainer: Trainer, params: dic
         "final_val_loss": None if diagnostics else finite_or_none(info["last_val_loss"]),
         "tokens": tokens,
         "steps": steps,
-        "wall_s": round(wall_s, 3),
         "n_params": count_parameters(trainer.model),
         "flops_per_token": trainer.flops_per_token,
         "train_flops": trainer.flops_per_token * tokens,

@@ -6,6 +6,11 @@ means the run is done and a rerun is a no-op):
     runs/<run>/config.json            the same config, for people and DVC
     results/train/<run>/metrics.jsonl one row per logged step
     results/train/<run>/summary.json  status, final val loss, tokens, provenance
+    results/timing/<run>.json         wall time, tokens/s and MFU per logged step
+
+Everything under runs/ and results/train/ is a pure function of the run's inputs (the same run trained twice
+gives the same bytes), so downstream stages that read it rerun only when it really changed. Timings differ
+every time: they go to results/timing/, which no stage reads.
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ class RunPaths:
     @property
     def summary(self) -> Path:
         return self.results_dir / "summary.json"
+
+    @property
+    def timing(self) -> Path:
+        return self.results_dir.parent.parent / "timing" / f"{self.results_dir.name}.json"
 
 
 def fingerprint(spec: dict, params: dict, data: dict) -> dict[str, Any]:

@@ -1,0 +1,174 @@
+"""Provenance that survives change: Snakemake and DVC name the same work after a grid change, an edited grid
+without a rewritten plan is never up to date, file times alone never rerun anything, and artifacts are
+byte-stable (same inputs, same bytes; the code revision is the code's).
+
+The workflow tests run the real tools in a scratch copy whose outputs are placeholders recorded with
+`dvc commit`: neither tool reads an artifact to decide what to run, so no training is needed to compare plans.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from dvc.repo import Repo
+from workflow_support import default_params, dvc, git, make_workdir, planned_jobs, snakemake, write_params
+
+from ngptlab.params import enumerate_runs
+
+
+def dvc_stage_of_output(work) -> dict[str, str]:
+    with Repo(str(work)) as repo:
+        return {out.def_path: stage.name for stage in repo.index.stages for out in stage.outs}
+
+
+def snakemake_work(work) -> set[str]:
+    """The DVC stages of the jobs `snakemake -n` plans (every job but `all`)."""
+    by_output = dvc_stage_of_output(work)
+    jobs = planned_jobs(snakemake(work, "--dry-run").stdout)
+    return {by_output[job.outputs[0]] for job in jobs if job.rule != "all"}
+
+
+def dvc_work(work) -> set[str]:
+    return set(json.loads(dvc(work, "status", "--json").stdout or "{}"))
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A scratch clone of the default grid in which every output exists and is recorded in dvc.lock."""
+    work = make_workdir(tmp_path_factory.mktemp("provenance") / "repo")
+    git(work, "init", "-q")
+    for job in planned_jobs(snakemake(work, "--dry-run", "--forceall", "--nolock").stdout):
+        for output in job.outputs:
+            path = work / output
+            if output in ("reports/figures", "reports/tables"):  # directory outputs
+                path.mkdir(parents=True, exist_ok=True)
+                path = path / "placeholder"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(output)
+    dvc(work, "commit", "--force")
+    return work
+
+
+def test_after_dvc_commit_and_new_file_times_both_tools_have_nothing_to_do(recorded):
+    assert dvc_work(recorded) == set() and snakemake_work(recorded) == set()
+    # What `dvc checkout` / `dvc pull` do to the times: inputs newer than the outputs made from them.
+    later = time.time() + 3600
+    for path in [*recorded.glob("data/tokens/*/*"), *recorded.glob("runs/*/*"),
+                 *recorded.glob("results/train/*/*")]:
+        os.utime(path, (later, later))
+    assert snakemake_work(recorded) == set()
+    assert dvc_work(recorded) == set()
+
+
+def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_adds_only_its_work(recorded):
+    params = default_params()
+    old_runs = {run.name for run in enumerate_runs(params)}
+    params["train"]["learning_rates"]["cpu-4l"]["gpt-nowd"].append(1.0e-2)
+    (recorded / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.yaml not rewritten
+
+    cells = sorted(f"speedup@{cell}" for cell in ("cpu-4l-ctx64", "cpu-4l-ctx128"))
+    assert sorted(dvc_work(recorded)) == sorted([*cells, "report"])  # never "up to date"
+    out = dvc(recorded, "repro", check=False)
+    assert out.returncode != 0
+    assert ("results/plan.yaml: stale, it no longer matches the params file; run `ngptlab plan --params "
+            "<params file> --write results/plan.yaml`") in out.stdout + out.stderr
+
+    write_params(recorded, params)  # the documented fix
+    new_runs = {run.name for run in enumerate_runs(params)} - old_runs
+    assert len(new_runs) == 4  # two budgets x two contexts
+    expected = {*(f"{stage}@{run}" for run in new_runs for stage in ("train", "condition")), *cells, "report"}
+    assert dvc_work(recorded) == expected
+    assert snakemake_work(recorded) == expected
+    # `dvc repro --dry` lists the new trainings and no other (it stops where a new checkpoint is needed).
+    out = dvc(recorded, "repro", "--dry", check=False)
+    running = set(re.findall(r"Running stage '([^']+)'", out.stdout))
+    assert running == {f"train@{run}" for run in new_runs}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Byte-stable artifacts
+
+SAVE = """
+import sys, torch
+from ngptlab.checkpoint import atomic_save_tensors
+tensors = {"w": torch.arange(12, dtype=torch.float32).reshape(3, 4), "b": torch.ones(5)}
+meta = {f"key{i}": f"value {i}" for i in range(12)}
+atomic_save_tensors(sys.argv[1], tensors, meta)
+"""
+
+
+def test_the_same_tensors_and_metadata_give_the_same_checkpoint_bytes_in_every_process(tmp_path):
+    # safetensors orders the header metadata per process; each process here would shuffle it differently.
+    paths = [tmp_path / f"{i}.safetensors" for i in range(4)]
+    for path in paths:
+        subprocess.run([sys.executable, "-c", SAVE, str(path)], check=True, env={**os.environ})
+    contents = {path.read_bytes() for path in paths}
+    assert len(contents) == 1
+
+    from safetensors import safe_open
+
+    with safe_open(str(paths[0]), framework="pt") as f:
+        assert f.metadata() == {f"key{i}": f"value {i}" for i in range(12)}
+        assert f.get_tensor("w")[2, 3].item() == 11.0
+
+
+def test_code_revision_is_the_code_not_the_commit(tmp_path):
+    from ngptlab.revision import code_revision
+
+    git(tmp_path, "init", "-q")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "stage.py").write_text("x = 1\n")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "a.json").write_text("{}\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "code and results")
+    before = code_revision(tmp_path)
+    assert before.startswith("code:") and len(before) == len("code:") + 16
+
+    (tmp_path / "results" / "a.json").write_text('{"loss": 3.2}\n')  # results change, then get committed
+    assert code_revision(tmp_path) == before
+    git(tmp_path, "commit", "-q", "-am", "results")
+    assert code_revision(tmp_path) == before
+
+    (tmp_path / "src" / "stage.py").write_text("x = 2\n")  # a code edit: new revision, committed or not
+    edited = code_revision(tmp_path)
+    assert edited != before
+    git(tmp_path, "commit", "-q", "-am", "code")
+    assert code_revision(tmp_path) == edited
+
+
+def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(tmp_path):
+    from test_train_support import make_params, run_name, run_train, write_shards
+    from test_train_support import write_params as write_train_params
+
+    params = make_params(budgets=[4096], arms=["gpt"], learning_rates={"cpu-4l": {"gpt": [3e-3]}})
+    name = run_name("gpt", 4096)
+    roots = [tmp_path / "first", tmp_path / "second"]
+    logs = []
+    for root in roots:
+        write_shards(root)
+        write_train_params(root, params)
+        proc = run_train(root, name)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        logs.append(proc.stderr)
+    outputs = [f"runs/{name}/model.safetensors", f"runs/{name}/config.json",
+               f"results/train/{name}/summary.json", f"results/train/{name}/metrics.jsonl"]
+    for output in outputs:
+        assert (roots[0] / output).read_bytes() == (roots[1] / output).read_bytes(), output
+    assert (roots[0] / "results" / "timing" / f"{name}.json").is_file()
+
+    # Without a progress bar (--no-progress, as in every rule), the log still says what happens.
+    lines = [line for line in logs[0].splitlines() if line.startswith("ngptlab train: ")]
+    assert lines[0].startswith(f"ngptlab train: start {name}: from step 0 of 8 (4,096 tokens")
+    evals = [line for line in lines if " step " in line and " ETA " in line]
+    assert len(evals) == 2  # eval_every_tokens 2048 of 4096
+    assert re.search(r"step 4/8 tokens 2,048/4,096 \(50%\) train loss \d+\.\d{4} val loss \d+\.\d{4} "
+                     r"tok/s [\d,]+ MFU n/a ETA \d\d:\d\d:\d\d$", evals[0])
+    assert lines[-1].startswith(f"ngptlab train: end {name}: completed 8 steps, final val loss ")
