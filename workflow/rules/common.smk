@@ -112,6 +112,11 @@ def speedup_output(cell):
     return f"results/speedup/{cell}.json"
 
 
+def cell_files(kind):
+    """The input function of a cell's `kind` train output ("summary", "metrics") over all its runs."""
+    return lambda wildcards: settled([train_outputs(run)[kind] for run in runs_of_cell(wildcards.cell)])
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Settings whose change must rerun a stage's jobs: Snakemake's `params` rerun trigger, and the same keys in
 # dvc.yaml's `params:` (tests/test_workflow.py checks that both name the same keys). The grid lists are

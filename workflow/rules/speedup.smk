@@ -2,10 +2,6 @@
 # run of the cell: the speed-up of a partial grid would silently change.
 
 
-def cell_files(kind):
-    return lambda wildcards: settled([train_outputs(run)[kind] for run in runs_of_cell(wildcards.cell)])
-
-
 rule speedup:
     input:
         summaries=cell_files("summary"),
