@@ -51,7 +51,9 @@ def recorded(tmp_path_factory):
                 path.mkdir(parents=True, exist_ok=True)
                 path = path / "placeholder"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(output)
+            path.write_text(json.dumps({"file": output, "final_val_loss": 3.25}) if output.endswith(".json")
+                            else output)
+    (work / "reports" / "figures" / "loss.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
     dvc(work, "commit", "--force")
     return work
 
@@ -172,3 +174,24 @@ def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(
     assert re.search(r"step 4/8 tokens 2,048/4,096 \(50%\) train loss \d+\.\d{4} val loss \d+\.\d{4} "
                      r"tok/s [\d,]+ MFU n/a ETA \d\d:\d\d:\d\d$", evals[0])
     assert lines[-1].startswith(f"ngptlab train: end {name}: completed 8 steps, final val loss ")
+
+
+def test_losses_and_speedups_are_dvc_metrics_and_the_figures_dvc_plots(recorded, tmp_path):
+    run = next(iter(enumerate_runs(default_params()))).name
+    cell = next(iter(enumerate_cells(default_params())))
+    shown = json.loads(dvc(recorded, "metrics", "show", "--json").stdout)
+    metrics = next(iter(shown.values()))["data"]
+    assert metrics[f"results/train/{run}/summary.json"]["data"]["final_val_loss"] == 3.25
+    assert f"results/speedup/{cell}.json" in metrics
+
+    git(recorded, "add", "-A")
+    git(recorded, "commit", "-q", "-m", "recorded")
+    summary = recorded / "results" / "train" / run / "summary.json"
+    summary.write_text(json.dumps({"final_val_loss": 3.0}))
+    diff = json.loads(dvc(recorded, "metrics", "diff", "HEAD", "--json").stdout)
+    change = diff[f"results/train/{run}/summary.json"]["final_val_loss"]
+    assert (change["old"], change["new"]) == (3.25, 3.0)
+
+    out = dvc(recorded, "plots", "diff", "HEAD", "--out", str(tmp_path / "plots")).stdout
+    assert (tmp_path / "plots" / "index.html").is_file(), out
+    assert "loss.svg" in (tmp_path / "plots" / "index.html").read_text()

@@ -109,7 +109,7 @@ def test_dvc_cache_policy_large_outputs_cached_small_results_committed():
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     for name, stage in stages.items():
         body = stage.get("do", stage)
-        for out in body["outs"]:
+        for out in body.get("outs", []) + body.get("metrics", []):
             path, opts = (out, {}) if isinstance(out, str) else next(iter(out.items()))
             committed = path.startswith("results/") or path.endswith("/meta.json")
             assert opts.get("cache", True) == (not committed), (name, path)
