@@ -158,8 +158,9 @@ def test_conditioning_tables_follow_the_condition_stage(complete):
         assert rows[arm]["run"].endswith("-t262144-lr0.003-s0")  # best lr, largest budget, smallest seed
     layers = read_csv(root / "reports" / "tables" / "layers34.csv")
     paper_rows = [r for r in layers if r["source"].startswith("paper")]
-    quoted = {(r["arm"], float(r["layer3_q_condition"]), float(r["layer3_k_condition"])) for r in paper_rows}
-    assert quoted == {("gpt", 1.6e6, 1.9e6), ("ngpt", 3.76, 4.50)}
+    quoted = {(r["arm"], float(r["layer3_q_condition"]), float(r["layer3_k_condition"]),
+               float(r["layer4_q_condition"]), float(r["layer4_k_condition"])) for r in paper_rows}
+    assert quoted == {("gpt", 1.6e6, 1.9e6, 1500.19, 1378.61), ("ngpt", 3.76, 4.50, 3.043, 2.861)}
     renorm = read_csv(root / "reports" / "tables" / "renormalization.csv")
     variants = {r["variant"] for r in renorm if r["arm"] == "gpt-scalar"}
     assert variants == {"effective", "renormalized", "underlying"}
@@ -398,6 +399,12 @@ def test_paper_numbers_file_has_every_number_with_its_source():
         assert paper.where(entry) and entry["checked"]
     assert paper.paper_speedup(64) is None
     assert paper.paper_condition("ngpt", 3)["q"] == 3.76 and paper.paper_condition("gpt", 3)["k"] == 1.9e6
+    # layer 4 from Fig. 12, layer 3 from Fig. 11; speed-up Section 3.1, conditioning 3.2
+    assert paper.paper_condition("gpt", 4)["q"] == 1500.19 and paper.paper_condition("ngpt", 4)["k"] == 2.861
+    assert paper.where(paper.paper_condition("gpt", 4)) == "Sec. 3.2, Fig. 12"
+    assert paper.where(paper.paper_condition("ngpt", 3)) == "Sec. 3.2, Fig. 11"
+    assert paper.where(paper.paper_speedup(1024)) == "Sec. 3.1, Fig. 2"
+    assert paper.paper_figure("renormalized")["figure"] == "10"
 
 
 def test_number_formatting():

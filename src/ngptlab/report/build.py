@@ -1,4 +1,4 @@
-"""The report's content: sections in issue 7's order, each from tables and figures, with text that states
+"""The report's content: sections in the report's order, each from tables and figures, with text that states
 only what the numbers show.
 
 Order: what was run; the speed-up; the loss curves; conditioning (embeddings, every layer, layers 3 and 4,
@@ -322,7 +322,7 @@ def _caveats(doc: Document, results: Results, long: tables.Table) -> None:
     items.append("The rank correlations across arms rest on few arms per cell and treat a bound as its bound "
                  "value; they describe, they do not test.")
     for entry in paper.paper_numbers()["condition"][:1]:
-        items.append(f"The paper's layer-3 condition numbers: {entry['checked']}.")
+        items.append(f"The paper's layer-3 and layer-4 condition numbers: {entry['checked']}.")
     items.append("The paper's page numbers are not given where the PDF was not checked "
                  "(src/ngptlab/report/paper_numbers.yaml records how each number was checked).")
     doc.add(Bullets(items))

@@ -37,7 +37,7 @@ def _number(path: Path, entry: dict, key: str) -> None:
 
 
 def where(entry: dict) -> str:
-    """'Sec. 4.1, Fig. 2' from an entry's `where` mapping (page only when known)."""
+    """'Sec. 3.1, Fig. 2' from an entry's `where` mapping (page only when known)."""
     loc = entry.get("where", {})
     parts = []
     if loc.get("section"):

@@ -378,12 +378,15 @@ def layer34_table(results: Results) -> Table:
               note="κ = whole-matrix condition number; 'heads med.' = median over heads of the per-head "
                    "condition numbers. The paper's values are given once per matrix; which of the two it "
                    "is is not restated in its text we used, so both of ours are shown. Paper rows: "
-                   + "; ".join(f"{e['arm']} {e['scale']}: {paper.where(e)}"
+                   + "; ".join(f"{e['arm']} {e['scale']} layer {e['layer']}: {paper.where(e)}"
                                for e in paper.paper_numbers()["condition"]))
+    paper_rows: dict[tuple[str, str], dict] = {}  # one row per (arm, scale), its layers side by side
     for entry in paper.paper_numbers()["condition"]:
-        values = {"source": f"paper ({entry['scale']})", "cell": None, "arm": entry["arm"], "run": None}
+        values = paper_rows.setdefault((entry["arm"], entry["scale"]), {
+            "source": f"paper ({entry['scale']})", "cell": None, "arm": entry["arm"], "run": None})
         for kind in ("q", "k"):
             values[f"layer{entry['layer']}_{kind}_condition"] = float(entry[kind])
+    for values in paper_rows.values():
         t.add(values, [])
     for cell in results.cells:
         for rep in views.representatives(results, cell):
