@@ -1,4 +1,4 @@
-"""The seven arms: parameter counts against the paper, RoPE, nGPT's invariants, the probe arms' defining
+"""The arms: parameter counts against the paper, RoPE, nGPT's invariants, the probe arms' defining
 properties, the optimizer recipes, checkpoints, and that every arm learns. Tiny scales, CPU, fp32."""
 
 from __future__ import annotations
@@ -262,6 +262,53 @@ def test_ngpt_invariants_hold_after_real_optimizer_steps():
     torch.testing.assert_close(model.embed_in.weight.norm(dim=1), torch.ones(VOCAB), rtol=0, atol=1e-5)
 
 
+def _block_outputs(model, seed: int = 99) -> list[torch.Tensor]:
+    hidden = []
+    hooks = [layer.register_forward_hook(lambda m, a, out: hidden.append(out)) for layer in model.layers]
+    with torch.no_grad():
+        model(random_batch(seed)[0])
+    for hook in hooks:
+        hook.remove()
+    return hidden
+
+
+def test_ngpt_freew_keeps_unit_hidden_states_but_frees_the_weights():
+    model, recipe = tiny("ngpt-freew")
+    _assert_unit_along_norm_dim(model.matrices())  # it starts where ngpt starts
+    adamw_steps(model, recipe, steps=3)
+    drift = max((i.weight.norm(dim=i.norm_dim) - 1).abs().max().item() for i in model.matrices())
+    assert drift > 1e-3  # no post-step normalisation: the steps moved the norms
+    for h in _block_outputs(model):  # hidden states still on the unit sphere after every block
+        torch.testing.assert_close(h.norm(dim=-1), torch.ones(h.shape[:2]), rtol=0, atol=1e-5)
+    assert recipe.weight_decay == 0.0 and recipe.warmup is False  # the rest of nGPT's recipe
+    ngpt, _ = tiny("ngpt")
+    assert [n for n, _ in ngpt.named_parameters()] == [n for n, _ in model.named_parameters()]
+
+
+def test_gpt_qknorm_normalises_queries_and_keys_per_head():
+    model, recipe = tiny("gpt-qknorm")
+    attn = model.layers[1].attn
+    seen = {}
+    original = attn.transform_qk
+
+    def spy(q, k):
+        seen["q"], seen["k"] = out = original(q, k)
+        return out
+
+    attn.transform_qk = spy
+    with torch.no_grad():
+        model(random_batch(3)[0])
+    head_dim = attn.head_dim
+    for t in seen.values():  # [B, T, H, K]: unit RMS over each head's K values (gains 1 at init)
+        rms = t.pow(2).mean(dim=-1).sqrt()
+        torch.testing.assert_close(rms, torch.ones_like(rms), rtol=0, atol=1e-4)
+        assert t.shape[-1] == head_dim
+    before = attn.q_norm.weight.clone()
+    adamw_steps(model, recipe, steps=2)
+    assert not torch.equal(before, attn.q_norm.weight)  # the gains are learned
+    assert attn.q_norm.weight.shape == (head_dim,)
+
+
 def test_gpt_rownorm_fixes_weights_but_not_hidden_states():
     model, recipe = tiny("gpt-rownorm")
     adamw_steps(model, recipe, steps=3)
@@ -432,7 +479,7 @@ def test_recipes_follow_the_paper_and_the_design():
         assert recipe.betas == (0.9, 0.95) and recipe.eps == 1e-8
         decay = {name: by_param[id(p)]["weight_decay"] for name, p in model.named_parameters()
                  if p.requires_grad}
-        if arm == "ngpt":
+        if arm in ("ngpt", "ngpt-freew"):
             assert recipe.warmup is False and set(decay.values()) == {0.0}
             continue
         assert recipe.warmup is True

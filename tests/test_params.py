@@ -38,7 +38,7 @@ def _edit(edit) -> dict:
 
 def test_default_params_are_valid():
     params = load_params(REPO_ROOT / "params.yaml")
-    assert params["train"]["arms"] == allowed_arms()  # the smoke grid runs all seven arms
+    assert params["train"]["arms"] == allowed_arms()  # the smoke grid runs every arm
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_default_params_are_valid():
          "train.budgets[1]: -5 must be >= 1"),
         (lambda p: p["train"].update(arms=["gpt", "ngtp"]),
          "train.arms[1]: 'ngtp' is not allowed; allowed values: gpt, gpt-nowd, ngpt, gpt-lrm, gpt-scalar, "
-         "gpt-rownorm, gpt-orth"),
+         "gpt-rownorm, gpt-orth, gpt-qknorm, ngpt-freew"),
         (lambda p: p["train"].update(scales=["2B"]),
          "train.scales: unknown scale '2B'; named scales: cpu-4l, cpu-8l, gpu-small, 0.5B, 1B; "
          "train.shapes: cpu-4l (define a new one under train.shapes)"),
@@ -203,6 +203,6 @@ def test_cli_rejects_bad_params_before_anything_runs(tmp_path: Path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"ngptlab plan: error: {bad}: train.arms[1]: 'ngtp' is not allowed; allowed values: gpt, gpt-nowd, "
-        "ngpt, gpt-lrm, gpt-scalar, gpt-rownorm, gpt-orth"
+        "ngpt, gpt-lrm, gpt-scalar, gpt-rownorm, gpt-orth, gpt-qknorm, ngpt-freew"
     ]
     assert sorted(tmp_path.rglob("*")) == before

@@ -1,7 +1,8 @@
 """The arms and the one way to build them: (arm, scale, vocab size, context) -> (model, recipe).
 
 Together gpt, gpt-rownorm, gpt-orth and ngpt are the 2x2 {norm free, fixed} x {conditioning free, fixed};
-gpt-nowd, gpt-lrm and gpt-scalar control for weight decay and for learning the norms explicitly.
+gpt-nowd, gpt-lrm and gpt-scalar control for weight decay and for learning the norms explicitly; gpt-qknorm
+is the modern baseline (QK-norm) and ngpt-freew separates nGPT's hidden-state from its weight normalisation.
 """
 
 from __future__ import annotations
@@ -13,7 +14,17 @@ import torch
 from torch import nn
 
 from ngptlab.errors import ParamsError
-from ngptlab.models import gpt, gpt_lrm, gpt_nowd, gpt_orth, gpt_rownorm, gpt_scalar, ngpt
+from ngptlab.models import (
+    gpt,
+    gpt_lrm,
+    gpt_nowd,
+    gpt_orth,
+    gpt_qknorm,
+    gpt_rownorm,
+    gpt_scalar,
+    ngpt,
+    ngpt_freew,
+)
 from ngptlab.models.gpt import GPT, Recipe
 from ngptlab.models.scales import Scale, resolve_scale
 
@@ -45,6 +56,10 @@ ARMS: dict[str, Arm] = {
             "gpt with nGPT's unit-norm weight constraint after every step"),
         Arm("gpt-orth", gpt_orth.GPTOrth, gpt_orth.OrthRecipe, "learned scalar", "fixed (kappa = 1)",
             "gpt whose attention and MLP matrices are a learned scalar times an orthogonal matrix"),
+        Arm("gpt-qknorm", gpt_qknorm.GPTQKNorm, gpt.Recipe, "free", "free",
+            "gpt with q and k RMS-normalised per head (QK-norm), the modern baseline"),
+        Arm("ngpt-freew", ngpt_freew.NGPTFreeW, ngpt_freew.FreeWeightsRecipe, "free (weights)", "free",
+            "nGPT's hidden-state normalisation and block update, weights left free"),
     )
 }
 

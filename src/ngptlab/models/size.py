@@ -52,6 +52,8 @@ ARM_EXTRA: dict[str, Callable[[Scale, int], int]] = {
     "gpt-scalar": lambda s, v: 7 * s.n_layer + 1,  # one scalar per block matrix and on the input embedding
     "gpt-orth": lambda s, v: 7 * s.n_layer,  # one scalar per block matrix; embeddings are the baseline's
     "ngpt": lambda s, v: ngpt_parameters(s, v) - gpt_parameters(s, v),
+    "gpt-qknorm": lambda s, v: 2 * s.n_layer * s.head_dim,  # q and k RMSNorm gains (head_dim) per block
+    "ngpt-freew": lambda s, v: ngpt_parameters(s, v) - gpt_parameters(s, v),  # nGPT's, weights free
 }
 
 

@@ -12,7 +12,7 @@ VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
 
 # Arms whose recipe does not warm up (Recipe.warmup False in their model file; tests/test_plan.py checks
 # this set against the registry, which plan does not import because it loads torch).
-ARMS_WITHOUT_WARMUP = frozenset({"ngpt"})
+ARMS_WITHOUT_WARMUP = frozenset({"ngpt", "ngpt-freew"})
 
 
 def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: float) -> list[dict]:
