@@ -53,8 +53,8 @@ def test_paper_plan_sweeps_learning_rates_per_context():
     sweeps = {(r["context"], r["arm"]): sorted(x["lr"] for x in rows
                                                if (x["context"], x["arm"]) == (r["context"], r["arm"]))
               for r in rows}
-    assert sweeps[(1024, "gpt")] == [7.5e-4, 1.5e-3, 3.0e-3]
-    assert sweeps[(8192, "gpt")] == [1.5e-3, 3.0e-3, 6.0e-3]
+    assert sweeps[(1024, "gpt")] == [3.75e-4, 7.5e-4, 1.5e-3, 3.0e-3]
+    assert sweeps[(8192, "gpt")] == [7.5e-4, 1.5e-3, 3.0e-3, 6.0e-3]
     assert len({tuple(v) for (c, _), v in sweeps.items() if c == 4096}) == 1  # equal for every arm
 
 
