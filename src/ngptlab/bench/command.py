@@ -11,6 +11,7 @@ import importlib
 BENCHMARKS = {
     "tokenize": "tokens/s and peak memory of `prepare` against a nanoGPT-style datasets.map baseline",
     "step": "median training step time of every arm against gpt at the same shape",
+    "workflow": "seconds `snakemake -n` and `dvc status` take to plan a preset's grid, against their targets",
 }
 
 

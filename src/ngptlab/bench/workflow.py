@@ -1,0 +1,81 @@
+"""`ngptlab bench workflow`: how long `snakemake -n` and `dvc status` take to plan a preset's grid.
+
+Both run in a scratch copy of the workflow (the Snakefile, dvc.yaml, workflow/, the code DVC hashes) with the
+preset applied as `make preset` does (params.yaml and results/plan.yaml), inside its own git repository as
+DVC requires, and with no outputs: every job and every stage is planned. Each command runs `--repeat` times;
+the median is compared with its target (the paper preset, 1521 jobs: 10 s for `snakemake -n`, 20 s for
+`dvc status`). Read the ratios: the times vary with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ngptlab.params import REPO_ROOT
+
+COPIED = ("Snakefile", "dvc.yaml", "workflow", "slurm", "src", ".dvc/config", ".dvcignore")
+TARGETS_S = {"snakemake -n": 10.0, "dvc status": 20.0}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", default="paper", help="workflow/presets/<name>.yaml (default: paper)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each command (default 3)")
+
+
+def scratch_copy(dest: Path, preset: str) -> Path:
+    for name in COPIED:
+        src, target = REPO_ROOT / name, dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            target.symlink_to(os.readlink(src))
+        elif src.is_dir():
+            shutil.copytree(src, target, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake"))
+        elif src.exists():
+            shutil.copy2(src, target)
+    preset_file = REPO_ROOT / "workflow" / "presets" / f"{preset}.yaml"
+    if not preset_file.is_file():
+        raise SystemExit(f"ngptlab bench workflow: no preset {preset_file}")
+    shutil.copy2(preset_file, dest / "params.yaml")
+    bin_dir = Path(sys.executable).parent
+    plan = [str(bin_dir / "ngptlab"), "plan", "--params", "params.yaml", "--write", "results/plan.yaml"]
+    subprocess.run(plan, cwd=dest, check=True, capture_output=True)
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    return dest
+
+
+def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return elapsed, proc.stdout
+
+
+def run(args: argparse.Namespace, params: dict) -> int:
+    bin_dir = Path(sys.executable).parent
+    commands = {"snakemake -n": [str(bin_dir / "snakemake"), "--dry-run", "--nolock", "--quiet", "all"],
+                "dvc status": [str(bin_dir / "dvc"), "status"]}
+    with tempfile.TemporaryDirectory(prefix="ngptlab-bench-workflow-") as tmp:
+        work = scratch_copy(Path(tmp), args.preset)
+        print(f"preset {args.preset}: scratch copy {work}, {args.repeat} runs each, median")
+        print(f"{'command':<14} {'median s':>9} {'target s':>9} {'ratio':>7}")
+        for name, cmd in commands.items():
+            times = []
+            for _ in range(args.repeat):
+                elapsed, _ = timed(cmd, work)
+                times.append(elapsed)
+            median = statistics.median(times)
+            target = TARGETS_S[name]
+            print(f"{name:<14} {median:>9.1f} {target:>9.0f} {median / target:>7.2f}")
+    return 0
