@@ -155,3 +155,43 @@ def test_head_blocks_and_norm_distribution():
     assert dist["mean"] == 2.5 and dist["quantiles"]["0.5"] == 2.5 and dist["quantiles"]["1"] == 4.0
     assert dist["cv"] == pytest.approx(np.std([1, 2, 3, 4]) / 2.5)
     assert sum(dist["histogram"]["counts"]) == 4
+
+
+def test_pairwise_cosine_distribution_is_the_dot_product_panel():
+    g = torch.Generator().manual_seed(5)
+    e = torch.randn(40, 8, generator=g, dtype=torch.float64) + 0.5
+    cosines = metrics.pairwise_cosines(e, 1000, seed=0)
+    unit = (e / e.norm(dim=1, keepdim=True)).numpy()
+    brute = [float(unit[i] @ unit[j]) for i in range(40) for j in range(i + 1, 40)]
+    np.testing.assert_allclose(cosines, brute, rtol=0, atol=1e-14)
+    dist = metrics.cosine_distribution(cosines)
+    assert dist["count"] == 40 * 39 // 2 and sum(dist["histogram"]["counts"]) == dist["count"]
+    assert dist["histogram"]["edges"][0] == -1.0 and dist["histogram"]["edges"][-1] == 1.0
+    assert dist["mean"] == pytest.approx(metrics.anisotropy(e, 1000, seed=0), rel=1e-14)
+
+
+def test_per_head_spectra_of_a_planted_multi_head_matrix_match_numpy():
+    """Figs. 11-12 are per-head spectra: every head's singular values, its kappa and the median over heads."""
+    from ngptlab.condition.analyse import Settings, analyse_matrices
+    from ngptlab.models import MatrixInfo
+
+    head_kappas = [3.0, 30.0, 300.0, 3000.0]  # head h: singular values from 1 down to 1 / kappa_h
+    blocks = [planted(np.geomspace(1.0, 1.0 / k, 8), (8, 32), seed=h) for h, k in enumerate(head_kappas)]
+    q = np.vstack(blocks)  # [4 heads x 8 rows, 32]
+    info = MatrixInfo("layers.2.attn.q", "q", 2, torch.from_numpy(q), None, norm_dim=1, n_heads=4)
+    analysis = analyse_matrices([info], Settings(singular_tol=1e-12, sample_rows=16, seed=0), progress=False)
+    heads = analysis.matrices["layers.2.attn.q"]["variants"]["effective"]["heads"]
+    np.testing.assert_allclose(heads["condition_number"], head_kappas, rtol=1e-9)
+    assert heads["condition_number_median"] == pytest.approx(np.median(head_kappas), rel=1e-9)
+    whole = np.linalg.svd(q, compute_uv=False)
+    record = analysis.matrices["layers.2.attn.q"]["variants"]["effective"]
+    assert record["condition_number"] == pytest.approx(whole[0] / whole[-1], rel=1e-9)
+    # the spectra rows: one series per head (head 0..3) and the whole matrix (head -1), sorted descending
+    for h, block in enumerate(blocks):
+        rows = [r for r in analysis.spectra if r[3] == "effective" and r[4] == h]
+        expected = np.linalg.svd(block, compute_uv=False)
+        np.testing.assert_allclose([r[7] for r in rows], expected, rtol=1e-12)
+        np.testing.assert_allclose([r[8] for r in rows], expected / np.median(expected), rtol=1e-12)
+    headline = analysis.headline()["effective"]
+    assert headline["layer3_q_head_condition_median"] == heads["condition_number_median"]
+    assert headline["layer3_q_condition"] == record["condition_number"]

@@ -167,6 +167,21 @@ def test_conditioning_tables_follow_the_condition_stage(complete):
     assert {r["variant"] for r in renorm if r["arm"] == "gpt"} == {"effective", "renormalized"}
 
 
+def test_figures_mirror_the_papers_per_head_spectra_and_fig4_panels(complete):
+    root, _, _ = complete
+    figs = root / "reports" / "figures"
+    layers34 = (figs / "layers34_cpu-4l-ctx1024.svg").read_text()
+    for layer in (3, 4):
+        for kind in "QK":
+            assert f"layer {layer}: sorted singular values for heads of {kind}" in layers34
+    # one line per head (4 heads at cpu-4l) and arm, in each of the 4 panels
+    assert layers34.count('<path d="M') >= 4 * 4 * len(synthetic.PLANTED)
+    embeddings = (figs / "embeddings_cpu-4l-ctx1024.svg").read_text()
+    for name in ("input", "output"):
+        for panel in ("row norms", "covariance eigenvalues", "pairwise dot products"):
+            assert f"{name} embeddings: {panel}" in embeddings
+
+
 def test_every_headline_kappa_has_its_init_and_gaussian_reference_beside_it(complete):
     root, _, _ = complete
     refs = read_csv(root / "reports" / "tables" / "references.csv")

@@ -117,7 +117,9 @@ def analyse_matrix(info: MatrixInfo, weight: torch.Tensor, variant: str,
             "smallest": cov.smallest,
             "median": float(np.median(eig)),
         }
-        record["anisotropy"] = metrics.anisotropy(weight, settings.sample_rows, settings.seed)
+        cosines = metrics.pairwise_cosines(weight, settings.sample_rows, settings.seed)
+        record["anisotropy"] = float(cosines.mean()) if cosines.size else math.nan
+        record["pairwise_cosine"] = metrics.cosine_distribution(cosines)
         rows += _spectrum_rows(info.name, info.kind, info.layer, variant, -1, "cov_eigenvalue", eig)
     return record, rows
 

@@ -18,7 +18,8 @@ the same (its weights are the last finite state) and marked with its status.
                                                                               (q, k, v only)
           row_norms{count,mean,std,cv,quantiles{q: v},histogram{edges,counts}},
           covariance{condition_number, singular, eigenvalue_ratio, numerical_rank, largest, smallest,
-                     median}, anisotropy                                       (embeddings only)}}}}
+                     median}, anisotropy, pairwise_cosine{count, mean, histogram{edges, counts}}
+                                                                               (embeddings only)}}}}
   A numerically singular condition number is the string "inf" (never a huge float); null = not applicable.
 <run>.spectra.csv (long format): run, matrix, kind, layer (-1 for embeddings), variant, head (-1 = whole
   matrix), quantity (singular_value | cov_eigenvalue), index (0 = largest), value, value_over_median.

@@ -137,8 +137,8 @@ def covariance_eigenvalues(embedding: torch.Tensor, device: str | torch.device =
     return np.clip(eig, 0.0, None).copy()
 
 
-def anisotropy(embedding: torch.Tensor, sample_rows: int, seed: int) -> float:
-    """Mean pairwise cosine similarity over a fixed random sample of rows (each row not with itself).
+def pairwise_cosines(embedding: torch.Tensor, sample_rows: int, seed: int) -> np.ndarray:
+    """Cosine similarity of every pair of distinct rows (i < j) of a fixed random sample of rows.
 
     The sample is a pure function of (seed, number of rows, sample_rows), so every run with the same
     vocabulary is measured on the same tokens. Zero rows count as cosine 0.
@@ -146,13 +146,25 @@ def anisotropy(embedding: torch.Tensor, sample_rows: int, seed: int) -> float:
     n = embedding.shape[0]
     k = min(sample_rows, n)
     if k < 2:
-        return math.nan
+        return np.empty(0)
     idx = np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
     rows = embedding.detach()[torch.from_numpy(idx)].to(torch.float64)
     unit = renormalize(rows, norm_dim=1)
-    gram = unit @ unit.T
-    off_diagonal_sum = float(gram.sum() - torch.diagonal(gram).sum())
-    return off_diagonal_sum / (k * (k - 1))
+    gram = (unit @ unit.T).cpu().numpy()
+    return gram[np.triu_indices(k, 1)]
+
+
+def anisotropy(embedding: torch.Tensor, sample_rows: int, seed: int) -> float:
+    """Mean pairwise cosine similarity over a fixed random sample of rows (each row not with itself)."""
+    cosines = pairwise_cosines(embedding, sample_rows, seed)
+    return float(cosines.mean()) if cosines.size else math.nan
+
+
+def cosine_distribution(cosines: np.ndarray, bins: int = 40) -> dict:
+    """Mean and a histogram on [-1, 1] of pairwise cosines (the paper's Fig. 4 dot-product panel)."""
+    counts, edges = np.histogram(cosines, bins=bins, range=(-1.0, 1.0))
+    return {"count": int(cosines.size), "mean": float(cosines.mean()) if cosines.size else math.nan,
+            "histogram": {"edges": edges.tolist(), "counts": counts.tolist()}}
 
 
 def head_blocks(weight: torch.Tensor, n_heads: int) -> list[torch.Tensor]:

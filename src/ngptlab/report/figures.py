@@ -270,9 +270,9 @@ def embeddings(results: Results, cell: str) -> Figure | None:
     if not reps:
         return None
     with plt.rc_context(RC):
-        fig, axes = _subplots(4, 2, width=3.6, height=2.6)
+        fig, axes = _subplots(6, 3, width=3.2, height=2.6)
         for row, kind in enumerate(("embed_in", "embed_out")):
-            ax_norm, ax_eig = axes[2 * row], axes[2 * row + 1]
+            ax_norm, ax_eig, ax_cos = axes[3 * row], axes[3 * row + 1], axes[3 * row + 2]
             for rep in reps:
                 rec = _matrix(rep.record, kind, None)
                 hist = (rec or {}).get("row_norms", {}).get("histogram")
@@ -285,6 +285,11 @@ def embeddings(results: Results, cell: str) -> Figure | None:
                 if eig is not None:
                     ax_eig.plot(np.arange(1, len(eig) + 1), eig, color=arm_color(rep.arm), lw=1,
                                 label=rep.arm)
+                cos = (rec or {}).get("pairwise_cosine", {}).get("histogram")
+                if cos:
+                    counts = np.asarray(cos["counts"], float)
+                    ax_cos.stairs(counts / max(counts.sum(), 1), np.asarray(cos["edges"], float),
+                                  color=arm_color(rep.arm), label=rep.arm)
             name = "input" if kind == "embed_in" else "output"
             ax_norm.set_title(f"{name} embeddings: row norms")
             ax_norm.set_xlabel("norm")
@@ -293,12 +298,17 @@ def embeddings(results: Results, cell: str) -> Figure | None:
             ax_eig.set_xlabel("index (sorted)")
             ax_eig.set_ylabel("eigenvalue / median")
             _log_y(ax_eig)
+            ax_cos.set_title(f"{name} embeddings: pairwise dot products")
+            ax_cos.set_xlabel("cosine of two rows")
+            ax_cos.set_ylabel("fraction of pairs")
         _arm_legend(fig, [rep.arm for rep in reps])
         svg = _save(fig)
     return Figure(f"embeddings_{cell}", f"Embeddings, {cell}",
-                  "As the paper's Fig. 4: distribution of the embedding row norms, and the eigenvalues of "
-                  "the mean-centred covariance of the embeddings, sorted, over their median. A flat "
-                  "spectrum is a well-conditioned embedding.", svg, [r.record.name for r in reps])
+                  "As the paper's Fig. 4: distribution of the embedding row norms, the eigenvalues of "
+                  "the mean-centred covariance of the embeddings, sorted, over their median (a flat "
+                  "spectrum is a well-conditioned embedding), and the distribution of the dot products of "
+                  "pairs of unit-normalised rows of a fixed sample (centred on 0 = isotropic).", svg,
+                  [r.record.name for r in reps])
 
 
 def every_layer(results: Results, cell: str) -> Figure | None:
@@ -351,23 +361,28 @@ def layers34(results: Results, cell: str) -> Figure | None:
         for ax, (layer, kind) in zip(axes, [(3, "q"), (3, "k"), (4, "q"), (4, "k")], strict=True):
             drawn = False
             for rep in reps:
-                sv = spectrum(rep.record, kind, "singular_value", layer=layer - 1)
-                if sv is None:
-                    continue
-                ax.plot(np.arange(1, len(sv) + 1), sv, color=arm_color(rep.arm), lw=1, label=rep.arm)
-                drawn = True
+                entry = _matrix(rep.record, kind, layer - 1)
+                for head in range(len((entry or {}).get("heads", {}).get("condition_number", []))):
+                    sv = spectrum(rep.record, kind, "singular_value", layer=layer - 1, head=head)
+                    if sv is None:
+                        continue
+                    ax.plot(np.arange(1, len(sv) + 1), sv, color=arm_color(rep.arm), lw=0.8, alpha=0.7,
+                            label=rep.arm if head == 0 else None)
+                    drawn = True
             if not drawn:
                 _empty(ax, f"no layer {layer} in this model")
                 continue
             _log_y(ax)
-            ax.set_title(f"layer {layer}, {kind.upper()}: singular values")
+            ax.set_title(f"layer {layer}: sorted singular values for heads of {kind.upper()}")
             ax.set_xlabel("index (sorted)")
-            ax.set_ylabel("σ / median σ")
+            ax.set_ylabel("σ / median σ of the head")
         _arm_legend(fig, [rep.arm for rep in reps])
         svg = _save(fig)
     return Figure(f"layers34_{cell}", f"Layers 3 and 4, {cell}",
-                  "As the paper's Figs. 11-12: singular values of the query and key matrices at layers 3 "
-                  "and 4 (1-based), over their median; the table below gives their condition numbers.",
+                  "As the paper's Figs. 11-12: the sorted singular values of every head of the query and "
+                  "key matrices at layers 3 and 4 (1-based), one line per head, each over its median; the "
+                  "table below gives the whole-matrix and per-head-median condition numbers beside the "
+                  "paper's.",
                   svg, [r.record.name for r in reps])
 
 
