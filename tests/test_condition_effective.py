@@ -22,7 +22,7 @@ VOCAB = 96
 ARM_PARTS = {
     "gpt": {"gain"}, "gpt-nowd": {"gain"}, "gpt-rownorm": {"gain"},
     "gpt-lrm": {"gain", "rowcol"}, "gpt-scalar": {"gain", "scalar"}, "gpt-orth": {"gain", "scalar"},
-    "ngpt": {"s_out"},
+    "ngpt": {"s_out"}, "gpt-qknorm": {"gain"}, "ngpt-freew": {"s_out"},
 }
 
 

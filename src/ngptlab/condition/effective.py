@@ -16,7 +16,9 @@ The effective matrix of a weight is the linear map the forward pass applies to i
   (Section 2.1).
 
 Left out, because they are not part of a linear map of the normalised input: nGPT's s_qk (applied after
-Norm(q), Section 2.3.2) and the eigen learning rates alpha (on the residual update, eqs. 10-11).
+Norm(q), Section 2.3.2), gpt-qknorm's per-head q/k RMSNorm gains (after the normalisation of q and k) and
+the eigen learning rates alpha (on the residual update, eqs. 10-11). gpt-rownorm and gpt-orth freeze their
+RMSNorm gains at 1, so their effective maps are their constrained matrices.
 Embeddings are a lookup: their effective matrix is the table as the arm scales it (W), with no input norm.
 
 The raw parameter (`underlying`) is analysed as a second variant, for every arm.
