@@ -120,3 +120,16 @@ def test_extend_sweeps_stops_at_the_cap(tmp_path, capsys):
     assert load_params(params_file)["train"]["learning_rates"] == params["train"]["learning_rates"]
     assert "cpu-4l ctx64 ngpt: best lr at the bottom of its sweep, which already has 3 values" in \
         capsys.readouterr().out
+
+
+def test_plan_notes_unequal_sweeps(tmp_path, capsys):
+    from ngptlab.cli import main
+
+    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params["train"]["learning_rates"]["cpu-4l"]["gpt"] = [1e-2]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    assert main(["plan", "--params", str(path)]) == 0
+    assert "note: cpu-4l ctx128: unequal learning-rate sweeps (gpt 1, gpt-nowd 3," in capsys.readouterr().out
+    assert main(["plan", "--params", str(REPO_ROOT / "params.yaml")]) == 0  # the default: equal sweeps
+    assert "unequal" not in capsys.readouterr().out

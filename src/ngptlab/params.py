@@ -220,6 +220,18 @@ def lr_sweep(train: dict, scale: str, context: int, arm: str) -> list[float]:
     return [float(lr) for lr in (sweep[f"ctx{context}"] if isinstance(sweep, dict) else sweep)]
 
 
+def lopsided_sweeps(train: dict) -> list[str]:
+    """One line per (scale, context) whose arms do not all get the same number of learning rates: a
+    comparison that tunes some arms more than others is not a fair one."""
+    lines = []
+    for scale, context in itertools.product(train["scales"], train["contexts"]):
+        sizes = {arm: len(lr_sweep(train, scale, context, arm)) for arm in train["arms"]}
+        if len(set(sizes.values())) > 1:
+            counts = ", ".join(f"{arm} {n}" for arm, n in sizes.items())
+            lines.append(f"{scale} ctx{context}: unequal learning-rate sweeps ({counts})")
+    return lines
+
+
 def tokens_per_step(train: dict, context: int) -> int:
     """Tokens per optimizer step: the global batch is a number of sequences at every context."""
     return train["batch_sequences"] * context

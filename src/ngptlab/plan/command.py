@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ngptlab.params import enumerate_cells, enumerate_runs
+from ngptlab.params import enumerate_cells, enumerate_runs, lopsided_sweeps
 from ngptlab.plan.estimate import estimate_runs
 from ngptlab.plan.extend import DEFAULT_CAP, extend_sweeps
 from ngptlab.plan.grid import check_grid_file, write_grid_file
@@ -74,6 +74,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
               f"{r['lr']:>8.3g} {r['train_flops']:>9.2e} {r['gpu_hours']:>8.3g}")
     print("-" * len(header))
     print(f"batch: {params['train']['batch_sequences']} sequences per step at every context")
+    for line in lopsided_sweeps(params["train"]):
+        print(f"note: {line}; a fair comparison gives every arm as many")
     print(f"{len(rows)} runs in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
           f"{total_gpu_hours:.4g} GPU-hours at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")
     return 0
