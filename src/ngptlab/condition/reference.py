@@ -4,7 +4,8 @@ when it is the initialisation or merely the matrix's shape.
 - init: the same matrices at step 0 of the same run, rebuilt exactly as train builds them
   (models.registry.build_seeded: torch.manual_seed(seed), then build) and analysed like the trained ones.
 - gaussian: the median condition number of i.i.d. Gaussian matrices of the same shape (GAUSSIAN_SAMPLES
-  seeded float64 samples, cached per shape). For an m x n Gaussian (m >= n) the condition number
+  seeded float64 samples, cached per shape: 33 for a matrix, whose kappa is heavy-tailed when it is square,
+  5 for a covariance of a tall table, which concentrates). For an m x n Gaussian (m >= n) the condition number
   concentrates near (1 + sqrt(n/m)) / (1 - sqrt(n/m)) (Marchenko-Pastur edges) when m >> n; a square one is
   heavy-tailed, kappa / n has median ~3.67 (Edelman 1988), e.g. ~235 at 64 x 64. Covariance condition
   numbers take the covariance of a Gaussian [vocab, d] table. The scale of a matrix does not change its
@@ -21,7 +22,7 @@ import numpy as np
 
 from ngptlab.condition import metrics
 
-GAUSSIAN_SAMPLES = 9
+GAUSSIAN_SAMPLES = {"sv": 33, "cov": 5}
 GAUSSIAN_SEED = 0
 
 
@@ -45,20 +46,21 @@ def headline_shapes(d_model: int, n_head: int, d_mlp: int,
 
 
 @lru_cache(maxsize=64)
-def gaussian_condition(quantity: str, rows: int, cols: int, samples: int = GAUSSIAN_SAMPLES,
+def gaussian_condition(quantity: str, rows: int, cols: int, samples: int | None = None,
                        seed: int = GAUSSIAN_SEED) -> float:
-    """Median condition number of `samples` seeded standard-Gaussian rows x cols matrices (or of their
-    mean-centred covariance, quantity 'cov'), in float64; cached per shape."""
+    """Median condition number of `samples` (default GAUSSIAN_SAMPLES[quantity]) seeded standard-Gaussian
+    rows x cols matrices (or of their mean-centred covariance, quantity 'cov'), in float64; cached."""
+    if quantity not in GAUSSIAN_SAMPLES:
+        raise ValueError(f"quantity must be 'sv' or 'cov', got {quantity!r}")
+    samples = GAUSSIAN_SAMPLES[quantity] if samples is None else samples
     gen = np.random.default_rng([seed, rows, cols])  # one stream per shape: independent of call order
     kappas = []
     for _ in range(samples):
         x = gen.standard_normal((rows, cols))
         if quantity == "cov":
             values = np.linalg.eigvalsh(np.cov(x, rowvar=False))[::-1]
-        elif quantity == "sv":
-            values = np.linalg.svd(x, compute_uv=False)
         else:
-            raise ValueError(f"quantity must be 'sv' or 'cov', got {quantity!r}")
+            values = np.linalg.svd(x, compute_uv=False)
         kappas.append(metrics.condition_number(np.clip(values, 0.0, None), singular_tol=0.0))
     return float(np.median(kappas))
 
