@@ -109,11 +109,11 @@ def default_params() -> dict:
 # The end-to-end tests' own grid: the default params.yaml with a smaller grid, so that running it through
 # Snakemake, Slurm and DVC costs about a minute of CPU each, while still exercising every rule and stage:
 # two arms (the baseline and nGPT), the default's first context, two budgets 4x apart (so there is a
-# speed-up to estimate), and one learning rate (1.0) at which gpt diverges within its first steps (train
-# loss > train.diverge_loss), so the diverged path runs too. `make` still runs the default grid.
-E2E_ARMS = ("gpt", "ngpt")
+# speed-up to estimate), two learning rates per arm, one of which (gpt at 1.0) diverges within its first
+# steps (train loss > train.diverge_loss), so the diverged path runs too; every other run completes.
+# `make` still runs the default grid.
 E2E_BUDGETS = (2048, 8192)
-E2E_LEARNING_RATES = (3.0e-3, 1.0)
+E2E_LEARNING_RATES = {"gpt": (3.0e-3, 1.0), "ngpt": (3.0e-3, 1.0e-2)}
 E2E_DIVERGING = ("gpt", 1.0)  # (arm, learning rate) whose runs diverge
 
 
@@ -121,10 +121,10 @@ def e2e_params() -> dict:
     params = default_params()
     train = params["train"]
     scale = train["scales"][0]
-    train.update(scales=[scale], contexts=train["contexts"][:1], arms=list(E2E_ARMS),
+    train.update(scales=[scale], contexts=train["contexts"][:1], arms=list(E2E_LEARNING_RATES),
                  budgets=list(E2E_BUDGETS), eval_every_tokens=min(E2E_BUDGETS),
                  checkpoint_every_tokens=min(E2E_BUDGETS))
-    train["learning_rates"] = {scale: {arm: list(E2E_LEARNING_RATES) for arm in E2E_ARMS}}
+    train["learning_rates"] = {scale: {arm: list(lrs) for arm, lrs in E2E_LEARNING_RATES.items()}}
     train["resources"] = {scale: train["resources"][scale]}
     return params
 
