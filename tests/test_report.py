@@ -436,3 +436,13 @@ def test_inline_markup_is_escaped():
 def test_synthetic_params_are_valid_params(complete):
     _, params, params_path = complete
     assert load_params(params_path) == params
+
+
+def test_grid_table_states_the_protocol(complete):
+    root, params, _ = complete
+    grid = {r["item"]: r["value"] for r in read_csv(root / "reports" / "tables" / "grid.csv")}
+    train = params["train"]
+    assert grid["batch (sequences, at every context)"] == f"{train['batch_sequences']:,}"
+    assert grid["warmup (steps, arms that warm up)"] == (
+        f"{train['warmup_steps']:,}, at most {train['warmup_max_fraction']:.0%} of a run's steps")
+    assert grid["learning rates (cpu-4l, context 1024)"].startswith("gpt 0.003, 0.01")

@@ -46,6 +46,9 @@ def grid_table(results: Results) -> Table:
             t.add({"item": f"learning rates ({scale}, context {context})", "value": lrs})
     t.add({"item": "seeds", "value": ", ".join(str(s) for s in train["seeds"])})
     t.add({"item": "batch (sequences, at every context)", "value": f"{train['batch_sequences']:,}"})
+    t.add({"item": "warmup (steps, arms that warm up)",
+           "value": f"{train['warmup_steps']:,}, at most {train['warmup_max_fraction']:.0%} of a run's "
+                    "steps"})
     counts = views.status_counts(list(results.runs.values()))
     t.add({"item": "runs", "value": f"{len(all_runs)} in the grid: {counts['completed']} completed, "
            f"{counts['diverged']} diverged, {counts['missing']} missing"}, all_runs)
