@@ -1,13 +1,14 @@
 """The report's content: sections in the report's order, each from tables and figures, with text that states
 only what the numbers show.
 
-Order: what was run; the speed-up; the loss curves; conditioning (embeddings, every layer, layers 3 and 4,
-post-hoc renormalization); settle it; caveats; provenance.
+Order: what was run; the speed-up; the loss curves; conditioning (embeddings, every layer, trained vs init
+vs random, layers 3 and 4, post-hoc renormalization); settle it; caveats; provenance.
 
 Claims are guarded twice. A grid whose largest budget is below report.min_budget_for_claims says, at the
 top and in the settle-it section, that it is too small to conclude anything. And a comparison is called
 "faster" or "slower" only when its whole interval (or bound) lies on one side of 1
-(tables.compare_to_baseline); a single seed gives no interval, so no comparison is resolved.
+(tables.compare_to_baseline): a '<1' bound is "slower"; a single seed's point estimate has no interval and
+is not resolved.
 """
 
 from __future__ import annotations
@@ -205,7 +206,13 @@ def _conditioning(doc: Document, results: Results) -> None:
     doc.add(Text(
         f"The matrices of each arm's best run at the largest budget ({largest:,} tokens; smallest seed), "
         "analysed by ngptlab.condition in float64: condition number κ = σmax/σmin (∞ when numerically "
-        "singular), per head for Q, K and V as in the paper. Layers are numbered from 1 as in the paper."))
+        "singular), per head for Q, K and V as in the paper. Layers are numbered from 1 as in the paper. "
+        "Every arm's matrix is its effective matrix, one definition for all: the linear map the forward "
+        "pass applies to its normalised input (multipliers, scalars, nGPT's s_u, s_v and s_z, and the "
+        "gain of the RMSNorm in front of it), formed in float64 (src/ngptlab/condition/effective.py); the "
+        "raw parameter is analysed as a second variant. Every headline κ has two references beside it: "
+        "the same run's matrices at initialisation (rebuilt from its seed) and the median κ of Gaussian "
+        "matrices of the same shape."))
     stale = [n for n, r in results.runs.items() if r.stale_conditioning]
     if stale:
         doc.add(Callout("Conditioning results analysed a checkpoint other than the one the run's summary "
