@@ -132,7 +132,8 @@ def planted_matrices(arm: str, scale_name: str, kappa: float | None = None) -> l
 
     def info(name, kind, layer, shape, norm_dim, n_heads=None) -> MatrixInfo:
         weight = _planted(*shape, kappa if kind not in ("embed_in", "embed_out") else 10 * kappa, gen).float()
-        underlying = 3.0 * weight if arm in ("gpt-lrm", "gpt-scalar", "gpt-orth") else None
+        # the raw parameter, analysed for every arm: rescaled where the arm has multipliers or a scalar
+        underlying = 3.0 * weight if arm in ("gpt-lrm", "gpt-scalar", "gpt-orth") else weight
         return MatrixInfo(name, kind, layer, weight, underlying, norm_dim, n_heads)
 
     out = [info("embed_in", "embed_in", None, (VOCAB, d), 1)]
