@@ -123,7 +123,13 @@ def test_presets_are_complete_params_files():
     train = paper["train"]
     assert train["scales"] == ["0.5B", "1B"] and train["contexts"] == [1024, 4096, 8192]
     assert train["arms"] == default_params()["train"]["arms"]  # every arm
-    assert train["batch_tokens"] == 512 * 1024  # 512 sequences at 1k (see the preset's note)
+    assert train["batch_sequences"] == 512  # the paper's batch at every context (see the preset's note)
+    assert train["warmup_steps"] == 2000  # the paper's Table 3 for GPT
+    # Learning rates per context, the same sweep for every arm.
+    for scale, sweeps in train["learning_rates"].items():
+        assert set(sweeps) == set(train["arms"]), scale
+        assert all(set(sweep) == {"ctx1024", "ctx4096", "ctx8192"} for sweep in sweeps.values()), scale
+        assert len({yaml.safe_dump(sweep) for sweep in sweeps.values()}) == 1, scale
     assert min(train["budgets"]) <= 10e9 and max(train["budgets"]) >= 500e9
     source = paper["prepare"]["source"]
     assert (source["kind"], source["dataset"], source["split"]) == ("hf", "Skylion007/openwebtext", "train")
@@ -139,7 +145,9 @@ def test_applied_preset_plans_its_grid_in_snakemake_and_dvc(preset, tmp_path):
     assert counts == expected_counts(params)
     assert len(dvc_stages(work)) == sum(counts.values()) - 1  # every job but `all`
     if preset == "paper":
-        assert sum(counts.values()) == 1521  # 756 runs x (train + condition) + 6 cells + prepare, report, all
+        # 2 scales x 3 contexts x 9 arms x 6 budgets x 4 learning rates = 1296 runs:
+        # 1296 x (train + condition) + 6 cells + prepare, report, all
+        assert sum(counts.values()) == 2601
 
 
 def test_config_overrides_are_refused_because_the_stages_would_not_see_them(scratch):
