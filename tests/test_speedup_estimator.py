@@ -144,6 +144,10 @@ def test_measurable_range_is_set_by_the_budget_range():
     out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 3.0}, curve=log_linear), "gpt", 0, 0)
     assert out["targets"][0]["at_largest_budget"] is True
     assert out["targets"][0]["measurable"] == [1.0, 64.0]  # budgets 1024 .. 65536
+    assert summarize_seeds([Estimate(1.0, "<")], 100, 0)["note"] == "a bound: no interval"  # one seed
+    two = summarize_seeds([Estimate(1.0, "<"), Estimate(0.5)], 100, 0)
+    assert (two["display"], two["note"]) == ("<0.75", "mean of bounds and point estimates is itself a bound; "
+                                                      "no interval")
     assert measurable_range(32768, [8192, 32768]) == [1.0, 4.0]  # budgets 4x apart: only (1, 4)
     # a speed-up outside the range is a bound, never a number
     out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 5.0}, curve=log_linear, budgets=[16384, 65536]),

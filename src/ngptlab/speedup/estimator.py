@@ -106,7 +106,8 @@ def summarize_seeds(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, 
     mean = Estimate(float(values.mean()), bounds.pop() if bounds else None)
     out.update(mean.as_dict())
     if mean.bound is not None:
-        out["note"] = "mean of bounds and point estimates is itself a bound; no interval"
+        out["note"] = ("a bound: no interval" if len(values) == 1
+                       else "mean of bounds and point estimates is itself a bound; no interval")
     elif len(values) >= 2 and n_bootstrap > 0:
         rng = np.random.default_rng(seed)
         means = values[rng.integers(0, len(values), size=(n_bootstrap, len(values)))].mean(axis=1)
