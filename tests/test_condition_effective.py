@@ -87,7 +87,7 @@ def test_effective_matrix_is_the_hand_built_float64_product(arm):
     model = perturbed(arm)
     if arm in ARM_PARTS:
         assert parts_of(model) == ARM_PARTS[arm]
-    infos = effective_matrices(model)
+    infos = list(effective_matrices(model))
     assert [i.name for i in infos] == [i.name for i in model.matrices()]
     for info in infos:
         assert info.weight.dtype == torch.float64 and info.underlying.dtype == torch.float64

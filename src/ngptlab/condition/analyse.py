@@ -132,12 +132,13 @@ def matrix_variants(info: MatrixInfo) -> list[tuple[str, torch.Tensor]]:
     return out
 
 
-def analyse_matrices(matrices: Iterable[MatrixInfo], settings: Settings, progress: bool = True) -> Analysis:
-    """Analyse every matrix (MatrixInfo) in every variant it has."""
-    matrices = list(matrices)
+def analyse_matrices(matrices: Iterable[MatrixInfo], settings: Settings, progress: bool = True,
+                     total: int | None = None) -> Analysis:
+    """Analyse every matrix (MatrixInfo) in every variant it has. `matrices` is consumed one at a time, so a
+    generator keeps one float64 matrix in memory at once (total: its length, for the progress bar)."""
     analysis = Analysis()
     seen_variants: set[str] = set()
-    for info in tqdm(matrices, desc="condition", unit="matrix", disable=not progress):
+    for info in tqdm(matrices, desc="condition", unit="matrix", total=total, disable=not progress):
         if info.name in analysis.matrices:
             raise ValueError(f"duplicate matrix name {info.name!r} in model.matrices()")
         entry = {"kind": info.kind, "layer": info.layer, "shape": list(info.weight.shape),

@@ -27,6 +27,7 @@ The raw parameter (`underlying`) is analysed as a second variant, for every arm.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn
@@ -76,20 +77,28 @@ def output_scale(model: nn.Module, name: str) -> Tensor | None:
     return None
 
 
+def _f64(t: Tensor | None) -> Tensor | None:
+    return None if t is None else t.detach().to(torch.float64)
+
+
+def effective_matrix(model: nn.Module, name: str) -> Tensor:
+    """W_eff of matrix `name` in float64 (the module docstring). The model itself is left as it was."""
+    module64 = copy.deepcopy(model.get_submodule(name)).to(torch.float64)  # its multipliers in float64 too
+    weight = module64.effective_weight().detach()
+    scale, gain = _f64(output_scale(model, name)), _f64(input_gain(model, name))
+    if scale is not None:
+        weight = scale[:, None] * weight
+    if gain is not None:
+        weight = weight * gain[None, :]
+    return weight
+
+
 @torch.no_grad()
-def effective_matrices(model: nn.Module) -> list[MatrixInfo]:
+def effective_matrices(model: nn.Module) -> Iterator[MatrixInfo]:
     """Every matrix of `model` (model.matrices() order) with `weight` = W_eff and `underlying` = the raw
-    parameter, both float64. The model itself is left as it was."""
-    model64 = copy.deepcopy(model).to(torch.float64)
-    infos = []
-    for info in model64.matrices():
-        weight = info.weight
-        scale, gain = output_scale(model64, info.name), input_gain(model64, info.name)
-        if scale is not None:
-            weight = scale[:, None] * weight
-        if gain is not None:
-            weight = weight * gain[None, :]
-        raw = model64.get_submodule(info.name).weight.detach()
-        infos.append(MatrixInfo(name=info.name, kind=info.kind, layer=info.layer, weight=weight,
-                                underlying=raw, norm_dim=info.norm_dim, n_heads=info.n_heads))
-    return infos
+    parameter, both float64; one at a time, so a large model never has all of them in float64 at once."""
+    for info in model.matrices():
+        yield MatrixInfo(name=info.name, kind=info.kind, layer=info.layer,
+                         weight=effective_matrix(model, info.name),
+                         underlying=_f64(model.get_submodule(info.name).weight), norm_dim=info.norm_dim,
+                         n_heads=info.n_heads)
