@@ -1,6 +1,7 @@
 # ngptlab: does nGPT train faster, and is conditioning why? The whole experiment as one DAG.
 #
-#   prepare -> train (one job per run) -> condition (per run) -> speedup (per cell) -> report
+#   prepare -> train (one job per run) -> condition (per run) -> speedup (per cell) -> evaluate (per cell)
+#   -> report
 #
 # The experiment is params.yaml (see workflow/presets/ for bigger ones); each rule runs one
 # `ngptlab <verb>` and lives in workflow/rules/<verb>.smk. dvc.yaml runs the same rules one by one.
@@ -21,6 +22,7 @@ include: "workflow/rules/prepare.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/condition.smk"
 include: "workflow/rules/speedup.smk"
+include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -33,4 +35,5 @@ rule all:
         rules.report.output,
         [path for run in RUNS for path in (*train_outputs(run).values(), *condition_outputs(run).values())],
         [speedup_output(cell) for cell in CELLS],
+        [evaluate_output(cell) for cell in CELLS],
     default_target: True

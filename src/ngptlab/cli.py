@@ -1,5 +1,5 @@
-"""`ngptlab <verb>`: one subcommand per pipeline stage (prepare, train, condition, speedup, report) plus
-`plan` (validate params, list the runs) and `bench` (speed benchmarks).
+"""`ngptlab <verb>`: one subcommand per pipeline stage (prepare, train, condition, evaluate, speedup,
+report) plus `plan` (validate params, list the runs) and `bench` (speed benchmarks).
 
 Each verb lives in `ngptlab/<verb>/command.py`, which provides `configure(parser)` for its own options and
 `run(args, params) -> int`. This module only loads and validates the params file and dispatches, so every
@@ -20,6 +20,7 @@ VERBS = {
     "prepare": "tokenize a text source into uint16 GPT-2 BPE shards under data/tokens/<source>/",
     "train": "train one run of the grid into runs/<run>/ and results/train/<run>/",
     "condition": "analyse the conditioning of one run's weights into results/conditioning/",
+    "evaluate": "zero-shot accuracy of a cell's selected runs through lm-evaluation-harness",
     "speedup": "estimate the token speed-up of every arm for one (scale, context) cell",
     "report": "render reports/report.md and report.html from results/",
     "plan": "validate the params file and list the runs it describes",

@@ -112,6 +112,10 @@ def speedup_output(cell):
     return f"results/speedup/{cell}.json"
 
 
+def evaluate_output(cell):
+    return f"results/evaluate/{cell}.json"
+
+
 def cell_files(kind):
     """The input function of a cell's `kind` train output ("summary", "metrics") over all its runs."""
     return lambda wildcards: settled([train_outputs(run)[kind] for run in runs_of_cell(wildcards.cell)])

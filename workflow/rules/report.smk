@@ -13,6 +13,7 @@ rule report:
         conditioning=settled([condition_outputs(run)["json"] for run in RUNS]),
         spectra=settled([condition_outputs(run)["spectra"] for run in RUNS]),
         speedups=settled([speedup_output(cell) for cell in CELLS]),
+        evaluations=settled([evaluate_output(cell) for cell in CELLS]),
     output:
         markdown="reports/report.md",
         html="reports/report.html",

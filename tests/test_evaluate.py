@@ -1,0 +1,220 @@
+"""`evaluate`: the lm-eval adapter, the offline tasks, real lm-eval runs on tiny byte-level models.
+
+The models here read bytes (vocabulary 256) so that they train in seconds; the adapter takes any encoder,
+the stage gives it GPT-2's BPE. Documents are words over disjoint letter sets per topic, so a model that has
+learned anything picks the continuation in its passage's letters: the continuation task separates a trained
+model from one at initialisation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ngptlab.errors import ParamsError
+from ngptlab.evaluate.adapter import NgptlabLM
+from ngptlab.evaluate.command import check_tasks, evaluate_model, select_runs, task_manager
+from ngptlab.evaluate.tasks import (CONTINUATION, EOT_TOKEN, LASTWORD, OFFLINE_TASKS, TaskSettings,
+                                    build_offline_tasks, split_documents)
+from ngptlab.models import build_seeded
+from ngptlab.models.scales import shape_from_dict
+
+torch.set_num_threads(1)
+VOCAB, CONTEXT = 256, 64
+SHAPE = shape_from_dict("tiny", {"n_layer": 2, "d_model": 32, "n_head": 2, "mlp_ratio": 4})
+TOPICS = ["abcdef", "ghijkl", "mnopqr", "stuvwx"]
+CFG = {"batch_size": 16, "limit": 40, "seed": 0}
+
+
+def encode(text: str) -> list[int]:
+    return list(text.encode())
+
+
+def decode(ids: list[int]) -> str:
+    return bytes(ids).decode()
+
+
+def corpus(seed: int, n_docs: int) -> list[str]:
+    """Documents of 30-60 words of 3-5 letters, each document's letters from one topic."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for _ in range(n_docs):
+        letters = TOPICS[rng.integers(len(TOPICS))]
+        words = ["".join(rng.choice(list(letters), size=rng.integers(3, 6))) for _ in range(rng.integers(30, 61))]
+        docs.append(" ".join(words))
+    return docs
+
+
+def shard(docs: list[str]) -> np.ndarray:
+    return np.array([t for d in docs for t in (*encode(d), EOT_TOKEN)], dtype=np.uint16)
+
+
+SETTINGS = TaskSettings(examples=40, seed=0, context_words=12, continuation_words=4)
+
+
+def model_at(steps: int) -> torch.nn.Module:
+    """A byte-level gpt trained `steps` AdamW steps on the training documents (0: at initialisation)."""
+    model, _ = build_seeded("gpt", SHAPE, VOCAB, CONTEXT, 0)
+    tokens = torch.tensor([t for d in corpus(1, 400) for t in (*encode(d), 10)])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        starts = torch.randint(0, len(tokens) - CONTEXT - 1, (16,), generator=gen)
+        batch = torch.stack([tokens[s:s + CONTEXT + 1] for s in starts])
+        _, loss = model(batch[:, :-1], batch[:, 1:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tasks")
+    build_offline_tasks(shard(corpus(2, 30)), decode, out, SETTINGS)
+    return out
+
+
+def test_adapter_loglikelihood_equals_the_models_logits_by_hand():
+    model, _ = build_seeded("gpt", SHAPE, VOCAB, CONTEXT, 0)
+    lm = NgptlabLM(model, encode, batch_size=2)
+    pairs = [("the cat sat", " on"), ("a", " bc"), ("hello wor", "ld")]
+    got = lm.token_loglikelihoods([lm.encode_pair(c, x) for c, x in pairs])
+    for (ctx, cont), (ll, greedy) in zip(pairs, got):
+        ids = torch.tensor([encode(ctx + cont)])
+        with torch.no_grad():
+            logits, _ = model(ids[:, :-1])
+        logprobs = F.log_softmax(logits.float(), -1)[0]
+        n = len(encode(cont))
+        positions = range(len(encode(ctx)) - 1, ids.shape[1] - 1)
+        by_hand = sum(logprobs[p, ids[0, p + 1]].item() for p in positions)
+        assert len(positions) == n
+        assert ll == pytest.approx(by_hand, abs=1e-4)
+        assert greedy == all(logprobs[p].argmax().item() == ids[0, p + 1].item() for p in positions)
+
+
+def test_adapter_moves_trailing_space_and_keeps_the_continuation_when_too_long():
+    model, _ = build_seeded("gpt", SHAPE, VOCAB, CONTEXT, 0)
+    lm = NgptlabLM(model, encode)
+    assert lm.encode_pair("ab ", "cd") == (encode("ab"), encode(" cd"))
+    assert lm.encode_pair("", "cd") == ([EOT_TOKEN], encode("cd"))
+    long_ctx = "x" * 200
+    (ll, _), = lm.token_loglikelihoods([lm.encode_pair(long_ctx, " yz")])
+    (ll_cut, _), = lm.token_loglikelihoods([lm.encode_pair(long_ctx[-(CONTEXT - 2):], " yz")])
+    assert ll == pytest.approx(ll_cut, abs=1e-5)  # only the last context+1 tokens are seen
+
+
+def test_offline_tasks_are_deterministic_and_from_validation_documents_only(tmp_path, offline):
+    train_docs, val_docs = corpus(1, 400), corpus(2, 30)
+    again = build_offline_tasks(shard(val_docs), decode, tmp_path / "again", SETTINGS)
+    for task in OFFLINE_TASKS:
+        assert (tmp_path / "again" / f"{task}.jsonl").read_bytes() == (offline / f"{task}.jsonl").read_bytes()
+        assert again[task]["examples"] == 40
+    other = build_offline_tasks(shard(val_docs), decode, tmp_path / "other",
+                                TaskSettings(40, 1, SETTINGS.context_words, SETTINGS.continuation_words))
+    assert other[LASTWORD]["data"]["sha256"] != again[LASTWORD]["data"]["sha256"]
+
+    train_text = "\n".join(train_docs)
+    for task in OFFLINE_TASKS:
+        for line in (offline / f"{task}.jsonl").read_text().splitlines():
+            example = json.loads(line)
+            assert example["context"] in val_docs[example["doc"]]
+            assert example["context"] not in train_text
+            if task == LASTWORD:
+                assert (example["context"] + example["target"]) in val_docs[example["doc"]]
+            else:
+                true = example["choices"][example["label"]]
+                assert (example["context"] + true) in val_docs[example["doc"]]
+                assert len(set(example["choices"])) == 4
+
+
+def test_split_documents_drops_empty_ones():
+    docs = split_documents(np.array([1, 2, EOT_TOKEN, EOT_TOKEN, 3, EOT_TOKEN], dtype=np.uint16))
+    assert [d.tolist() for d in docs] == [[1, 2], [3]]
+
+
+def test_lm_eval_on_offline_tasks_trained_beats_init(offline):
+    manager = task_manager([str(offline)], include_defaults=False)
+    tasks = [LASTWORD, CONTINUATION]
+    at_init = evaluate_model(model_at(0), encode, manager, tasks, CFG, "cpu")
+    trained = evaluate_model(model_at(60), encode, manager, tasks, CFG, "cpu")
+    print("init", at_init, "trained", trained)
+    for result in (at_init, trained):
+        assert result[LASTWORD]["n"] == 40 and result[CONTINUATION]["n"] == 40
+        assert set(result[CONTINUATION]) >= {"acc", "acc_stderr", "acc_norm", "acc_norm_stderr"}
+        assert result[CONTINUATION]["acc_stderr"] > 0
+    # chance is 1/4; the trained model picks its passage's letters
+    assert trained[CONTINUATION]["acc"] >= 0.5
+    assert trained[CONTINUATION]["acc"] > at_init[CONTINUATION]["acc"] + 0.2
+    assert trained[LASTWORD]["acc"] >= at_init[LASTWORD]["acc"]
+
+
+def test_hub_layout_dataset_loads_through_lm_eval(tmp_path):
+    """A task whose dataset_path is a local copy in the Hub's layout (README configs + parquet), as
+    allenai/ai2_arc is laid out: the loading code the paper's tasks use, without the Hub."""
+    import pandas as pd
+
+    repo = tmp_path / "ai2_arc"
+    (repo / "ARC-Easy").mkdir(parents=True)
+    (repo / "README.md").write_text("---\nconfigs:\n- config_name: ARC-Easy\n  data_files:\n"
+                                    "  - split: test\n    path: ARC-Easy/test-*\n---\n")
+    rows = [{"question": f"Which letters follow {w}?", "answerKey": "A",
+             "choices": {"text": [w, "zzzz"], "label": ["A", "B"]}} for w in ("abc", "ghi", "mno")]
+    pd.DataFrame(rows).to_parquet(repo / "ARC-Easy" / "test-00000-of-00001.parquet")
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "arc_easy_copy.yaml").write_text(
+        f"task: arc_easy_copy\ndataset_path: {json.dumps(str(repo))}\ndataset_name: ARC-Easy\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: \"Question: {{question}}\\nAnswer:\"\n"
+        "doc_to_choice: \"{{choices.text}}\"\ndoc_to_target: \"{{choices.label.index(answerKey)}}\"\n"
+        "metric_list:\n  - metric: acc\n  - metric: acc_norm\n")
+    model, _ = build_seeded("gpt", SHAPE, VOCAB, CONTEXT, 0)
+    result = evaluate_model(model, encode, task_manager([str(tasks)], include_defaults=False),
+                            ["arc_easy_copy"], CFG, "cpu")
+    assert result["arc_easy_copy"]["n"] == 3
+    assert 0.0 <= result["arc_easy_copy"]["acc"] <= 1.0 and "acc_norm" in result["arc_easy_copy"]
+
+
+def test_missing_task_is_one_clear_error(offline):
+    manager = task_manager([str(offline)], include_defaults=False)
+    check_tasks(manager, [LASTWORD])
+    with pytest.raises(ParamsError, match="evaluate.tasks: no_such_task is neither"):
+        check_tasks(manager, [LASTWORD, "no_such_task"])
+
+
+def test_malformed_task_config_is_one_clear_error(tmp_path, offline):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    config = (offline / f"{LASTWORD}.yaml").read_text().replace(LASTWORD, "broken", 1)
+    (tasks / "broken.yaml").write_text(config.replace("output_type: loglikelihood", "output_type: bogus"))
+    model, _ = build_seeded("gpt", SHAPE, VOCAB, CONTEXT, 0)
+    manager = task_manager([str(tasks)], include_defaults=False)
+    with pytest.raises(ParamsError, match="broken"):
+        check_tasks(manager, ["broken"])
+        evaluate_model(model, encode, manager, ["broken"], CFG, "cpu")
+
+
+def test_select_runs_takes_the_speedups_best_runs_and_names_holes():
+    params = {"train": {"scales": ["s"], "contexts": [64], "arms": ["gpt", "ngpt"], "budgets": [10, 40],
+                        "seeds": [0], "learning_rates": {"s": {"gpt": [1e-3, 2e-3], "ngpt": [1e-3, 2e-3]}}},
+              "evaluate": {"budgets": "largest"}}
+
+    def run(arm, budget, lr, best, status="completed"):
+        return {"run": f"s-ctx64-{arm}-t{budget}-lr{lr:g}-s0", "arm": arm, "budget": budget, "lr": lr,
+                "seed": 0, "status": status, "final_val_loss": 5.0, "best_lr_for_budget": best}
+
+    speedup = {"runs": [run("gpt", 40, 1e-3, False), run("gpt", 40, 2e-3, True), run("gpt", 10, 1e-3, True),
+                        run("ngpt", 40, 1e-3, False, "diverged"), run("ngpt", 10, 2e-3, True)]}
+    selected, holes = select_runs(params, "s-ctx64", speedup)
+    assert [r["run"] for r in selected] == ["s-ctx64-gpt-t40-lr0.002-s0"]
+    assert holes == [{"arm": "ngpt", "budget": 40, "seed": 0, "reason": "no completed run at this budget"}]
+    params["evaluate"]["budgets"] = "all"
+    selected, holes = select_runs(params, "s-ctx64", speedup)
+    assert [r["run"] for r in selected] == ["s-ctx64-gpt-t10-lr0.001-s0", "s-ctx64-gpt-t40-lr0.002-s0",
+                                            "s-ctx64-ngpt-t10-lr0.002-s0"]
+    assert len(holes) == 1

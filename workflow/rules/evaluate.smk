@@ -1,0 +1,36 @@
+# evaluate: zero-shot accuracy of a cell's selected runs through lm-eval (src/ngptlab/evaluate). One job per
+# cell: which runs are evaluated (each arm's best learning rate) is known only from the cell's speed-up, so
+# the job depends on every checkpoint of the cell and picks its runs at run time; the DAG stays static.
+
+
+def cell_models(wildcards):
+    return settled([train_outputs(run)["model"] for run in runs_of_cell(wildcards.cell)])
+
+
+def evaluate_gpus(wildcards):
+    # a GPU when the cell's runs trained on one and evaluate.device allows it
+    scale = next(RUNS[run].scale for run in runs_of_cell(wildcards.cell))
+    wants = config["train"]["resources"][scale]["gpus"] > 0 and config["evaluate"]["device"] != "cpu"
+    return 1 if wants else 0
+
+
+rule evaluate:
+    input:
+        speedup=settled(speedup_output("{cell}")),
+        models=cell_models,
+        val=settled(TOKENS[1]),
+        tokens_meta=settled(TOKENS[2]),
+    output:
+        evaluate_output("{cell}"),
+    log:
+        "logs/evaluate/{cell}.log",
+    params:
+        file=PARAMS,
+        settings=section("evaluate"),
+    resources:
+        gpu=evaluate_gpus,
+        mem_mb=lambda wildcards: process_memory(runs_of_cell(wildcards.cell)[0]),
+    conda:
+        CONDA_ENV
+    shell:
+        "OMP_NUM_THREADS={threads} ngptlab evaluate --params {params.file} --cell {wildcards.cell} > {log} 2>&1"
