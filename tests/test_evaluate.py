@@ -19,8 +19,15 @@ import torch.nn.functional as F
 from ngptlab.errors import ParamsError
 from ngptlab.evaluate.adapter import NgptlabLM
 from ngptlab.evaluate.command import check_tasks, evaluate_model, select_runs, task_manager
-from ngptlab.evaluate.tasks import (CONTINUATION, EOT_TOKEN, LASTWORD, OFFLINE_TASKS, TaskSettings,
-                                    build_offline_tasks, split_documents)
+from ngptlab.evaluate.tasks import (
+    CONTINUATION,
+    EOT_TOKEN,
+    LASTWORD,
+    OFFLINE_TASKS,
+    TaskSettings,
+    build_offline_tasks,
+    split_documents,
+)
 from ngptlab.models import build_seeded
 from ngptlab.models.scales import shape_from_dict
 
@@ -45,7 +52,8 @@ def corpus(seed: int, n_docs: int) -> list[str]:
     docs = []
     for _ in range(n_docs):
         letters = TOPICS[rng.integers(len(TOPICS))]
-        words = ["".join(rng.choice(list(letters), size=rng.integers(3, 6))) for _ in range(rng.integers(30, 61))]
+        n_words = rng.integers(30, 61)
+        words = ["".join(rng.choice(list(letters), size=rng.integers(3, 6))) for _ in range(n_words)]
         docs.append(" ".join(words))
     return docs
 
@@ -85,7 +93,7 @@ def test_adapter_loglikelihood_equals_the_models_logits_by_hand():
     lm = NgptlabLM(model, encode, batch_size=2)
     pairs = [("the cat sat", " on"), ("a", " bc"), ("hello wor", "ld")]
     got = lm.token_loglikelihoods([lm.encode_pair(c, x) for c, x in pairs])
-    for (ctx, cont), (ll, greedy) in zip(pairs, got):
+    for (ctx, cont), (ll, greedy) in zip(pairs, got, strict=True):
         ids = torch.tensor([encode(ctx + cont)])
         with torch.no_grad():
             logits, _ = model(ids[:, :-1])

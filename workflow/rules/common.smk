@@ -163,3 +163,15 @@ def process_memory(run):
     # condition loads one copy of the model, like one training process; at least 2 GB.
     res = scale_resources(run)
     return max(2000, res["mem_mb"] // res["processes"])
+
+
+# evaluate: every checkpoint of a cell (the job picks the speed-up's best runs among them), and a GPU when the
+# cell's runs trained on one and evaluate.device allows it.
+def cell_models(wildcards):
+    return settled([train_outputs(run)["model"] for run in runs_of_cell(wildcards.cell)])
+
+
+def evaluate_gpus(wildcards):
+    scale = next(RUNS[run].scale for run in runs_of_cell(wildcards.cell))
+    wants = config["train"]["resources"][scale]["gpus"] > 0 and config["evaluate"]["device"] != "cpu"
+    return 1 if wants else 0

@@ -3,17 +3,6 @@
 # the job depends on every checkpoint of the cell and picks its runs at run time; the DAG stays static.
 
 
-def cell_models(wildcards):
-    return settled([train_outputs(run)["model"] for run in runs_of_cell(wildcards.cell)])
-
-
-def evaluate_gpus(wildcards):
-    # a GPU when the cell's runs trained on one and evaluate.device allows it
-    scale = next(RUNS[run].scale for run in runs_of_cell(wildcards.cell))
-    wants = config["train"]["resources"][scale]["gpus"] > 0 and config["evaluate"]["device"] != "cpu"
-    return 1 if wants else 0
-
-
 rule evaluate:
     input:
         speedup=settled(speedup_output("{cell}")),

@@ -38,7 +38,7 @@ class NgptlabLM(LM):
         out: list[tuple[float, bool] | None] = [None] * len(pairs)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start:start + self.batch_size]
-            for k, result in zip(chunk, self._batch([pairs[k] for k in chunk])):
+            for k, result in zip(chunk, self._batch([pairs[k] for k in chunk]), strict=True):
                 out[k] = result
         return out  # type: ignore[return-value]
 

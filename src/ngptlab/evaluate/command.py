@@ -46,7 +46,7 @@ OFFLINE_EXAMPLES = 1000  # examples per offline task when evaluate.limit is null
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cell", required=True, help="scale x context cell, e.g. cpu-4l-ctx128")
-    parser.add_argument("--root", default=".", help="directory holding data/, runs/ and results/ (default: .)")
+    parser.add_argument("--root", default=".", help="directory holding data/, runs/, results/ (default: .)")
 
 
 def output_path(root: str | Path, cell: str) -> Path:
@@ -96,9 +96,9 @@ def prepare_tasks(params: dict, root: Path) -> dict[str, dict]:
                                 context_words=int(cfg["context_words"]),
                                 continuation_words=int(cfg["continuation_words"]))
         enc = gpt2_encoding(default_cache_dir())
-        built = build_offline_tasks(open_tokens(tokens_dir, "val"), enc.decode, root / "data" / "evaluate" / source,
-                                    settings, offline)
-        for task, info in built.items():
+        built = build_offline_tasks(open_tokens(tokens_dir, "val"), enc.decode,
+                                    root / "data" / "evaluate" / source, settings, offline)
+        for info in built.values():
             info["data"]["path"] = os.path.relpath(info["data"]["path"], root)
             info["config"]["path"] = os.path.relpath(info["config"]["path"], root)
             info["val_sha256"] = meta["splits"]["val"]["sha256"]
@@ -207,5 +207,6 @@ def run(args: argparse.Namespace, params: dict) -> int:
     started = time.perf_counter()
     doc = evaluate_cell(params, args.cell, args.root)
     print(f"{args.cell}: {len(doc['runs'])} runs evaluated on {', '.join(doc['tasks'])}, "
-          f"{len(doc['holes'])} holes; {time.perf_counter() - started:.1f} s -> {output_path(args.root, args.cell)}")
+          f"{len(doc['holes'])} holes; {time.perf_counter() - started:.1f} s "
+          f"-> {output_path(args.root, args.cell)}")
     return 0

@@ -48,7 +48,7 @@ def split_documents(tokens: np.ndarray) -> list[np.ndarray]:
     ends = np.flatnonzero(tokens == EOT_TOKEN)
     starts = np.concatenate(([0], ends + 1))
     stops = np.concatenate((ends, [len(tokens)]))
-    return [np.asarray(tokens[a:b]) for a, b in zip(starts, stops) if b > a]
+    return [np.asarray(tokens[a:b]) for a, b in zip(starts, stops, strict=True) if b > a]
 
 
 def document_words(tokens: Sequence[np.ndarray], decode: Callable[[list[int]], str]) -> list[list[str]]:
@@ -115,12 +115,13 @@ def _draw(rng: np.random.Generator, candidates: list[list[int]], count: int,
 
 def task_yaml(task: str, data_file: Path) -> str:
     """The lm-eval task config of an offline task: its own jsonl through `datasets`' json loader."""
-    head = (f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {json.dumps(str(data_file))}\n"
-            "test_split: test\ndoc_to_text: context\n")
+    head = (f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+            f"    test: {json.dumps(str(data_file))}\ntest_split: test\ndoc_to_text: context\n")
     if task == LASTWORD:
         return head + ("output_type: loglikelihood\ndoc_to_target: target\nmetric_list:\n"
                        "  - metric: acc\n    aggregation: mean\n    higher_is_better: true\n")
-    return head + ("output_type: multiple_choice\ndoc_to_choice: choices\ndoc_to_target: label\nmetric_list:\n"
+    return head + ("output_type: multiple_choice\ndoc_to_choice: choices\ndoc_to_target: label\n"
+                   "metric_list:\n"
                    "  - metric: acc\n    aggregation: mean\n    higher_is_better: true\n"
                    "  - metric: acc_norm\n    aggregation: mean\n    higher_is_better: true\n")
 
