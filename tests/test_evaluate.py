@@ -88,8 +88,9 @@ def offline(tmp_path_factory) -> Path:
     return out
 
 
-def test_adapter_loglikelihood_equals_the_models_logits_by_hand():
-    model, _ = build_seeded("gpt", SHAPE, VOCAB, CONTEXT, 0)
+@pytest.mark.parametrize("arm", ["gpt", "ngpt", "gpt-lrm"])
+def test_adapter_loglikelihood_equals_the_models_logits_by_hand(arm):
+    model, _ = build_seeded(arm, SHAPE, VOCAB, CONTEXT, 0)
     lm = NgptlabLM(model, encode, batch_size=2)
     pairs = [("the cat sat", " on"), ("a", " bc"), ("hello wor", "ld")]
     got = lm.token_loglikelihoods([lm.encode_pair(c, x) for c, x in pairs])

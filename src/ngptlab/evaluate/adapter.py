@@ -56,12 +56,17 @@ class NgptlabLM(LM):
         for i, r in enumerate(rows):
             idx[i, :len(r)] = torch.tensor(r)  # right padding: causal attention never sees it
         idx = idx.to(self.torch_device)
+        # The LM head (the vocabulary) dominates the cost: apply it only where a continuation is predicted.
+        rows_at = torch.tensor([i for i, (first, cont) in enumerate(spans) for _ in cont])
+        cols_at = torch.tensor([first + j for first, cont in spans for j in range(len(cont))])
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.torch_device.type == "cuda"):
-            logits, _ = self.model(idx)
+            hidden = self.model.hidden_states(idx)
+            logits = self.model.head(hidden[rows_at.to(hidden.device), cols_at.to(hidden.device)])
         logprobs = F.log_softmax(logits.float(), dim=-1)
-        results = []
-        for i, (first, cont) in enumerate(spans):
-            lp = logprobs[i, first:first + len(cont)]
+        results, offset = [], 0
+        for _, cont in spans:
+            lp = logprobs[offset:offset + len(cont)]
+            offset += len(cont)
             target = torch.tensor(cont, device=lp.device)
             total = lp.gather(-1, target[:, None]).sum().item()
             results.append((float(total), bool((lp.argmax(-1) == target).all().item())))

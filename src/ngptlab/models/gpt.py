@@ -97,8 +97,8 @@ class GPT(nn.Module):
             elif isinstance(module, RMSNorm):
                 module.reset_parameters()
 
-    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        """Logits [B, T, vocab] and the mean cross-entropy against targets (None without targets)."""
+    def hidden_states(self, idx: Tensor) -> Tensor:
+        """The last block's output [B, T, d]; `head` turns any subset of its positions into logits."""
         T = idx.shape[1]
         if T > self.context:
             raise ValueError(f"sequence of {T} tokens exceeds the model's context {self.context}")
@@ -106,7 +106,11 @@ class GPT(nn.Module):
         x = self.embed_in(idx)
         for layer in self.layers:
             x = layer(x, cos, sin)
-        logits = self.head(x)
+        return x
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """Logits [B, T, vocab] and the mean cross-entropy against targets (None without targets)."""
+        logits = self.head(self.hidden_states(idx))
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
