@@ -227,3 +227,36 @@ def test_select_runs_takes_the_speedups_best_runs_and_names_holes():
     assert [r["run"] for r in selected] == ["s-ctx64-gpt-t10-lr0.001-s0", "s-ctx64-gpt-t40-lr0.002-s0",
                                             "s-ctx64-ngpt-t10-lr0.002-s0"]
     assert len(holes) == 1
+
+
+def test_report_section_tables_order_check_and_named_holes(tmp_path):
+    from ngptlab.report import evaluation
+    from ngptlab.report.document import Callout, Document, FigureBlock
+    from ngptlab.report.load import Results
+
+    def run(arm, budget, loss, acc):
+        return {"run": f"c-{arm}-t{budget}", "arm": arm, "budget": budget, "lr": 1e-3, "seed": 0,
+                "final_val_loss": loss, "results": {LASTWORD: {"acc": acc, "acc_stderr": 0.01, "n": 100}}}
+
+    runs = [run("gpt", 10, 5.0, 0.2), run("ngpt", 10, 4.0, 0.3), run("gpt-orth", 10, 4.5, 0.1),
+            run("gpt", 40, 4.0, 0.3), run("ngpt", 40, 3.5, 0.4)]
+    (tmp_path / "results" / "evaluate").mkdir(parents=True)
+    (tmp_path / "results" / "evaluate" / "c.json").write_text(json.dumps(
+        {"cell": "c", "lm_eval_version": "0.4.13", "tasks": {LASTWORD: {"kind": "offline"}}, "runs": runs,
+         "holes": [{"arm": "gpt-orth", "budget": 40, "seed": 0, "reason": "no completed run at this budget"}],
+         }))
+    results = Results(root=tmp_path, params={}, params_path=None, runs={}, speedups={"c": {}, "d": None},
+                      meta=None)
+    doc = Document("t")
+    evaluation.section(doc, results)
+    accuracy, order = doc.tables
+    assert len(accuracy) == 5
+    rows = {r[order.columns.index("budget")]: dict(zip(order.columns, r, strict=True)) for r in order.rows}
+    assert rows[10]["by_loss"] == "ngpt < gpt-orth < gpt"
+    assert rows[10]["by_accuracy"] == "ngpt > gpt > gpt-orth"
+    assert rows[10]["same_order"] is False and rows[10]["kendall_tau"] == pytest.approx(1 / 3)
+    assert rows[40]["same_order"] is True and rows[40]["kendall_tau"] == 1.0
+    callout = next(b for b in doc.blocks if isinstance(b, Callout)).text
+    assert "d: no results/evaluate/d.json" in callout and "c: gpt-orth at 40 tokens" in callout
+    assert any(isinstance(b, FigureBlock) for b in doc.blocks)  # two budgets: accuracy against tokens
+    assert "results/evaluate/c.json" in results.inputs

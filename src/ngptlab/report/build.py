@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ngptlab.report import crossarm, figures, paper, tables, views
+from ngptlab.report import crossarm, evaluation, figures, paper, tables, views
 from ngptlab.report.document import (
     Bullets,
     Callout,
@@ -65,6 +65,7 @@ def build_document(results: Results, analysis: Analysis, code_revision: str) -> 
     _what_was_run(doc, results)
     _speedup(doc, results, long)
     _loss(doc, results)
+    evaluation.section(doc, results)
     _conditioning(doc, results)
     _settle(doc, results, analysis, comparisons)
     _caveats(doc, results, long)
