@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -195,3 +196,68 @@ def test_losses_and_speedups_are_dvc_metrics_and_the_figures_dvc_plots(recorded,
     out = dvc(recorded, "plots", "diff", "HEAD", "--out", str(tmp_path / "plots")).stdout
     assert (tmp_path / "plots" / "index.html").is_file(), out
     assert "loss.svg" in (tmp_path / "plots" / "index.html").read_text()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Interrupts (runs the pipeline: slow)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(sig, tmp_path):
+    """After SIGINT (Ctrl-C, `kill -INT`) or SIGTERM to Snakemake, the next plain `snakemake` completes the
+    grid (no IncompleteFilesException: the workflow profile reruns incomplete jobs) and then has nothing to
+    do. (A training stopped by a signal resumes from its checkpoint: tests/test_train_resume.py.)"""
+    from workflow_support import BIN, e2e_params, environment
+
+    params = e2e_params()
+    train = params["train"]
+    scale = train["scales"][0]
+    train.update(budgets=[16384], eval_every_tokens=2048, checkpoint_every_tokens=2048)
+    train["learning_rates"] = {scale: {arm: [3.0e-3] for arm in train["arms"]}}
+    work = make_workdir(tmp_path / "repo", params)
+    (work / "profiles").symlink_to("workflow/profiles")  # as in the repository: the workflow profile
+
+    with open(tmp_path / "first.log", "w") as log:
+        # The default SIGINT action even where this test runs in a background job (which ignores SIGINT).
+        first = subprocess.Popen([str(BIN / "snakemake"), "--cores", "1"], cwd=work, env=environment(),
+                                 stdout=log, stderr=subprocess.STDOUT,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+        deadline = time.monotonic() + 900
+        # Two evaluations logged: the checkpoint of the first one is on disk.
+        while sum(p.read_text().count(" ETA ") for p in work.glob("logs/train/*.log")) < 2:
+            assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()
+            time.sleep(1)
+        first.send_signal(sig)
+        assert first.wait(timeout=600) != 0
+    assert len(list(work.glob("results/train/*/summary.json"))) < len(enumerate_runs(params))
+
+    snakemake(work, "--cores", "1", timeout=1800)  # plain: no --rerun-incomplete on the command line
+    assert (work / "reports" / "report.md").is_file()
+    out = snakemake(work, "--dry-run")
+    assert "Nothing to be done" in out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its_log(tmp_path):
+    import fcntl
+
+    from workflow_support import e2e_params
+
+    params = e2e_params()
+    train = params["train"]
+    scale = train["scales"][0]
+    train.update(budgets=[2048])
+    train["learning_rates"] = {scale: {arm: [3.0e-3] for arm in train["arms"]}}
+    work = make_workdir(tmp_path / "repo", params)
+    failing = next(run.name for run in enumerate_runs(params) if run.arm == "ngpt")
+    state = work / "runs" / failing / "state"
+    state.mkdir(parents=True)
+    with open(state / ".lock", "w") as lock:  # another process "trains" it: this run fails at once
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        out = snakemake(work, "--cores", "1", "--keep-going", check=False, timeout=1800)
+    assert out.returncode != 0
+    log = (work / "logs" / "train" / f"{failing}.log").read_text()
+    assert "already being trained by another process" in log
+    report = (work / "reports" / "report.md").read_text()
+    assert failing in report and "logs/train/<run>.log" in report
