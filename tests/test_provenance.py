@@ -76,7 +76,7 @@ def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_
     params["train"]["learning_rates"]["cpu-4l"]["gpt-nowd"].append(4.0e-2)
     (recorded / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.yaml not rewritten
 
-    cells = sorted(f"speedup@{cell}" for cell in enumerate_cells(params))
+    cells = sorted(f"{stage}@{cell}" for cell in enumerate_cells(params) for stage in ("speedup", "evaluate"))
     assert sorted(dvc_work(recorded)) == sorted([*cells, "report"])  # never "up to date"
     out = dvc(recorded, "repro", check=False)
     assert out.returncode != 0

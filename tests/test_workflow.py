@@ -102,6 +102,7 @@ def test_dvc_reruns_a_stage_for_the_same_settings_as_snakemake(scratch):
         assert keys[rule] == [rule]  # the whole section, as the rule's params.settings
     # speedup and report also declare the grid keys that decide their inputs (as their params.grid)
     assert keys["speedup"] == sorted(["speedup", *(f"train.{key}" for key in CELL_GRID_KEYS)])
+    assert keys["evaluate"] == sorted(["evaluate", *(f"train.{key}" for key in CELL_GRID_KEYS)])
     assert keys["report"] == sorted(["report", *(f"train.{key}" for key in GRID_KEYS)])
 
 

@@ -141,8 +141,8 @@ TRAIN_SETTINGS = ["source", "shapes", "batch_sequences", "warmup_steps", "warmup
                   "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss"]
 
 
-# The grid keys are params of the rules whose inputs they decide (speedup: CELL_GRID_KEYS, report: GRID_KEYS),
-# as in dvc.yaml, so both tools rerun the same jobs when the grid changes.
+# The grid keys are params of the rules whose inputs they decide (speedup, evaluate: CELL_GRID_KEYS; report:
+# GRID_KEYS), as in dvc.yaml, so both tools rerun the same jobs when the grid changes.
 
 
 def section(name, keys=None):

@@ -16,6 +16,7 @@ rule evaluate:
     params:
         file=PARAMS,
         settings=section("evaluate"),
+        grid=section("train", CELL_GRID_KEYS),
     resources:
         gpu=evaluate_gpus,
         mem_mb=lambda wildcards: process_memory(runs_of_cell(wildcards.cell)[0]),
