@@ -49,7 +49,8 @@ def dry_run(scratch) -> str:
 
 def expected_counts(params: dict) -> Counter:
     runs, cells = enumerate_runs(params), enumerate_cells(params)
-    return Counter(prepare=1, train=len(runs), condition=len(runs), speedup=len(cells), report=1, all=1)
+    return Counter(prepare=1, train=len(runs), condition=len(runs), speedup=len(cells), evaluate=len(cells),
+                   report=1, all=1)
 
 
 def dvc_stages(work):
@@ -147,8 +148,8 @@ def test_applied_preset_plans_its_grid_in_snakemake_and_dvc(preset, tmp_path):
     assert len(dvc_stages(work)) == sum(counts.values()) - 1  # every job but `all`
     if preset == "paper":
         # 2 scales x 3 contexts x 9 arms x 6 budgets x 4 learning rates = 1296 runs:
-        # 1296 x (train + condition) + 6 cells + prepare, report, all
-        assert sum(counts.values()) == 2601
+        # 1296 x (train + condition) + 6 cells x (speedup + evaluate) + prepare, report, all
+        assert sum(counts.values()) == 2607
 
 
 def test_config_overrides_are_refused_because_the_stages_would_not_see_them(scratch):
@@ -187,7 +188,7 @@ def test_a_stale_plan_stops_every_dvc_stage_before_it_runs_anything(tmp_path):
     write_params(work, params)  # the documented fix: the plan follows params.yaml again
     runs = enumerate_runs(params)
     assert {run.budget for run in runs} == {16384}
-    assert len(dvc_stages(work)) == 1 + 2 * len(runs) + len(enumerate_cells(params)) + 1
+    assert len(dvc_stages(work)) == 1 + 2 * len(runs) + 2 * len(enumerate_cells(params)) + 1
 
 
 @pytest.mark.slow
