@@ -260,3 +260,15 @@ def test_report_section_tables_order_check_and_named_holes(tmp_path):
     assert "d: no results/evaluate/d.json" in callout and "c: gpt-orth at 40 tokens" in callout
     assert any(isinstance(b, FigureBlock) for b in doc.blocks)  # two budgets: accuracy against tokens
     assert "results/evaluate/c.json" in results.inputs
+
+
+def test_cli_names_an_unknown_cell_and_a_missing_speedup(tmp_path, capsys):
+    from ngptlab.cli import main
+    from ngptlab.params import REPO_ROOT
+
+    params = str(REPO_ROOT / "params.yaml")
+    assert main(["evaluate", "--params", params, "--cell", "no-such-cell", "--root", str(tmp_path)]) == 2
+    assert "cell 'no-such-cell' is not in the grid" in capsys.readouterr().err
+    assert main(["evaluate", "--params", params, "--cell", "cpu-4l-ctx128", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "results/speedup/cpu-4l-ctx128.json" in err and err.count("\n") == 1
