@@ -148,7 +148,10 @@ def section(doc: Document, results: Results) -> None:
         doc.add(Callout("Not evaluated: " + "; ".join(holes) + "."))
     accuracy = accuracy_table(evaluations)
     if len(accuracy):
-        doc.add(TableBlock(accuracy), TableBlock(order_table(evaluations)))
+        doc.add(TableBlock(accuracy))
+        order = order_table(evaluations)
+        doc.add(TableBlock(order) if len(order) else
+                Text("Fewer than two arms were evaluated at any budget: no order to compare with the loss."))
         fig = accuracy_vs_tokens(evaluations)
         if fig:
             doc.add(FigureBlock(fig))
