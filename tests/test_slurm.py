@@ -67,7 +67,8 @@ def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, t
     params = e2e_params()
     runs, cells = enumerate_runs(params), enumerate_cells(params)
     # Every job went through Slurm: one sbatch log per job, each ending with the job step's success.
-    expected = {"prepare": 1, "train": len(runs), "condition": len(runs), "speedup": len(cells), "report": 1}
+    expected = {"prepare": 1, "train": len(runs), "condition": len(runs), "speedup": len(cells),
+                "evaluate": len(cells), "report": 1}
     for rule, count in expected.items():
         logs = slurm_logs(work, rule)
         assert len(logs) == count, rule
@@ -87,6 +88,9 @@ def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, t
         here = read_json(work / "results" / "speedup" / f"{cell}.json")
         local = read_json(smoke.work / "results" / "speedup" / f"{cell}.json")
         assert here["arms"] == local["arms"], cell
+        here = read_json(work / "results" / "evaluate" / f"{cell}.json")
+        local = read_json(smoke.work / "results" / "evaluate" / f"{cell}.json")
+        assert here["runs"] == local["runs"], cell
     assert (work / "reports" / "report.html").is_file()
     assert job_counts(snakemake(work, "--dry-run").stdout) == {}  # nothing left to do
 

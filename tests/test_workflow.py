@@ -209,11 +209,19 @@ def test_smoke_pipeline_runs_end_to_end_locally(tmp_path_factory):
     assert set(statuses.values()) == {"completed", "diverged"}  # both paths ran
     for cell in enumerate_cells(params):
         assert (work / "results" / "speedup" / f"{cell}.json").is_file()
+        evaluated = yaml.safe_load((work / "results" / "evaluate" / f"{cell}.json").read_text())
+        # Each arm's best completed run at the largest budget, on every task of params.yaml, through lm-eval.
+        assert sorted(entry["arm"] for entry in evaluated["runs"]) == sorted(params["train"]["arms"])
+        for entry in evaluated["runs"]:
+            assert entry["budget"] == max(params["train"]["budgets"])
+            assert statuses[entry["run"]] == "completed"
+            assert set(entry["results"]) == set(params["evaluate"]["tasks"])
+            assert all(0 <= task["acc"] <= 1 and task["n"] > 0 for task in entry["results"].values())
     report = (work / "reports" / "report.md").read_text()
     diverged = sorted(name for name, status in statuses.items() if status == "diverged")
     assert all(f"`{name}`" in report for name in diverged)  # the report names the diverged runs
     assert (work / "reports" / "report.html").stat().st_size > 10_000
     logs = sorted(p.name for p in (work / "logs").iterdir())
-    assert logs == ["condition", "prepare", "report", "speedup", "train"]  # one folder per rule
+    assert logs == ["condition", "evaluate", "prepare", "report", "speedup", "train"]  # one folder per rule
     out = snakemake(work, "--dry-run")
     assert job_counts(out.stdout) == Counter() and "Nothing to be done" in out.stdout + out.stderr
