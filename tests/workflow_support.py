@@ -28,8 +28,8 @@ BIN = Path(sys.executable).parent
 # What a clone holds that the pipeline reads: the workflow, the params and their resolved grid, the DVC
 # settings, and the stages' code (DVC hashes it as stage dependencies; the code that runs is the installed
 # package, which is this same tree).
-WORKFLOW_FILES = ("Snakefile", "dvc.yaml", "params.yaml", "slurm", "workflow", "results/plan.yaml",
-                  ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore", "src")
+WORKFLOW_FILES = ("Snakefile", "dvc.yaml", "params.yaml", "slurm", "profiles", "workflow",
+                  "results/plan.yaml", ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore", "src")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
 
 # Downloads of `prepare` (pinned PyPI archives) are shared by every scratch copy and kept between sessions.
