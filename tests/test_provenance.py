@@ -216,7 +216,6 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(sig, tmp_path)
     train.update(budgets=[16384], eval_every_tokens=2048, checkpoint_every_tokens=2048)
     train["learning_rates"] = {scale: {arm: [3.0e-3] for arm in train["arms"]}}
     work = make_workdir(tmp_path / "repo", params)
-    (work / "profiles").symlink_to("workflow/profiles")  # as in the repository: the workflow profile
 
     with open(tmp_path / "first.log", "w") as log:
         # The default SIGINT action even where this test runs in a background job (which ignores SIGINT).
