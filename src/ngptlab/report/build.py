@@ -152,7 +152,7 @@ def _what_was_run(doc: Document, results: Results) -> None:
                         "above train.diverge_loss); they are shown as such and left out of every speed-up: "
                         + _names(diverged) + ".", kind="note"))
     doc.add(TableBlock(tables.status_table(results)))
-    doc.add(Text("Every run, with its final loss, tokens and wall time: [Table: every run](#table-runs) in "
+    doc.add(Text("Every run, with its final loss, tokens and steps: [Table: every run](#table-runs) in "
                  "the provenance appendix."))
 
 

@@ -102,7 +102,7 @@ def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed"
     summary = {
         "run": spec.name, "spec": spec.as_dict(), "status": status,
         "final_val_loss": curve[-1][1] if status == "completed" else None,
-        "tokens": curve[-1][0], "steps": curve[-1][0] // batch_tokens, "wall_s": spec.budget / 1.0e4,
+        "tokens": curve[-1][0], "steps": curve[-1][0] // batch_tokens,
         "n_params": 123456, "train_flops": 6.0 * 123456 * curve[-1][0], "checkpoint_sha256": checkpoint,
         "data": {"source": train["source"], "train_sha256": FAKE_TRAIN_SHA, "val_sha256": FAKE_VAL_SHA},
         "code_revision": "0123456789abcdef0123456789abcdef01234567",

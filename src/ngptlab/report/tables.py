@@ -107,28 +107,30 @@ def status_table(results: Results) -> Table:
 
 def runs_table(results: Results) -> Table:
     cols = ["run", "cell", "arm", "budget", "lr", "seed", "status", "final_val_loss", "tokens", "steps",
-            "wall_s", "train_flops", "conditioning"]
+            "train_flops", "conditioning"]
     t = Table("runs", "Every run of the grid", cols, key=["run"],
-              headers={"final_val_loss": "final val loss", "train_flops": "train FLOPs", "wall_s": "wall s"},
+              headers={"final_val_loss": "final val loss", "train_flops": "train FLOPs"},
               formats={"run": fmt_text, "cell": fmt_text, "arm": fmt_text, "status": fmt_text,
                        "conditioning": fmt_text, "budget": fmt_int, "lr": fmt_lr, "seed": fmt_int,
                        "final_val_loss": fmt_loss, "tokens": fmt_int, "steps": fmt_int},
-              shown=["cell", "arm", "budget", "lr", "seed", "status", "final_val_loss", "tokens", "wall_s",
+              shown=["cell", "arm", "budget", "lr", "seed", "status", "final_val_loss", "tokens", "steps",
                      "conditioning"])
     for r in results.runs.values():
         s = r.summary or {}
         cond = ("missing" if r.conditioning is None else "stale" if r.stale_conditioning else "yes")
         t.add({"run": r.name, "cell": r.spec.cell, "arm": r.spec.arm, "budget": r.spec.budget,
                "lr": r.spec.lr, "seed": r.spec.seed, "status": r.status, "final_val_loss": r.final_val_loss,
-               "tokens": s.get("tokens"), "steps": s.get("steps"), "wall_s": s.get("wall_s"),
+               "tokens": s.get("tokens"), "steps": s.get("steps"),
                "train_flops": s.get("train_flops"), "conditioning": cond if r.summary else None}, [r.name])
     return t
 
 
 def compute_table(results: Results) -> Table:
-    cols = ["cell", "completed", "diverged", "missing", "tokens", "train_flops", "wall_h"]
+    # Wall-clock times are left out: they live in results/timing/, which no stage reads, so that the report
+    # is a function of its inputs and re-renders to the same bytes.
+    cols = ["cell", "completed", "diverged", "missing", "tokens", "train_flops"]
     t = Table("compute", "Compute spent per cell", cols, key=["cell"],
-              headers={"train_flops": "train FLOPs", "wall_h": "wall hours", "tokens": "tokens trained"},
+              headers={"train_flops": "train FLOPs", "tokens": "tokens trained"},
               formats={"cell": fmt_text, "completed": fmt_int, "diverged": fmt_int, "missing": fmt_int,
                        "tokens": fmt_int})
     rows = []
@@ -137,8 +139,7 @@ def compute_table(results: Results) -> Table:
         done = [r for r in records if r.summary]
         counts = views.status_counts(records)
         rows.append(({"cell": cell, **counts, "tokens": sum(int(r.summary.get("tokens") or 0) for r in done),
-                      "train_flops": sum(float(r.summary.get("train_flops") or 0) for r in done),
-                      "wall_h": sum(float(r.summary.get("wall_s") or 0) for r in done) / 3600},
+                      "train_flops": sum(float(r.summary.get("train_flops") or 0) for r in done)},
                      [r.name for r in done]))
     for values, runs in rows:
         t.add(values, runs)
