@@ -386,6 +386,23 @@ def layers34(results: Results, cell: str) -> Figure | None:
                   svg, [r.record.name for r in reps])
 
 
+def _grouped_bars(ax, reps: list, series: list[tuple[str, str, str]], value) -> None:
+    """One group of bars per arm, one bar per series (key, label, colour) at value(rep, key), on a log axis;
+    missing and infinite values are left out."""
+    width = 0.27
+    for j, (key, label, color) in enumerate(series):
+        xs, ys = [], []
+        for i, rep in enumerate(reps):
+            v = value(rep, key)
+            if v is not None and not math.isinf(v):
+                xs.append(i + (j - 1) * width)
+                ys.append(v)
+        if xs:
+            ax.bar(xs, ys, width, color=color, edgecolor="black", lw=0.4, label=label)
+    ax.set_xticks(range(len(reps)), [rep.arm for rep in reps], rotation=30, ha="right")
+    _log_y(ax)
+
+
 def renormalization(results: Results, cell: str) -> Figure | None:
     reps = _reps(results, cell)
     if not reps:
@@ -393,23 +410,17 @@ def renormalization(results: Results, cell: str) -> Figure | None:
     variants = ("effective", "renormalized", "underlying")
     metrics = (("attn_head_condition_median", "attention κ, median over heads"),
                ("embed_in_cov_condition", "input embedding covariance κ"))
+    series = [(variant, variant, color) for variant, color in zip(variants, ("0.25", "0.6", "0.85"),
+                                                                    strict=True)]
+
+    def value(rep: views.Representative, variant: str, key: str) -> float | None:
+        found = rep.record.headline(variant).get(key)
+        return None if found is None else read_float(found)
+
     with plt.rc_context(RC):
         fig, axes = _subplots(2, 2, width=4.6, height=2.8)
-        width = 0.27
         for ax, (key, title) in zip(axes, metrics, strict=True):
-            for j, variant in enumerate(variants):
-                xs, ys = [], []
-                for i, rep in enumerate(reps):
-                    value = rep.record.headline(variant).get(key)
-                    if value is None or math.isinf(read_float(value)):
-                        continue
-                    xs.append(i + (j - 1) * width)
-                    ys.append(read_float(value))
-                if xs:
-                    ax.bar(xs, ys, width, color=("0.25", "0.6", "0.85")[j], edgecolor="black", lw=0.4,
-                           label=variant)
-            ax.set_xticks(range(len(reps)), [rep.arm for rep in reps], rotation=30, ha="right")
-            _log_y(ax)
+            _grouped_bars(ax, reps, series, lambda rep, variant, key=key: value(rep, variant, key))
             ax.set_title(title)
         fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right center")
         svg = _save(fig)
@@ -442,25 +453,13 @@ def references(results: Results, cell: str) -> Figure | None:
     reps = _reps(results, cell)
     if not reps:
         return None
-    sources = (("trained", "0.25"), ("init", "0.6"), ("gaussian", "0.88"))
+    series = [("trained", "trained", "0.25"), ("init", "at initialisation", "0.6"),
+              ("gaussian", "Gaussian, same shape", "0.88")]
     with plt.rc_context(RC):
         fig, axes = _subplots(len(REFERENCE_METRICS), 2, width=4.6, height=2.8)
-        width = 0.27
         for ax, (key, title) in zip(axes, REFERENCE_METRICS, strict=True):
-            for j, (source, color) in enumerate(sources):
-                xs, ys = [], []
-                for i, rep in enumerate(reps):
-                    value = reference_value(rep.record, source, key)
-                    if value is None or math.isinf(value):
-                        continue
-                    xs.append(i + (j - 1) * width)
-                    ys.append(value)
-                if xs:
-                    ax.bar(xs, ys, width, color=color, edgecolor="black", lw=0.4,
-                           label={"init": "at initialisation", "gaussian": "Gaussian, same shape"}.get(source,
-                                                                                                     source))
-            ax.set_xticks(range(len(reps)), [rep.arm for rep in reps], rotation=30, ha="right")
-            _log_y(ax)
+            _grouped_bars(ax, reps, series,
+                          lambda rep, source, key=key: reference_value(rep.record, source, key))
             ax.set_title(title)
         fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right center")
         svg = _save(fig)
