@@ -130,7 +130,7 @@ def test_runs_and_cells_of_the_default_grid():
     assert len(runs) == len(train["contexts"]) * len(train["budgets"]) * len(train["seeds"]) * lrs_per_scale
     assert len({r.name for r in runs}) == len(runs)
     assert enumerate_cells(DEFAULT) == ["cpu-4l-ctx128"]
-    assert runs[0].name == "cpu-4l-ctx128-gpt-t4096-lr0.005-s0"
+    assert runs[0].name == "cpu-4l-ctx128-gpt-t2048-lr0.005-s0"
 
 
 def test_shipped_grids_give_every_arm_the_same_sweep():
