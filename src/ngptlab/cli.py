@@ -13,8 +13,15 @@ import importlib
 import os
 import sys
 
-from ngptlab.errors import NgptlabError
-from ngptlab.params import load_params
+# PyTorch's CPU allocator returns every large tensor to the OS when it is freed, so each training step
+# faults in its logits (tokens x 50k vocabulary, hundreds of MB) page by page again. With transparent huge
+# pages for allocations over 2 MB the kernel faults in 2 MB at a time: measured here, a third less system
+# time and ~20% faster CPU steps at d 64. Read by torch at its first allocation, so set before torch loads;
+# an explicit setting in the environment wins.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+from ngptlab.errors import NgptlabError  # noqa: E402
+from ngptlab.params import load_params  # noqa: E402
 
 VERBS = {
     "prepare": "tokenize a text source into uint16 GPT-2 BPE shards under data/tokens/<source>/",
