@@ -19,7 +19,16 @@ import time
 import pytest
 import yaml
 from dvc.repo import Repo
-from workflow_support import default_params, dvc, git, make_workdir, planned_jobs, snakemake, write_params
+from workflow_support import (
+    copy_tokens,
+    default_params,
+    dvc,
+    git,
+    make_workdir,
+    planned_jobs,
+    snakemake,
+    write_params,
+)
 
 from ngptlab.params import enumerate_cells, enumerate_runs
 
@@ -204,7 +213,7 @@ def test_losses_and_speedups_are_dvc_metrics_and_the_figures_dvc_plots(recorded,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(sig, tmp_path):
+def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(sig, tmp_path, tmp_path_factory):
     """After SIGINT (Ctrl-C, `kill -INT`) or SIGTERM to Snakemake, the next plain `snakemake` completes the
     grid (no IncompleteFilesException: the workflow profile reruns incomplete jobs) and then has nothing to
     do. (A training stopped by a signal resumes from its checkpoint: tests/test_train_resume.py.)"""
@@ -213,9 +222,10 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(sig, tmp_path)
     params = e2e_params()
     train = params["train"]
     scale = train["scales"][0]
-    train.update(budgets=[16384], eval_every_tokens=2048, checkpoint_every_tokens=2048)
+    train.update(budgets=[8192], eval_every_tokens=1024, checkpoint_every_tokens=1024)
     train["learning_rates"] = {scale: {arm: [3.0e-3] for arm in train["arms"]}}
     work = make_workdir(tmp_path / "repo", params)
+    copy_tokens(tmp_path_factory.getbasetemp(), work)
 
     with open(tmp_path / "first.log", "w") as log:
         # The default SIGINT action even where this test runs in a background job (which ignores SIGINT).
@@ -238,7 +248,8 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(sig, tmp_path)
 
 
 @pytest.mark.slow
-def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its_log(tmp_path):
+def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its_log(tmp_path,
+                                                                                   tmp_path_factory):
     import fcntl
 
     from workflow_support import e2e_params
@@ -249,6 +260,7 @@ def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its
     train.update(budgets=[2048])
     train["learning_rates"] = {scale: {arm: [3.0e-3] for arm in train["arms"]}}
     work = make_workdir(tmp_path / "repo", params)
+    copy_tokens(tmp_path_factory.getbasetemp(), work)
     failing = next(run.name for run in enumerate_runs(params) if run.arm == "ngpt")
     state = work / "runs" / failing / "state"
     state.mkdir(parents=True)

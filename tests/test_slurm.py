@@ -16,6 +16,7 @@ import pytest
 from safetensors import safe_open
 from workflow_support import (
     E2E_DIVERGING,
+    copy_tokens,
     e2e_params,
     job_counts,
     local_smoke_run,
@@ -95,14 +96,14 @@ def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, t
     assert job_counts(snakemake(work, "--dry-run").stdout) == {}  # nothing left to do
 
 
-def test_a_two_process_scale_trains_with_torchrun_inside_one_slurm_job(smoke, tmp_path):
+def test_a_two_process_scale_trains_with_torchrun_inside_one_slurm_job(smoke, tmp_path, tmp_path_factory):
     params = e2e_params()
     completing = [r for r in enumerate_runs(params) if (r.arm, r.lr) != E2E_DIVERGING]
     ddp_run = min(completing, key=lambda r: (r.budget, r.context)).name  # the smallest run
     for resources in params["train"]["resources"].values():
         resources["processes"] = 2
     work = make_workdir(tmp_path / "ddp", params)
-    shutil.copytree(smoke.work / "data" / "tokens", work / "data" / "tokens")  # prepare is tested above
+    copy_tokens(tmp_path_factory.getbasetemp(), work)  # prepare is tested above
 
     snakemake(work, "--cores", "2", "--profile", "slurm", f"runs/{ddp_run}/model.safetensors", timeout=1200)
 

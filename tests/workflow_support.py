@@ -194,3 +194,9 @@ def local_smoke_run(base: Path) -> SmokeRun:
     started = time.monotonic()
     snakemake(work, "--cores", "2", timeout=1800)
     return SmokeRun(work, time.monotonic() - started)
+
+
+def copy_tokens(base: Path, work: Path) -> None:
+    """The shared end-to-end run's token shards into `work`, for tests that start at train (prepare is
+    tested by that run)."""
+    shutil.copytree(local_smoke_run(base).work / "data" / "tokens", work / "data" / "tokens")
