@@ -104,7 +104,7 @@ def unit(x: Tensor) -> Tensor:
 class RMSNorm(nn.Module):
     """x / rms(x) * g with a learnable gain g (init 1), computed in fp32 whatever the autocast dtype."""
 
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:  # eps 1e-6: the baseline spec (issue 3)
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:  # eps 1e-6: the baseline spec
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))

@@ -386,21 +386,27 @@ def layers34(results: Results, cell: str) -> Figure | None:
                   svg, [r.record.name for r in reps])
 
 
-def _grouped_bars(ax, reps: list, series: list[tuple[str, str, str]], value) -> None:
-    """One group of bars per arm, one bar per series (key, label, colour) at value(rep, key), on a log axis;
-    missing and infinite values are left out."""
+def _bar_panels(reps: list, panels, series: list[tuple[str, str, str]], value) -> str:
+    """One panel per (metric, title), on a log axis: a group of bars per arm, one bar per series (key, label,
+    colour) at value(rep, series key, metric); missing and infinite values are left out. Returns the SVG."""
     width = 0.27
-    for j, (key, label, color) in enumerate(series):
-        xs, ys = [], []
-        for i, rep in enumerate(reps):
-            v = value(rep, key)
-            if v is not None and not math.isinf(v):
-                xs.append(i + (j - 1) * width)
-                ys.append(v)
-        if xs:
-            ax.bar(xs, ys, width, color=color, edgecolor="black", lw=0.4, label=label)
-    ax.set_xticks(range(len(reps)), [rep.arm for rep in reps], rotation=30, ha="right")
-    _log_y(ax)
+    with plt.rc_context(RC):
+        fig, axes = _subplots(len(panels), 2, width=4.6, height=2.8)
+        for ax, (metric, title) in zip(axes, panels, strict=True):
+            for j, (key, label, color) in enumerate(series):
+                xs, ys = [], []
+                for i, rep in enumerate(reps):
+                    v = value(rep, key, metric)
+                    if v is not None and not math.isinf(v):
+                        xs.append(i + (j - 1) * width)
+                        ys.append(v)
+                if xs:
+                    ax.bar(xs, ys, width, color=color, edgecolor="black", lw=0.4, label=label)
+            ax.set_xticks(range(len(reps)), [rep.arm for rep in reps], rotation=30, ha="right")
+            _log_y(ax)
+            ax.set_title(title)
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right center")
+        return _save(fig)
 
 
 def renormalization(results: Results, cell: str) -> Figure | None:
@@ -417,13 +423,7 @@ def renormalization(results: Results, cell: str) -> Figure | None:
         found = rep.record.headline(variant).get(key)
         return None if found is None else read_float(found)
 
-    with plt.rc_context(RC):
-        fig, axes = _subplots(2, 2, width=4.6, height=2.8)
-        for ax, (key, title) in zip(axes, metrics, strict=True):
-            _grouped_bars(ax, reps, series, lambda rep, variant, key=key: value(rep, variant, key))
-            ax.set_title(title)
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right center")
-        svg = _save(fig)
+    svg = _bar_panels(reps, metrics, series, value)
     return Figure(f"renormalization_{cell}", f"Post-hoc renormalization, {cell}",
                   "Condition numbers of the linear maps the forward pass applies to its normalised inputs "
                   "(effective), the same after nGPT's normalization applied after training (renormalized; "
@@ -455,14 +455,8 @@ def references(results: Results, cell: str) -> Figure | None:
         return None
     series = [("trained", "trained", "0.25"), ("init", "at initialisation", "0.6"),
               ("gaussian", "Gaussian, same shape", "0.88")]
-    with plt.rc_context(RC):
-        fig, axes = _subplots(len(REFERENCE_METRICS), 2, width=4.6, height=2.8)
-        for ax, (key, title) in zip(axes, REFERENCE_METRICS, strict=True):
-            _grouped_bars(ax, reps, series,
-                          lambda rep, source, key=key: reference_value(rep.record, source, key))
-            ax.set_title(title)
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right center")
-        svg = _save(fig)
+    svg = _bar_panels(reps, REFERENCE_METRICS, series,
+                      lambda rep, source, key: reference_value(rep.record, source, key))
     return Figure(f"references_{cell}", f"Trained against initialisation and random, {cell}",
                   "Condition numbers of each arm's effective matrices after training, the same run's "
                   "matrices at initialisation (rebuilt from its seed), and the median for Gaussian "
