@@ -138,6 +138,11 @@ def test_completed_run_writes_the_contract(done):
     timing = json.loads((root / "results" / "timing" / f"{name}.json").read_text())
     assert timing["wall_s"] > 0 and [r["step"] for r in timing["rows"]] == list(range(1, 17))
     assert all(r["tokens_per_s"] > 0 for r in timing["rows"])
+    # the run's mean throughput over its step time; no MFU on a CPU without a declared peak
+    assert timing["tokens_per_s"] == pytest.approx(8192 / timing["train_s"], rel=1e-4)
+    assert 0 < timing["train_s"] <= timing["wall_s"] and timing["flops_per_token"] == s["flops_per_token"]
+    assert timing["mfu"] is None and timing["peak_tflops"] is None
+    assert timing["peak_source"].startswith("unknown (cpu)") and timing["device_name"] == "cpu"
     assert [r["tokens"] for r in rows if "val_loss" in r] == [2048, 4096, 6144, 8192]
     assert rows[-1]["val_loss"] == s["final_val_loss"]
     assert rows[-1]["train_loss"] < rows[0]["train_loss"] - 0.5  # it learned
@@ -258,3 +263,14 @@ def test_bench_step_times_every_arm_against_gpt():
         assert r["median_ms"] > 0 and r["tokens_per_s"] == pytest.approx(64 / (r["median_ms"] / 1e3))
         assert r["ratio_vs_gpt"] == pytest.approx(r["median_ms"] / rows[0]["median_ms"]) and r["mfu"] is None
     assert format_table(rows).count("\n") == 4
+
+
+def test_mfu_divides_by_a_declared_peak_and_detects_none_on_cpu():
+    from ngptlab.train.throughput import detect_peak, mfu
+
+    cpu = torch.device("cpu")
+    assert detect_peak(cpu).flops is None and mfu(6e9, 1e4, cpu) is None
+    declared = detect_peak(cpu, declared_tflops=2.0)
+    assert (declared.flops, declared.source) == (2e12, "declared")
+    # 6 GFLOP/token x 100 tokens/s = 0.6 TFLOP/s of a 2 TFLOP/s peak, over 2 devices: 15%
+    assert mfu(6e9, 100.0, cpu, world_size=2, declared_tflops=2.0) == pytest.approx(0.15)

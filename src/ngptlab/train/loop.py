@@ -39,7 +39,7 @@ from ngptlab.train import dist, state
 from ngptlab.train.data import Shards, batch_offsets, data_record, eval_offsets, gather, open_shards
 from ngptlab.train.outputs import RunPaths, fingerprint, finished, finite_or_none
 from ngptlab.train.schedule import Schedule, make_schedule
-from ngptlab.train.throughput import mfu
+from ngptlab.train.throughput import detect_peak, mfu_of
 
 EXIT_RESUMABLE = os.EX_TEMPFAIL  # 75
 
@@ -115,6 +115,7 @@ class Trainer:
         self.eval_offsets = eval_offsets(len(shards.val), spec.context, train["eval_windows"],
                                          train["eval_seed"])
         self.flops_per_token = train_flops_per_token(spec.arm, self.shape, shards.vocab_size, spec.context)
+        self.peak = detect_peak(self.device, train.get("peak_tflops"))  # for MFU; None on an unknown device
         self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda"
                          else contextlib.nullcontext())
         self.forward = torch.compile(self.model) if train["compile"] else self.model
@@ -362,7 +363,9 @@ def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan
         tokens = step * batch_tokens
         if trainer.device.type == "cuda":
             torch.cuda.synchronize()
-        window_s += time.perf_counter() - t0
+        step_s = time.perf_counter() - t0
+        window_s += step_s
+        info["train_s"] = info.get("train_s", 0.0) + step_s
         window_tokens += batch_tokens
         tokens_per_s = window_tokens / window_s
         bar.update(batch_tokens)
@@ -372,7 +375,7 @@ def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan
         if evaluate or crossed(tokens, batch_tokens, log_every_tokens(train)):
             row = {"step": step, "tokens": tokens, "train_loss": loss, "lr": lr, "grad_norm": grad_norm,
                    "tokens_per_s": tokens_per_s}
-            utilisation = mfu(trainer.flops_per_token, tokens_per_s, trainer.device, topo.world_size)
+            utilisation = mfu_of(trainer.flops_per_token, tokens_per_s, trainer.peak.flops, topo.world_size)
             if utilisation is not None:
                 row["mfu"] = utilisation
             if evaluate:
@@ -467,6 +470,26 @@ def _divergence(loss: float, grad_norm: float, limit: float) -> str | None:
     return None
 
 
+def timing_record(run: str, trainer: Trainer, params: dict, tokens: int, steps: int, wall_s: float,
+                  info: dict, rows: list[dict]) -> dict:
+    """results/timing/<run>.json: the run's throughput and MFU overall and per logged row.
+
+    tokens_per_s is the tokens of all steps over the time spent in them (forward, backward, update; not the
+    evaluations and checkpoints, which wall_s includes); mfu divides that by the peak named beside it.
+    """
+    train_s = info.get("train_s") or 0.0
+    tokens_per_s = tokens / train_s if train_s > 0 else None
+    world = params["world_size"]
+    utilisation = None if tokens_per_s is None else mfu_of(trainer.flops_per_token, tokens_per_s,
+                                                              trainer.peak.flops, world)
+    return {"run": run, "wall_s": round(wall_s, 3), "train_s": round(train_s, 6), "steps": steps,
+            "tokens": tokens, "tokens_per_s": tokens_per_s, "mfu": utilisation,
+            "flops_per_token": trainer.flops_per_token, "world_size": world, "device": params["device"],
+            "precision": params["precision"], "compile": params["compile"], **trainer.peak.as_dict(),
+            "rows": [{key: row[key] for key in ("step", "tokens", *TIMING_KEYS) if key in row}
+                     for row in rows]}
+
+
 def _write_outputs(spec: RunSpec, paths: RunPaths, trainer: Trainer, params: dict, config: dict, info: dict,
                    tokens: int, steps: int, wall_s: float, diagnostics: dict | None) -> None:
     """Weights, config, metrics, then the summary last: its presence marks the run as done."""
@@ -474,8 +497,8 @@ def _write_outputs(spec: RunSpec, paths: RunPaths, trainer: Trainer, params: dic
     sha = save_model(paths.model, trainer.model, config)
     write_json_atomic(paths.config, config)
     rows = [json.loads(line) for line in (paths.state_dir / state.METRICS).read_text().splitlines()]
-    write_json_atomic(paths.timing, {"run": spec.name, "wall_s": round(wall_s, 3), "rows": [
-        {key: row[key] for key in ("step", "tokens", *TIMING_KEYS) if key in row} for row in rows]})
+    write_json_atomic(paths.timing,
+                      timing_record(spec.name, trainer, params, tokens, steps, wall_s, info, rows))
     write_text_atomic(paths.metrics, "".join(
         json.dumps({k: v for k, v in row.items() if k not in TIMING_KEYS}, allow_nan=False) + "\n"
         for row in rows))
