@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import csv
 import json
 import math
 from pathlib import Path
@@ -15,8 +14,10 @@ import yaml
 
 from ngptlab.checkpoint import save_model
 from ngptlab.cli import main
+from ngptlab.errors import ResultsError
 from ngptlab.models import build
 from ngptlab.params import REPO_ROOT, RunSpec, find_run
+from ngptlab.results import read_spectra, write_spectra
 
 torch.set_num_threads(1)
 VOCAB = 256
@@ -66,11 +67,6 @@ def condition(params_file: Path, root: Path, run: str) -> int:
                  "--no-progress"])
 
 
-def read_spectra(path: Path) -> list[dict]:
-    with open(path) as f:
-        return list(csv.DictReader(f))
-
-
 def test_condition_writes_json_and_spectra(tmp_path, params_file):
     spec = spec_of(params_file, "gpt")
     torch.manual_seed(0)
@@ -115,11 +111,13 @@ def test_condition_writes_json_and_spectra(tmp_path, params_file):
     assert gaussian["attn_condition_median"] > 100 and 2 < gaussian["attn_head_condition_median"] < 4
 
     # the long table: one row per singular value of every matrix, head and variant, plus covariance spectra
-    rows = read_spectra(tmp_path / "results" / "conditioning" / f"{spec.name}.spectra.csv")
-    assert list(rows[0]) == ["run", "matrix", "kind", "layer", "variant", "head", "quantity", "index",
-                             "value", "value_over_median"]
-    whole = [float(r["value"]) for r in rows
-             if r["matrix"] == "layers.2.attn.q" and r["variant"] == "effective" and r["head"] == "-1"]
+    spectra_path = tmp_path / "results" / "conditioning" / f"{spec.name}.spectra.parquet"
+    table = read_spectra(spectra_path)
+    assert list(table.columns) == ["run", "matrix", "kind", "layer", "variant", "head", "quantity", "index",
+                                   "value", "value_over_median"]
+    rows = table.to_dict("records")
+    whole = [r["value"] for r in rows
+             if r["matrix"] == "layers.2.attn.q" and r["variant"] == "effective" and r["head"] == -1]
     np.testing.assert_allclose(whole, q3, rtol=1e-12)
     cov = [r for r in rows if r["quantity"] == "cov_eigenvalue" and r["variant"] == "effective"
            and r["matrix"] == "embed_in"]
@@ -128,6 +126,13 @@ def test_condition_writes_json_and_spectra(tmp_path, params_file):
     per_variant = 4 * (4 * 64 + 3 * 64 + 3 * 64) + 2 * 64 + 2 * 64  # whole + heads per layer; embeddings
     assert len(rows) == 3 * per_variant
     assert {r["run"] for r in rows} == {spec.name}
+    # byte-stable (DVC hashes it): the same rows give the same file
+    again = tmp_path / "again.parquet"
+    write_spectra(again, [tuple(r.values()) for r in rows])
+    assert again.read_bytes() == spectra_path.read_bytes()
+    again.write_bytes(spectra_path.read_bytes()[:100])
+    with pytest.raises(ResultsError, match=f"{again}: not a readable spectra table"):
+        read_spectra(again)
 
 
 def test_ngpt_is_unchanged_by_renormalization(tmp_path, params_file):
@@ -221,7 +226,7 @@ def test_missing_or_corrupt_checkpoint_is_a_clear_error(tmp_path, params_file, c
     assert condition(params_file, tmp_path, spec.name) == 2
     assert f"{ckpt}: checkpoint file not found" in capsys.readouterr().err
     assert out_json.read_text() == "previous result\n"  # nothing already produced was overwritten
-    assert not (tmp_path / "results" / "conditioning" / f"{spec.name}.spectra.csv").exists()
+    assert not (tmp_path / "results" / "conditioning" / f"{spec.name}.spectra.parquet").exists()
 
 
 def test_wrong_run_or_missing_summary_is_a_clear_error(tmp_path, params_file, capsys):

@@ -1,8 +1,9 @@
 """Results I/O shared by every analysis stage (condition, speedup, report), below all of them.
 
-Strict JSON for results/ files (no NaN/Infinity tokens), CSV, and the reader of the train stage's small
-outputs (results/train/<run>/summary.json and metrics.jsonl). Anything missing or malformed is a
-ResultsError naming the file and the key, since a silently skipped run would change the speed-up.
+Strict JSON for results/ files (no NaN/Infinity tokens), the spectra table (Parquet), and the reader of the
+train stage's small outputs (results/train/<run>/summary.json and metrics.jsonl). Anything missing or
+malformed is a ResultsError naming the file and the key, since a silently skipped run would change the
+speed-up.
 
 Encoding of non-finite floats, used by every results/ file of the condition and speedup stages:
 - +inf (a numerically singular matrix's condition number, see condition/metrics.py) -> the string "inf";
@@ -13,7 +14,6 @@ null therefore means "not applicable / not measured", and "inf" means "measured:
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ngptlab.errors import ResultsError
 from ngptlab.files import atomic_path, write_text_atomic
@@ -71,16 +74,30 @@ def write_json(path: str | Path, obj: Any) -> None:
     write_text_atomic(path, text)
 
 
-def write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Sequence]) -> None:
-    """A CSV with a header row, written atomically; nan cells are left empty."""
-    def write(f) -> None:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(header)
-        for row in rows:
-            writer.writerow(["" if isinstance(v, float) and math.isnan(v) else v for v in row])
+# The long spectra table of the condition stage: one row per singular value (or covariance eigenvalue) of
+# every matrix, variant and head. Parquet, typed and compressed: a 1B checkpoint's table is ~120 MB as CSV,
+# so it lives in the DVC cache, not in git. pyarrow writes the same bytes for the same rows.
+SPECTRA_SCHEMA = pa.schema([("run", pa.string()), ("matrix", pa.string()), ("kind", pa.string()),
+                            ("layer", pa.int32()), ("variant", pa.string()), ("head", pa.int32()),
+                            ("quantity", pa.string()), ("index", pa.int32()), ("value", pa.float64()),
+                            ("value_over_median", pa.float64())])
 
-    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
-        write(f)
+
+def write_spectra(path: str | Path, rows: Iterable[Sequence]) -> None:
+    """The spectra table as Parquet (SPECTRA_SCHEMA's columns, in order), written atomically."""
+    columns = list(zip(*rows, strict=True)) or [[] for _ in SPECTRA_SCHEMA]
+    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, SPECTRA_SCHEMA, strict=True)]
+    table = pa.Table.from_arrays(arrays, schema=SPECTRA_SCHEMA)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def read_spectra(path: str | Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """The spectra table (or some of its columns); a ResultsError naming the file when it cannot be read."""
+    try:
+        return pq.read_table(path, columns=list(columns) if columns else None).to_pandas()
+    except (OSError, pa.ArrowException) as e:
+        raise ResultsError(f"{path}: not a readable spectra table ({e})") from e
 
 
 def read_json(path: str | Path, what: str) -> Any:

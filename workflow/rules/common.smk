@@ -115,7 +115,7 @@ def train_outputs(run):
 
 
 def condition_outputs(run):
-    return {"json": f"results/conditioning/{run}.json", "spectra": f"results/conditioning/{run}.spectra.csv"}
+    return {"json": f"results/conditioning/{run}.json", "spectra": f"results/conditioning/{run}.spectra.parquet"}
 
 
 def speedup_output(cell):

@@ -38,9 +38,6 @@ MLP_KINDS = ("mlp_u", "mlp_v", "mlp_o")
 VARIANTS = ("effective", "renormalized", "underlying")
 PAPER_LAYERS = (3, 4)  # 1-based, as the paper's Figs. 11-12 label them
 
-SPECTRA_COLUMNS = ("run", "matrix", "kind", "layer", "variant", "head", "quantity", "index", "value",
-                   "value_over_median")
-
 
 @dataclass(frozen=True)
 class Settings:

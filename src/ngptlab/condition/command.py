@@ -1,7 +1,7 @@
 """`ngptlab condition --run RUN`: the conditioning of one trained model.
 
 Reads runs/<run>/model.safetensors (and results/train/<run>/summary.json for the run's status), writes
-results/conditioning/<run>.json and results/conditioning/<run>.spectra.csv. A diverged run is analysed all
+results/conditioning/<run>.json and results/conditioning/<run>.spectra.parquet. A diverged run is analysed all
 the same (its weights are the last finite state) and marked with its status.
 
 <run>.json:
@@ -21,8 +21,9 @@ the same (its weights are the last finite state) and marked with its status.
                      median}, anisotropy, pairwise_cosine{count, mean, histogram{edges, counts}}
                                                                                (embeddings only)}}}}
   A numerically singular condition number is the string "inf" (never a huge float); null = not applicable.
-<run>.spectra.csv (long format): run, matrix, kind, layer (-1 for embeddings), variant, head (-1 = whole
-  matrix), quantity (singular_value | cov_eigenvalue), index (0 = largest), value, value_over_median.
+<run>.spectra.parquet (long format, results.SPECTRA_SCHEMA): run, matrix, kind, layer (-1 for embeddings),
+  variant, head (-1 = whole matrix), quantity (singular_value | cov_eigenvalue), index (0 = largest), value,
+  value_over_median.
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ from pathlib import Path
 import torch
 
 from ngptlab.checkpoint import load_model, sha256_file
-from ngptlab.condition.analyse import SPECTRA_COLUMNS, Settings, analyse_matrices
+from ngptlab.condition.analyse import Settings, analyse_matrices
 from ngptlab.condition.effective import effective_matrices
 from ngptlab.condition.reference import GAUSSIAN_SAMPLES, GAUSSIAN_SEED, gaussian_reference
 from ngptlab.errors import CheckpointError
 from ngptlab.models import build_seeded
 from ngptlab.params import RunSpec, find_run
-from ngptlab.results import read_summary, write_csv, write_json
+from ngptlab.results import read_summary, write_json, write_spectra
 
 CONVENTIONS = {
     "layer": "0-based block index, as in the state dict; embeddings have layer null (-1 in the CSV)",
@@ -71,7 +72,7 @@ def resolve_device(device: str) -> str:
 
 def output_paths(root: str | Path, run: str) -> tuple[Path, Path]:
     out = Path(root) / "results" / "conditioning"
-    return out / f"{run}.json", out / f"{run}.spectra.csv"
+    return out / f"{run}.json", out / f"{run}.spectra.parquet"
 
 
 def _check_config(path: Path, config: dict, spec: RunSpec) -> None:
@@ -136,9 +137,9 @@ def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progr
         "reference": reference,
         "matrices": analysis.matrices,
     }
-    json_path, csv_path = output_paths(root, spec.name)
-    # The CSV first: the JSON appearing last marks a complete result.
-    write_csv(csv_path, SPECTRA_COLUMNS, ((spec.name, *row) for row in analysis.spectra))
+    json_path, spectra_path = output_paths(root, spec.name)
+    # The spectra first: the JSON appearing last marks a complete result.
+    write_spectra(spectra_path, ((spec.name, *row) for row in analysis.spectra))
     write_json(json_path, document)
     return document
 

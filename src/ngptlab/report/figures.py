@@ -37,7 +37,7 @@ from ngptlab.params import allowed_arms  # noqa: E402
 from ngptlab.report import views  # noqa: E402
 from ngptlab.report.load import Results, RunRecord  # noqa: E402
 from ngptlab.report.table import fmt_num, fmt_short  # noqa: E402
-from ngptlab.results import read_float  # noqa: E402
+from ngptlab.results import read_float, read_spectra  # noqa: E402
 
 RC = {
     "svg.hashsalt": "ngptlab-report",
@@ -142,7 +142,7 @@ SPECTRA_COLUMNS = ["matrix", "kind", "layer", "variant", "head", "quantity", "in
 @lru_cache(maxsize=4)
 def _read_spectra(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
     # Keyed by mtime and size too, so a rewritten file is read again.
-    return pd.read_csv(path, usecols=SPECTRA_COLUMNS)
+    return read_spectra(path, SPECTRA_COLUMNS)
 
 
 def _spectra(path: Path) -> pd.DataFrame:
@@ -152,7 +152,7 @@ def _spectra(path: Path) -> pd.DataFrame:
 
 def spectrum(record: RunRecord, kind: str, quantity: str, layer: int = -1, variant: str = "effective",
              head: int = -1) -> np.ndarray | None:
-    """One spectrum (descending) from a run's spectra CSV, or None."""
+    """One spectrum (descending) from a run's spectra table, or None."""
     if record.spectra_path is None:
         return None
     df = _spectra(record.spectra_path)

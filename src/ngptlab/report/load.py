@@ -3,7 +3,7 @@
 The report renders whatever exists. A Snakemake --keep-going run can leave holes, so every expected input of
 the grid is looked up and recorded as present or missing, never assumed:
 - results/train/<run>/summary.json + metrics.jsonl   (train stage; status "completed" | "diverged")
-- results/conditioning/<run>.json + <run>.spectra.csv (condition stage)
+- results/conditioning/<run>.json + <run>.spectra.parquet (condition stage)
 - results/speedup/<cell>.json                          (speedup stage; only written when every run of its cell
                                                         has finished, so a hole in a cell means no speed-up)
 - data/tokens/<source>/meta.json                       (prepare stage; token counts and shard sha256s)
@@ -141,7 +141,7 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
             ckpt = (record.conditioning.get("checkpoint") or {}).get("sha256")
             if record.summary and ckpt and ckpt != record.summary.get("checkpoint_sha256"):
                 record.stale_conditioning = True
-        spectra = cond.with_name(f"{spec.name}.spectra.csv")
+        spectra = cond.with_name(f"{spec.name}.spectra.parquet")
         if spectra.is_file():
             record.spectra_path = spectra
             note(spectra)

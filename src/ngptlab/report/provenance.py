@@ -12,9 +12,9 @@ Layout:
   tables      {table id: {title, csv, columns, key}}   key = the columns whose values name a row in number ids
   numbers     [{id: "<table>/<row key>/<column>", table, column, value, runs[]}]   every numeric table cell
   figures     {figure id: {title, runs[]}}
-  dvc_lock    {stage: entry} from dvc.lock where present, except the report's own stage (whose entry records
-              this very output and would make the file depend on itself)
-Everything in it is a function of the inputs (and the code revision), so re-rendering gives the same bytes.
+Everything in it is a function of the inputs (and the code revision), so re-rendering gives the same bytes. It
+does not copy dvc.lock: the report stage does not depend on it (its own entry there records this very file),
+and the checkpoints' and shards' hashes already come from the files the report reads.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import json
 import math
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from ngptlab.files import sha256_file
 from ngptlab.report.document import Document
@@ -50,18 +48,6 @@ def numbers(doc: Document) -> list[dict]:
                 out.append({"id": f"{t.id}/{t.row_key(i)}/{column}", "table": t.id, "column": column,
                             "value": _json_value(value), "runs": t.runs[i]})
     return out
-
-
-def _dvc_lock(root: Path) -> dict | None:
-    path = root / "dvc.lock"
-    if not path.is_file():
-        return None
-    try:
-        lock = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError:
-        return {"error": f"{path} is not valid YAML"}
-    stages = lock.get("stages", {})
-    return {name: entry for name, entry in sorted(stages.items()) if not name.split("@")[0] == "report"}
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -107,7 +93,6 @@ def build_provenance(results: Results, doc: Document, code_revision: str) -> dic
                    for t in doc.tables},
         "numbers": numbers(doc),
         "figures": {f.id: {"title": f.title, "runs": f.runs} for f in doc.figures},
-        "dvc_lock": _dvc_lock(results.root),
     }
 
 

@@ -21,12 +21,12 @@ from pathlib import Path
 import torch
 import yaml
 
-from ngptlab.condition.analyse import SPECTRA_COLUMNS, Analysis, Settings, analyse_matrices
+from ngptlab.condition.analyse import Analysis, Settings, analyse_matrices
 from ngptlab.condition.command import CONVENTIONS
 from ngptlab.condition.reference import GAUSSIAN_SAMPLES, GAUSSIAN_SEED, gaussian_reference
 from ngptlab.models import SCALES, MatrixInfo
 from ngptlab.params import REPO_ROOT, RunSpec, enumerate_cells, enumerate_runs, load_params, validate_params
-from ngptlab.results import write_csv, write_json
+from ngptlab.results import write_json, write_spectra
 from ngptlab.speedup.command import speedup_cell
 
 # Planted truth per arm: speed-up over gpt in tokens, and the condition number of its attention/MLP matrices.
@@ -163,7 +163,7 @@ def _references(arm: str, scale_name: str, settings: Settings) -> dict:
 
 
 def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> None:
-    """results/conditioning/<run>.json + .spectra.csv, from the real analysis of planted matrices."""
+    """results/conditioning/<run>.json + .spectra.parquet, from the real analysis of planted matrices."""
     cond = params["condition"]
     settings = Settings(singular_tol=float(cond["singular_tol"]), sample_rows=int(cond["sample_rows"]),
                         seed=int(cond["seed"]))
@@ -180,7 +180,7 @@ def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "c
     }
     out = root / "results" / "conditioning"
     rows = ((spec.name, *row) for row in analysis.spectra)
-    write_csv(out / f"{spec.name}.spectra.csv", SPECTRA_COLUMNS, rows)
+    write_spectra(out / f"{spec.name}.spectra.parquet", rows)
     write_json(out / f"{spec.name}.json", document)
 
 
