@@ -10,7 +10,7 @@ the same (its weights are the last finite state) and marked with its status.
   conventions (text); no timing (the file is byte-stable: the same checkpoint gives the same bytes),
   headline{<variant>: {...}}            the numbers the report compares (keys: analyse.headline)
   reference{init{seed, headline{<variant>: {...}}},            the same run's step-0 matrices
-            gaussian{samples, seed, headline{<kappa key>: median}}}   Gaussian matrices of the same shape
+            gaussian{seed, samples{<kappa key>: n}, headline{<kappa key>: median}}}   Gaussian, same shape
   matrices{<name>: {kind, layer (0-based), shape [out, in], norm_dim, n_heads,
       variants{<variant>: {finite, condition_number, singular, sigma_ratio, numerical_rank, stable_rank,
           effective_rank, largest, smallest, vector_norms{mean,std,cv,min,max},
@@ -38,7 +38,7 @@ import torch
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.condition.analyse import Settings, analyse_matrices
 from ngptlab.condition.effective import effective_matrices
-from ngptlab.condition.reference import GAUSSIAN_SAMPLES, GAUSSIAN_SEED, gaussian_reference
+from ngptlab.condition.reference import gaussian_reference
 from ngptlab.errors import CheckpointError
 from ngptlab.models import build_seeded
 from ngptlab.params import RunSpec, find_run
@@ -95,9 +95,7 @@ def references(model: torch.nn.Module, spec: RunSpec, settings: Settings) -> dic
         init, _ = build_seeded(spec.arm, scale, model.vocab_size, model.context, spec.seed)
         at_init = analyse_matrices(effective_matrices(init), settings, progress=False)
     return {"init": {"seed": spec.seed, "headline": at_init.headline()},
-            "gaussian": {"samples": GAUSSIAN_SAMPLES, "seed": GAUSSIAN_SEED,
-                         "headline": gaussian_reference(scale.d_model, scale.n_head, scale.d_mlp,
-                                                        model.vocab_size)}}
+            "gaussian": gaussian_reference(scale.d_model, scale.n_head, scale.d_mlp, model.vocab_size)}
 
 
 def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progress: bool = True) -> dict:

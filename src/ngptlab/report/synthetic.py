@@ -23,7 +23,7 @@ import yaml
 
 from ngptlab.condition.analyse import Analysis, Settings, analyse_matrices
 from ngptlab.condition.command import CONVENTIONS
-from ngptlab.condition.reference import GAUSSIAN_SAMPLES, GAUSSIAN_SEED, gaussian_reference
+from ngptlab.condition.reference import gaussian_reference
 from ngptlab.models import SCALES, MatrixInfo
 from ngptlab.params import REPO_ROOT, RunSpec, enumerate_cells, enumerate_runs, load_params, validate_params
 from ngptlab.results import write_json, write_spectra
@@ -158,8 +158,7 @@ def _references(arm: str, scale_name: str, settings: Settings) -> dict:
     scale = SCALES[scale_name]
     at_init = analyse_matrices(planted_matrices(arm, scale_name, INIT_KAPPA), settings, progress=False)
     return {"init": {"seed": 0, "headline": at_init.headline()},
-            "gaussian": {"samples": GAUSSIAN_SAMPLES, "seed": GAUSSIAN_SEED,
-                         "headline": gaussian_reference(scale.d_model, scale.n_head, scale.d_mlp, VOCAB)}}
+            "gaussian": gaussian_reference(scale.d_model, scale.n_head, scale.d_mlp, VOCAB)}
 
 
 def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> None:
