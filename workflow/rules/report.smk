@@ -1,8 +1,9 @@
 # report: everything -> reports/ (src/ngptlab/report). Reads results/ and data/tokens/*/meta.json only, never
 # a checkpoint, so a fresh clone re-renders it from the committed results without downloading the runs.
 #
-# After a `--keep-going` run in which some runs failed, this rule cannot run (its inputs are incomplete);
-# `ngptlab report --params params.yaml` then renders what exists and lists the failed runs as missing.
+# After a `--keep-going` run in which some runs failed this rule cannot run (its inputs are incomplete): the
+# Snakefile's `onerror` handler renders what exists instead, naming the failed runs and their logs (the same
+# as `ngptlab report --params params.yaml` by hand).
 
 
 rule report:
