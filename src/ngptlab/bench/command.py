@@ -11,6 +11,8 @@ import importlib
 BENCHMARKS = {
     "tokenize": "tokens/s and peak memory of `prepare` against a nanoGPT-style datasets.map baseline",
     "step": "median training step time of every arm against gpt at the same shape",
+    "gpu": "the GPU path in one call: every arm's step (eager, compiled, bf16), a bf16-vs-fp32 training run, "
+           "condition's time, DDP; tiny shapes on a CPU",
     "workflow": "seconds `snakemake -n` and `dvc status` take to plan a preset's grid, against their targets",
 }
 

@@ -42,7 +42,7 @@ class _Arm:
     """One arm's model, optimizer and a fixed random batch, ready to take timed steps."""
 
     def __init__(self, arm: str, scale: Scale | str, vocab_size: int, context: int, seqs: int,
-                 device: torch.device, compile_model: bool) -> None:
+                 device: torch.device, compile_model: bool, bf16: bool | None = None) -> None:
         from ngptlab.models import build, train_flops_per_token
 
         torch.manual_seed(0)
@@ -59,15 +59,16 @@ class _Arm:
         self.device = device
         self.flops_per_token = train_flops_per_token(arm, scale, vocab_size, context)
         self.times: list[float] = []
+        self.bf16 = device.type == "cuda" if bf16 is None else bf16  # as train.precision auto
 
     def step(self) -> float:
         """One training step; returns its wall time in seconds (device synchronised)."""
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
-        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda")
-        with autocast:
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             _, loss = self.forward(self.x, self.y)
+        self.last_loss = loss.detach()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.recipe.clip_parameters(self.model), 1.0)
         self.optimizer.step()

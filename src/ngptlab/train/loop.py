@@ -86,6 +86,15 @@ def plan_batches(train: dict, spec: RunSpec, world_size: int) -> BatchPlan:
     return BatchPlan(context, seqs_global, seqs_per_rank, micro_seqs, seqs_per_rank // micro_seqs, steps)
 
 
+def resolve_precision(setting: str, device: torch.device) -> str:
+    """train.precision: auto (bf16 autocast on a GPU, fp32 on a CPU), bf16 (autocast on either) or fp32."""
+    if setting not in ("auto", "bf16", "fp32"):
+        raise ParamsError(f"train.precision must be auto, bf16 or fp32, got {setting!r}")
+    if setting == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return setting
+
+
 def crossed(tokens: int, batch_tokens: int, every: int) -> bool:
     """Did the last step carry `tokens` across a multiple of `every`?"""
     return tokens // every > (tokens - batch_tokens) // every
@@ -116,7 +125,8 @@ class Trainer:
                                          train["eval_seed"])
         self.flops_per_token = train_flops_per_token(spec.arm, self.shape, shards.vocab_size, spec.context)
         self.peak = detect_peak(self.device, train.get("peak_tflops"))  # for MFU; None on an unknown device
-        self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda"
+        self.precision = resolve_precision(train.get("precision", "auto"), self.device)
+        self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision == "bf16"
                          else contextlib.nullcontext())
         self.forward = torch.compile(self.model) if train["compile"] else self.model
         self.wrapped = (DistributedDataParallel(self.forward, device_ids=[topo.local_rank] if
@@ -213,9 +223,9 @@ def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.T
     keys = ("source", "batch_sequences", "micro_batch_tokens", "warmup_max_fraction", "grad_clip",
             "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "compile",
             "checkpoint_every_tokens")
-    cuda = topo.device.type == "cuda"
     return {**{k: train[k] for k in keys}, "log_every_tokens": log_every_tokens(train),
-            "device": topo.device.type, "precision": "bf16-autocast" if cuda else "fp32",
+            "device": topo.device.type,
+            "precision": "bf16-autocast" if trainer.precision == "bf16" else "fp32",
             "world_size": topo.world_size, "micro_batch_seqs": plan.micro_seqs,
             "grad_accum_steps": plan.accum_steps, "steps": plan.steps,
             "batch_tokens": plan.batch_tokens,
