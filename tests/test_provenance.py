@@ -49,10 +49,19 @@ def dvc_work(work) -> set[str]:
     return set(json.loads(dvc(work, "status", "--json").stdout or "{}"))
 
 
+def two_cell_params() -> dict:
+    """The default grid at two contexts (two cells), gpt-nowd's sweep given per context."""
+    params = default_params()
+    params["train"]["contexts"] = [128, 64]
+    sweeps = params["train"]["learning_rates"]["cpu-4l"]
+    sweeps["gpt-nowd"] = {"ctx128": list(sweeps["gpt-nowd"]), "ctx64": list(sweeps["gpt-nowd"])}
+    return params
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A scratch clone of the default grid in which every output exists and is recorded in dvc.lock."""
-    work = make_workdir(tmp_path_factory.mktemp("provenance") / "repo")
+    """A scratch clone of a two-cell grid in which every output exists and is recorded in dvc.lock."""
+    work = make_workdir(tmp_path_factory.mktemp("provenance") / "repo", two_cell_params())
     git(work, "init", "-q")
     for job in planned_jobs(snakemake(work, "--dry-run", "--forceall", "--nolock").stdout):
         for output in job.outputs:
@@ -80,12 +89,15 @@ def test_after_dvc_commit_and_new_file_times_both_tools_have_nothing_to_do(recor
 
 
 def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_adds_only_its_work(recorded):
-    params = default_params()
+    params = two_cell_params()
     old_runs = {run.name for run in enumerate_runs(params)}
-    params["train"]["learning_rates"]["cpu-4l"]["gpt-nowd"].append(4.0e-2)
+    params["train"]["learning_rates"]["cpu-4l"]["gpt-nowd"]["ctx64"].append(4.0e-2)  # one cell's sweep
     (recorded / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.yaml not rewritten
 
+    # Every cell's speed-up and evaluation, in both tools: they depend on the grid's lists and on
+    # results/train as a whole (README, "Why Snakemake and DVC agree"); a training is never among them.
     cells = sorted(f"{stage}@{cell}" for cell in enumerate_cells(params) for stage in ("speedup", "evaluate"))
+    assert len(cells) == 4
     assert sorted(dvc_work(recorded)) == sorted([*cells, "report"])  # never "up to date"
     out = dvc(recorded, "repro", check=False)
     assert out.returncode != 0
@@ -94,7 +106,7 @@ def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_
 
     write_params(recorded, params)  # the documented fix
     new_runs = {run.name for run in enumerate_runs(params)} - old_runs
-    assert len(new_runs) == len(params["train"]["budgets"]) * len(params["train"]["contexts"])
+    assert len(new_runs) == len(params["train"]["budgets"]) and all("-ctx64-" in run for run in new_runs)
     expected = {*(f"{stage}@{run}" for run in new_runs for stage in ("train", "condition")), *cells, "report"}
     assert dvc_work(recorded) == expected
     assert snakemake_work(recorded) == expected
