@@ -166,7 +166,7 @@ def load_model(
             if isinstance(recorded, dict):
                 shape = shape_from_dict(config["scale"], recorded)
             model, _ = build(config["arm"], shape, int(config["vocab_size"]),
-                             int(config["context"]))
+                             int(config["context"]), int(config.get("vocab_multiple", 1)))
     except NgptlabError as err:
         raise CheckpointError(f"{path}: cannot rebuild the model its config describes: {err}") from None
     load_weights(path, model, tensors, what=f"a {config['arm']} {config['scale']} model")

@@ -92,7 +92,8 @@ def references(model: torch.nn.Module, spec: RunSpec, settings: Settings) -> dic
     matrices, rebuilt as train builds them, and the Gaussian median for each matrix shape."""
     scale = model.scale
     with torch.random.fork_rng(devices=[]), torch.no_grad():  # leave the caller's RNG alone
-        init, _ = build_seeded(spec.arm, scale, model.vocab_size, model.context, spec.seed)
+        init, _ = build_seeded(spec.arm, scale, model.vocab_size, model.context, spec.seed,
+                               model.vocab_multiple)
         at_init = analyse_matrices(effective_matrices(init), settings, progress=False)
     return {"init": {"seed": spec.seed, "headline": at_init.headline()},
             "gaussian": gaussian_reference(scale.d_model, scale.n_head, scale.d_mlp, model.vocab_size)}

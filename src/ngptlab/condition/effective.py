@@ -96,9 +96,11 @@ def effective_matrix(model: nn.Module, name: str) -> Tensor:
 @torch.no_grad()
 def effective_matrices(model: nn.Module) -> Iterator[MatrixInfo]:
     """Every matrix of `model` (model.matrices() order) with `weight` = W_eff and `underlying` = the raw
-    parameter, both float64; one at a time, so a large model never has all of them in float64 at once."""
+    parameter, both float64; one at a time, so a large model never has all of them in float64 at once.
+    The embeddings lose their pad rows (a vocabulary padded for speed): those rows are never a token."""
     for info in model.matrices():
-        yield MatrixInfo(name=info.name, kind=info.kind, layer=info.layer,
-                         weight=effective_matrix(model, info.name),
-                         underlying=_f64(model.get_submodule(info.name).weight), norm_dim=info.norm_dim,
-                         n_heads=info.n_heads)
+        weight, underlying = effective_matrix(model, info.name), _f64(model.get_submodule(info.name).weight)
+        if info.kind in ("embed_in", "embed_out"):
+            weight, underlying = model.token_rows(weight), model.token_rows(underlying)
+        yield MatrixInfo(name=info.name, kind=info.kind, layer=info.layer, weight=weight,
+                         underlying=underlying, norm_dim=info.norm_dim, n_heads=info.n_heads)

@@ -11,7 +11,7 @@ _WHERE = {
     "count_parameters": "registry",
     "Recipe": "gpt", "MATRIX_KINDS": "layers", "MatrixInfo": "layers",
     "SCALES": "scales", "Scale": "scales", "resolve_scale": "scales",
-    "parameter_count": "size", "train_flops_per_token": "size",
+    "parameter_count": "size", "train_flops_per_token": "size", "padded_vocab": "size",
 }
 
 __all__ = sorted(_WHERE)

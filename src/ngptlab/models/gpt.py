@@ -33,6 +33,7 @@ from ngptlab.models.layers import (
     SwiGLU,
 )
 from ngptlab.models.scales import Scale
+from ngptlab.models.size import padded_vocab
 
 INIT_STD = 0.02  # paper Table 3 (GPT): initialisation std of every matrix
 
@@ -69,10 +70,15 @@ class GPT(nn.Module):
     embedding: type[Embedding] = Embedding
     lm_head: type[Linear] = Linear
 
-    def __init__(self, scale: Scale, vocab_size: int, context: int) -> None:
+    def __init__(self, scale: Scale, vocab_size: int, context: int, vocab_multiple: int = 1) -> None:
         super().__init__()
         self.scale, self.vocab_size, self.context = scale, vocab_size, context
-        self.embed_in = self.embedding(vocab_size, scale.d_model)
+        # Embedding and LM-head rows: the vocabulary padded to a multiple (nanoGPT's 50257 -> 50304), so the
+        # head's matmul has GPU-friendly sizes. Pad rows are never a token: the logits are cut back to
+        # vocab_size, so they get no gradient and no probability, and the analysis leaves them out.
+        self.vocab_multiple = vocab_multiple
+        self.vocab_rows = padded_vocab(vocab_size, vocab_multiple)
+        self.embed_in = self.embedding(self.vocab_rows, scale.d_model)
         self.layers = nn.ModuleList(self.make_block(i) for i in range(scale.n_layer))
         self.make_head()
         self.rotary = Rotary(scale.head_dim, context)
@@ -83,10 +89,19 @@ class GPT(nn.Module):
 
     def make_head(self) -> None:
         self.norm_out = RMSNorm(self.scale.d_model)
-        self.embed_out = self.lm_head(self.scale.d_model, self.vocab_size, norm_dim=1)  # [vocab, d]
+        self.embed_out = self.lm_head(self.scale.d_model, self.vocab_rows, norm_dim=1)  # [vocab, d]
 
     def head(self, x: Tensor) -> Tensor:
+        """Logits [..., vocab_size] of the hidden states x: the LM head's rows without the padding."""
+        return self.head_rows(x)[..., :self.vocab_size]
+
+    def head_rows(self, x: Tensor) -> Tensor:
+        """Logits over every row of the LM head, padding included."""
         return self.embed_out(self.norm_out(x))
+
+    def token_rows(self, weight: Tensor) -> Tensor:
+        """An embedding-shaped [vocab_rows, ...] tensor without its pad rows (what the analysis reads)."""
+        return weight[:self.vocab_size]
 
     @torch.no_grad()
     def reset_parameters(self) -> None:

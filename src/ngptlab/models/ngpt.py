@@ -101,11 +101,11 @@ class NGPT(GPT):
 
     def make_head(self) -> None:
         d = self.scale.d_model
-        self.embed_out = Linear(d, self.vocab_size, norm_dim=1)  # unit rows, no final norm layer
+        self.embed_out = Linear(d, self.vocab_rows, norm_dim=1)  # unit rows, no final norm layer
         # Section 2.5: s_z,init = 1, s_z,scale = 1/sqrt(d_model)
-        self.s_z = LearnedScale(self.vocab_size, init=1.0, scale=1.0 / math.sqrt(d))
+        self.s_z = LearnedScale(self.vocab_rows, init=1.0, scale=1.0 / math.sqrt(d))
 
-    def head(self, h: Tensor) -> Tensor:
+    def head_rows(self, h: Tensor) -> Tensor:
         return self.embed_out(h) * self.s_z()  # Section 2.1: z = E_out h, then z <- z s_z
 
     @torch.no_grad()

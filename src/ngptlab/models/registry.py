@@ -70,28 +70,30 @@ def lookup_arm(name: str) -> Arm:
     return ARMS[name]
 
 
-def build(arm: str, scale: Scale | str, vocab_size: int, context: int) -> tuple[GPT, Recipe]:
+def build(arm: str, scale: Scale | str, vocab_size: int, context: int,
+          vocab_multiple: int = 1) -> tuple[GPT, Recipe]:
     """A freshly initialised model (post_step already applied) and its optimizer recipe.
 
     `scale` is a shape or the name of a named one (models/scales.py). Builds on torch's default device.
+    `vocab_multiple` pads the embedding and LM-head rows to a multiple of it (params train.vocab_multiple).
     """
     spec = lookup_arm(arm)
     shape = resolve_scale(scale) if isinstance(scale, str) else scale
-    for key, value in (("vocab_size", vocab_size), ("context", context)):
+    for key, value in (("vocab_size", vocab_size), ("context", context), ("vocab_multiple", vocab_multiple)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ParamsError(f"{key} must be a positive integer, got {value!r}")
-    model = spec.model(shape, vocab_size, context)
+    model = spec.model(shape, vocab_size, context, vocab_multiple)
     recipe = spec.recipe()
     recipe.post_step(model)  # start on the arm's constraint set (unit rows, orthogonal matrices)
     return model, recipe
 
 
 def build_seeded(arm: str, scale: Scale | str, vocab_size: int, context: int,
-                 seed: int) -> tuple[GPT, Recipe]:
+                 seed: int, vocab_multiple: int = 1) -> tuple[GPT, Recipe]:
     """The model a run starts from: torch.manual_seed(seed), then build. The train stage starts every run
     from it and the condition stage rebuilds the same step-0 weights from it as its reference."""
     torch.manual_seed(seed)
-    return build(arm, scale, vocab_size, context)
+    return build(arm, scale, vocab_size, context, vocab_multiple)
 
 
 def count_parameters(model: nn.Module) -> int:

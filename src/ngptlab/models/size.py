@@ -25,6 +25,12 @@ from ngptlab.errors import ParamsError
 from ngptlab.models.scales import Scale, resolve_scale
 
 
+def padded_vocab(vocab_size: int, multiple: int) -> int:
+    """Embedding and LM-head rows: the smallest multiple of `multiple` that holds the vocabulary (1: none).
+    Pass it as `vocab_size` below to count or cost a padded model."""
+    return -(-vocab_size // multiple) * multiple
+
+
 def block_matrix_parameters(s: Scale) -> int:
     """Attention q, k, v, o (d x d each) and SwiGLU u, v, o (d x d_mlp each), per block."""
     return 4 * s.d_model**2 + 3 * s.d_model * s.d_mlp

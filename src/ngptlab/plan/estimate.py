@@ -5,7 +5,7 @@ nor imports torch.
 
 from __future__ import annotations
 
-from ngptlab.models.size import parameter_count, train_flops_per_token
+from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
 from ngptlab.params import RunSpec, run_shape, steps_per_run, tokens_per_step, warmup_steps
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
@@ -22,7 +22,8 @@ def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: flo
         flops = train_flops_per_token(run.arm, shape, VOCAB_SIZE, run.context) * run.budget
         steps = steps_per_run(train, run.context, run.budget)
         rows.append({"run": run.name, **run.as_dict(), "cell": run.cell,
-                     "n_params": parameter_count(run.arm, shape, VOCAB_SIZE),
+                     "n_params": parameter_count(run.arm, shape,
+                                                 padded_vocab(VOCAB_SIZE, train.get("vocab_multiple", 1))),
                      "batch_sequences": train["batch_sequences"],
                      "tokens_per_step": tokens_per_step(train, run.context), "steps": steps,
                      "warmup_steps": warmup_steps(train, steps, run.arm not in ARMS_WITHOUT_WARMUP),

@@ -86,6 +86,11 @@ def plan_batches(train: dict, spec: RunSpec, world_size: int) -> BatchPlan:
     return BatchPlan(context, seqs_global, seqs_per_rank, micro_seqs, seqs_per_rank // micro_seqs, steps)
 
 
+def vocab_multiple(train: dict) -> int:
+    """train.vocab_multiple: pad the embedding and LM-head rows to a multiple of it (absent: 1, none)."""
+    return int(train.get("vocab_multiple", 1))
+
+
 def resolve_precision(setting: str, device: torch.device) -> str:
     """train.precision: auto (bf16 autocast on a GPU, fp32 on a CPU), bf16 (autocast on either) or fp32."""
     if setting not in ("auto", "bf16", "fp32"):
@@ -111,7 +116,7 @@ class Trainer:
         self.shape = run_shape(train, spec.scale)
         # seeded: the same initial weights on every rank (DDP also broadcasts rank 0's) and in `condition`
         self.model, self.recipe = build_seeded(spec.arm, self.shape, shards.vocab_size, spec.context,
-                                               spec.seed)
+                                               spec.seed, vocab_multiple(train))
         self.model.to(self.device)
         groups = self.recipe.param_groups(self.model, spec.lr)
         for group in groups:
@@ -224,6 +229,7 @@ def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.T
             "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "compile",
             "checkpoint_every_tokens")
     return {**{k: train[k] for k in keys}, "log_every_tokens": log_every_tokens(train),
+            "vocab_multiple": vocab_multiple(train),
             "device": topo.device.type,
             "precision": "bf16-autocast" if trainer.precision == "bf16" else "fp32",
             "world_size": topo.world_size, "micro_batch_seqs": plan.micro_seqs,
@@ -307,7 +313,8 @@ def _train_locked(spec: RunSpec, train: dict, paths: RunPaths, root: Path, topo:
     params = resolved_params(train, plan, trainer, topo)
     config = {"format": "ngptlab.run/1", "run": spec.name, "arm": spec.arm, "scale": spec.scale,
               "shape": trainer.shape.as_dict(),
-              "vocab_size": shards.vocab_size, "context": spec.context, "spec": spec.as_dict(),
+              "vocab_size": shards.vocab_size, "vocab_multiple": trainer.model.vocab_multiple,
+              "context": spec.context, "spec": spec.as_dict(),
               "train": params, "data": data, "code_revision": code_revision()}
     info = state.load_state(paths.state_dir, trainer.model, trainer.optimizer, expected)
     if info is None:

@@ -27,7 +27,8 @@ from ngptlab.errors import CheckpointError
 # with other values belongs to a different run. (micro_batch_tokens, device, compile and world size only
 # change float rounding or speed, so a run may resume under different ones.)
 TRAJECTORY_KEYS = ("batch_sequences", "steps", "warmup_steps", "grad_clip", "diverge_loss",
-                   "eval_windows", "eval_seed")
+                   "eval_windows", "eval_seed", "vocab_multiple")
+TRAJECTORY_DEFAULTS = {"vocab_multiple": 1}  # optional keys: absent (older runs included) = this value
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class RunPaths:
 
 def fingerprint(spec: dict, params: dict, data: dict) -> dict[str, Any]:
     """The identity of a run's trajectory: its spec, the trajectory settings, and the data hashes."""
-    return {**spec, **{key: params.get(key) for key in TRAJECTORY_KEYS},
+    return {**spec, **{key: params.get(key, TRAJECTORY_DEFAULTS.get(key)) for key in TRAJECTORY_KEYS},
             "train_sha256": data.get("train_sha256"), "val_sha256": data.get("val_sha256")}
 
 
