@@ -14,6 +14,7 @@ import yaml
 from ngptlab.errors import ParamsError
 from ngptlab.params import (
     REPO_ROOT,
+    BatchSplit,
     RunSpec,
     allowed_arms,
     enumerate_cells,
@@ -24,6 +25,8 @@ from ngptlab.params import (
     lr_sweep,
     parse_run_name,
     run_shape,
+    scale_layout,
+    split_batch,
     validate_params,
 )
 
@@ -103,6 +106,20 @@ def test_default_params_are_valid():
          "speedup.baseline 'gpt-orth' is not among train.arms: gpt, ngpt"),
         (lambda p: p["train"].update(source="owt"),
          "train.source 'owt' must name the prepared source prepare.source.name 'shakespeare-news'"),
+        (lambda p: p["train"]["resources"]["cpu-4l"].update(nodes=0),
+         "train.resources.cpu-4l.nodes: 0 must be >= 1"),
+        (lambda p: p["train"].update(max_restarts=-1),
+         "train.max_restarts: -1 must be >= 0"),
+        (lambda p: p["train"]["resources"]["cpu-4l"].update(nodes=3),
+         "train.resources.cpu-4l: 3 node(s) x 1 process(es) = 3 process(es): train.batch_sequences (4) "
+         "cannot be split evenly over 3 processes"),
+        (lambda p: p["train"]["resources"]["cpu-4l"].update(nodes=2, processes=1) or p["train"].update(
+            batch_sequences=12, micro_batch_tokens=512, budgets=[12 * 128]),
+         "train.resources.cpu-4l: 2 node(s) x 1 process(es) = 2 process(es): train.micro_batch_tokens "
+         "(512) = 4 sequences does not divide the 6 sequences each of 2 processes gets per step"),
+        (lambda p: p["train"]["resources"]["cpu-4l"].update(gpus=2, processes=1),
+         "train.resources.cpu-4l: processes (1) must equal gpus (2): one training process per GPU, on each "
+         "node"),
     ],
 )
 def test_malformed_params_name_the_key(edit, expected):
@@ -206,3 +223,19 @@ def test_cli_rejects_bad_params_before_anything_runs(tmp_path: Path):
         "ngpt, gpt-lrm, gpt-scalar, gpt-rownorm, gpt-orth, gpt-qknorm, ngpt-freew"
     ]
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_the_global_batch_is_the_same_on_any_number_of_nodes():
+    """nodes x processes share batch_sequences; accumulation fills what one forward pass does not."""
+    two_nodes = _edit(lambda p: p["train"]["resources"]["cpu-4l"].update(nodes=2, processes=2))
+    validate_params(two_nodes)
+    layout = scale_layout(two_nodes["train"], "cpu-4l")
+    assert (layout.nodes, layout.world_size, layout.gpus) == (2, 4, 0)
+    assert scale_layout(_edit(lambda p: p["train"]["resources"]["cpu-4l"].pop("nodes"))["train"],
+                        "cpu-4l").nodes == 1  # nodes is optional
+    # the paper: 512 sequences of 1k, 32 per forward pass; 1, 4 and 8 nodes of 8 GPUs
+    assert split_batch(512, 32768, 1024, 8) == BatchSplit(64, 32, 2)
+    assert split_batch(512, 32768, 1024, 32) == BatchSplit(16, 16, 1)
+    assert split_batch(512, 32768, 8192, 64) == BatchSplit(8, 4, 2)
+    with pytest.raises(ParamsError, match=r"cannot be split evenly over 24 processes"):
+        split_batch(512, 32768, 1024, 24)

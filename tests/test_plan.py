@@ -133,3 +133,19 @@ def test_plan_notes_unequal_sweeps(tmp_path, capsys):
     assert "note: cpu-4l ctx128: unequal learning-rate sweeps (gpt 1, gpt-nowd 3," in capsys.readouterr().out
     assert main(["plan", "--params", str(REPO_ROOT / "params.yaml")]) == 0  # the default: equal sweeps
     assert "unequal" not in capsys.readouterr().out
+
+
+def test_plan_shows_nodes_gpus_and_wall_time_per_run():
+    params, rows = _paper_rows("1B")
+    layout = params["train"]["resources"]["1B"]
+    assert {(r["nodes"], r["gpus_per_node"], r["gpus"]) for r in rows} == {
+        (layout["nodes"], layout["gpus"], layout["nodes"] * layout["gpus"])}
+    for r in rows:
+        assert r["wall_hours"] == pytest.approx(r["gpu_hours"] / r["gpus"])
+        assert r["time_limit_min"] >= 10
+    result = subprocess.run([sys.executable, "-m", "ngptlab.cli", "plan", "--params", str(PAPER)],
+                            capture_output=True, text=True, check=True)
+    header = result.stdout.splitlines()[0]
+    assert "nodes x GPUs" in header and "wall-h" in header and "limit-h" in header
+    assert f"{layout['nodes']} x {layout['gpus']}" in next(
+        line for line in result.stdout.splitlines() if line.startswith("1B-"))

@@ -154,9 +154,28 @@ def _cross_field_problem(params: dict) -> str | None:
                 return (f"train.budgets: {budget} is smaller than one batch at context {context} "
                         f"(train.batch_sequences {train['batch_sequences']} x {context} = "
                         f"{tokens_per_step(train, context)} tokens)")
+    for scale in train["scales"]:
+        problem = _layout_problem(train, scale)
+        if problem:
+            return problem
     if params["speedup"]["baseline"] not in train["arms"]:
         return (f"speedup.baseline {params['speedup']['baseline']!r} is not among train.arms: "
                 f"{', '.join(train['arms'])}")
+    return None
+
+
+def _layout_problem(train: dict, scale: str) -> str | None:
+    """A scale's processes must split the global batch evenly at every context; one process per GPU."""
+    layout = scale_layout(train, scale)
+    key = f"train.resources.{scale}"
+    if layout.gpus_per_node and layout.processes_per_node != layout.gpus_per_node:
+        return (f"{key}: processes ({layout.processes_per_node}) must equal gpus ({layout.gpus_per_node}): "
+                f"one training process per GPU, on each node")
+    for context in train["contexts"]:
+        try:
+            split_batch(train["batch_sequences"], train["micro_batch_tokens"], context, layout.world_size)
+        except ParamsError as err:
+            return f"{key}: {layout.describe()}: {err}"
     return None
 
 
@@ -242,6 +261,34 @@ def steps_per_run(train: dict, context: int, budget: int) -> int:
     return budget // tokens_per_step(train, context)
 
 
+@dataclass(frozen=True)
+class BatchSplit:
+    """How one optimizer step's global batch is shared: each of world_size processes takes
+    seqs_per_rank sequences, in accum_steps forward passes of micro_seqs sequences."""
+
+    seqs_per_rank: int
+    micro_seqs: int
+    accum_steps: int
+
+
+def split_batch(batch_sequences: int, micro_batch_tokens: int, context: int, world_size: int) -> BatchSplit:
+    """The global batch stays batch_sequences sequences whatever the number of processes (over all nodes);
+    gradient accumulation fills what one forward pass of micro_batch_tokens does not."""
+    if micro_batch_tokens % context:
+        raise ParamsError(f"train.micro_batch_tokens ({micro_batch_tokens}) must be a multiple of the "
+                          f"context {context}")
+    if batch_sequences % world_size:
+        raise ParamsError(f"train.batch_sequences ({batch_sequences}) cannot be split evenly over "
+                          f"{world_size} processes")
+    seqs_per_rank = batch_sequences // world_size
+    micro_seqs = min(micro_batch_tokens // context, seqs_per_rank)
+    if seqs_per_rank % micro_seqs:
+        raise ParamsError(f"train.micro_batch_tokens ({micro_batch_tokens}) = {micro_seqs} sequences does "
+                          f"not divide the {seqs_per_rank} sequences each of {world_size} processes gets per "
+                          f"step")
+    return BatchSplit(seqs_per_rank, micro_seqs, seqs_per_rank // micro_seqs)
+
+
 def warmup_steps(train: dict, steps: int, warms_up: bool) -> int:
     """Warmup of a run of `steps` steps, by the rule in the schema's docs: warmup_steps, at most
     floor(warmup_max_fraction x steps), and at least one cosine step left; 0 for an arm without warmup."""
@@ -249,6 +296,51 @@ def warmup_steps(train: dict, steps: int, warms_up: bool) -> int:
         return 0
     cap = math.floor(train["warmup_max_fraction"] * steps)
     return max(0, min(train["warmup_steps"], cap, steps - 1))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Where a run trains: train.resources.<scale> asks for `nodes` nodes (default 1), each with `gpus` GPUs and
+# `processes` training processes (one per GPU on GPUs; CPU processes otherwise) and `mem_mb` of memory.
+# Counts are per node, as on a Slurm node, so adding nodes never changes what one node must hold.
+
+MIN_RUNTIME_MIN = 10  # the shortest Slurm time limit a run gets
+
+
+@dataclass(frozen=True)
+class Layout:
+    nodes: int
+    gpus_per_node: int
+    processes_per_node: int
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.processes_per_node
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def describe(self) -> str:
+        return (f"{self.nodes} node(s) x {self.processes_per_node} process(es) = {self.world_size} "
+                f"process(es)")
+
+
+def scale_layout(train: dict, scale: str) -> Layout:
+    resources = train["resources"][scale]
+    return Layout(resources.get("nodes", 1), resources["gpus"], resources["processes"])
+
+
+def max_restarts(train: dict) -> int:
+    """torchrun's --max-restarts: how often a failed process group is restarted (from the last checkpoint)
+    within one job before the job fails (optional key train.max_restarts; default 0)."""
+    return int(train.get("max_restarts", 0))
+
+
+def time_limit_min(train: dict, run: RunSpec) -> int:
+    """A run's Slurm time limit: its budget's share of the scale's runtime_min (the wall time of the grid's
+    largest budget), at least MIN_RUNTIME_MIN; a run cut off resumes on the profile's retry."""
+    share = run.budget / max(train["budgets"])
+    return max(MIN_RUNTIME_MIN, math.ceil(train["resources"][run.scale]["runtime_min"] * share))
 
 
 def run_shape(train: dict, scale: str) -> Scale:

@@ -65,15 +65,20 @@ def run(args: argparse.Namespace, params: dict) -> int:
                           "total_train_flops": total_flops, "total_gpu_hours": total_gpu_hours}, indent=1))
         return 0
     header = (f"{'run':<52} {'arm':<12} {'ctx':>5} {'params':>9} {'tokens':>8} {'tok/step':>9} "
-              f"{'steps':>7} {'warmup':>6} {'lr':>8} {'FLOPs':>9} {'GPU-h':>8}")
+              f"{'steps':>7} {'warmup':>6} {'lr':>8} {'FLOPs':>9} {'GPU-h':>8} {'nodes x GPUs':>12} "
+              f"{'wall-h':>7} {'limit-h':>7}")
     print(header)
     print("-" * len(header))
     for r in rows:
+        wall = f"{r['wall_hours']:>7.3g}" if r["wall_hours"] is not None else f"{'cpu':>7}"
         print(f"{r['run']:<52} {r['arm']:<12} {r['context']:>5} {r['n_params'] / 1e6:>8.1f}M "
               f"{r['budget']:>8.3g} {r['tokens_per_step']:>9,} {r['steps']:>7,} {r['warmup_steps']:>6,} "
-              f"{r['lr']:>8.3g} {r['train_flops']:>9.2e} {r['gpu_hours']:>8.3g}")
+              f"{r['lr']:>8.3g} {r['train_flops']:>9.2e} {r['gpu_hours']:>8.3g} "
+              f"{r['nodes']:>6} x {r['gpus_per_node']:<3} {wall} {r['time_limit_min'] / 60:>7.3g}")
     print("-" * len(header))
     print(f"batch: {params['train']['batch_sequences']} sequences per step at every context")
+    print("nodes x GPUs: per run (train.resources; GPUs per node); wall-h: GPU-h over all the run's GPUs; "
+          "limit-h: its Slurm time limit")
     for line in lopsided_sweeps(params["train"]):
         print(f"note: {line}; a fair comparison gives every arm as many")
     print(f"{len(rows)} runs in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "

@@ -6,7 +6,15 @@ nor imports torch.
 from __future__ import annotations
 
 from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
-from ngptlab.params import RunSpec, run_shape, steps_per_run, tokens_per_step, warmup_steps
+from ngptlab.params import (
+    RunSpec,
+    run_shape,
+    scale_layout,
+    steps_per_run,
+    time_limit_min,
+    tokens_per_step,
+    warmup_steps,
+)
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
 
@@ -21,11 +29,22 @@ def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: flo
         shape = run_shape(train, run.scale)
         flops = train_flops_per_token(run.arm, shape, VOCAB_SIZE, run.context) * run.budget
         steps = steps_per_run(train, run.context, run.budget)
+        gpu_hours = flops / (peak_tflops * 1e12 * mfu) / 3600
         rows.append({"run": run.name, **run.as_dict(), "cell": run.cell,
                      "n_params": parameter_count(run.arm, shape,
                                                  padded_vocab(VOCAB_SIZE, train.get("vocab_multiple", 1))),
                      "batch_sequences": train["batch_sequences"],
                      "tokens_per_step": tokens_per_step(train, run.context), "steps": steps,
                      "warmup_steps": warmup_steps(train, steps, run.arm not in ARMS_WITHOUT_WARMUP),
-                     "train_flops": flops, "gpu_hours": flops / (peak_tflops * 1e12 * mfu) / 3600})
+                     "train_flops": flops, **_placement(train, run, gpu_hours)})
     return rows
+
+
+def _placement(train: dict, run: RunSpec, gpu_hours: float) -> dict:
+    """Where the run trains (train.resources: nodes x GPUs per node) and how long: the estimated wall time
+    on all its GPUs (assuming the MFU holds across nodes; None for a CPU scale) and its Slurm time limit."""
+    layout = scale_layout(train, run.scale)
+    return {"nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "gpus": layout.gpus,
+            "processes": layout.world_size, "gpu_hours": gpu_hours,
+            "wall_hours": gpu_hours / layout.gpus if layout.gpus else None,
+            "time_limit_min": time_limit_min(train, run)}

@@ -32,7 +32,7 @@ from ngptlab.checkpoint import save_model
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_json_atomic, write_text_atomic
 from ngptlab.models import build_seeded, count_parameters, train_flops_per_token
-from ngptlab.params import RunSpec, run_shape, steps_per_run, warmup_steps
+from ngptlab.params import RunSpec, run_shape, split_batch, steps_per_run, warmup_steps
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
 from ngptlab.train import dist, state
@@ -68,22 +68,14 @@ class BatchPlan:
 
 
 def plan_batches(train: dict, spec: RunSpec, world_size: int) -> BatchPlan:
-    context, seqs_global, micro = spec.context, train["batch_sequences"], train["micro_batch_tokens"]
-    if micro % context:
-        raise ParamsError(f"train.micro_batch_tokens ({micro}) must be a multiple of the context {context}")
-    if seqs_global % world_size:
-        raise ParamsError(f"train.batch_sequences ({seqs_global}) cannot be split evenly over {world_size} "
-                          f"processes")
-    seqs_per_rank = seqs_global // world_size
-    micro_seqs = min(micro // context, seqs_per_rank)
-    if seqs_per_rank % micro_seqs:
-        raise ParamsError(f"train.micro_batch_tokens ({micro}) = {micro_seqs} sequences does not divide the "
-                          f"{seqs_per_rank} sequences each of {world_size} processes gets per step")
+    """world_size counts every process of the run, on all its nodes (torchrun's WORLD_SIZE)."""
+    context, seqs_global = spec.context, train["batch_sequences"]
+    split = split_batch(seqs_global, train["micro_batch_tokens"], context, world_size)
     steps = steps_per_run(train, context, spec.budget)
     if steps < 1:
         raise ParamsError(f"budget {spec.budget} tokens is less than one batch "
                           f"(train.batch_sequences {seqs_global} x context {context})")
-    return BatchPlan(context, seqs_global, seqs_per_rank, micro_seqs, seqs_per_rank // micro_seqs, steps)
+    return BatchPlan(context, seqs_global, split.seqs_per_rank, split.micro_seqs, split.accum_steps, steps)
 
 
 def vocab_multiple(train: dict) -> int:
