@@ -3,7 +3,6 @@
 # The grid comes from ngptlab.params (the same code `ngptlab plan` and every stage use), never from a
 # second implementation here, so Snakemake, DVC (through results/plan.yaml) and the stages agree.
 
-import math
 import os
 import sys
 from pathlib import Path
@@ -12,7 +11,15 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from ngptlab.errors import ParamsError
-from ngptlab.params import enumerate_cells, enumerate_runs, load_params, validate_params
+from ngptlab.params import (
+    enumerate_cells,
+    enumerate_runs,
+    load_params,
+    max_restarts,
+    scale_layout,
+    time_limit_min,
+    validate_params,
+)
 from ngptlab.plan.grid import CELL_GRID_KEYS, GRID_KEYS
 
 # `ngptlab` and `torchrun` must come from the environment that runs Snakemake (also inside Slurm jobs,
@@ -151,22 +158,43 @@ def section(name, keys=None):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Resources. train.resources.<scale> in params says what the scale's runs need: GPUs, processes (>1 means
-# torchrun), memory, and the wall time of its largest run. A run gets the share of that time that its
-# token budget is of the grid's largest budget (never under MIN_RUNTIME_MIN), so a Slurm profile can place
-# the small budgets in shorter slots; a run cut off by the time limit exits 75 after a checkpoint and the
-# profile's retry resumes it.
-MIN_RUNTIME_MIN = 10
+# Resources. train.resources.<scale> in params says what the scale's runs need, per node: GPUs, processes
+# (>1 on one node, or any run over several nodes, means torchrun), memory, plus the number of nodes and the
+# wall time of its largest run. A run's Slurm time limit is its budget's share of that time
+# (ngptlab.params.time_limit_min, which `ngptlab plan` prints too), so a Slurm profile can place the small
+# budgets in shorter slots; a run cut off by the time limit exits 75 after a checkpoint and the profile's
+# retry resumes it.
 
 
 def scale_resources(run):
     return config["train"]["resources"][grid_run(run).scale]
 
 
+def train_layout(run):
+    return scale_layout(config["train"], grid_run(run).scale)
+
+
+# What the Slurm plugin turns into sbatch options: on one node `gpu` (--gpus, the job's total); over several
+# `gres` gpu:N (--gres, per node), so that every node gets its GPUs. `tasks` (--ntasks) is one per node for
+# CPU jobs and 0 (left out) for GPU jobs, where the plugin would make it --ntasks-per-gpu: Slurm's default is
+# then one task per node.
+def train_gpus(run):
+    layout = train_layout(run)
+    return layout.gpus_per_node if layout.nodes == 1 else 0
+
+
+def train_gres(run):
+    layout = train_layout(run)
+    return f"gpu:{layout.gpus_per_node}" if layout.nodes > 1 and layout.gpus else ""
+
+
+def train_tasks(run):
+    layout = train_layout(run)
+    return 0 if layout.gpus else layout.nodes
+
+
 def train_runtime(run):
-    largest = max(config["train"]["budgets"])
-    share = grid_run(run).budget / largest
-    return max(MIN_RUNTIME_MIN, math.ceil(scale_resources(run)["runtime_min"] * share))
+    return time_limit_min(config["train"], grid_run(run))
 
 
 def process_memory(run):

@@ -2,11 +2,14 @@
 # exit 75 after SIGTERM (a Slurm time limit or preemption) with a checkpoint under runs/<run>/state/, which
 # is not a declared output, so Snakemake keeps it and a retry resumes the run.
 #
-# A scale with processes > 1 launches DDP through torchrun; the Slurm `tasks` resource is deliberately not
-# set (for GPU jobs the plugin turns it into --ntasks-per-gpu): Slurm grants one task with the GPUs and
-# CPUs, and torchrun starts the processes inside it. The run name is positional because torchrun's own
-# parser would take a `--run` anywhere on its command line for an abbreviation of its --run-path.
-
+# How a run is launched is workflow/scripts/launch.sh, the one place for it: one process, torchrun on one
+# node when the scale has processes > 1, or over nodes > 1 one torchrun agent per Slurm node (srun) meeting
+# at a c10d rendezvous on the first node; train.max_restarts is torchrun's restart limit. The run name is
+# positional because torchrun's own parser would take a `--run` anywhere on its command line for an
+# abbreviation of its --run-path.
+#
+# What the Slurm plugin asks for (common.smk, "Resources"): --nodes, one task per node with `threads` CPUs
+# and the node's GPUs; torchrun starts the processes inside it.
 
 rule train:
     input:
@@ -18,18 +21,18 @@ rule train:
     params:
         file=PARAMS,
         settings=section("train", TRAIN_SETTINGS),
-    threads: lambda wildcards: scale_resources(wildcards.run)["processes"]
+    threads: lambda wildcards: train_layout(wildcards.run).processes_per_node
     resources:
-        processes=lambda wildcards: scale_resources(wildcards.run)["processes"],
-        gpu=lambda wildcards: scale_resources(wildcards.run)["gpus"],
+        nodes=lambda wildcards: train_layout(wildcards.run).nodes,
+        tasks=lambda wildcards: train_tasks(wildcards.run),
+        processes=lambda wildcards: train_layout(wildcards.run).processes_per_node,
+        gpu=lambda wildcards: train_gpus(wildcards.run),
+        gres=lambda wildcards: train_gres(wildcards.run),
         mem_mb=lambda wildcards: scale_resources(wildcards.run)["mem_mb"],
         runtime=lambda wildcards: train_runtime(wildcards.run),
+        max_restarts=max_restarts(config["train"]),
     conda:
         CONDA_ENV
     shell:
-        "if [ {resources.processes} -gt 1 ]; then"
-        "  launch='torchrun --standalone --nproc_per_node {resources.processes} -m ngptlab.cli';"
-        " else"
-        "  launch=ngptlab; export OMP_NUM_THREADS={threads};"
-        " fi;"
-        " $launch train --params {params.file} --no-progress {wildcards.run} > {log} 2>&1"
+        "bash workflow/scripts/launch.sh {resources.nodes} {resources.processes} {resources.max_restarts}"
+        " train --params {params.file} --no-progress {wildcards.run} > {log} 2>&1"

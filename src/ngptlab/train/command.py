@@ -30,10 +30,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, params: dict) -> int:
+    from torch.distributed.elastic.multiprocessing.errors import record
+
     from ngptlab.train.loop import train_run  # torch and the models load only for this verb
 
     names = {name for name in (args.run, args.run_name) if name}
     if len(names) != 1:
         raise ParamsError("name one run: `--run NAME` or a positional NAME (under torchrun: positional)")
     spec = find_run(params, names.pop())
-    return train_run(spec, params["train"], root=args.root, fresh=args.fresh, progress=not args.no_progress)
+    # record: under torchrun, a process's exception goes to torchrun's error file, and so with its rank, host
+    # and exit code into the failure summary that ends the log (on any node); outside torchrun a no-op.
+    return record(train_run)(spec, params["train"], root=args.root, fresh=args.fresh,
+                             progress=not args.no_progress)
