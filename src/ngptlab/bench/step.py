@@ -31,6 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed steps per arm (default 20)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per arm first (default 3)")
     parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB)
+    parser.add_argument("--before", action="store_true", help="also time ngpt@before: nGPT computed as "
+                        "before the speed work (bench/before.py)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: train.device")
     compile_group = parser.add_mutually_exclusive_group()
     compile_group.add_argument("--compile", dest="compile", action="store_true", default=None,
@@ -43,11 +45,15 @@ class _Arm:
 
     def __init__(self, arm: str, scale: Scale | str, vocab_size: int, context: int, seqs: int,
                  device: torch.device, compile_model: bool, bf16: bool | None = None) -> None:
+        from ngptlab.bench.before import SUFFIX, as_before
         from ngptlab.models import build, train_flops_per_token
 
         torch.manual_seed(0)
         self.arm = arm
-        self.model, self.recipe = build(arm, scale, vocab_size, context)
+        base = arm.removesuffix(SUFFIX)
+        self.model, self.recipe = build(base, scale, vocab_size, context)
+        if arm != base:
+            self.model, self.recipe = as_before(self.model, self.recipe)
         self.model.to(device)
         self.forward = torch.compile(self.model) if compile_model else self.model
         fused = {"fused": True} if device.type == "cuda" else {}
@@ -57,7 +63,7 @@ class _Arm:
         tokens = torch.randint(0, vocab_size, (seqs, context + 1), generator=generator).to(device)
         self.x, self.y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
         self.device = device
-        self.flops_per_token = train_flops_per_token(arm, scale, vocab_size, context)
+        self.flops_per_token = train_flops_per_token(base, scale, vocab_size, context)
         self.times: list[float] = []
         self.bf16 = device.type == "cuda" if bf16 is None else bf16  # as train.precision auto
 
@@ -128,6 +134,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
     device = resolve_device(args.device or train["device"])
     compile_model = train["compile"] if args.compile is None else args.compile
     arms = args.arms or train["arms"]
+    if args.before:
+        arms = [*arms, "ngpt@before"]
     rows = run_step_bench(arms, scale, context, batch_tokens, device, compile_model, args.steps, args.warmup,
                           args.vocab_size)
     print(f"bench step: scale {args.scale or train['scales'][0]}, context {context}, "

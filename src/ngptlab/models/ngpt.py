@@ -72,8 +72,8 @@ class NormalizedMLP(SwiGLU):
         self.v_gain = math.sqrt(d_model)
 
     def forward(self, x: Tensor) -> Tensor:
-        u = self.u(x) * self.s_u()  # Section 2.4.2: u <- u s_u
-        v = self.v(x) * (self.s_v() * self.v_gain)  # Section 2.4.2: v <- v s_v sqrt(d_model)
+        u = self.u(x, out_scale=self.s_u())  # Section 2.4.2: u <- u s_u
+        v = self.v(x, out_scale=self.s_v() * self.v_gain)  # Section 2.4.2: v <- v s_v sqrt(d_model)
         return self.o(u * F.silu(v))
 
 
@@ -106,7 +106,7 @@ class NGPT(GPT):
         self.s_z = LearnedScale(self.vocab_rows, init=1.0, scale=1.0 / math.sqrt(d))
 
     def head_rows(self, h: Tensor) -> Tensor:
-        return self.embed_out(h) * self.s_z()  # Section 2.1: z = E_out h, then z <- z s_z
+        return self.embed_out(h, out_scale=self.s_z())  # Section 2.1: z = E_out h, then z <- z s_z
 
     @torch.no_grad()
     def reset_parameters(self) -> None:

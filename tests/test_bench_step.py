@@ -1,0 +1,67 @@
+"""nGPT's faster computation (scales folded into the weights, batched in-place post-step normalisation)
+against the computation before it (bench/before.py), which `ngptlab bench step --before` times beside it."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from ngptlab.bench.before import as_before
+from ngptlab.models import Scale, build
+
+SHAPE = Scale(n_layer=2, d_model=32, n_head=2)
+
+
+def pair() -> tuple:
+    torch.manual_seed(0)
+    model, recipe = build("ngpt", SHAPE, 96, 16)
+    with torch.no_grad():  # move the scales off their init so that folding them is really exercised
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.mul_(1 + 0.5 * torch.rand_like(p))
+    before, before_recipe = as_before(copy.deepcopy(model), recipe)
+    return (model, recipe), (before, before_recipe)
+
+
+def test_ngpt_computes_as_before_forward_backward_and_post_step():
+    (new, recipe), (old, old_recipe) = pair()
+    idx = torch.randint(0, 96, (3, 17))
+    logits_new, loss_new = new(idx[:, :-1], idx[:, 1:])
+    logits_old, loss_old = old(idx[:, :-1], idx[:, 1:])
+    torch.testing.assert_close(logits_new, logits_old, rtol=1e-5, atol=1e-6)
+    loss_new.backward()
+    loss_old.backward()
+    for (name, a), b in zip(new.named_parameters(), old.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-7, msg=name)
+    with torch.no_grad():  # a step off the sphere, the same for both, then each one's renormalisation
+        for a in new.parameters():
+            a.sub_(0.05 * a.grad)
+    old.load_state_dict(new.state_dict())
+    recipe.post_step(new)
+    old_recipe.post_step(old)
+    for (name, a), b in zip(new.state_dict().items(), old.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-7, msg=name)
+    for m in new.matrices():
+        norms = torch.linalg.vector_norm(m.underlying if m.underlying is not None else
+                                         new.get_submodule(m.name).weight, dim=m.norm_dim)
+        torch.testing.assert_close(norms, torch.ones_like(norms), rtol=0, atol=1e-6)
+
+
+def test_ngpt_bf16_autocast_agrees_with_before():
+    (new, _), (old, _) = pair()
+    idx = torch.randint(0, 96, (3, 17))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, a = new(idx[:, :-1], idx[:, 1:])
+        _, b = old(idx[:, :-1], idx[:, 1:])
+    assert a.item() == pytest.approx(b.item(), abs=2e-2)
+
+
+def test_bench_step_times_before_beside_after():
+    from ngptlab.bench.step import run_step_bench
+
+    rows = run_step_bench(["ngpt", "ngpt@before"], SHAPE, 16, 64, torch.device("cpu"), steps=1, warmup=1,
+                          vocab_size=96)
+    assert [r["arm"] for r in rows] == ["gpt", "ngpt", "ngpt@before"]
+    assert all(r["median_ms"] > 0 for r in rows)
