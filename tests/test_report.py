@@ -158,9 +158,13 @@ def test_conditioning_tables_follow_the_condition_stage(complete):
         assert rows[arm]["run"].endswith("-t262144-lr0.003-s0")  # best lr, largest budget, smallest seed
     layers = read_csv(root / "reports" / "tables" / "layers34.csv")
     paper_rows = [r for r in layers if r["source"].startswith("paper")]
-    quoted = {(r["arm"], float(r["layer3_q_condition"]), float(r["layer3_k_condition"]),
+    quoted = {(r["source"], r["arm"], float(r["layer3_q_condition"]), float(r["layer3_k_condition"]),
                float(r["layer4_q_condition"]), float(r["layer4_k_condition"])) for r in paper_rows}
-    assert quoted == {("gpt", 1.6e6, 1.9e6, 1500.19, 1378.61), ("ngpt", 3.76, 4.50, 3.043, 2.861)}
+    assert quoted == {  # the legends of the paper's Figs. 11 (layer 3) and 12 (layer 4)
+        ("paper (0.5B)", "gpt", 1625822.6972, 1878718.0663, 1500.1872, 1378.6081),
+        ("paper (0.5B)", "ngpt", 3.7593, 4.4978, 3.043, 2.8612),
+        ("paper (1B)", "gpt", 171580.2367, 122846.4196, 807005.0369, 722934.6929),
+        ("paper (1B)", "ngpt", 13.0955, 9.8658, 4.1919, 3.8907)}
     renorm = read_csv(root / "reports" / "tables" / "renormalization.csv")
     variants = {r["variant"] for r in renorm if r["arm"] == "gpt-scalar"}
     assert variants == {"effective", "renormalized", "underlying"}
@@ -413,12 +417,20 @@ def test_paper_numbers_file_has_every_number_with_its_source():
     for entry in numbers["speedup"] + numbers["condition"]:
         assert paper.where(entry) and entry["checked"]
     assert paper.paper_speedup(64) is None
-    assert paper.paper_condition("ngpt", 3)["q"] == 3.76 and paper.paper_condition("gpt", 3)["k"] == 1.9e6
-    # layer 4 from Fig. 12, layer 3 from Fig. 11; speed-up Section 3.1, conditioning 3.2
-    assert paper.paper_condition("gpt", 4)["q"] == 1500.19 and paper.paper_condition("ngpt", 4)["k"] == 2.861
-    assert paper.where(paper.paper_condition("gpt", 4)) == "Sec. 3.2, Fig. 12"
-    assert paper.where(paper.paper_condition("ngpt", 3)) == "Sec. 3.2, Fig. 11"
-    assert paper.where(paper.paper_speedup(1024)) == "Sec. 3.1, Fig. 2"
+    # the legends of Fig. 11 (layer 3) and Fig. 12 (layer 4), both scales; speed-up Sec. 3.1, conditioning 3.2
+    assert len(numbers["condition"]) == 8
+    assert paper.paper_condition("ngpt", 3)["q"] == 3.7593
+    assert paper.paper_condition("gpt", 3)["k"] == 1878718.0663
+    assert paper.paper_condition("gpt", 4)["q"] == 1500.1872
+    assert paper.paper_condition("ngpt", 4)["k"] == 2.8612
+    assert paper.paper_condition("gpt", 4, "1B")["q"] == 807005.0369
+    assert paper.paper_condition("ngpt", 3, "1B")["k"] == 9.8658
+    assert paper.where(paper.paper_condition("gpt", 4)) == "Sec. 3.2, Fig. 12, p. 17"
+    assert paper.where(paper.paper_condition("ngpt", 3, "1B")) == "Sec. 3.2, Fig. 11, p. 16"
+    assert paper.where(paper.paper_speedup(1024)) == "Sec. 3.1, Fig. 2, p. 6"
+    downstream = numbers["downstream"]
+    assert downstream["values"]["accuracy_percent"]["average"] == 54.44
+    assert paper.where(downstream) == "Sec. A.8, Fig. 3, 8, 9, Table 6, p. 19"
     assert paper.paper_figure("renormalized")["figure"] == "10"
 
 

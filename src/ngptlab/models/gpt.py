@@ -35,7 +35,7 @@ from ngptlab.models.layers import (
 from ngptlab.models.scales import Scale
 from ngptlab.models.size import padded_vocab
 
-INIT_STD = 0.02  # paper Table 3 (GPT): initialisation std of every matrix
+INIT_STD = 0.02  # paper Appendix A.5 (GPT): initialisation std of every matrix
 
 # (module path inside a block, MatrixInfo.kind), in the order matrices() lists them
 BLOCK_MATRICES = (
@@ -47,7 +47,7 @@ BLOCK_MATRICES = (
     ("mlp.v", "mlp_v"),
     ("mlp.o", "mlp_o"),
 )
-OUTPUT_PROJECTIONS = ("attn.o", "mlp.o")  # initialised at 0.02 / sqrt(2 L) (GPT-2 residual scaling)
+OUTPUT_PROJECTIONS = ("attn.o", "mlp.o")  # at 0.02 / sqrt(2 L) (Appendix A.5, after GPT-2)
 
 
 class Block(nn.Module):
@@ -156,10 +156,11 @@ class GPT(nn.Module):
 class Recipe:
     """How an arm is optimised: AdamW groups, warmup or not, and a hook after every optimizer step."""
 
-    weight_decay: float = 0.1  # paper Table 3 (GPT): on every matrix, embeddings included
+    weight_decay: float = 0.1  # paper Table 3 (GPT); on every matrix, embeddings too (the paper is silent)
     warmup: bool = True  # the training code warms up, then decays by cosine to 0
-    betas: tuple[float, float] = (0.9, 0.95)  # paper Table 3
-    eps: float = 1e-8  # paper Table 3
+    # Not given by the paper (Table 3 names AdamW only): nanoGPT's betas, PyTorch's eps.
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
 
     def param_groups(self, model: nn.Module, lr: float) -> list[dict]:
         """AdamW groups: weight decay on matrices (ndim >= 2), none on vectors (norm gains, scales)."""

@@ -106,7 +106,7 @@ def normalize_matrices_(model: nn.Module) -> None:
 
 
 def unit(x: Tensor) -> Tensor:
-    """Norm(x) = x / ||x|| over the last dim, computed in fp32 (nGPT Section 2.1)."""
+    """Norm(x) = x / ||x|| over the last dim, computed in fp32 (nGPT Section 2.2.2)."""
     return F.normalize(x.float(), dim=-1)
 
 

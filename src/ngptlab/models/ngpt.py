@@ -11,7 +11,8 @@ Differences from gpt.py:
 - MLP: u scaled by s_u, v by s_v sqrt(d_model) (Section 2.4.2);
 - logits z = E_out h scaled by s_z (Section 2.1);
 - learnable scales stored with the init/scale "restore" trick (Section 2.5, `LearnedScale`);
-- init N(0, 1/sqrt(d)) then normalised; AdamW without weight decay and without warmup (Section 2.6).
+- init N(0, 1/sqrt(d)) then normalised (Appendix A.5); AdamW without weight decay and warmup (Section 2.6,
+  Table 3).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ngptlab.models.gpt import GPT, Recipe
 from ngptlab.models.layers import Attention, Linear, Matrix, SwiGLU, normalize_matrices_, unit
 from ngptlab.models.scales import Scale
 
-ALPHA_INIT = 0.05  # Section 2.5: alpha_A,init = alpha_M,init = 0.05 (of order 1 / n_layers)
+ALPHA_INIT = 0.05  # Section 2.6: alpha_A,init = alpha_M,init = 0.05 (of order 1 / n_layers)
 
 
 class LearnedScale(nn.Module):
@@ -55,7 +56,7 @@ class NormalizedAttention(Attention):
         super().__init__(d_model, n_head, Linear)
         # Section 2.3.2: q.k is now a cosine times s_qk^2, so the softmax scale becomes sqrt(d_k)
         self.softmax_scale = math.sqrt(self.head_dim)
-        # Section 2.5: s_qk,init = 1, s_qk,scale = 1/sqrt(d_model); one d_k vector per head
+        # Section 2.6: s_qk,init = 1, s_qk,scale = 1/sqrt(d_model); one d_k vector per head
         self.s_qk = LearnedScale(d_model, init=1.0, scale=1.0 / math.sqrt(d_model))
 
     def transform_qk(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
@@ -66,8 +67,8 @@ class NormalizedAttention(Attention):
 class NormalizedMLP(SwiGLU):
     def __init__(self, d_model: int, d_mlp: int) -> None:
         super().__init__(d_model, d_mlp, Linear)
-        self.s_u = LearnedScale(d_mlp, init=1.0, scale=1.0)  # Section 2.5: s_u,init = s_u,scale = 1
-        self.s_v = LearnedScale(d_mlp, init=1.0, scale=1.0)  # Section 2.5: s_v,init = s_v,scale = 1
+        self.s_u = LearnedScale(d_mlp, init=1.0, scale=1.0)  # Section 2.6: s_u,init = s_u,scale = 1
+        self.s_v = LearnedScale(d_mlp, init=1.0, scale=1.0)  # Section 2.6: s_v,init = s_v,scale = 1
         # Section 2.4.2: v holds cosines ~ 1/sqrt(d); sqrt(d_model) brings them to SiLU's non-linear range
         self.v_gain = math.sqrt(d_model)
 
@@ -83,7 +84,7 @@ class NormalizedBlock(nn.Module):
         d = scale.d_model
         self.attn = NormalizedAttention(d, scale.n_head)
         self.mlp = NormalizedMLP(d, scale.d_mlp)
-        # Section 2.5: alpha_A,scale = alpha_M,scale = 1/sqrt(d_model)
+        # Section 2.6: alpha_A,scale = alpha_M,scale = 1/sqrt(d_model)
         self.alpha_attn = LearnedScale(d, init=ALPHA_INIT, scale=1.0 / math.sqrt(d))
         self.alpha_mlp = LearnedScale(d, init=ALPHA_INIT, scale=1.0 / math.sqrt(d))
 
@@ -102,7 +103,7 @@ class NGPT(GPT):
     def make_head(self) -> None:
         d = self.scale.d_model
         self.embed_out = Linear(d, self.vocab_rows, norm_dim=1)  # unit rows, no final norm layer
-        # Section 2.5: s_z,init = 1, s_z,scale = 1/sqrt(d_model)
+        # Section 2.6: s_z,init = 1, s_z,scale = 1/sqrt(d_model)
         self.s_z = LearnedScale(self.vocab_rows, init=1.0, scale=1.0 / math.sqrt(d))
 
     def head_rows(self, h: Tensor) -> Tensor:
@@ -110,7 +111,7 @@ class NGPT(GPT):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        std = 1.0 / math.sqrt(self.scale.d_model)  # Section 2.6: matrices N(0, 1/sqrt(d)), then normalised
+        std = 1.0 / math.sqrt(self.scale.d_model)  # Appendix A.5: matrices N(0, 1/sqrt(d)), then normalised
         for module in self.modules():
             if isinstance(module, Matrix):
                 module.reset_parameters(std)

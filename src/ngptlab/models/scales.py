@@ -1,7 +1,7 @@
 """Model shapes: depth, width, heads and the MLP ratio. Torch-free, so `plan` can size any shape quickly.
 
 The named scales below are defaults; params.yaml's `train.shapes` adds shapes or overrides a name. The
-SwiGLU hidden size is mlp_ratio x d (4 d in the paper, Table 3).
+SwiGLU hidden size is mlp_ratio x d (4 d in the paper, Table 2).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ class Scale:
     n_layer: int
     d_model: int
     n_head: int
-    mlp_ratio: float = 4  # SwiGLU hidden size / d_model (paper Table 3: 4)
+    mlp_ratio: float = 4  # SwiGLU hidden size / d_model (paper Table 2: 4)
 
     def __post_init__(self) -> None:
         for key in ("n_layer", "d_model", "n_head"):
@@ -49,8 +49,8 @@ SCALES: dict[str, Scale] = {
     "cpu-4l": Scale(n_layer=4, d_model=64, n_head=4),  # CPU smoke scale: trains in seconds
     "cpu-8l": Scale(n_layer=8, d_model=128, n_head=4),  # a slightly deeper CPU scale
     "gpu-small": Scale(n_layer=12, d_model=768, n_head=12),  # GPT-2 small shape, one GPU
-    "0.5B": Scale(n_layer=24, d_model=1024, n_head=16),  # paper Table 2/3
-    "1B": Scale(n_layer=36, d_model=1280, n_head=20),  # paper Table 2/3
+    "0.5B": Scale(n_layer=24, d_model=1024, n_head=16),  # paper Table 2
+    "1B": Scale(n_layer=36, d_model=1280, n_head=20),  # paper Table 2
 }
 
 

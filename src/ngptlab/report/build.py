@@ -330,10 +330,8 @@ def _caveats(doc: Document, results: Results, long: tables.Table) -> None:
                  "biased toward smaller speed-ups.")
     items.append("The rank correlations across arms rest on few arms per cell and treat a bound as its bound "
                  "value; they describe, they do not test.")
-    for entry in paper.paper_numbers()["condition"][:1]:
-        items.append(f"The paper's layer-3 and layer-4 condition numbers: {entry['checked']}.")
-    items.append("The paper's page numbers are not given where the PDF was not checked "
-                 "(src/ngptlab/report/paper_numbers.yaml records how each number was checked).")
+    items.append("The paper's numbers are those printed in arXiv v1 of 2410.01131 (sections, figures and "
+                 "pages are v1's); src/ngptlab/report/paper_numbers.yaml records where each one stands.")
     doc.add(Bullets(items))
 
 

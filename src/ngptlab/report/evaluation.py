@@ -160,6 +160,14 @@ def section(doc: Document, results: Results) -> None:
              "results/evaluate/<cell>.json."]
     downstream = paper.paper_numbers().get("downstream") or {}
     if downstream:
-        items.append(f"The paper's downstream tasks: {', '.join(downstream.get('tasks', []))}. "
-                     f"{downstream.get('checked', '')}")
+        items.append(f"The paper's downstream tasks: {', '.join(downstream.get('tasks', []))} "
+                     f"({paper.where(downstream)}).")
+        ref = downstream.get("values")
+        if ref:
+            accuracy = ", ".join(f"{task} {value:.2f}%" for task, value in ref["accuracy_percent"].items())
+            items.append(f"The paper's only tabulated accuracies (its ablations' baseline, Table 6): "
+                         f"{ref['arm']} {ref['scale']} at context {ref['context']} after "
+                         f"~{ref['tokens'] / 1e9:.0f}B tokens: {accuracy}; validation loss "
+                         f"{ref['val_loss']}. Its GPT/nGPT comparison is in curves only (Figs. 3, 8, "
+                         "9), so no row of the table above has a paper value.")
     doc.add(Bullets(items))

@@ -37,7 +37,7 @@ def _number(path: Path, entry: dict, key: str) -> None:
 
 
 def where(entry: dict) -> str:
-    """'Sec. 3.1, Fig. 2' from an entry's `where` mapping (page only when known)."""
+    """'Sec. 3.1, Fig. 2, p. 6' from an entry's `where` mapping (each part only when known)."""
     loc = entry.get("where", {})
     parts = []
     if loc.get("section"):
@@ -59,10 +59,10 @@ def paper_speedup(context: int) -> dict | None:
     return None
 
 
-def paper_condition(arm: str, layer: int) -> dict | None:
-    """The paper's Q/K condition numbers for this arm at this (1-based) layer, or None."""
+def paper_condition(arm: str, layer: int, scale: str = "0.5B") -> dict | None:
+    """The paper's Q/K condition numbers for this arm and scale at this (1-based) layer, or None."""
     for entry in paper_numbers()["condition"]:
-        if entry["arm"] == arm and entry["layer"] == layer:
+        if (entry["arm"], entry["layer"], entry["scale"]) == (arm, layer, scale):
             return entry
     return None
 

@@ -380,8 +380,9 @@ def layer34_table(results: Results) -> Table:
               formats={"source": fmt_text, "cell": fmt_text, "arm": fmt_text, "run": fmt_text},
               shown=[c for c in cols if c != "run"],
               note="κ = whole-matrix condition number; 'heads med.' = median over heads of the per-head "
-                   "condition numbers. The paper's values are given once per matrix; which of the two it "
-                   "is is not restated in its text we used, so both of ours are shown. Paper rows: "
+                   "condition numbers. The paper's legends print one 'cond' per matrix and model (shown in "
+                   "the κ columns); its captions say the panels show the singular values 'for all heads' "
+                   "but not whether cond is per head, pooled or whole, so both of ours are shown. Paper: "
                    + "; ".join(f"{e['arm']} {e['scale']} layer {e['layer']}: {paper.where(e)}"
                                for e in paper.paper_numbers()["condition"]))
     paper_rows: dict[tuple[str, str], dict] = {}  # one row per (arm, scale), its layers side by side
