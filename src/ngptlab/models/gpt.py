@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from ngptlab.models.layers import (
     Attention,
@@ -79,6 +80,7 @@ class GPT(nn.Module):
         self.vocab_multiple = vocab_multiple
         self.vocab_rows = padded_vocab(vocab_size, vocab_multiple)
         self.embed_in = self.embedding(self.vocab_rows, scale.d_model)
+        self.activation_checkpointing = False  # train.activation_checkpointing: memory for recomputation
         self.layers = nn.ModuleList(self.make_block(i) for i in range(scale.n_layer))
         self.make_head()
         self.rotary = Rotary(scale.head_dim, context)
@@ -120,7 +122,11 @@ class GPT(nn.Module):
         cos, sin = self.rotary(T)
         x = self.embed_in(idx)
         for layer in self.layers:
-            x = layer(x, cos, sin)
+            if self.activation_checkpointing and torch.is_grad_enabled():
+                # keep only the block's input; its activations are recomputed in the backward pass
+                x = checkpoint(layer, x, cos, sin, use_reentrant=False)
+            else:
+                x = layer(x, cos, sin)
         return x
 
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:

@@ -14,6 +14,7 @@ from ngptlab.params import enumerate_cells, enumerate_runs, lopsided_sweeps
 from ngptlab.plan.estimate import estimate_runs
 from ngptlab.plan.extend import DEFAULT_CAP, extend_sweeps
 from ngptlab.plan.grid import check_grid_file, write_grid_file
+from ngptlab.plan.memory import GPU_MEMORY_GB
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +23,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="model FLOPs utilisation assumed (default 0.4)")
     parser.add_argument("--peak-tflops", type=float, default=989.0,
                         help="peak accelerator throughput in TFLOP/s (default 989: H100/H200 dense bf16)")
+    parser.add_argument("--gpu-memory-gb", type=float, default=GPU_MEMORY_GB,
+                        help=f"memory of one GPU, for the memory check (default {GPU_MEMORY_GB:g}: an H100; "
+                             "141 for an H200)")
     parser.add_argument("--write", metavar="FILE",
                         help="write the resolved grid (runs, cells) to FILE for dvc.yaml's foreach")
     parser.add_argument("--check", metavar="FILE",
@@ -56,7 +60,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
     if args.check:
         check_grid_file(params, args.check)
         return 0
-    rows = estimate_runs(params["train"], enumerate_runs(params), mfu=args.mfu, peak_tflops=args.peak_tflops)
+    rows = estimate_runs(params["train"], enumerate_runs(params), mfu=args.mfu, peak_tflops=args.peak_tflops,
+                         gpu_memory_gb=args.gpu_memory_gb)
     total_flops = sum(r["train_flops"] for r in rows)
     total_gpu_hours = sum(r["gpu_hours"] for r in rows)
     if args.json:
@@ -66,7 +71,7 @@ def run(args: argparse.Namespace, params: dict) -> int:
         return 0
     header = (f"{'run':<52} {'arm':<12} {'ctx':>5} {'params':>9} {'tokens':>8} {'tok/step':>9} "
               f"{'steps':>7} {'warmup':>6} {'lr':>8} {'FLOPs':>9} {'GPU-h':>8} {'nodes x GPUs':>12} "
-              f"{'wall-h':>7} {'limit-h':>7}")
+              f"{'wall-h':>7} {'limit-h':>7} {'mem-GB':>7}")
     print(header)
     print("-" * len(header))
     for r in rows:
@@ -74,13 +79,31 @@ def run(args: argparse.Namespace, params: dict) -> int:
         print(f"{r['run']:<52} {r['arm']:<12} {r['context']:>5} {r['n_params'] / 1e6:>8.1f}M "
               f"{r['budget']:>8.3g} {r['tokens_per_step']:>9,} {r['steps']:>7,} {r['warmup_steps']:>6,} "
               f"{r['lr']:>8.3g} {r['train_flops']:>9.2e} {r['gpu_hours']:>8.3g} "
-              f"{r['nodes']:>6} x {r['gpus_per_node']:<3} {wall} {r['time_limit_min'] / 60:>7.3g}")
+              f"{r['nodes']:>6} x {r['gpus_per_node']:<3} {wall} {r['time_limit_min'] / 60:>7.3g} "
+              f"{r['memory_gb']:>7.3g}")
     print("-" * len(header))
     print(f"batch: {params['train']['batch_sequences']} sequences per step at every context")
     print("nodes x GPUs: per run (train.resources; GPUs per node); wall-h: GPU-h over all the run's GPUs; "
           "limit-h: its Slurm time limit")
+    print("mem-GB: estimated peak memory of one process (weights, gradients, AdamW state, activations at the "
+          "micro-batch; plan/memory.py)")
+    for line in memory_warnings(rows):
+        print(f"warning: {line}")
     for line in lopsided_sweeps(params["train"]):
         print(f"note: {line}; a fair comparison gives every arm as many")
     print(f"{len(rows)} runs in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
           f"{total_gpu_hours:.4g} GPU-hours at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")
     return 0
+
+
+def memory_warnings(rows: list[dict]) -> list[str]:
+    """One line per (scale, context) whose runs need more memory than one process has."""
+    worst: dict[tuple[str, int], dict] = {}
+    for r in rows:
+        key = (r["scale"], r["context"])
+        if not r["fits"] and (key not in worst or r["memory_gb"] > worst[key]["memory_gb"]):
+            worst[key] = r
+    return [f"{scale} ctx{context}: runs need up to {r['memory_gb']:.3g} GB per process ({r['arm']}), more "
+            f"than the {r['memory_limit_gb']:.3g} GB of one {'GPU' if r['memory_on'] == 'gpu' else 'process'}"
+            f" (--gpu-memory-gb, train.resources); lower train.micro_batch_tokens or set "
+            f"train.activation_checkpointing" for (scale, context), r in worst.items()]

@@ -110,6 +110,7 @@ class Trainer:
         self.model, self.recipe = build_seeded(spec.arm, self.shape, shards.vocab_size, spec.context,
                                                spec.seed, vocab_multiple(train))
         self.model.to(self.device)
+        self.model.activation_checkpointing = bool(train.get("activation_checkpointing", False))
         groups = self.recipe.param_groups(self.model, spec.lr)
         for group in groups:
             group["base_lr"] = group["lr"]  # the schedule scales every group's own lr (multipliers kept)
@@ -222,6 +223,7 @@ def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.T
             "checkpoint_every_tokens")
     return {**{k: train[k] for k in keys}, "log_every_tokens": log_every_tokens(train),
             "vocab_multiple": vocab_multiple(train),
+            "activation_checkpointing": trainer.model.activation_checkpointing,
             "device": topo.device.type,
             "precision": "bf16-autocast" if trainer.precision == "bf16" else "fp32",
             "world_size": topo.world_size, "micro_batch_seqs": plan.micro_seqs,

@@ -1,0 +1,61 @@
+"""Peak memory of one training process, in closed form from the shape (torch-free, like the rest of plan).
+
+    peak = 16 N                      fp32 weights (4 N), gradients (4 N), AdamW's two moments (8 N);
+                                     bf16 autocast casts on the fly and keeps the fp32 master weights
+         + tokens x L x A d x b      the tensors each block saves for backward, for one micro-batch
+         + tokens x V x h            the LM head: logits, their log-softmax and its gradient
+
+A d per token per block, counted from models/layers.py: RMSNorm input (d), the normalised input shared by
+q, k, v (d), q, k, v and the attention output that scaled_dot_product_attention keeps (4 d; a flash or
+memory-efficient kernel keeps no T x T scores), the second RMSNorm's input (d) and the MLP's input (d),
+SwiGLU's u, v, SiLU(v) and their product (4 x 4 d = 16 d): A = 24. nGPT and ngpt-freew keep more: the
+normalisations of q, k, the block outputs and the updates, about 8 d more (A = 32).
+b is the bytes of a saved element: 4 in fp32; 3 under bf16 autocast (the matmul outputs are bf16, the
+residual stream and the normalisations stay fp32: about half and half).
+h is 16 bytes per vocabulary entry in fp32 (the logits, which the caller holds, their log-softmax saved by
+the cross-entropy, and in the backward pass the gradients of both), 18 under bf16 (plus the bf16 logits
+before their fp32 copy).
+With activation checkpointing a block keeps only its input (d fp32) and recomputes the rest during the
+backward pass, when one block's activations exist at a time: tokens x (L x 4 d + A d x b).
+
+Measured against a real CPU training step in tests/test_memory.py (within a factor of 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ngptlab.models.scales import Scale
+
+SAVED_PER_BLOCK = {"ngpt": 32, "ngpt-freew": 32}  # A above; every other arm: BASELINE_SAVED
+BASELINE_SAVED = 24
+GPU_MEMORY_GB = 80.0  # default per-GPU memory: an H100 SXM's 80 GB (an H200 has 141, an A100 40 or 80)
+
+
+@dataclass(frozen=True)
+class Memory:
+    weights_optimizer: float  # bytes: weights, gradients, AdamW state
+    activations: float  # bytes: the blocks' saved tensors for one micro-batch
+    head: float  # bytes: logits, log-softmax and gradient for one micro-batch
+
+    @property
+    def total(self) -> float:
+        return self.weights_optimizer + self.activations + self.head
+
+
+def training_memory(arm: str, shape: Scale, n_params: int, vocab_rows: int, micro_tokens: int, bf16: bool,
+                    checkpointing: bool = False) -> Memory:
+    """The peak bytes of one process training `arm` at `shape` on micro-batches of `micro_tokens`."""
+    saved = SAVED_PER_BLOCK.get(arm, BASELINE_SAVED) * shape.d_model * (3 if bf16 else 4)
+    if checkpointing:
+        per_token = shape.n_layer * 4 * shape.d_model + saved
+    else:
+        per_token = shape.n_layer * saved
+    head = micro_tokens * vocab_rows * (18 if bf16 else 16)
+    return Memory(16.0 * n_params, float(micro_tokens * per_token), float(head))
+
+
+def micro_tokens(train: dict, context: int, world_size: int) -> int:
+    """Tokens of one forward pass in one process (as train/loop.py's plan_batches splits the batch)."""
+    seqs_per_rank = max(1, train["batch_sequences"] // world_size)
+    return min(train["micro_batch_tokens"] // context, seqs_per_rank) * context
