@@ -37,10 +37,11 @@ def bench(tmp_path, capsys, *extra: str) -> tuple[dict, str]:
 
 
 def test_bench_gpu_eager_on_cpu_writes_every_field_finite(tmp_path, capsys):
-    doc, printed = bench(tmp_path, capsys, "--no-compile")
+    doc, printed = bench(tmp_path, capsys, "--no-compile", "--before")
     assert doc["peak_source"] == "declared" and doc["peak_tflops"] == 1.0
     rows = doc["steps"]["rows"]
-    assert [(r["mode"], r["arm"]) for r in rows] == [("eager", "gpt"), ("eager", "ngpt")]
+    assert [(r["mode"], r["arm"]) for r in rows] == [("eager", "gpt"), ("eager", "ngpt"),
+                                                     ("eager", "ngpt@before")]
     for r in rows:
         assert set(r) == {"context", "mode", "arm", "median_ms", "ratio_vs_gpt", "tokens_per_s", "mfu",
                           "peak_memory_mb", "loss"}

@@ -53,7 +53,7 @@ GPU_DEFAULTS = {"scale": "0.5B", "contexts": [1024, 4096], "batch_tokens": 16384
 CPU_DEFAULTS = {"scale": "bench-tiny", "contexts": [32, 64], "batch_tokens": 256, "steps": 3, "warmup": 1,
                 "vocab_size": 512, "train_scale": "bench-tiny", "train_context": 32, "train_sequences": 4,
                 "train_steps": 8, "train_lr": 1e-2, "condition_scale": "bench-tiny", "condition_context": 32}
-ALWAYS_COMPILED = ("gpt", "ngpt")  # compiled at every context; the other arms at the first one only
+ALWAYS_COMPILED = ("gpt", "ngpt", "ngpt@before")  # compiled at every context; other arms at the first only
 TRAIN_ARMS = ("gpt", "ngpt")
 
 
@@ -67,6 +67,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=int, help="vocabulary of the step timings (GPU 50257, CPU 512)")
     parser.add_argument("--warmup", type=int, help="untimed steps first, compilation included (GPU 3, CPU 1)")
     parser.add_argument("--compile-all", action="store_true", help="compile every arm at every context")
+    parser.add_argument("--before", action="store_true", help="also time ngpt@before: nGPT computed as "
+                        "before the speed work (bench/before.py), beside ngpt")
     parser.add_argument("--no-compile", action="store_true",
                         help="eager only: no compiled step rows, and the bf16 train check runs eager")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak (default: detected)")
@@ -312,12 +314,13 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
         scale = shape or run_shape(params["train"], name)
         contexts, batch = pick(args.contexts, "contexts"), pick(args.batch_tokens, "batch_tokens")
         vocab = pick(args.vocab_size, "vocab_size")
+        arms = [*(args.arms or params["train"]["arms"]), *(["ngpt@before"] if args.before else [])]
         doc["steps"] = {"scale": name, "shape": scale.as_dict(), "batch_tokens": batch, "vocab_size": vocab,
                         "precision": "bf16-autocast", "fused_adamw": device.type == "cuda",
                         "memory": PeakMemory(device).kind,
-                        "rows": time_steps(args.arms or params["train"]["arms"], scale, contexts, batch,
-                                           vocab, device, pick(args.steps, "steps"),
-                                           pick(args.warmup, "warmup"), peak.flops, args.compile_all,
+                        "rows": time_steps(arms, scale, contexts, batch, vocab, device,
+                                           pick(args.steps, "steps"), pick(args.warmup, "warmup"),
+                                           peak.flops, args.compile_all,
                                            ("eager",) if args.no_compile else ("eager", "compiled"))}
     with tempfile.TemporaryDirectory(prefix="ngptlab-bench-gpu-") as tmp:
         work = Path(tmp)

@@ -160,10 +160,12 @@ class Rotary(nn.Module):
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate x [B, T, H, K] by the tables cos, sin [T, K/2]; computed in fp32, returned in x's dtype."""
+    """Rotate x [B, T, H, K] by the tables cos, sin [T, K/2]; computed and returned in fp32. Attention casts
+    q and k to the autocast dtype once, after transform_qk: nGPT's and QK-norm's normalisations of q and k
+    then read the fp32 rotation, with no round trip through bf16."""
     x1, x2 = x.float().chunk(2, dim=-1)
     cos, sin = cos[:, None, :], sin[:, None, :]  # broadcast over heads
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).type_as(x)
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
 
 # ----------------------------------------------------------------------------------------------------------
