@@ -69,3 +69,27 @@ def test_bench_gpu_compiled_and_ddp_on_cpu(tmp_path, capsys):
     assert all(a["within_tolerance"] and a["loss_fell"] for a in doc["train"]["arms"].values())
     assert doc["train"]["ddp"]["backend"] == "gloo" and doc["train"]["ddp"]["equal"]
     assert "| 16 | compiled | ngpt |" in printed
+
+
+def test_bench_gpu_orders_compilations_so_a_budget_cuts_the_least_needed():
+    from ngptlab.bench.gpu import step_jobs
+
+    jobs = step_jobs(["gpt", "ngpt", "gpt-orth"], [1024, 4096], ("eager", "compiled"), compile_all=False)
+    assert jobs == [(1024, "eager", "gpt"), (1024, "eager", "ngpt"), (1024, "eager", "gpt-orth"),
+                    (4096, "eager", "gpt"), (4096, "eager", "ngpt"), (4096, "eager", "gpt-orth"),
+                    (1024, "compiled", "gpt"), (1024, "compiled", "ngpt"),
+                    (4096, "compiled", "gpt"), (4096, "compiled", "ngpt"),
+                    (1024, "compiled", "gpt-orth")]
+    every = step_jobs(["gpt", "gpt-orth"], [1024, 4096], ("eager", "compiled"), compile_all=True)
+    assert (4096, "compiled", "gpt-orth") in every and len(every) == 8
+
+
+def test_bench_gpu_skips_past_its_budget_but_keeps_gpt(capsys):
+    import torch
+
+    from ngptlab.bench.gpu import TINY, time_steps
+
+    rows, skipped = time_steps(["gpt", "ngpt"], TINY, [16, 32], 64, 64, torch.device("cpu"), steps=1,
+                               warmup=0, peak_flops=None, compile_all=False, modes=("eager",), budget_s=0.0)
+    assert [(r["context"], r["arm"]) for r in rows] == [(16, "gpt"), (32, "gpt")]
+    assert skipped == ["ctx 16 eager ngpt", "ctx 32 eager ngpt"]

@@ -17,10 +17,11 @@ Four checks, one JSON file (--out) and a printed table:
 4. ddp: with 2+ GPUs, the fp32 run of check 2 again under torchrun with 2 processes (nccl) must give the
    single process's losses; skipped, with the reason, on fewer GPUs (on a CPU, --ddp-cpu runs it with gloo).
 
-Defaults keep a one-GPU run within 8 minutes: the paper's 0.5B shape at contexts 1024 and 4096; every arm
-is compiled at the first context and gpt and ngpt at the others (each compile of a 0.5B model is tens of
-seconds); train checks at gpu-small, ctx 1024. On a CPU: a 2-layer d-64 shape at contexts 32 and 64, seconds
-per check once torch.compile's cache is warm.
+Defaults aim at a one-GPU run within 8 minutes: the paper's 0.5B shape at contexts 1024 and 4096; every
+step eager first, then gpt and ngpt compiled at every context, then the other arms compiled at the first
+context (each compile of a 0.5B model is tens of seconds), within a 300 s budget for the step timings past
+which the remaining arms are skipped and listed; train checks at gpu-small, ctx 1024. On a CPU: a 2-layer
+d-64 shape at contexts 32 and 64, seconds per check once torch.compile's cache is warm.
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ TINY = Scale(n_layer=2, d_model=64, n_head=4)  # the CPU stand-in for every GPU 
 # of the tiny shape visibly lower the loss.
 GPU_DEFAULTS = {"scale": "0.5B", "contexts": [1024, 4096], "batch_tokens": 16384, "steps": 10, "warmup": 3,
                 "vocab_size": 50257, "train_scale": "gpu-small", "train_context": 1024, "train_sequences": 16,
-                "train_steps": 30, "train_lr": 2e-3, "condition_scale": "1B", "condition_context": 1024}
+                "train_steps": 30, "train_lr": 2e-3, "condition_scale": "1B", "condition_context": 1024,
+                "steps_budget_s": 300}
 CPU_DEFAULTS = {"scale": "bench-tiny", "contexts": [32, 64], "batch_tokens": 256, "steps": 3, "warmup": 1,
                 "vocab_size": 512, "train_scale": "bench-tiny", "train_context": 32, "train_sequences": 4,
-                "train_steps": 8, "train_lr": 1e-2, "condition_scale": "bench-tiny", "condition_context": 32}
+                "train_steps": 8, "train_lr": 1e-2, "condition_scale": "bench-tiny", "condition_context": 32,
+                "steps_budget_s": None}
 ALWAYS_COMPILED = ("gpt", "ngpt", "ngpt@before")  # compiled at every context; other arms at the first only
 TRAIN_ARMS = ("gpt", "ngpt")
 
@@ -67,6 +70,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=int, help="vocabulary of the step timings (GPU 50257, CPU 512)")
     parser.add_argument("--warmup", type=int, help="untimed steps first, compilation included (GPU 3, CPU 1)")
     parser.add_argument("--compile-all", action="store_true", help="compile every arm at every context")
+    parser.add_argument("--steps-budget-s", type=float, help="seconds for the step timings (GPU 300, CPU "
+                        "none): past it the remaining arms other than gpt are skipped, and listed")
     parser.add_argument("--before", action="store_true", help="also time ngpt@before: nGPT computed as "
                         "before the speed work (bench/before.py), beside ngpt")
     parser.add_argument("--no-compile", action="store_true",
@@ -129,40 +134,55 @@ class PeakMemory:
 # 1. Step timings
 
 
+def step_jobs(arms: list[str], contexts: list[int], modes: tuple[str, ...], compile_all: bool) -> list[tuple]:
+    """(context, mode, arm) in the order they run: every eager step first, then the compiled gpt and nGPT at
+    every context, then the other arms compiled at the first context (every context with compile_all), so
+    that a time budget cuts the least needed compilations."""
+    jobs = [(c, "eager", a) for c in contexts for a in arms] if "eager" in modes else []
+    if "compiled" in modes:
+        jobs += [(c, "compiled", a) for c in contexts for a in arms if a in ALWAYS_COMPILED]
+        jobs += [(c, "compiled", a) for c in (contexts if compile_all else contexts[:1]) for a in arms
+                 if a not in ALWAYS_COMPILED]
+    return jobs
+
+
 def time_steps(arms: list[str], scale: Scale | str, contexts: list[int], batch_tokens: int, vocab_size: int,
                device: torch.device, steps: int, warmup: int, peak_flops: float | None,
-               compile_all: bool, modes: tuple[str, ...] = ("eager", "compiled")) -> list[dict]:
-    """One row per (context, mode, arm): median step time, tokens/s, MFU, peak memory, ratio to gpt."""
+               compile_all: bool, modes: tuple[str, ...] = ("eager", "compiled"),
+               budget_s: float | None = None) -> tuple[list[dict], list[str]]:
+    """One row per (context, mode, arm): median step time, tokens/s, MFU, peak memory, ratio to gpt at the
+    same context and mode; and the jobs skipped because the time budget ran out."""
     from ngptlab.bench.step import _Arm
     from ngptlab.train.throughput import mfu_of
 
     arms = ["gpt", *[a for a in arms if a != "gpt"]]
-    memory = PeakMemory(device)
-    rows = []
-    for index, context in enumerate(contexts):
+    for context in contexts:
         if batch_tokens % context:
             raise ParamsError(f"--batch-tokens {batch_tokens} is not a multiple of context {context}")
-        for mode in modes:
-            chosen = arms if mode == "eager" or index == 0 or compile_all else \
-                [a for a in arms if a in ALWAYS_COMPILED]
-            base = None
-            for arm in chosen:
-                torch._dynamo.reset()  # a fresh compile per model: no cache-size-limit fallback to eager
-                memory.start()
-                runner = _Arm(arm, scale, vocab_size, context, batch_tokens // context, device,
-                              mode == "compiled", bf16=True)
-                for _ in range(warmup):
-                    runner.step()
-                times = [runner.step() for _ in range(steps)]
-                median = statistics.median(times)
-                base = median if arm == "gpt" else base
-                tokens_per_s = batch_tokens / median
-                rows.append({"context": context, "mode": mode, "arm": arm, "median_ms": median * 1e3,
-                             "ratio_vs_gpt": median / base, "tokens_per_s": tokens_per_s,
-                             "mfu": mfu_of(runner.flops_per_token, tokens_per_s, peak_flops),
-                             "peak_memory_mb": memory.peak_mb(), "loss": runner.last_loss.item()})
-                del runner
-    return rows
+    memory = PeakMemory(device)
+    started, rows, skipped = time.perf_counter(), [], []
+    for context, mode, arm in step_jobs(arms, contexts, modes, compile_all):
+        if budget_s is not None and time.perf_counter() - started > budget_s and arm != "gpt":
+            skipped.append(f"ctx {context} {mode} {arm}")
+            continue
+        torch._dynamo.reset()  # a fresh compile per model: no cache-size-limit fallback to eager
+        memory.start()
+        runner = _Arm(arm, scale, vocab_size, context, batch_tokens // context, device, mode == "compiled",
+                      bf16=True)
+        for _ in range(warmup):
+            runner.step()
+        median = statistics.median(runner.step() for _ in range(steps))
+        tokens_per_s = batch_tokens / median
+        rows.append({"context": context, "mode": mode, "arm": arm, "median_ms": median * 1e3,
+                     "tokens_per_s": tokens_per_s,
+                     "mfu": mfu_of(runner.flops_per_token, tokens_per_s, peak_flops),
+                     "peak_memory_mb": memory.peak_mb(), "loss": runner.last_loss.item()})
+        del runner
+    base = {(r["context"], r["mode"]): r["median_ms"] for r in rows if r["arm"] == "gpt"}
+    for r in rows:
+        r["ratio_vs_gpt"] = r["median_ms"] / base[(r["context"], r["mode"])]
+    order = {job: i for i, job in enumerate((c, m, a) for c in contexts for m in modes for a in arms)}
+    return sorted(rows, key=lambda r: order[(r["context"], r["mode"], r["arm"])]), skipped
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -318,10 +338,11 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
         doc["steps"] = {"scale": name, "shape": scale.as_dict(), "batch_tokens": batch, "vocab_size": vocab,
                         "precision": "bf16-autocast", "fused_adamw": device.type == "cuda",
                         "memory": PeakMemory(device).kind,
-                        "rows": time_steps(arms, scale, contexts, batch, vocab, device,
-                                           pick(args.steps, "steps"), pick(args.warmup, "warmup"),
-                                           peak.flops, args.compile_all,
-                                           ("eager",) if args.no_compile else ("eager", "compiled"))}
+                        "budget_s": pick(args.steps_budget_s, "steps_budget_s")}
+        doc["steps"]["rows"], doc["steps"]["skipped"] = time_steps(
+            arms, scale, contexts, batch, vocab, device, pick(args.steps, "steps"),
+            pick(args.warmup, "warmup"), peak.flops, args.compile_all,
+            ("eager",) if args.no_compile else ("eager", "compiled"), doc["steps"]["budget_s"])
     with tempfile.TemporaryDirectory(prefix="ngptlab-bench-gpu-") as tmp:
         work = Path(tmp)
         if "train" not in args.skip:
@@ -363,6 +384,8 @@ def format_report(doc: dict) -> str:
             mem = "n/a" if r["peak_memory_mb"] is None else f"{r['peak_memory_mb']:,.0f}"
             lines.append(f"| {r['context']} | {r['mode']} | {r['arm']} | {r['median_ms']:.2f} | "
                          f"{r['ratio_vs_gpt']:.2f} | {r['tokens_per_s']:,.0f} | {util} | {mem} |")
+        if s["skipped"]:
+            lines.append(f"skipped past the {s['budget_s']:g} s budget: {', '.join(s['skipped'])}")
     if "train" in doc:
         t = doc["train"]
         mode = "compiled" if t["bf16_compiled"] else "eager"
