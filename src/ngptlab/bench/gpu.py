@@ -46,15 +46,19 @@ from ngptlab.models.scales import Scale
 
 TINY = Scale(n_layer=2, d_model=64, n_head=4)  # the CPU stand-in for every GPU shape below
 # The CPU stand-ins: a small vocabulary for the step timings (at 50k the LM head is most of a CPU step and
-# bf16 matmuls without AVX-512 BF16 are slower than fp32), and a larger learning rate so that a few steps
-# of the tiny shape visibly lower the loss.
+# bf16 matmuls without AVX-512 BF16 are slower than fp32), and larger learning rates so that a few steps
+# of the tiny shape visibly lower the loss. nGPT gets a larger one than gpt: its logits are cosines times
+# s_z (init 1, Section 2.5), so at a 50k vocabulary the loss leaves log(50257) only as fast as s_z grows,
+# about lr sqrt(d) per step.
 GPU_DEFAULTS = {"scale": "0.5B", "contexts": [1024, 4096], "batch_tokens": 16384, "steps": 10, "warmup": 3,
                 "vocab_size": 50257, "train_scale": "gpu-small", "train_context": 1024, "train_sequences": 16,
-                "train_steps": 30, "train_lr": 2e-3, "condition_scale": "1B", "condition_context": 1024,
+                "train_steps": 40, "train_lr": {"gpt": 1e-3, "ngpt": 4e-3}, "condition_scale": "1B",
+                "condition_context": 1024,
                 "steps_budget_s": 300}
 CPU_DEFAULTS = {"scale": "bench-tiny", "contexts": [32, 64], "batch_tokens": 256, "steps": 3, "warmup": 1,
                 "vocab_size": 512, "train_scale": "bench-tiny", "train_context": 32, "train_sequences": 4,
-                "train_steps": 8, "train_lr": 1e-2, "condition_scale": "bench-tiny", "condition_context": 32,
+                "train_steps": 12, "train_lr": {"gpt": 1e-2, "ngpt": 4e-2}, "condition_scale": "bench-tiny",
+                "condition_context": 32,
                 "steps_budget_s": None}
 ALWAYS_COMPILED = ("gpt", "ngpt", "ngpt@before")  # compiled at every context; other arms at the first only
 TRAIN_ARMS = ("gpt", "ngpt")
@@ -78,7 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="eager only: no compiled step rows, and the bf16 train check runs eager")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak (default: detected)")
     parser.add_argument("--tokens", metavar="DIR", help="token shards (default data/tokens/<train.source>)")
-    parser.add_argument("--train-steps", type=int, help="steps of each train check (GPU 30, CPU 12)")
+    parser.add_argument("--train-steps", type=int, help="steps of each train check (GPU 40, CPU 12)")
     parser.add_argument("--compare-steps", type=int, default=5, help="first steps compared bf16 vs fp32")
     parser.add_argument("--loss-tolerance", type=float, default=0.05,
                         help="max |bf16 - fp32| train loss over the compared steps, nats (default 0.05)")
@@ -190,7 +194,7 @@ def time_steps(arms: list[str], scale: Scale | str, contexts: list[int], batch_t
 
 
 def bench_params(params: dict, shape_name: str, shape: Scale | None, context: int, sequences: int,
-                 steps: int, lr: float, device: str, arms: tuple[str, ...] = TRAIN_ARMS) -> dict:
+                 steps: int, lr: dict[str, float], device: str, arms: tuple[str, ...] = TRAIN_ARMS) -> dict:
     """A params document for a grid of one run per arm, `steps` steps of `sequences` x `context` tokens."""
     p = copy.deepcopy(params)
     t = p["train"]
@@ -199,7 +203,7 @@ def bench_params(params: dict, shape_name: str, shape: Scale | None, context: in
     if shape is not None:
         shapes[shape_name] = shape.as_dict()
     t.update(shapes=shapes, scales=[shape_name], contexts=[context], arms=list(arms), budgets=[budget],
-             seeds=[0], learning_rates={shape_name: {arm: [lr] for arm in arms}},
+             seeds=[0], learning_rates={shape_name: {arm: [lr[arm]] for arm in arms}},
              batch_sequences=sequences, micro_batch_tokens=sequences * context, warmup_steps=2000,
              warmup_max_fraction=0.1, eval_every_tokens=budget, eval_windows=4, device=device,
              checkpoint_every_tokens=budget, log_every_tokens=1,
