@@ -174,3 +174,12 @@ def test_a_killed_process_ends_both_nodes_and_the_retry_resumes(reference, tmp_p
     assert here["resumed_from"] and here["resumed_from"][0] >= killed_at >= 8
     assert here["final_val_loss"] == uninterrupted["final_val_loss"]
     assert here["checkpoint_sha256"] == uninterrupted["checkpoint_sha256"]
+
+
+def test_a_run_over_nodes_outside_slurm_says_how_to_start_it(tmp_path):
+    env = {k: v for k, v in cli_env().items() if not k.startswith(("SLURM_", "NGPTLAB_RDZV_"))}
+    result = subprocess.run(["bash", str(LAUNCH), "2", "1", "0", "train", "--params", "params.yaml", NAME],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "a run over 2 nodes runs inside a Slurm allocation of 2 nodes" in result.stderr
+    assert "NGPTLAB_RDZV_ENDPOINT" in result.stderr and list(tmp_path.iterdir()) == []

@@ -1,9 +1,11 @@
 """The end-to-end grid on a real Slurm cluster through `snakemake --cores 2 --profile slurm`, exactly as the
-README writes it, gives the same results as the local run; and a scale with processes: 2 trains through
-torchrun (DDP, two processes) inside one Slurm job.
+README writes it, gives the same results as the local run; a scale with processes: 2 trains through
+torchrun (DDP, two processes) inside one Slurm job; and a scale with nodes: 2 trains as one Slurm job over
+two nodes, one torchrun agent per node.
 
-Needs the single-node cluster that `.ci/setup-slurm.sh` starts (CI runs it before the tests). Skipped only
-where Slurm is not installed at all; an installed Slurm that does not answer is a failure.
+Needs the cluster that `.ci/setup-slurm.sh` starts (CI runs it before the tests): one node in the default
+partition, two in the partition `multi`. Skipped only where Slurm is not installed at all; an installed
+Slurm that does not answer is a failure.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 from safetensors import safe_open
 from workflow_support import (
     E2E_DIVERGING,
+    REPO,
     copy_tokens,
     e2e_params,
     job_counts,
@@ -117,3 +120,40 @@ def test_a_two_process_scale_trains_with_torchrun_inside_one_slurm_job(smoke, tm
     assert [here[k] for k in keys] == [local[k] for k in keys]
     # Two processes average the gradients of half batches: the same step up to float summation order.
     assert here["final_val_loss"] == pytest.approx(local["final_val_loss"], rel=1e-4)
+
+
+def test_a_two_node_scale_trains_as_one_slurm_job_over_two_nodes(smoke, tmp_path, tmp_path_factory):
+    params = e2e_params()
+    completing = [r for r in enumerate_runs(params) if (r.arm, r.lr) != E2E_DIVERGING]
+    run_name = min(completing, key=lambda r: (r.budget, r.context)).name  # the smallest run
+    for resources in params["train"]["resources"].values():
+        resources.update(nodes=2, processes=1)
+    work = make_workdir(tmp_path / "nodes", params)
+    copy_tokens(tmp_path_factory.getbasetemp(), work)  # prepare is tested above
+
+    snakemake(work, f"runs/{run_name}/model.safetensors", "--cores", "2", "--profile", "slurm",
+              "--set-resources", "train:slurm_partition=multi", timeout=600)
+
+    [log] = slurm_logs(work, "train")
+    job = run(["scontrol", "show", "job", log.stem], work).stdout  # kept for MinJobAge=600 s
+    assert "NumNodes=2 " in job and "NumTasks=2 " in job  # one task per node: one torchrun agent each
+    nodes = run(["scontrol", "show", "hostnames", job.split(" NodeList=")[1].split()[0]], work).stdout.split()
+    assert len(nodes) == 2
+    train_log = (work / "logs" / "train" / f"{run_name}.log").read_text()
+    assert "launch.sh: 2 nodes" in train_log and "rendezvous at " in train_log
+    here = read_json(work / "results" / "train" / run_name / "summary.json")
+    local = read_json(smoke.work / "results" / "train" / run_name / "summary.json")
+    assert here["params"]["world_size"] == 2 and local["params"]["world_size"] == 1
+    keys = ("status", "tokens", "steps")
+    assert [here[k] for k in keys] == [local[k] for k in keys]
+    # Two nodes average the gradients of half batches: the same step up to float summation order.
+    assert here["final_val_loss"] == pytest.approx(local["final_val_loss"], rel=1e-4)
+
+
+def test_a_two_node_launch_refuses_a_one_node_allocation(tmp_path):
+    launch = REPO / "workflow" / "scripts" / "launch.sh"
+    result = run(["srun", "--partition", "main", "--nodes", "1", "--time", "1", "--mem", "100", "bash",
+                  str(launch), "2", "1", "0", "train", "--params", "params.yaml", "some-run"], tmp_path,
+                 check=False)
+    assert result.returncode == 2
+    assert "the run asks for 2 nodes but Slurm job" in result.stderr and "has 1" in result.stderr
