@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 from safetensors import safe_open
@@ -99,10 +100,25 @@ def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, t
     assert job_counts(snakemake(work, "--dry-run").stdout) == {}  # nothing left to do
 
 
+def smallest_completing_run(params: dict) -> str:
+    """The end-to-end grid's smallest run that does not diverge."""
+    completing = [r for r in enumerate_runs(params) if (r.arm, r.lr) != E2E_DIVERGING]
+    return min(completing, key=lambda r: (r.budget, r.context)).name
+
+
+def assert_two_processes_match_the_local_run(work: Path, local_work: Path, run_name: str) -> None:
+    here = read_json(work / "results" / "train" / run_name / "summary.json")
+    local = read_json(local_work / "results" / "train" / run_name / "summary.json")
+    assert here["params"]["world_size"] == 2 and local["params"]["world_size"] == 1
+    keys = ("status", "tokens", "steps")
+    assert [here[k] for k in keys] == [local[k] for k in keys]
+    # Two processes average the gradients of half batches: the same step up to float summation order.
+    assert here["final_val_loss"] == pytest.approx(local["final_val_loss"], rel=1e-4)
+
+
 def test_a_two_process_scale_trains_with_torchrun_inside_one_slurm_job(smoke, tmp_path, tmp_path_factory):
     params = e2e_params()
-    completing = [r for r in enumerate_runs(params) if (r.arm, r.lr) != E2E_DIVERGING]
-    ddp_run = min(completing, key=lambda r: (r.budget, r.context)).name  # the smallest run
+    ddp_run = smallest_completing_run(params)
     for resources in params["train"]["resources"].values():
         resources["processes"] = 2
     work = make_workdir(tmp_path / "ddp", params)
@@ -113,19 +129,12 @@ def test_a_two_process_scale_trains_with_torchrun_inside_one_slurm_job(smoke, tm
     [log] = slurm_logs(work, "train")
     job = run(["scontrol", "show", "job", log.stem], work).stdout  # kept for MinJobAge=600 s
     assert "NumCPUs=2 " in job and "NumTasks=1 " in job  # one task, two CPUs: torchrun starts the processes
-    here = read_json(work / "results" / "train" / ddp_run / "summary.json")
-    local = read_json(smoke.work / "results" / "train" / ddp_run / "summary.json")
-    assert here["params"]["world_size"] == 2 and local["params"]["world_size"] == 1
-    keys = ("status", "tokens", "steps")
-    assert [here[k] for k in keys] == [local[k] for k in keys]
-    # Two processes average the gradients of half batches: the same step up to float summation order.
-    assert here["final_val_loss"] == pytest.approx(local["final_val_loss"], rel=1e-4)
+    assert_two_processes_match_the_local_run(work, smoke.work, ddp_run)
 
 
 def test_a_two_node_scale_trains_as_one_slurm_job_over_two_nodes(smoke, tmp_path, tmp_path_factory):
     params = e2e_params()
-    completing = [r for r in enumerate_runs(params) if (r.arm, r.lr) != E2E_DIVERGING]
-    run_name = min(completing, key=lambda r: (r.budget, r.context)).name  # the smallest run
+    run_name = smallest_completing_run(params)
     for resources in params["train"]["resources"].values():
         resources.update(nodes=2, processes=1)
     work = make_workdir(tmp_path / "nodes", params)
@@ -141,13 +150,7 @@ def test_a_two_node_scale_trains_as_one_slurm_job_over_two_nodes(smoke, tmp_path
     assert len(nodes) == 2
     train_log = (work / "logs" / "train" / f"{run_name}.log").read_text()
     assert "launch.sh: 2 nodes" in train_log and "rendezvous at " in train_log
-    here = read_json(work / "results" / "train" / run_name / "summary.json")
-    local = read_json(smoke.work / "results" / "train" / run_name / "summary.json")
-    assert here["params"]["world_size"] == 2 and local["params"]["world_size"] == 1
-    keys = ("status", "tokens", "steps")
-    assert [here[k] for k in keys] == [local[k] for k in keys]
-    # Two nodes average the gradients of half batches: the same step up to float summation order.
-    assert here["final_val_loss"] == pytest.approx(local["final_val_loss"], rel=1e-4)
+    assert_two_processes_match_the_local_run(work, smoke.work, run_name)
 
 
 def test_a_two_node_launch_refuses_a_one_node_allocation(tmp_path):
