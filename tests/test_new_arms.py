@@ -10,7 +10,7 @@ import torch
 from test_train_support import CONTEXT, make_params, write_params, write_shards
 
 from ngptlab.cli import main
-from ngptlab.models.size import parameter_count
+from ngptlab.models.size import padded_vocab, parameter_count
 from ngptlab.params import REPO_ROOT, enumerate_cells, enumerate_runs, load_params
 from ngptlab.plan.estimate import VOCAB_SIZE, estimate_runs
 
@@ -25,9 +25,10 @@ def test_new_arms_in_the_paper_plan():
     assert {(r["arm"], r["scale"], r["context"]) for r in rows} == {
         (arm, scale, ctx) for arm in NEW_ARMS for scale in ("0.5B", "1B") for ctx in (1024, 4096, 8192)}
     by_arm = {(r["arm"], r["scale"]): r["n_params"] for r in rows}
+    rows_of_vocab = padded_vocab(VOCAB_SIZE, params["train"]["vocab_multiple"])  # 50304: padded to 64
     # QK-norm adds two head_dim gains per block (0.5B: 24 x 2 x 64); ngpt-freew has nGPT's parameters
-    assert by_arm[("gpt-qknorm", "0.5B")] == parameter_count("gpt", "0.5B", VOCAB_SIZE) + 24 * 2 * 64
-    assert by_arm[("ngpt-freew", "1B")] == parameter_count("ngpt", "1B", VOCAB_SIZE)
+    assert by_arm[("gpt-qknorm", "0.5B")] == parameter_count("gpt", "0.5B", rows_of_vocab) + 24 * 2 * 64
+    assert by_arm[("ngpt-freew", "1B")] == parameter_count("ngpt", "1B", rows_of_vocab)
     assert {r["warmup_steps"] for r in rows if r["arm"] == "ngpt-freew"} == {0}
 
 

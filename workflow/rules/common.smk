@@ -145,7 +145,7 @@ def cell_files(kind):
 # a run to the grid must not retrain the others. Speed-only knobs (micro_batch_tokens, device, compile,
 # checkpoint_every_tokens, resources) are left out too.
 TRAIN_SETTINGS = ["source", "shapes", "batch_sequences", "warmup_steps", "warmup_max_fraction", "grad_clip",
-                  "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss"]
+                  "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "vocab_multiple"]
 
 
 # The grid keys are params of the rules whose inputs they decide (speedup, evaluate: CELL_GRID_KEYS; report:
