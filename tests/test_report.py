@@ -14,6 +14,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,7 @@ SECTIONS = ["what-was-run", "speedup", "loss-curves", "conditioning", "condition
             "conditioning-layers", "conditioning-references", "conditioning-layers34",
             "conditioning-renormalization", "settle-it", "caveats", "provenance"]
 REVISION = "test-revision"
+PEAK_TFLOPS = 0.05  # the complete grid's timings: a declared peak, so every run has an MFU
 
 
 def sha256(path: Path) -> str:
@@ -56,7 +58,7 @@ def complete_render(tmp_path_factory) -> tuple[Path, dict, Path, Rendered]:
     root = tmp_path_factory.mktemp("complete")
     params = synthetic.synthetic_params(seeds=(0, 1), min_budget_for_claims=1000)
     params["train"]["contexts"] = [1024]
-    params_path = synthetic.write_results(root, params)
+    params_path = synthetic.write_results(root, params, peak_tflops=PEAK_TFLOPS)
     rendered = render_report(params, root, params_path, code_revision=REVISION)
     write_report(rendered, root / "reports")
     return root, params, params_path, rendered
@@ -76,9 +78,11 @@ def holes(tmp_path_factory) -> tuple[Path, dict, Path]:
     missing = ("cpu-4l-ctx64-gpt-orth-t65536-lr0.003-s0",)
     diverged = ("cpu-4l-ctx128-ngpt-t65536-lr0.01-s0", "cpu-4l-ctx128-gpt-t16384-lr0.01-s0")
     no_cond = ("cpu-4l-ctx128-gpt-lrm-t65536-lr0.003-s0",)
-    assert set(missing + diverged + no_cond) <= names
+    # runs trained before timing files existed: every run of ctx64, and one of ctx128; no peak (no MFU)
+    no_timing = (*sorted(name for name in names if "-ctx64-" in name), "cpu-4l-ctx128-gpt-t65536-lr0.003-s0")
+    assert set(missing + diverged + no_cond + no_timing) <= names
     params_path = synthetic.write_results(root, params, missing=missing, diverged=diverged,
-                                          no_conditioning=no_cond, meta=False)
+                                          no_conditioning=no_cond, no_timing=no_timing, meta=False)
     rendered = render_report(params, root, params_path, code_revision=REVISION)
     write_report(rendered, root / "reports")
     return root, params, params_path
@@ -362,6 +366,35 @@ def test_holes_are_shown_as_such(holes):
     best = json.loads((root / "results" / "speedup" / "cpu-4l-ctx128.json").read_text())
     top = [b for p in best["arms"]["ngpt"]["per_seed"] for b in p["best"] if b["budget"] == 65536]
     assert top and all(b["lr"] == 0.003 for b in top)
+
+
+def test_compute_table_shows_each_cells_median_speed_from_the_timing_files(complete):
+    root, _, _ = complete
+    (row,) = [r for r in read_csv(root / "reports" / "tables" / "compute.csv") if r["cell"] != "all"]
+    timings = [json.loads(p.read_text()) for p in sorted((root / "results" / "timing").glob("*.json"))]
+    assert len(timings) == int(row["completed"]) and len({t["tokens_per_s"] for t in timings}) > 2
+    tokens_per_s = statistics.median(t["tokens_per_s"] for t in timings)
+    assert float(row["tokens_per_s"]) == tokens_per_s
+    # MFU = tokens/s x FLOPs per token / peak, so its median sits at the median tokens/s
+    mfu = tokens_per_s * timings[0]["flops_per_token"] / (PEAK_TFLOPS * 1e12)
+    assert float(row["mfu"]) == pytest.approx(mfu, rel=1e-12)
+    md = (root / "reports" / "report.md").read_text()
+    assert "| tokens/s (median) | MFU (median) |" in md
+    assert f"| {int(tokens_per_s):,} | {mfu:.1%} |" in md
+
+
+def test_compute_table_tolerates_runs_without_timing_and_devices_without_a_peak(holes):
+    root, _, _ = holes
+    compute = {r["cell"]: r for r in read_csv(root / "reports" / "tables" / "compute.csv")}
+    # no timing file in the cell: no speed (not a zero); no peak anywhere: no MFU, shown as n/a
+    assert compute["cpu-4l-ctx64"]["tokens_per_s"] == "" and {r["mfu"] for r in compute.values()} == {""}
+    timed = [json.loads(p.read_text())["tokens_per_s"]
+             for p in sorted((root / "results" / "timing").glob("cpu-4l-ctx128-*.json"))]
+    ctx128 = compute["cpu-4l-ctx128"]
+    assert len(timed) == int(ctx128["completed"]) + int(ctx128["diverged"]) - 1  # diverged runs are timed too
+    assert float(ctx128["tokens_per_s"]) == statistics.median(timed)
+    md = (root / "reports" / "report.md").read_text()
+    assert "| cpu-4l-ctx64 | 17 | 0 | 1 | 671,744 | 4.98e11 | — | n/a |" in md
 
 
 def test_a_run_too_small_says_so_and_claims_nothing(holes):

@@ -118,6 +118,7 @@ def train_outputs(run):
         "config": f"runs/{run}/config.json",
         "summary": f"results/train/{run}/summary.json",
         "metrics": f"results/train/{run}/metrics.jsonl",
+        "timing": f"results/timing/{run}.json",  # measured speed, varies per training: read by report only
     }
 
 

@@ -1,5 +1,7 @@
 # report: everything -> reports/ (src/ngptlab/report). Reads results/ and data/tokens/*/meta.json only, never
-# a checkpoint, so a fresh clone re-renders it from the committed results without downloading the runs.
+# a checkpoint, so a fresh clone re-renders it from the committed results without downloading the runs. It is
+# the one reader of results/timing/ (measured speed, different for every training of a run) and the last
+# stage, so a retrained run's new timings rerun nothing but the report.
 #
 # After a `--keep-going` run in which some runs failed this rule cannot run (its inputs are incomplete): the
 # Snakefile's `onerror` handler renders what exists instead, naming the failed runs and their logs (the same
@@ -11,6 +13,7 @@ rule report:
         tokens_meta=settled(TOKENS[2]),
         summaries=settled([train_outputs(run)["summary"] for run in RUNS]),
         metrics=settled([train_outputs(run)["metrics"] for run in RUNS]),
+        timings=settled([train_outputs(run)["timing"] for run in RUNS]),
         conditioning=settled([condition_outputs(run)["json"] for run in RUNS]),
         spectra=settled([condition_outputs(run)["spectra"] for run in RUNS]),
         speedups=settled([speedup_output(cell) for cell in CELLS]),

@@ -4,6 +4,8 @@ The report renders whatever exists. A Snakemake --keep-going run can leave holes
 the grid is looked up and recorded as present or missing, never assumed:
 - results/train/<run>/summary.json + metrics.jsonl   (train stage; status "completed" | "diverged")
 - results/conditioning/<run>.json + <run>.spectra.parquet (condition stage)
+- results/timing/<run>.json                            (train stage; measured tokens/s and MFU; absent for
+                                                        runs trained before timing files existed: blank)
 - results/speedup/<cell>.json                          (speedup stage; only written when every run of its cell
                                                         has finished, so a hole in a cell means no speed-up)
 - data/tokens/<source>/meta.json                       (prepare stage; token counts and shard sha256s)
@@ -34,6 +36,7 @@ class RunRecord:
     conditioning: dict | None = None
     spectra_path: Path | None = None
     stale_conditioning: bool = False  # analysed a checkpoint other than the one the summary names
+    timing: dict | None = None  # results/timing/<run>.json: measured speed, the one input that varies per run
 
     @property
     def name(self) -> str:
@@ -107,6 +110,11 @@ def _check_conditioning(path: Path, doc: dict, spec: RunSpec) -> None:
                            "stage?)")
 
 
+def _check_timing(path: Path, doc: dict, spec: RunSpec) -> None:
+    if doc.get("run") != spec.name:
+        raise ResultsError(f"{path}: timing is for run {doc.get('run')!r}, expected {spec.name!r}")
+
+
 def _check_speedup(path: Path, doc: dict, cell: str) -> None:
     if doc.get("cell") != cell:
         raise ResultsError(f"{path}: speed-up is for cell {doc.get('cell')!r}, expected {cell!r}")
@@ -141,6 +149,11 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
             ckpt = (record.conditioning.get("checkpoint") or {}).get("sha256")
             if record.summary and ckpt and ckpt != record.summary.get("checkpoint_sha256"):
                 record.stale_conditioning = True
+        timing = root / "results" / "timing" / f"{spec.name}.json"
+        if timing.is_file():
+            record.timing = _read_json(timing)
+            _check_timing(timing, record.timing, spec)
+            note(timing)
         spectra = cond.with_name(f"{spec.name}.spectra.parquet")
         if spectra.is_file():
             record.spectra_path = spectra

@@ -5,8 +5,9 @@ is the arm's planted speed-up (so the true speed-up of an arm is known), plus a 
 sweep matters) and a little seed noise. Conditioning results come from the real analysis
 (ngptlab.condition.analyse) run on matrices with planted spectra: each arm gets its own planted condition
 number. The speed-up files come from the real speed-up stage (ngptlab.speedup.command.speedup_cell). Holes
-(missing runs, diverged runs, runs without conditioning) can be punched in on request, as a Snakemake
---keep-going run would leave them.
+(missing runs, diverged runs, runs without conditioning or without a timing file) can be punched in on
+request, as a Snakemake --keep-going run or an older run would leave them. Timings are planted too: a
+tokens/s per arm and context, and an MFU against a declared peak (none: n/a, as on a CPU).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ INIT_KAPPA = 50.0  # every arm's planted condition number at initialisation
 VOCAB = 256  # embeddings are [VOCAB, d]: small, so the analysis stays fast
 FAKE_TRAIN_SHA = hashlib.sha256(b"synthetic train.bin").hexdigest()
 FAKE_VAL_SHA = hashlib.sha256(b"synthetic val.bin").hexdigest()
+FLOPS_PER_TOKEN = 6.0 * 123456  # the summaries' n_params x 6
 
 
 def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int | None = None,
@@ -77,8 +79,8 @@ def _curve(spec: RunSpec, eval_every: int) -> list[tuple[int, float]]:
     return [(t, _loss(spec, t) + 0.05 * (1 - t / spec.budget)) for t in points]
 
 
-def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> None:
-    """results/train/<run>/summary.json + metrics.jsonl, as the train stage writes them."""
+def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> dict:
+    """results/train/<run>/summary.json + metrics.jsonl, as the train stage writes them; the summary."""
     out = root / "results" / "train" / spec.name
     out.mkdir(parents=True, exist_ok=True)
     train = params["train"]
@@ -93,23 +95,46 @@ def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed"
     for tokens, loss in curve:
         step = tokens // batch_tokens
         rows.append({"step": step, "tokens": tokens, "train_loss": loss + 0.01, "lr": spec.lr,
-                     "grad_norm": 0.5, "tokens_per_s": 1.0e4, "val_loss": loss})
+                     "grad_norm": 0.5, "val_loss": loss})
     if status == "diverged":
         rows.append({"step": rows[-1]["step"] + 1, "tokens": rows[-1]["tokens"] + batch_tokens,
-                     "train_loss": None, "lr": spec.lr, "grad_norm": None, "tokens_per_s": 1.0e4})
+                     "train_loss": None, "lr": spec.lr, "grad_norm": None})
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     checkpoint = hashlib.sha256(f"checkpoint {spec.name}".encode()).hexdigest()
     summary = {
         "run": spec.name, "spec": spec.as_dict(), "status": status,
         "final_val_loss": curve[-1][1] if status == "completed" else None,
         "tokens": curve[-1][0], "steps": curve[-1][0] // batch_tokens,
-        "n_params": 123456, "train_flops": 6.0 * 123456 * curve[-1][0], "checkpoint_sha256": checkpoint,
+        "n_params": 123456, "train_flops": FLOPS_PER_TOKEN * curve[-1][0], "checkpoint_sha256": checkpoint,
         "data": {"source": train["source"], "train_sha256": FAKE_TRAIN_SHA, "val_sha256": FAKE_VAL_SHA},
         "code_revision": "0123456789abcdef0123456789abcdef01234567",
         "params": {k: train[k] for k in ("batch_sequences", "warmup_steps", "grad_clip", "eval_windows")},
         "diagnostics": diagnostics,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def planted_tokens_per_s(spec: RunSpec) -> float:
+    """A run's planted speed: slower at longer contexts, nGPT 1.25x gpt's step, a little seed noise."""
+    cost = 1.25 if spec.arm == "ngpt" else 1.0
+    return 2.0e4 * (64 / spec.context) ** 0.5 / cost * (1 + 0.01 * spec.seed)
+
+
+def write_timing(root: Path, spec: RunSpec, tokens: int, steps: int, peak_tflops: float | None) -> None:
+    """results/timing/<run>.json with the keys the train stage writes (train/loop.py timing_record)."""
+    tokens_per_s = planted_tokens_per_s(spec)
+    mfu = None if peak_tflops is None else FLOPS_PER_TOKEN * tokens_per_s / (peak_tflops * 1e12)
+    peak = ({"peak_tflops": None, "peak_source": "unknown (cpu); declare train.peak_tflops for an MFU"}
+            if peak_tflops is None else {"peak_tflops": peak_tflops, "peak_source": "declared"})
+    doc = {"run": spec.name, "wall_s": tokens / tokens_per_s * 1.1, "train_s": tokens / tokens_per_s,
+           "steps": steps, "tokens": tokens, "tokens_per_s": tokens_per_s, "mfu": mfu,
+           "flops_per_token": FLOPS_PER_TOKEN, "world_size": 1, "device": "cpu", "precision": "fp32",
+           "compile": False, **peak, "device_name": "cpu",
+           "rows": [{"step": steps, "tokens": tokens, "tokens_per_s": tokens_per_s, "mfu": mfu}]}
+    out = root / "results" / "timing"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{spec.name}.json").write_text(json.dumps(doc, indent=2) + "\n")
 
 
 def _planted(rows: int, cols: int, kappa: float, gen: torch.Generator) -> torch.Tensor:
@@ -195,12 +220,15 @@ def write_meta(root: Path, params: dict) -> None:
 
 def write_results(root: str | Path, params: dict, missing: tuple[str, ...] = (),
                   diverged: tuple[str, ...] = (), no_conditioning: tuple[str, ...] = (),
+                  no_timing: tuple[str, ...] = (), peak_tflops: float | None = None,
                   meta: bool = True) -> Path:
     """The whole tree under root; returns the path of the params file written beside it.
 
     missing: runs with no output at all (failed or never run); their cell gets no speed-up file, as the
     speed-up stage refuses a partial cell. diverged: runs that diverged (all outputs, status "diverged").
-    no_conditioning: finished runs whose condition stage did not run.
+    no_conditioning: finished runs whose condition stage did not run. no_timing: finished runs without
+    results/timing/<run>.json (trained before timing files existed). peak_tflops: the declared peak of the
+    timings' MFU (None: unknown, no MFU, as on a CPU).
     """
     root = Path(root)
     params_path = root / "params.yaml"
@@ -212,7 +240,9 @@ def write_results(root: str | Path, params: dict, missing: tuple[str, ...] = (),
         if spec.name in missing:
             continue
         status = "diverged" if spec.name in diverged else "completed"
-        write_run(root, spec, params, status)
+        summary = write_run(root, spec, params, status)
+        if spec.name not in no_timing:
+            write_timing(root, spec, summary["tokens"], summary["steps"], peak_tflops)
         if spec.name not in no_conditioning:
             write_conditioning(root, spec, params, status)
     for cell in enumerate_cells(params):

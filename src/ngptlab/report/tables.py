@@ -7,6 +7,7 @@ Each builder returns a report.table.Table whose rows carry the runs behind them,
 from __future__ import annotations
 
 import math
+import statistics
 
 import pandas as pd
 
@@ -125,27 +126,47 @@ def runs_table(results: Results) -> Table:
     return t
 
 
+def _median_timing(records: list[RunRecord], key: str) -> float | None:
+    """The median of a timing file's `key` over the runs that have one and a value (None: none has)."""
+    values = [float(r.timing[key]) for r in records if r.timing and r.timing.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt_mfu(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
 def compute_table(results: Results) -> Table:
-    # Wall-clock times are left out: they live in results/timing/, which no stage reads, so that the report
-    # is a function of its inputs and re-renders to the same bytes.
-    cols = ["cell", "completed", "diverged", "missing", "tokens", "train_flops"]
+    # Measured speed comes from results/timing/, which only the report reads: timings differ between two
+    # trainings of the same run, and the report is the last stage, so nothing downstream reruns for them.
+    summed = ["completed", "diverged", "missing", "tokens", "train_flops"]
+    cols = ["cell", *summed, "tokens_per_s", "mfu"]
     t = Table("compute", "Compute spent per cell", cols, key=["cell"],
-              headers={"train_flops": "train FLOPs", "tokens": "tokens trained"},
+              headers={"train_flops": "train FLOPs", "tokens": "tokens trained",
+                       "tokens_per_s": "tokens/s (median)", "mfu": "MFU (median)"},
               formats={"cell": fmt_text, "completed": fmt_int, "diverged": fmt_int, "missing": fmt_int,
-                       "tokens": fmt_int})
+                       "tokens": fmt_int, "tokens_per_s": fmt_int, "mfu": fmt_mfu},
+              note="tokens/s and MFU: as each run measured them (results/timing/<run>.json; tokens/s of "
+                   "all the run's processes together), median over the cell's runs that have a timing file; "
+                   "MFU against the device's dense bf16 peak, n/a where that is unknown (a CPU or an "
+                   "unlisted GPU; train.peak_tflops declares one).")
     rows = []
     for cell in results.cells:
         records = results.cell_runs(cell)
         done = [r for r in records if r.summary]
         counts = views.status_counts(records)
         rows.append(({"cell": cell, **counts, "tokens": sum(int(r.summary.get("tokens") or 0) for r in done),
-                      "train_flops": sum(float(r.summary.get("train_flops") or 0) for r in done)},
+                      "train_flops": sum(float(r.summary.get("train_flops") or 0) for r in done),
+                      "tokens_per_s": _median_timing(done, "tokens_per_s"),
+                      "mfu": _median_timing(done, "mfu")},
                      [r.name for r in done]))
     for values, runs in rows:
         t.add(values, runs)
     if len(rows) > 1:
-        total = {c: sum(v[c] for v, _ in rows) for c in cols[1:]}
-        t.add({"cell": "all", **total}, [r for _, runs in rows for r in runs])
+        done = [r for r in results.runs.values() if r.summary]
+        total = {c: sum(v[c] for v, _ in rows) for c in summed}
+        t.add({"cell": "all", **total, "tokens_per_s": _median_timing(done, "tokens_per_s"),
+               "mfu": _median_timing(done, "mfu")}, [r for _, runs in rows for r in runs])
     return t
 
 

@@ -44,7 +44,8 @@ from ngptlab.train.throughput import detect_peak, mfu_of
 EXIT_RESUMABLE = os.EX_TEMPFAIL  # 75
 
 # Measured, not computed: they differ from one identical run to the next, so they are written to the run's
-# timing file (RunPaths.timing), never to the metrics or summary that downstream stages read.
+# timing file (RunPaths.timing), which only the report reads, never to the metrics or summary that the
+# stages between train and the report read.
 TIMING_KEYS = ("tokens_per_s", "mfu")
 
 

@@ -10,7 +10,7 @@ means the run is done and a rerun is a no-op):
 
 Everything under runs/ and results/train/ is a pure function of the run's inputs (the same run trained twice
 gives the same bytes), so downstream stages that read it rerun only when it really changed. Timings differ
-every time: they go to results/timing/, which no stage reads.
+every time: they go to results/timing/, which only the report (the last stage) reads.
 """
 
 from __future__ import annotations
