@@ -31,7 +31,7 @@ from tqdm import tqdm
 from ngptlab.checkpoint import save_model
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_json_atomic, write_text_atomic
-from ngptlab.models import build_seeded, count_parameters, train_flops_per_token
+from ngptlab.models import ARMS, build_seeded, count_parameters, train_flops_per_token
 from ngptlab.params import RunSpec, run_shape, split_batch, steps_per_run, warmup_steps
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
@@ -269,10 +269,15 @@ def _train_run(spec: RunSpec, train: dict, paths: RunPaths, root: Path, topo: di
     main = topo.is_main
     plan = plan_batches(train, spec, topo.world_size)
     data = data_record(load_meta(paths.tokens_dir), train["source"])
-    expected = fingerprint(spec.as_dict(), {**train, "steps": plan.steps}, data)
+    # the run's own warmup (0 for an arm that does not warm up, capped for small budgets), as its summary
+    # records it: a finished nGPT run must compare equal to itself
+    warmup = warmup_steps(train, plan.steps, ARMS[spec.arm].recipe().warmup)
+    expected = fingerprint(spec.as_dict(), {**train, "steps": plan.steps, "warmup_steps": warmup}, data)
     if finished(paths, spec.name, expected):
         if main:
             state.discard_state(paths.state_dir)  # leftovers of a kill between the final writes
+            if not paths.timing.is_file():  # finished before timing files existed: a declared output
+                write_json_atomic(paths.timing, unmeasured_timing(spec.name))
             print(f"ngptlab train: {spec.name} is already done ({paths.summary})", file=sys.stderr)
         return 0
 
@@ -480,6 +485,12 @@ def _divergence(loss: float, grad_norm: float, limit: float) -> str | None:
     if not math.isfinite(grad_norm):
         return f"gradient norm is {grad_norm}"
     return None
+
+
+def unmeasured_timing(run: str) -> dict:
+    """results/timing/<run>.json of a run that finished before timing files existed: nothing measured."""
+    return {"run": run, "tokens_per_s": None, "mfu": None,
+            "note": "not measured: the run finished before timing files existed"}
 
 
 def timing_record(run: str, trainer: Trainer, params: dict, tokens: int, steps: int, wall_s: float,
