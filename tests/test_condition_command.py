@@ -12,12 +12,13 @@ import pytest
 import torch
 import yaml
 
+from ngptlab import layout
 from ngptlab.checkpoint import save_model
 from ngptlab.cli import main
 from ngptlab.errors import ResultsError
 from ngptlab.models import build
 from ngptlab.params import REPO_ROOT, RunSpec, find_run
-from ngptlab.results import read_spectra, write_spectra
+from ngptlab.results import read_spectra, train_dir, write_spectra
 
 torch.set_num_threads(1)
 VOCAB = 256
@@ -53,12 +54,12 @@ def save_run(root: Path, spec: RunSpec, model=None, status: str = "completed",
         model, _ = build(spec.arm, spec.scale, VOCAB, spec.context)
     config = {"run": spec.name, "arm": spec.arm, "scale": spec.scale, "vocab_size": VOCAB,
               "context": spec.context, "spec": spec.as_dict()}
-    ckpt = root / "runs" / spec.name / "model.safetensors"
+    ckpt = root / layout.run_dir(spec.cell, spec.name) / "model.safetensors"
     sha = save_model(ckpt, model, config)
     summary = {"run": spec.name, "spec": spec.as_dict(), "status": status, "final_val_loss": loss,
                "checkpoint_sha256": sha}
-    (root / "results" / "train" / spec.name).mkdir(parents=True, exist_ok=True)
-    (root / "results" / "train" / spec.name / "summary.json").write_text(json.dumps(summary))
+    (train_dir(root, spec)).mkdir(parents=True, exist_ok=True)
+    (train_dir(root, spec) / "summary.json").write_text(json.dumps(summary))
     return ckpt
 
 
@@ -214,7 +215,7 @@ def test_missing_or_corrupt_checkpoint_is_a_clear_error(tmp_path, params_file, c
     assert str(ckpt) in err and "error" in err
     # a truncated file whose summary matches it
     ckpt.write_bytes(ckpt.read_bytes()[:1000])
-    summary_path = tmp_path / "results" / "train" / spec.name / "summary.json"
+    summary_path = train_dir(tmp_path, spec) / "summary.json"
     summary = json.loads(summary_path.read_text())
     summary.pop("checkpoint_sha256")
     summary_path.write_text(json.dumps(summary))
@@ -233,17 +234,17 @@ def test_wrong_run_or_missing_summary_is_a_clear_error(tmp_path, params_file, ca
     gpt, lrm = spec_of(params_file, "gpt"), spec_of(params_file, "gpt-lrm")
     # missing summary
     save_run(tmp_path, gpt)
-    (tmp_path / "results" / "train" / gpt.name / "summary.json").unlink()
+    (train_dir(tmp_path, gpt) / "summary.json").unlink()
     assert condition(params_file, tmp_path, gpt.name) == 2
     assert "summary.json: train summary not found" in capsys.readouterr().err
     # another run's checkpoint (and summary) copied into this run's place
     save_run(tmp_path, gpt)
-    (tmp_path / "runs" / lrm.name).mkdir(parents=True)
-    (tmp_path / "runs" / lrm.name / "model.safetensors").write_bytes(
-        (tmp_path / "runs" / gpt.name / "model.safetensors").read_bytes())
-    (tmp_path / "results" / "train" / lrm.name).mkdir(parents=True)
+    (tmp_path / layout.run_dir(lrm.cell, lrm.name)).mkdir(parents=True)
+    (tmp_path / layout.run_dir(lrm.cell, lrm.name) / "model.safetensors").write_bytes(
+        (tmp_path / layout.run_dir(gpt.cell, gpt.name) / "model.safetensors").read_bytes())
+    (train_dir(tmp_path, lrm)).mkdir(parents=True)
     summary = {"run": lrm.name, "status": "completed", "final_val_loss": 5.0}
-    (tmp_path / "results" / "train" / lrm.name / "summary.json").write_text(json.dumps(summary))
+    (train_dir(tmp_path, lrm) / "summary.json").write_text(json.dumps(summary))
     assert condition(params_file, tmp_path, lrm.name) == 2
     assert "checkpoint is arm 'gpt', expected 'gpt-lrm'" in capsys.readouterr().err
     # a run outside the grid

@@ -27,6 +27,8 @@ from test_train_support import (
     cli_env,
     make_params,
     metrics,
+    results_dir,
+    run_dir,
     run_name,
     summary,
     write_params,
@@ -86,7 +88,7 @@ def run_agents(root: Path, max_restarts: int = 0) -> list[tuple[int, str]]:
 
 def checkpoint_step(root: Path) -> int:
     try:
-        return json.loads((root / "runs" / NAME / "state" / "latest.json").read_text())["step"]
+        return json.loads((run_dir(root, NAME) / "state" / "latest.json").read_text())["step"]
     except (FileNotFoundError, json.JSONDecodeError):
         return -1
 
@@ -107,7 +109,7 @@ def kill_rank_after_checkpoint(agents: list[subprocess.Popen], root: Path, rank:
 
 
 def weights(root: Path) -> dict:
-    return load_file(str(root / "runs" / NAME / "model.safetensors"))
+    return load_file(str(run_dir(root, NAME) / "model.safetensors"))
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +168,7 @@ def test_a_killed_process_ends_both_nodes_and_the_retry_resumes(reference, tmp_p
     assert all(code != 0 for code, _ in ended)  # neither node goes on alone
     logs = "".join(err for _, err in ended)
     assert "ChildFailedError" in logs and "rank      : 1" in logs and "Signal 9 (SIGKILL)" in logs
-    assert not (root / "results" / "train" / NAME / "summary.json").exists()
+    assert not (results_dir(root, NAME) / "summary.json").exists()
 
     for code, err in run_agents(root):  # the workflow's retry: the same launch again
         assert code == 0, err[-3000:]

@@ -13,6 +13,7 @@ from ngptlab.cli import main
 from ngptlab.models.size import padded_vocab, parameter_count
 from ngptlab.params import REPO_ROOT, enumerate_cells, enumerate_runs, load_params
 from ngptlab.plan.estimate import VOCAB_SIZE, estimate_runs
+from ngptlab.results import train_dir
 
 torch.set_num_threads(1)
 NEW_ARMS = ("gpt-qknorm", "ngpt-freew")
@@ -49,7 +50,7 @@ def test_new_arms_run_through_train_condition_speedup_report(tmp_path):
     doc = json.loads((tmp_path / "results" / "speedup" / f"{cell}.json").read_text())
     assert set(doc["arms"]) == set(arms) and doc["context"] == CONTEXT
     for spec in enumerate_runs(params):
-        summary = json.loads((tmp_path / "results" / "train" / spec.name / "summary.json").read_text())
+        summary = json.loads((train_dir(tmp_path, spec) / "summary.json").read_text())
         assert summary["status"] == "completed"
         assert (tmp_path / "results" / "conditioning" / f"{spec.name}.json").is_file()
     with open(tmp_path / "reports" / "tables" / "speedup.csv") as f:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -30,6 +31,7 @@ from workflow_support import (
     write_params,
 )
 
+from ngptlab import layout
 from ngptlab.params import enumerate_cells, enumerate_runs
 
 
@@ -81,8 +83,8 @@ def test_after_dvc_commit_and_new_file_times_both_tools_have_nothing_to_do(recor
     assert dvc_work(recorded) == set() and snakemake_work(recorded) == set()
     # What `dvc checkout` / `dvc pull` do to the times: inputs newer than the outputs made from them.
     later = time.time() + 3600
-    for path in [*recorded.glob("data/tokens/*/*"), *recorded.glob("runs/*/*"),
-                 *recorded.glob("results/train/*/*")]:
+    for path in [*recorded.glob("data/tokens/*/*"), *recorded.glob("runs/*/*/*"),
+                 *recorded.glob("results/train/*/*/*")]:
         os.utime(path, (later, later))
     assert snakemake_work(recorded) == set()
     assert dvc_work(recorded) == set()
@@ -94,11 +96,8 @@ def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_
     params["train"]["learning_rates"]["cpu-4l"]["gpt-nowd"]["ctx64"].append(4.0e-2)  # one cell's sweep
     (recorded / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.yaml not rewritten
 
-    # Every cell's speed-up and evaluation, in both tools: they depend on the grid's lists and on
-    # results/train as a whole (README, "Why Snakemake and DVC agree"); a training is never among them.
-    cells = sorted(f"{stage}@{cell}" for cell in enumerate_cells(params) for stage in ("speedup", "evaluate"))
-    assert len(cells) == 4
-    assert sorted(dvc_work(recorded)) == sorted([*cells, "report"])  # never "up to date"
+    # The report declares the grid keys (README, "Why Snakemake and DVC agree"): never "up to date".
+    assert dvc_work(recorded) == {"report"}
     out = dvc(recorded, "repro", check=False)
     assert out.returncode != 0
     assert ("results/plan.yaml: stale, it no longer matches the params file; run `ngptlab plan --params "
@@ -107,7 +106,10 @@ def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_
     write_params(recorded, params)  # the documented fix
     new_runs = {run.name for run in enumerate_runs(params)} - old_runs
     assert len(new_runs) == len(params["train"]["budgets"]) and all("-ctx64-" in run for run in new_runs)
-    expected = {*(f"{stage}@{run}" for run in new_runs for stage in ("train", "condition")), *cells, "report"}
+    # The new runs, their cell's speed-up and evaluation (not the other cell's), and the report.
+    cell = next(cell for cell in enumerate_cells(params) if cell.endswith("-ctx64"))
+    expected = {*(f"{stage}@{run}" for run in new_runs for stage in ("train", "condition")),
+                f"speedup@{cell}", f"evaluate@{cell}", "report"}
     assert dvc_work(recorded) == expected
     assert snakemake_work(recorded) == expected
     # `dvc repro --dry` lists the new trainings and no other (it stops where a new checkpoint is needed).
@@ -169,7 +171,7 @@ def test_code_revision_is_the_code_not_the_commit(tmp_path):
 
 
 def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(tmp_path):
-    from test_train_support import make_params, run_name, run_train, write_shards
+    from test_train_support import make_params, results_dir, run_dir, run_name, run_train, write_shards
     from test_train_support import write_params as write_train_params
 
     params = make_params(budgets=[4096], arms=["gpt"], learning_rates={"cpu-4l": {"gpt": [3e-3]}})
@@ -182,8 +184,8 @@ def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(
         proc = run_train(root, name)
         assert proc.returncode == 0, proc.stderr[-3000:]
         logs.append(proc.stderr)
-    outputs = [f"runs/{name}/model.safetensors", f"runs/{name}/config.json",
-               f"results/train/{name}/summary.json", f"results/train/{name}/metrics.jsonl"]
+    outputs = [run_dir(Path(), name) / "model.safetensors", run_dir(Path(), name) / "config.json",
+               results_dir(Path(), name) / "summary.json", results_dir(Path(), name) / "metrics.jsonl"]
     for output in outputs:
         assert (roots[0] / output).read_bytes() == (roots[1] / output).read_bytes(), output
     assert (roots[0] / "results" / "timing" / f"{name}.json").is_file()
@@ -199,19 +201,19 @@ def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(
 
 
 def test_losses_and_speedups_are_dvc_metrics_and_the_figures_dvc_plots(recorded, tmp_path):
-    run = next(iter(enumerate_runs(default_params()))).name
-    cell = next(iter(enumerate_cells(default_params())))
+    run = next(iter(enumerate_runs(default_params())))
+    summary = f"{layout.train_results_dir(run.cell, run.name)}/summary.json"
     shown = json.loads(dvc(recorded, "metrics", "show", "--json").stdout)
     metrics = next(iter(shown.values()))["data"]
-    assert metrics[f"results/train/{run}/summary.json"]["data"]["final_val_loss"] == 3.25
+    assert metrics[summary]["data"]["final_val_loss"] == 3.25
+    cell = run.cell
     assert f"results/speedup/{cell}.json" in metrics
 
     git(recorded, "add", "-A")
     git(recorded, "commit", "-q", "-m", "recorded")
-    summary = recorded / "results" / "train" / run / "summary.json"
-    summary.write_text(json.dumps({"final_val_loss": 3.0}))
+    (recorded / summary).write_text(json.dumps({"final_val_loss": 3.0}))
     diff = json.loads(dvc(recorded, "metrics", "diff", "HEAD", "--json").stdout)
-    change = diff[f"results/train/{run}/summary.json"]["final_val_loss"]
+    change = diff[summary]["final_val_loss"]
     assert (change["old"], change["new"]) == (3.25, 3.0)
 
     out = dvc(recorded, "plots", "diff", "HEAD", "--out", str(tmp_path / "plots")).stdout
@@ -246,12 +248,12 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(sig, tmp_path,
                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
         deadline = time.monotonic() + 900
         # Two evaluations logged: the checkpoint of the first one is on disk.
-        while sum(p.read_text().count(" ETA ") for p in work.glob("logs/train/*.log")) < 2:
+        while sum(p.read_text().count(" ETA ") for p in work.glob("logs/train/*/*.log")) < 2:
             assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()
             time.sleep(1)
         first.send_signal(sig)
         assert first.wait(timeout=600) != 0
-    assert len(list(work.glob("results/train/*/summary.json"))) < len(enumerate_runs(params))
+    assert len(list(work.glob("results/train/*/*/summary.json"))) < len(enumerate_runs(params))
 
     snakemake(work, "--cores", "1", timeout=1800)  # plain: no --rerun-incomplete on the command line
     assert (work / "reports" / "report.md").is_file()
@@ -273,14 +275,14 @@ def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its
     train["learning_rates"] = {scale: {arm: [3.0e-3] for arm in train["arms"]}}
     work = make_workdir(tmp_path / "repo", params)
     copy_tokens(tmp_path_factory.getbasetemp(), work)
-    failing = next(run.name for run in enumerate_runs(params) if run.arm == "ngpt")
-    state = work / "runs" / failing / "state"
+    failing = next(run for run in enumerate_runs(params) if run.arm == "ngpt")
+    state = work / layout.run_dir(failing.cell, failing.name) / "state"
     state.mkdir(parents=True)
     with open(state / ".lock", "w") as lock:  # another process "trains" it: this run fails at once
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         out = snakemake(work, "--cores", "1", "--keep-going", check=False, timeout=1800)
     assert out.returncode != 0
-    log = (work / "logs" / "train" / f"{failing}.log").read_text()
+    log = (work / layout.train_log(failing.cell, failing.name)).read_text()
     assert "already being trained by another process" in log
     report = (work / "reports" / "report.md").read_text()
-    assert failing in report and "logs/train/<run>.log" in report
+    assert failing.name in report and "logs/train/<cell>/<run>.log" in report

@@ -31,6 +31,7 @@ from ngptlab.report.command import Rendered, render_report, write_report
 from ngptlab.report.render import inline_html
 from ngptlab.report.table import fmt_num
 from ngptlab.report.tables import compare_to_baseline
+from ngptlab.results import train_dir
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -249,7 +250,7 @@ def test_provenance_traces_every_number_to_runs_and_hashes(complete_render):
     meta = json.loads((root / "data" / "tokens" / params["train"]["source"] / "meta.json").read_text())
     assert prov["data"]["splits"]["train"]["sha256"] == meta["splits"]["train"]["sha256"]
     for spec in enumerate_runs(params):
-        summary = json.loads((root / "results" / "train" / spec.name / "summary.json").read_text())
+        summary = json.loads((train_dir(root, spec) / "summary.json").read_text())
         run = prov["runs"][spec.name]
         assert run["checkpoint_sha256"] == summary["checkpoint_sha256"]
         assert run["data"]["train_sha256"] == meta["splits"]["train"]["sha256"]
@@ -325,8 +326,7 @@ def test_corrupt_input_is_a_clear_error_and_keeps_the_old_report(complete, tmp_p
     out = tmp_path / "out"
     shutil.copytree(root / "reports", out)  # an earlier report, which a failed render must leave alone
     before = (out / "report.html").read_bytes()
-    run = enumerate_runs(params)[3].name
-    summary = root / "results" / "train" / run / "summary.json"
+    summary = train_dir(root, enumerate_runs(params)[3]) / "summary.json"
     good = summary.read_text()
     try:
         summary.write_text(good[: len(good) // 2])

@@ -9,13 +9,13 @@ import pytest
 
 from ngptlab.errors import ResultsError
 from ngptlab.params import RunSpec
-from ngptlab.results import read_run_result, read_summary
+from ngptlab.results import read_run_result, read_summary, train_dir
 
 SPEC = RunSpec("cpu-4l", 64, "gpt", 8192, 3e-3, 0)
 
 
 def write_summary(root, **fields) -> str:
-    path = root / "results" / "train" / SPEC.name / "summary.json"
+    path = train_dir(root, SPEC) / "summary.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"run": SPEC.name, **fields}))
     (path.parent / "metrics.jsonl").write_text(json.dumps({"tokens": 8192, "val_loss": 5.0}) + "\n")

@@ -29,8 +29,10 @@ from workflow_support import (
     snakemake,
 )
 
+from ngptlab import layout
 from ngptlab.checkpoint import HASH_KEY
-from ngptlab.params import enumerate_cells, enumerate_runs
+from ngptlab.params import RunSpec, enumerate_cells, enumerate_runs
+from ngptlab.results import train_dir
 
 pytestmark = [
     pytest.mark.slurm,
@@ -80,11 +82,12 @@ def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, t
         assert all("Finished jobid" in log.read_text() for log in logs), rule
 
     # ... and computed exactly what the local run computed (same code, same threads, same seeds).
-    for name in (r.name for r in runs):
-        here = read_json(work / "results" / "train" / name / "summary.json")
-        local = read_json(smoke.work / "results" / "train" / name / "summary.json")
+    for spec in runs:
+        name = spec.name
+        summary = f"{layout.train_results_dir(spec.cell, name)}/summary.json"
+        here, local = read_json(work / summary), read_json(smoke.work / summary)
         assert {k: here[k] for k in SUMMARY_KEYS} == {k: local[k] for k in SUMMARY_KEYS}, name
-        model = f"runs/{name}/model.safetensors"
+        model = f"{layout.run_dir(spec.cell, name)}/model.safetensors"
         assert weights_sha256(work / model) == weights_sha256(smoke.work / model), name
         here = read_json(work / "results" / "conditioning" / f"{name}.json")
         local = read_json(smoke.work / "results" / "conditioning" / f"{name}.json")
@@ -100,15 +103,19 @@ def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, t
     assert job_counts(snakemake(work, "--dry-run").stdout) == {}  # nothing left to do
 
 
-def smallest_completing_run(params: dict) -> str:
+def smallest_completing_run(params: dict) -> RunSpec:
     """The end-to-end grid's smallest run that does not diverge."""
     completing = [r for r in enumerate_runs(params) if (r.arm, r.lr) != E2E_DIVERGING]
-    return min(completing, key=lambda r: (r.budget, r.context)).name
+    return min(completing, key=lambda r: (r.budget, r.context))
 
 
-def assert_two_processes_match_the_local_run(work: Path, local_work: Path, run_name: str) -> None:
-    here = read_json(work / "results" / "train" / run_name / "summary.json")
-    local = read_json(local_work / "results" / "train" / run_name / "summary.json")
+def model_file(run: RunSpec) -> str:
+    return f"{layout.run_dir(run.cell, run.name)}/model.safetensors"
+
+
+def assert_two_processes_match_the_local_run(work: Path, local_work: Path, run: RunSpec) -> None:
+    here = read_json(train_dir(work, run) / "summary.json")
+    local = read_json(train_dir(local_work, run) / "summary.json")
     assert here["params"]["world_size"] == 2 and local["params"]["world_size"] == 1
     keys = ("status", "tokens", "steps")
     assert [here[k] for k in keys] == [local[k] for k in keys]
@@ -124,7 +131,7 @@ def test_a_two_process_scale_trains_with_torchrun_inside_one_slurm_job(smoke, tm
     work = make_workdir(tmp_path / "ddp", params)
     copy_tokens(tmp_path_factory.getbasetemp(), work)  # prepare is tested above
 
-    snakemake(work, "--cores", "2", "--profile", "slurm", f"runs/{ddp_run}/model.safetensors", timeout=1200)
+    snakemake(work, "--cores", "2", "--profile", "slurm", model_file(ddp_run), timeout=1200)
 
     [log] = slurm_logs(work, "train")
     job = run(["scontrol", "show", "job", log.stem], work).stdout  # kept for MinJobAge=600 s
@@ -134,13 +141,13 @@ def test_a_two_process_scale_trains_with_torchrun_inside_one_slurm_job(smoke, tm
 
 def test_a_two_node_scale_trains_as_one_slurm_job_over_two_nodes(smoke, tmp_path, tmp_path_factory):
     params = e2e_params()
-    run_name = smallest_completing_run(params)
+    spec = smallest_completing_run(params)
     for resources in params["train"]["resources"].values():
         resources.update(nodes=2, processes=1)
     work = make_workdir(tmp_path / "nodes", params)
     copy_tokens(tmp_path_factory.getbasetemp(), work)  # prepare is tested above
 
-    snakemake(work, f"runs/{run_name}/model.safetensors", "--cores", "2", "--profile", "slurm",
+    snakemake(work, model_file(spec), "--cores", "2", "--profile", "slurm",
               "--set-resources", "train:slurm_partition=multi", timeout=600)
 
     [log] = slurm_logs(work, "train")
@@ -148,9 +155,9 @@ def test_a_two_node_scale_trains_as_one_slurm_job_over_two_nodes(smoke, tmp_path
     assert "NumNodes=2 " in job and "NumTasks=2 " in job  # one task per node: one torchrun agent each
     nodes = run(["scontrol", "show", "hostnames", job.split(" NodeList=")[1].split()[0]], work).stdout.split()
     assert len(nodes) == 2
-    train_log = (work / "logs" / "train" / f"{run_name}.log").read_text()
+    train_log = (work / layout.train_log(spec.cell, spec.name)).read_text()
     assert "launch.sh: 2 nodes" in train_log and "rendezvous at " in train_log
-    assert_two_processes_match_the_local_run(work, smoke.work, run_name)
+    assert_two_processes_match_the_local_run(work, smoke.work, spec)
 
 
 def test_a_two_node_launch_refuses_a_one_node_allocation(tmp_path):

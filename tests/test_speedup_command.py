@@ -12,6 +12,7 @@ import scipy.stats
 import torch
 import yaml
 
+from ngptlab import layout
 from ngptlab.checkpoint import save_model
 from ngptlab.cli import main
 from ngptlab.condition.command import condition_run
@@ -19,6 +20,7 @@ from ngptlab.errors import NgptlabError
 from ngptlab.models import build
 from ngptlab.params import REPO_ROOT, RunSpec, enumerate_runs
 from ngptlab.report.crossarm import arm_table, cross_arm_table, tracking, write_cross_arm_table
+from ngptlab.results import train_dir
 
 torch.set_num_threads(1)
 BUDGETS = [16384, 32768, 65536]
@@ -45,7 +47,7 @@ def grid(tmp_path) -> tuple[dict, Path]:
 
 def write_train_results(root: Path, spec: RunSpec, status: str = "completed") -> None:
     """summary.json and metrics.jsonl as the train stage writes them, from the planted loss law."""
-    out = root / "results" / "train" / spec.name
+    out = train_dir(root, spec)
     out.mkdir(parents=True, exist_ok=True)
     final = loss_at(spec.budget, spec.arm, spec.lr)
     rows = []
@@ -121,7 +123,7 @@ def test_missing_train_result_is_a_clear_error(tmp_path, grid, capsys):
     assert speedup(params_file, tmp_path) == 0
     out = tmp_path / "results" / "speedup" / "cpu-4l-ctx64.json"
     before = out.read_text()
-    missing = tmp_path / "results" / "train" / specs[3].name / "summary.json"
+    missing = train_dir(tmp_path, specs[3]) / "summary.json"
     missing.unlink()
     assert speedup(params_file, tmp_path) == 2
     assert f"{missing}: train summary not found" in capsys.readouterr().err
@@ -143,7 +145,8 @@ def test_cross_arm_table(tmp_path, grid):
         write_train_results(tmp_path, spec)
         config = {"arm": spec.arm, "scale": spec.scale, "vocab_size": 256, "context": 64,
                   "spec": spec.as_dict()}
-        save_model(tmp_path / "runs" / spec.name / "model.safetensors", models[spec.arm], config)
+        save_model(tmp_path / layout.run_dir(spec.cell, spec.name) / "model.safetensors",
+                   models[spec.arm], config)
         condition_run(spec, tmp_path, params["condition"], progress=False)
     assert speedup(params_file, tmp_path) == 0
 

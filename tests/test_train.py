@@ -10,7 +10,16 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_train_support import CONTEXT, make_params, metrics, run_name, summary, write_shards
+from test_train_support import (
+    CONTEXT,
+    make_params,
+    metrics,
+    results_dir,
+    run_dir,
+    run_name,
+    summary,
+    write_shards,
+)
 
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.errors import CheckpointError, DataError, ParamsError
@@ -127,8 +136,8 @@ def test_completed_run_writes_the_contract(done):
     assert s["data"] == {"source": "synthetic", "train_sha256": meta["splits"]["train"]["sha256"],
                          "val_sha256": meta["splits"]["val"]["sha256"]}
     assert s["params"]["warmup_steps"] == 2 and s["params"]["grad_accum_steps"] == 2
-    assert s["checkpoint_sha256"] == sha256_file(root / "runs" / name / "model.safetensors")
-    assert not (root / "runs" / name / "state").exists()  # resumable state removed once done
+    assert s["checkpoint_sha256"] == sha256_file(run_dir(root, name) / "model.safetensors")
+    assert not (run_dir(root, name) / "state").exists()  # resumable state removed once done
 
     rows = metrics(root, name)
     assert [r["step"] for r in rows] == list(range(1, 17))
@@ -148,9 +157,9 @@ def test_completed_run_writes_the_contract(done):
     assert rows[-1]["train_loss"] < rows[0]["train_loss"] - 0.5  # it learned
     assert s["final_val_loss"] < math.log(256) - 0.5
 
-    model, config = load_model(root / "runs" / name / "model.safetensors", expected_arm="gpt")
+    model, config = load_model(run_dir(root, name) / "model.safetensors", expected_arm="gpt")
     assert config["spec"] == s["spec"] and config["data"] == s["data"] and config["train"] == s["params"]
-    assert json.loads((root / "runs" / name / "config.json").read_text()) == config
+    assert json.loads((run_dir(root, name) / "config.json").read_text()) == config
 
 
 def test_eval_windows_are_identical_across_arms_and_budgets(done):
@@ -187,10 +196,10 @@ def test_a_run_finished_before_timing_files_existed_gets_an_unmeasured_one(done)
 def test_finished_outputs_of_other_settings_are_not_overwritten(done):
     root, params = done
     other = make_params(budgets=[8192, 4096], grad_clip=0.5)
-    before = (root / "results/train" / run_name("gpt", 8192) / "summary.json").read_bytes()
+    before = (results_dir(root, run_name("gpt", 8192)) / "summary.json").read_bytes()
     with pytest.raises(CheckpointError, match=r"outputs of .* exist for other settings \(grad_clip"):
         train(root, other, "gpt", 8192)
-    assert (root / "results/train" / run_name("gpt", 8192) / "summary.json").read_bytes() == before
+    assert (results_dir(root, run_name("gpt", 8192)) / "summary.json").read_bytes() == before
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -208,7 +217,7 @@ def test_a_huge_learning_rate_ends_as_diverged_with_diagnostics(tmp_path):
     assert d["step"] < 16 and s["steps"] == d["step"] and s["tokens"] == d["step"] * 512
     assert "diverge_loss" in d["reason"] or "nan" in d["reason"] or "inf" in d["reason"]
     assert not isinstance(d["loss"], float) or d["loss"] > 20.0
-    model, _ = load_model(tmp_path / "runs" / name / "model.safetensors")  # last finite weights
+    model, _ = load_model(run_dir(tmp_path, name) / "model.safetensors")  # last finite weights
     assert all(torch.isfinite(p).all() for p in model.parameters())
     rows = metrics(tmp_path, name)
     assert rows[-1]["diverged"] is True and rows[-1]["step"] == d["step"] + 1  # the failed step, logged
@@ -225,7 +234,7 @@ def test_a_shape_defined_in_params_trains_end_to_end_and_reloads(tmp_path):
     assert train_run(spec, params["train"], root=tmp_path, progress=False) == 0
     s = summary(tmp_path, spec.name)
     assert s["status"] == "completed" and s["spec"]["scale"] == "w48-2l"
-    model, config = load_model(tmp_path / "runs" / spec.name / "model.safetensors", expected_arm="gpt")
+    model, config = load_model(run_dir(tmp_path, spec.name) / "model.safetensors", expected_arm="gpt")
     assert config["shape"] == shape
     assert len(model.layers) == 2 and model.layers[0].mlp.u.weight.shape == (120, 48)
 
@@ -258,7 +267,7 @@ def test_token_ids_beyond_the_vocabulary_are_a_data_error(tmp_path):
 
 def test_a_run_already_in_progress_is_not_trained_twice(tmp_path):
     write_shards(tmp_path)
-    state = tmp_path / "runs" / run_name() / "state"
+    state = run_dir(tmp_path, run_name()) / "state"
     state.mkdir(parents=True)
     with open(state / ".lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -17,6 +17,8 @@ from test_train_support import (
     cli_env,
     make_params,
     metrics,
+    results_dir,
+    run_dir,
     run_name,
     run_train,
     summary,
@@ -53,7 +55,7 @@ def start_and_wait(root: Path, until) -> subprocess.Popen:
     """Start training in a subprocess; return once `until(state_dir)` holds (the run still going)."""
     proc = subprocess.Popen(train_command(root, NAME), env=cli_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    state_dir = root / "runs" / NAME / "state"
+    state_dir = run_dir(root, NAME) / "state"
     deadline = time.monotonic() + 120
     while not until(state_dir):
         assert proc.poll() is None, f"training ended before the signal: {proc.communicate()[1]}"
@@ -91,10 +93,10 @@ def test_sigterm_checkpoints_exits_resumable_and_the_rerun_matches(reference, tm
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == EXIT_RESUMABLE == 75, stderr
     assert "interrupted at step" in stderr
-    state_dir = root / "runs" / NAME / "state"
+    state_dir = run_dir(root, NAME) / "state"
     stopped_at = checkpoint_step(state_dir)
     assert 12 <= stopped_at < 48
-    assert not (root / "results" / "train" / NAME / "summary.json").exists()  # nothing final yet
+    assert not (results_dir(root, NAME) / "summary.json").exists()  # nothing final yet
 
     result = run_train(root, NAME)
     assert result.returncode == 0, result.stderr
@@ -112,7 +114,7 @@ def test_kill_9_resumes_from_the_last_checkpoint_and_matches(reference, tmp_path
     proc.kill()
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    state_dir = root / "runs" / NAME / "state"
+    state_dir = run_dir(root, NAME) / "state"
     resumed_at = checkpoint_step(state_dir)
 
     result = run_train(root, NAME)
@@ -129,7 +131,7 @@ def test_damaged_or_foreign_checkpoints_are_refused_and_left_alone(tmp_path):
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     assert proc.returncode == EXIT_RESUMABLE
-    state_dir = root / "runs" / NAME / "state"
+    state_dir = run_dir(root, NAME) / "state"
     snapshot = {p: p.read_bytes() for p in state_dir.rglob("*") if p.is_file()}
 
     def attempt(params: dict, arm: str = "gpt", lr: float = 3e-3) -> None:
@@ -142,7 +144,7 @@ def test_damaged_or_foreign_checkpoints_are_refused_and_left_alone(tmp_path):
         attempt(make_params(**PARAMS, grad_clip=0.5))
 
     # Another arm's checkpoint in this run's place.
-    ngpt_state = root / "runs" / run_name("ngpt", BUDGET) / "state"
+    ngpt_state = run_dir(root, run_name("ngpt", BUDGET)) / "state"
     shutil.copytree(state_dir, ngpt_state)
     (ngpt_state / ".lock").unlink()
     with pytest.raises(CheckpointError, match=r"different settings \(arm: saved 'gpt' vs now 'ngpt'"):

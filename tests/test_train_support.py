@@ -11,12 +11,15 @@ import copy
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import yaml
+
+from ngptlab import layout
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = "synthetic"
@@ -90,10 +93,19 @@ def run_train(root: Path, run: str, nproc: int = 1, timeout: float = 120) -> sub
                           timeout=timeout)
 
 
+def run_dir(root: Path, run: str) -> Path:
+    """runs/<cell>/<run>/ of a run named by these helpers (its cell is the name up to "-ctx<context>")."""
+    return root / layout.run_dir(re.match(r"(.*-ctx\d+)-", run)[1], run)
+
+
+def results_dir(root: Path, run: str) -> Path:
+    return root / layout.train_results_dir(re.match(r"(.*-ctx\d+)-", run)[1], run)
+
+
 def summary(root: Path, run: str) -> dict:
-    return json.loads((root / "results" / "train" / run / "summary.json").read_text())
+    return json.loads((results_dir(root, run) / "summary.json").read_text())
 
 
 def metrics(root: Path, run: str) -> list[dict]:
-    lines = (root / "results" / "train" / run / "metrics.jsonl").read_text().splitlines()
+    lines = (results_dir(root, run) / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from ngptlab import layout
 from ngptlab.checkpoint import load_model, save_model
 from ngptlab.condition.analyse import Settings, analyse_matrices
 from ngptlab.condition.effective import effective_matrices
@@ -83,7 +84,7 @@ def test_a_padded_run_trains_and_conditions_on_its_token_rows(tmp_path):
     assert train_run(spec, params["train"], root=tmp_path, progress=False) == 0
     s = summary(tmp_path, spec.name)
     assert s["params"]["vocab_multiple"] == 100 and s["n_params"] == parameter_count("ngpt", "cpu-4l", 300)
-    model, config = load_model(tmp_path / "runs" / spec.name / "model.safetensors")
+    model, config = load_model(tmp_path / layout.run_dir(spec.cell, spec.name) / "model.safetensors")
     assert (config["vocab_multiple"], model.vocab_rows, model.vocab_size) == (100, 300, DATA_VOCAB)
     doc = condition_run(spec, tmp_path, params["condition"], progress=False)
     for name in ("embed_in", "embed_out"):  # 256 token rows analysed, the 44 pad rows left out

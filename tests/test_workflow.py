@@ -28,7 +28,8 @@ from workflow_support import (
 )
 
 from ngptlab.params import enumerate_cells, enumerate_runs, load_params
-from ngptlab.plan.grid import CELL_GRID_KEYS, GRID_KEYS
+from ngptlab.plan.grid import GRID_KEYS, cell_key, check_grid_file
+from ngptlab.results import train_dir
 
 PRESETS = sorted(p.stem for p in (REPO / "workflow" / "presets").glob("*.yaml"))
 
@@ -75,7 +76,7 @@ def test_dry_run_plans_every_run_and_cell_of_the_default_grid(scratch, dry_run):
     counts = job_counts(dry_run)
     assert counts == expected_counts(params)
     trained = sorted(job.outputs[0] for job in planned_jobs(dry_run) if job.rule == "train")
-    assert trained == sorted(f"runs/{run.name}/model.safetensors" for run in enumerate_runs(params))
+    assert trained == sorted(f"runs/{r.cell}/{r.name}/model.safetensors" for r in enumerate_runs(params))
 
 
 def test_dvc_stages_run_the_same_jobs_with_the_same_outputs(scratch, dry_run):
@@ -101,9 +102,11 @@ def test_dvc_reruns_a_stage_for_the_same_settings_as_snakemake(scratch):
     assert keys["train"] == sorted(f"train.{key}" for key in train_settings())
     for rule in ("prepare", "condition"):
         assert keys[rule] == [rule]  # the whole section, as the rule's params.settings
-    # speedup and report also declare the grid keys that decide their inputs (as their params.grid)
-    assert keys["speedup"] == sorted(["speedup", *(f"train.{key}" for key in CELL_GRID_KEYS)])
-    assert keys["evaluate"] == sorted(["evaluate", *(f"train.{key}" for key in CELL_GRID_KEYS)])
+    # the cell stages also declare their cell's runs (plan.yaml; Snakemake: params.runs), the report the
+    # grid keys (params.grid)
+    for name, rule, _, _, params, _ in dvc_stages(scratch):
+        if rule in ("speedup", "evaluate"):
+            assert sorted(params) == sorted([rule, f"runs_of_cell.{cell_key(name.split('@')[1])}"])
     assert keys["report"] == sorted(["report", *(f"train.{key}" for key in GRID_KEYS)])
 
 
@@ -117,6 +120,11 @@ def test_dvc_cache_policy_large_outputs_cached_small_results_committed():
             committed = ((path.startswith("results/") and not path.endswith(".parquet"))
                          or path.endswith("/meta.json"))
             assert opts.get("cache", True) == (not committed), (name, path)
+
+
+def test_the_committed_plan_is_the_plan_of_the_committed_params():
+    # dvc.yaml reads results/plan.yaml; a fresh clone's `dvc repro` must find it current
+    check_grid_file(load_params(REPO / "params.yaml"), REPO / "results" / "plan.yaml")
 
 
 def test_presets_are_complete_params_files():
@@ -200,7 +208,7 @@ def test_smoke_pipeline_runs_end_to_end_locally(tmp_path_factory):
     work, params = smoke.work, e2e_params()
     statuses = {}
     for run in enumerate_runs(params):
-        summary = yaml.safe_load((work / "results" / "train" / run.name / "summary.json").read_text())
+        summary = yaml.safe_load((train_dir(work, run) / "summary.json").read_text())
         statuses[run.name] = summary["status"]
         if (run.arm, run.lr) == E2E_DIVERGING:
             assert summary["status"] == "diverged" and summary["final_val_loss"] is None, run.name

@@ -25,7 +25,7 @@ from ngptlab.params import load_params  # noqa: E402
 
 VERBS = {
     "prepare": "tokenize a text source into uint16 GPT-2 BPE shards under data/tokens/<source>/",
-    "train": "train one run of the grid into runs/<run>/ and results/train/<run>/",
+    "train": "train one run of the grid into runs/<cell>/<run>/ and results/train/<cell>/<run>/",
     "condition": "analyse the conditioning of one run's weights into results/conditioning/",
     "evaluate": "zero-shot accuracy of a cell's selected runs through lm-evaluation-harness",
     "speedup": "estimate the token speed-up of every arm for one (scale, context) cell",

@@ -1,7 +1,7 @@
 """Results I/O shared by every analysis stage (condition, speedup, report), below all of them.
 
 Strict JSON for results/ files (no NaN/Infinity tokens), the spectra table (Parquet), and the reader of the
-train stage's small outputs (results/train/<run>/summary.json and metrics.jsonl). Anything missing or
+train stage's small outputs (results/train/<cell>/<run>/summary.json and metrics.jsonl). Anything missing or
 malformed is a ResultsError naming the file and the key, since a silently skipped run would change the
 speed-up.
 
@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ngptlab import layout
 from ngptlab.errors import ResultsError
 from ngptlab.files import atomic_path, write_text_atomic
 from ngptlab.params import RunSpec
@@ -113,13 +114,13 @@ def read_json(path: str | Path, what: str) -> Any:
 
 # ----------------------------------------------------------------------------------------------------------
 # The train stage's outputs
-def train_dir(root: str | Path, run: str) -> Path:
-    return Path(root) / "results" / "train" / run
+def train_dir(root: str | Path, spec: RunSpec) -> Path:
+    return Path(root) / layout.train_results_dir(spec.cell, spec.name)
 
 
 def read_summary(root: str | Path, spec: RunSpec) -> dict:
     """summary.json of one run, checked to belong to this run and to carry a known status."""
-    path = train_dir(root, spec.name) / "summary.json"
+    path = train_dir(root, spec) / "summary.json"
     if not path.is_file():
         raise ResultsError(f"{path}: train summary not found (train run {spec.name} first)")
     try:
@@ -142,7 +143,7 @@ def read_summary(root: str | Path, spec: RunSpec) -> dict:
 
 def read_val_curve(root: str | Path, spec: RunSpec) -> list[tuple[float, float]]:
     """(tokens, val_loss) at every evaluation point of a run, in token order; non-finite losses dropped."""
-    path = train_dir(root, spec.name) / "metrics.jsonl"
+    path = train_dir(root, spec) / "metrics.jsonl"
     if not path.is_file():
         raise ResultsError(f"{path}: train metrics not found (train run {spec.name} first)")
     curve = []
@@ -185,7 +186,7 @@ def read_run_result(root: str | Path, spec: RunSpec, with_curve: bool = True) ->
     try:
         loss = math.nan if summary["final_val_loss"] is None else float(summary["final_val_loss"])
     except (TypeError, ValueError):
-        path = train_dir(root, spec.name) / "summary.json"
+        path = train_dir(root, spec) / "summary.json"
         raise ResultsError(f"{path}: final_val_loss {summary['final_val_loss']!r} is not a number") from None
     curve = read_val_curve(root, spec) if with_curve else []
     return RunResult(spec=spec, status=summary["status"], final_val_loss=loss, curve=curve)

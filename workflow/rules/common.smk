@@ -3,6 +3,7 @@
 # The grid comes from ngptlab.params (the same code `ngptlab plan` and every stage use), never from a
 # second implementation here, so Snakemake, DVC (through results/plan.yaml) and the stages agree.
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.params import (
     enumerate_cells,
@@ -20,7 +22,7 @@ from ngptlab.params import (
     time_limit_min,
     validate_params,
 )
-from ngptlab.plan.grid import CELL_GRID_KEYS, GRID_KEYS
+from ngptlab.plan.grid import GRID_KEYS
 
 # `ngptlab` and `torchrun` must come from the environment that runs Snakemake (also inside Slurm jobs,
 # which start `python -m snakemake` with this same interpreter).
@@ -107,35 +109,37 @@ def settled(files):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Files, one function per stage output (the rules and `rule all` use these, nothing else spells paths)
+# Files: ngptlab.layout spells every path (the stages use it too); the rules and `rule all` name them
+# through these functions only. A run's files sit under its cell (see ngptlab/layout.py for why).
 
 TOKENS = [f"data/tokens/{SOURCE}/{name}" for name in ("train.bin", "val.bin", "meta.json")]
 
 
-def train_outputs(run):
+def train_outputs(run, cell=None):
+    """A run's train outputs; with the wildcards "{run}" and "{cell}" the train rule's output patterns."""
+    cell = cell or grid_run(run).cell
+    run_dir, results_dir = layout.run_dir(cell, run), layout.train_results_dir(cell, run)
     return {
-        "model": f"runs/{run}/model.safetensors",
-        "config": f"runs/{run}/config.json",
-        "summary": f"results/train/{run}/summary.json",
-        "metrics": f"results/train/{run}/metrics.jsonl",
-        "timing": f"results/timing/{run}.json",  # measured speed, varies per training: read by report only
+        "model": f"{run_dir}/model.safetensors",
+        "config": f"{run_dir}/config.json",
+        "summary": f"{results_dir}/summary.json",
+        "metrics": f"{results_dir}/metrics.jsonl",
+        "timing": layout.timing_file(run),  # measured speed, varies per training: read by the report only
     }
 
 
-def condition_outputs(run):
-    return {"json": f"results/conditioning/{run}.json", "spectra": f"results/conditioning/{run}.spectra.parquet"}
+condition_outputs = layout.conditioning_files
+speedup_output = layout.speedup_file
+evaluate_output = layout.evaluate_file
 
 
-def speedup_output(cell):
-    return f"results/speedup/{cell}.json"
-
-
-def evaluate_output(cell):
-    return f"results/evaluate/{cell}.json"
+def run_files(kind):
+    """The input function of one run's `kind` train output ("model", "config", "summary")."""
+    return lambda wildcards: settled(train_outputs(wildcards.run)[kind])
 
 
 def cell_files(kind):
-    """The input function of a cell's `kind` train output ("summary", "metrics") over all its runs."""
+    """The input function of a cell's `kind` train output ("summary", "metrics", "model") over all its runs."""
     return lambda wildcards: settled([train_outputs(run)[kind] for run in runs_of_cell(wildcards.cell)])
 
 
@@ -149,8 +153,9 @@ TRAIN_SETTINGS = ["source", "shapes", "batch_sequences", "warmup_steps", "warmup
                   "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "vocab_multiple"]
 
 
-# The grid keys are params of the rules whose inputs they decide (speedup, evaluate: CELL_GRID_KEYS; report:
-# GRID_KEYS), as in dvc.yaml, so both tools rerun the same jobs when the grid changes.
+# What decides a rule's inputs is a param of it, as in dvc.yaml, so both tools rerun the same jobs when the grid
+# changes: a cell's runs for the cell rules (speedup, evaluate; plan.yaml's runs_of_cell for DVC), the grid
+# keys (GRID_KEYS) for the report.
 
 
 def section(name, keys=None):
@@ -171,31 +176,41 @@ def scale_resources(run):
     return config["train"]["resources"][grid_run(run).scale]
 
 
-def train_layout(run):
-    return scale_layout(config["train"], grid_run(run).scale)
+def train_layout(wildcards):
+    """The run's nodes, processes and GPUs (ngptlab.params.Layout); computed once per run, since every
+    resource of a train job asks for it."""
+    return _run_layout(wildcards.cell, wildcards.run)
+
+
+@functools.cache
+def _run_layout(cell, run):
+    spec = grid_run(run)
+    if cell != spec.cell:
+        raise WorkflowError(f"run {run} belongs to cell {spec.cell}, not {cell}")
+    return scale_layout(config["train"], spec.scale)
 
 
 # What the Slurm plugin turns into sbatch options: on one node `gpu` (--gpus, the job's total); over several
 # `gres` gpu:N (--gres, per node), so that every node gets its GPUs. `tasks` (--ntasks) is one per node for
 # CPU jobs and 0 (left out) for GPU jobs, where the plugin would make it --ntasks-per-gpu: Slurm's default is
 # then one task per node.
-def train_gpus(run):
-    layout = train_layout(run)
-    return layout.gpus_per_node if layout.nodes == 1 else 0
+def train_gpus(wildcards):
+    run = train_layout(wildcards)
+    return run.gpus_per_node if run.nodes == 1 else 0
 
 
-def train_gres(run):
-    layout = train_layout(run)
-    return f"gpu:{layout.gpus_per_node}" if layout.nodes > 1 and layout.gpus else ""
+def train_gres(wildcards):
+    run = train_layout(wildcards)
+    return f"gpu:{run.gpus_per_node}" if run.nodes > 1 and run.gpus else ""
 
 
-def train_tasks(run):
-    layout = train_layout(run)
-    return 0 if layout.gpus else layout.nodes
+def train_tasks(wildcards):
+    run = train_layout(wildcards)
+    return 0 if run.gpus else run.nodes
 
 
-def train_runtime(run):
-    return time_limit_min(config["train"], grid_run(run))
+def train_runtime(wildcards):
+    return time_limit_min(config["train"], grid_run(wildcards.run))
 
 
 def process_memory(run):
@@ -204,12 +219,7 @@ def process_memory(run):
     return max(2000, res["mem_mb"] // res["processes"])
 
 
-# evaluate: every checkpoint of a cell (the job picks the speed-up's best runs among them), and a GPU when the
-# cell's runs trained on one and evaluate.device allows it.
-def cell_models(wildcards):
-    return settled([train_outputs(run)["model"] for run in runs_of_cell(wildcards.cell)])
-
-
+# evaluate: a GPU when the cell's runs trained on one and evaluate.device allows it.
 def evaluate_gpus(wildcards):
     scale = next(RUNS[run].scale for run in runs_of_cell(wildcards.cell))
     wants = config["train"]["resources"][scale]["gpus"] > 0 and config["evaluate"]["device"] != "cpu"

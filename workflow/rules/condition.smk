@@ -3,9 +3,9 @@
 
 rule condition:
     input:
-        model=ancient("runs/{run}/model.safetensors"),
-        config=ancient("runs/{run}/config.json"),
-        summary=ancient("results/train/{run}/summary.json"),
+        model=run_files("model"),
+        config=run_files("config"),
+        summary=run_files("summary"),
     output:
         **condition_outputs("{run}"),
     log:

@@ -6,7 +6,7 @@
 rule evaluate:
     input:
         speedup=settled(speedup_output("{cell}")),
-        models=cell_models,
+        models=cell_files("model"),  # every checkpoint: the job picks the speed-up's best runs among them
         val=settled(TOKENS[1]),
         tokens_meta=settled(TOKENS[2]),
     output:
@@ -16,7 +16,7 @@ rule evaluate:
     params:
         file=PARAMS,
         settings=section("evaluate"),
-        grid=section("train", CELL_GRID_KEYS),
+        runs=lambda wildcards: runs_of_cell(wildcards.cell),
     resources:
         gpu=evaluate_gpus,
         mem_mb=lambda wildcards: process_memory(runs_of_cell(wildcards.cell)[0]),

@@ -13,7 +13,7 @@ rule speedup:
     params:
         file=PARAMS,
         settings=section("speedup"),
-        grid=section("train", CELL_GRID_KEYS),
+        runs=lambda wildcards: runs_of_cell(wildcards.cell),
     conda:
         CONDA_ENV
     shell:

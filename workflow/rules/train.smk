@@ -1,6 +1,6 @@
 # train: one run of the grid (src/ngptlab/train). Exit 0 also for a diverged run (its summary says so);
-# exit 75 after SIGTERM (a Slurm time limit or preemption) with a checkpoint under runs/<run>/state/, which
-# is not a declared output, so Snakemake keeps it and a retry resumes the run.
+# exit 75 after SIGTERM (a Slurm time limit or preemption) with a checkpoint under runs/<cell>/<run>/state/,
+# which is not a declared output, so Snakemake keeps it and a retry resumes the run.
 #
 # How a run is launched is workflow/scripts/launch.sh, the one place for it: one process, torchrun on one
 # node when the scale has processes > 1, or over nodes > 1 one torchrun agent per Slurm node (srun) meeting
@@ -15,21 +15,21 @@ rule train:
     input:
         settled(TOKENS),
     output:
-        **train_outputs("{run}"),
+        **train_outputs("{run}", cell="{cell}"),
     log:
-        "logs/train/{run}.log",
+        layout.train_log("{cell}", "{run}"),
     params:
         file=PARAMS,
         settings=section("train", TRAIN_SETTINGS),
-    threads: lambda wildcards: train_layout(wildcards.run).processes_per_node
+    threads: lambda wildcards: train_layout(wildcards).processes_per_node
     resources:
-        nodes=lambda wildcards: train_layout(wildcards.run).nodes,
-        tasks=lambda wildcards: train_tasks(wildcards.run),
-        processes=lambda wildcards: train_layout(wildcards.run).processes_per_node,
-        gpu=lambda wildcards: train_gpus(wildcards.run),
-        gres=lambda wildcards: train_gres(wildcards.run),
+        nodes=lambda wildcards: train_layout(wildcards).nodes,
+        tasks=train_tasks,
+        processes=lambda wildcards: train_layout(wildcards).processes_per_node,
+        gpu=train_gpus,
+        gres=train_gres,
         mem_mb=lambda wildcards: scale_resources(wildcards.run)["mem_mb"],
-        runtime=lambda wildcards: train_runtime(wildcards.run),
+        runtime=train_runtime,
         max_restarts=max_restarts(config["train"]),
     conda:
         CONDA_ENV

@@ -43,6 +43,8 @@ import torch
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_json_atomic
 from ngptlab.models.scales import Scale
+from ngptlab.params import RunSpec, enumerate_runs
+from ngptlab.results import train_dir
 
 TINY = Scale(n_layer=2, d_model=64, n_head=4)  # the CPU stand-in for every GPU shape below
 # The CPU stand-ins: a small vocabulary for the step timings (at 50k the LM head is most of a CPU step and
@@ -219,14 +221,13 @@ def _link_tokens(root: Path, source: str, tokens: Path) -> None:
     target.symlink_to(tokens.resolve(), target_is_directory=True)
 
 
-def _losses(root: Path, run: str) -> list[float]:
-    lines = (root / "results" / "train" / run / "metrics.jsonl").read_text().splitlines()
+def _losses(root: Path, spec: RunSpec) -> list[float]:
+    lines = (train_dir(root, spec) / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line)["train_loss"] for line in lines]
 
 
-def _train(params: dict, root: Path, arm: str, **train) -> tuple[str, float]:
-    """Train the grid's run of `arm` in-process, with train settings overridden; (run name, seconds)."""
-    from ngptlab.params import enumerate_runs
+def _train(params: dict, root: Path, arm: str, **train) -> tuple[RunSpec, float]:
+    """Train the grid's run of `arm` in-process, with train settings overridden; (run, seconds)."""
     from ngptlab.train.loop import train_run
 
     spec = next(r for r in enumerate_runs(params) if r.arm == arm)
@@ -235,7 +236,7 @@ def _train(params: dict, root: Path, arm: str, **train) -> tuple[str, float]:
     code = train_run(spec, {**params["train"], **train}, root=root, progress=False)
     if code != 0:
         raise RuntimeError(f"bench gpu: training {spec.name} exited {code}")
-    return spec.name, time.perf_counter() - started
+    return spec, time.perf_counter() - started
 
 
 def train_check(params: dict, tokens: Path, device: torch.device, compare_steps: int,
@@ -254,7 +255,7 @@ def train_check(params: dict, tokens: Path, device: torch.device, compare_steps:
         n = min(compare_steps, len(bf16))
         diff = max(abs(a - b) for a, b in zip(bf16[:n], fp32[:n], strict=True))
         out["steps"] = len(bf16)
-        out["arms"][arm] = {"run": run, "bf16_losses": bf16, "fp32_eager_losses": fp32,
+        out["arms"][arm] = {"run": run.name, "bf16_losses": bf16, "fp32_eager_losses": fp32,
                             "max_abs_diff_first_steps": diff, "within_tolerance": diff <= tolerance,
                             "loss_fell": bf16[-1] < bf16[0] - 0.1,  # 0.1 nats: more than noise
                             "bf16_s": bf16_s, "fp32_eager_s": fp32_s}
@@ -263,7 +264,7 @@ def train_check(params: dict, tokens: Path, device: torch.device, compare_steps:
     return out
 
 
-def ddp_check(params: dict, single_root: Path, run: str, root: Path, tokens: Path, backend: str) -> dict:
+def ddp_check(params: dict, single_root: Path, run: RunSpec, root: Path, tokens: Path, backend: str) -> dict:
     """The fp32 run again under torchrun, 2 processes (nccl on GPUs, gloo on CPUs): the same losses."""
     import yaml
 
@@ -273,7 +274,7 @@ def ddp_check(params: dict, single_root: Path, run: str, root: Path, tokens: Pat
     (root / "params.yaml").write_text(yaml.safe_dump(ddp_params))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                "-m", "ngptlab.cli", "train", "--params", str(root / "params.yaml"), "--root", str(root),
-               "--no-progress", run]
+               "--no-progress", run.name]
     started = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -288,16 +289,14 @@ def ddp_check(params: dict, single_root: Path, run: str, root: Path, tokens: Pat
 def condition_check(params: dict, tokens: Path, device: torch.device, work: Path) -> dict:
     """Seconds of condition_run on a checkpoint trained one step at the condition scale."""
     from ngptlab.condition.command import condition_run
-    from ngptlab.params import enumerate_runs
 
     root = work / "condition"
     _link_tokens(root, params["train"]["source"], tokens)
-    run, train_s = _train(params, root, "gpt", compile=False)
-    spec = next(r for r in enumerate_runs(params) if r.name == run)
+    spec, train_s = _train(params, root, "gpt", compile=False)
     settings = {**params["condition"], "device": device.type}
     started = time.perf_counter()
     doc = condition_run(spec, root, settings, progress=False)
-    return {"scale": spec.scale, "context": spec.context, "run": run, "device": device.type,
+    return {"scale": spec.scale, "context": spec.context, "run": spec.name, "device": device.type,
             "seconds": time.perf_counter() - started, "train_one_step_s": train_s,
             "matrices": len(doc["matrices"]),
             "attn_condition_median": doc["headline"]["effective"]["attn_condition_median"]}

@@ -1,8 +1,8 @@
 """`ngptlab condition --run RUN`: the conditioning of one trained model.
 
-Reads runs/<run>/model.safetensors (and results/train/<run>/summary.json for the run's status), writes
-results/conditioning/<run>.json and results/conditioning/<run>.spectra.parquet. A diverged run is analysed all
-the same (its weights are the last finite state) and marked with its status.
+Reads runs/<cell>/<run>/model.safetensors (and results/train/<cell>/<run>/summary.json for the run's
+status), writes results/conditioning/<run>.json and results/conditioning/<run>.spectra.parquet. A diverged run
+is analysed all the same (its weights are the last finite state) and marked with its status.
 
 <run>.json:
   run, cell, spec{scale,context,arm,budget,lr,seed}, status ("completed" | "diverged"), final_val_loss,
@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from ngptlab import layout
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.condition.analyse import Settings, analyse_matrices
 from ngptlab.condition.effective import effective_matrices
@@ -42,7 +43,7 @@ from ngptlab.condition.reference import gaussian_reference
 from ngptlab.errors import CheckpointError
 from ngptlab.models import build_seeded
 from ngptlab.params import RunSpec, find_run
-from ngptlab.results import read_summary, write_json, write_spectra
+from ngptlab.results import read_summary, train_dir, write_json, write_spectra
 
 CONVENTIONS = {
     "layer": "0-based block index, as in the state dict; embeddings have layer null (-1 in the CSV)",
@@ -71,8 +72,8 @@ def resolve_device(device: str) -> str:
 
 
 def output_paths(root: str | Path, run: str) -> tuple[Path, Path]:
-    out = Path(root) / "results" / "conditioning"
-    return out / f"{run}.json", out / f"{run}.spectra.parquet"
+    files = layout.conditioning_files(run)
+    return Path(root) / files["json"], Path(root) / files["spectra"]
 
 
 def _check_config(path: Path, config: dict, spec: RunSpec) -> None:
@@ -103,12 +104,12 @@ def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progr
     """Analyse one run's checkpoint and write its two result files; return the JSON document."""
     root = Path(root)
     summary = read_summary(root, spec)
-    ckpt = root / "runs" / spec.name / "model.safetensors"
+    ckpt = root / layout.run_dir(spec.cell, spec.name) / "model.safetensors"
     sha = sha256_file(ckpt) if ckpt.is_file() else None
     recorded = summary.get("checkpoint_sha256")
     if sha is not None and recorded and recorded != sha:
         raise CheckpointError(f"{ckpt}: sha256 {sha[:12]}... differs from the {recorded[:12]}... recorded in "
-                              f"results/train/{spec.name}/summary.json (stale or replaced weights)")
+                              f"{train_dir(root, spec) / 'summary.json'} (stale or replaced weights)")
     model, config = load_model(ckpt, device="cpu", expected_arm=spec.arm)
     _check_config(ckpt, config, spec)
 

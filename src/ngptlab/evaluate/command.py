@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from ngptlab import layout
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.errors import CheckpointError, NgptlabError, ParamsError
 from ngptlab.evaluate.tasks import OFFLINE_TASKS, TaskSettings, build_offline_tasks
@@ -50,7 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def output_path(root: str | Path, cell: str) -> Path:
-    return Path(root) / "results" / "evaluate" / f"{cell}.json"
+    return Path(root) / layout.evaluate_file(cell)
 
 
 def resolve_device(device: str) -> str:
@@ -169,7 +170,7 @@ def evaluate_cell(params: dict, cell: str, root: str | Path) -> dict:
         raise ParamsError(f"cell {cell!r} is not in the grid of this params file; "
                           f"cells: {', '.join(enumerate_cells(params))}")
     cfg = params["evaluate"]
-    speedup = read_json(root / "results" / "speedup" / f"{cell}.json", "the cell's speed-up")
+    speedup = read_json(root / layout.speedup_file(cell), "the cell's speed-up")
     selected, holes = select_runs(params, cell, speedup)
     tasks = prepare_tasks(params, root)
     offline_dir = root / "data" / "evaluate" / params["train"]["source"]
@@ -184,7 +185,7 @@ def evaluate_cell(params: dict, cell: str, root: str | Path) -> dict:
     logging.getLogger("lm-eval").setLevel(logging.ERROR)
     entries = []
     for run in selected:
-        ckpt = root / "runs" / run["run"] / "model.safetensors"
+        ckpt = root / layout.run_dir(cell, run["run"]) / "model.safetensors"
         if not ckpt.is_file():
             raise CheckpointError(f"{ckpt}: missing (run {run['run']} is selected by the cell's speed-up)")
         model, _ = load_model(ckpt, device="cpu", expected_arm=run["arm"])

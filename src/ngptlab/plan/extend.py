@@ -38,7 +38,7 @@ def proposed_extensions(params: dict, root: str | Path, cap: int) -> tuple[list[
         specs = [s for s in runs if s.cell == cell]
         scale, context = specs[0].scale, specs[0].context
         results = [read_run_result(root, s, with_curve=False)
-                   if (train_dir(root, s.name) / "summary.json").is_file() else None for s in specs]
+                   if (train_dir(root, s) / "summary.json").is_file() else None for s in specs]
         def sweep_of(arm: str, scale: str = scale, context: int = context) -> list[float]:
             return lr_sweep(train, scale, context, arm)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ngptlab import layout
 from ngptlab.condition.analyse import headline
 from ngptlab.errors import ResultsError
 from ngptlab.models.registry import lookup_arm
@@ -82,7 +83,7 @@ def cross_arm_table(params: dict, root: str | Path = ".", allow_missing: bool = 
     rows = []
     for spec in enumerate_runs(params):
         if spec.cell not in speedups:
-            path = root / "results" / "speedup" / f"{spec.cell}.json"
+            path = root / layout.speedup_file(spec.cell)
             missing = allow_missing and not path.is_file()
             speedups[spec.cell] = None if missing else read_json(path, "speed-up")
         try:
@@ -91,14 +92,14 @@ def cross_arm_table(params: dict, root: str | Path = ".", allow_missing: bool = 
             if not allow_missing:
                 raise
             summary = {"status": "missing", "final_val_loss": None}
-        cond_path = root / "results" / "conditioning" / f"{spec.name}.json"
+        cond_path = root / layout.conditioning_files(spec.name)["json"]
         cond = None if allow_missing and not cond_path.is_file() else read_json(cond_path, "conditioning")
         norms, conditioning = arm_design(spec.arm)
         rows.append({
             "run": spec.name, "cell": spec.cell, **spec.as_dict(),
             "norms": norms, "conditioning": conditioning,
             "status": summary["status"], "final_val_loss": read_float(summary["final_val_loss"]),
-            **_speedup_columns(speedups[spec.cell], spec, root / "results" / "speedup" / f"{spec.cell}.json"),
+            **_speedup_columns(speedups[spec.cell], spec, root / layout.speedup_file(spec.cell)),
             **_conditioning_columns(cond),
         })
     return pd.DataFrame(rows)

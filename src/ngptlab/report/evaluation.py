@@ -13,6 +13,7 @@ from itertools import combinations
 
 import numpy as np
 
+from ngptlab import layout
 from ngptlab.errors import ResultsError
 from ngptlab.files import sha256_file
 from ngptlab.report import figures, paper
@@ -25,7 +26,7 @@ def load_evaluations(results: Results) -> dict[str, dict | None]:
     """cell -> its evaluate JSON, or None when missing; every file read is added to the provenance inputs."""
     out: dict[str, dict | None] = {}
     for cell in results.cells:
-        path = results.root / "results" / "evaluate" / f"{cell}.json"
+        path = results.root / layout.evaluate_file(cell)
         out[cell] = None
         if path.is_file():
             try:

@@ -2,7 +2,7 @@
 
 The report renders whatever exists. A Snakemake --keep-going run can leave holes, so every expected input of
 the grid is looked up and recorded as present or missing, never assumed:
-- results/train/<run>/summary.json + metrics.jsonl   (train stage; status "completed" | "diverged")
+- results/train/<cell>/<run>/summary.json + metrics.jsonl (train stage; status "completed" | "diverged")
 - results/conditioning/<run>.json + <run>.spectra.parquet (condition stage)
 - results/timing/<run>.json                            (train stage; measured tokens/s and MFU; absent for
                                                         runs trained before timing files existed: blank)
@@ -20,10 +20,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ngptlab import layout
 from ngptlab.errors import ResultsError
 from ngptlab.files import sha256_file
 from ngptlab.params import RunSpec, enumerate_cells, enumerate_runs
-from ngptlab.results import read_summary, read_val_curve
+from ngptlab.results import read_summary, read_val_curve, train_dir
 
 
 @dataclass
@@ -37,6 +38,8 @@ class RunRecord:
     spectra_path: Path | None = None
     stale_conditioning: bool = False  # analysed a checkpoint other than the one the summary names
     timing: dict | None = None  # results/timing/<run>.json: measured speed, the one input that varies per run
+    summary_sha256: str | None = None  # of the files read, for provenance
+    conditioning_sha256: str | None = None
 
     @property
     def name(self) -> str:
@@ -128,33 +131,35 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
     root = Path(root)
     inputs: dict[str, str] = {}
 
-    def note(path: Path) -> None:
-        inputs[path.relative_to(root).as_posix()] = sha256_file(path)
+    def note(path: Path) -> str:
+        inputs[path.relative_to(root).as_posix()] = digest = sha256_file(path)
+        return digest
 
     runs: dict[str, RunRecord] = {}
     for spec in enumerate_runs(params):
         record = RunRecord(spec)
-        train_dir = root / "results" / "train" / spec.name
-        if (train_dir / "summary.json").is_file():
+        run_results = train_dir(root, spec)
+        if (run_results / "summary.json").is_file():
             record.summary = read_summary(root, spec)
-            note(train_dir / "summary.json")
-            if (train_dir / "metrics.jsonl").is_file():
+            record.summary_sha256 = note(run_results / "summary.json")
+            if (run_results / "metrics.jsonl").is_file():
                 record.curve = read_val_curve(root, spec)
-                note(train_dir / "metrics.jsonl")
-        cond = root / "results" / "conditioning" / f"{spec.name}.json"
+                note(run_results / "metrics.jsonl")
+        cond_files = layout.conditioning_files(spec.name)
+        cond = root / cond_files["json"]
         if cond.is_file():
             record.conditioning = _read_json(cond)
             _check_conditioning(cond, record.conditioning, spec)
-            note(cond)
+            record.conditioning_sha256 = note(cond)
             ckpt = (record.conditioning.get("checkpoint") or {}).get("sha256")
             if record.summary and ckpt and ckpt != record.summary.get("checkpoint_sha256"):
                 record.stale_conditioning = True
-        timing = root / "results" / "timing" / f"{spec.name}.json"
+        timing = root / layout.timing_file(spec.name)
         if timing.is_file():
             record.timing = _read_json(timing)
             _check_timing(timing, record.timing, spec)
             note(timing)
-        spectra = cond.with_name(f"{spec.name}.spectra.parquet")
+        spectra = root / cond_files["spectra"]
         if spectra.is_file():
             record.spectra_path = spectra
             note(spectra)
@@ -162,7 +167,7 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
 
     speedups: dict[str, dict | None] = {}
     for cell in enumerate_cells(params):
-        path = root / "results" / "speedup" / f"{cell}.json"
+        path = root / layout.speedup_file(cell)
         speedups[cell] = None
         if path.is_file():
             speedups[cell] = _read_json(path)

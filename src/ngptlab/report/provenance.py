@@ -75,8 +75,8 @@ def build_provenance(results: Results, doc: Document, code_revision: str) -> dic
             "data": s.get("data"),
             "params": s.get("params"),
             "code_revision": s.get("code_revision"),
-            "summary_sha256": results.inputs.get(f"results/train/{name}/summary.json"),
-            "conditioning_sha256": results.inputs.get(f"results/conditioning/{name}.json"),
+            "summary_sha256": r.summary_sha256,
+            "conditioning_sha256": r.conditioning_sha256,
         }
     params_file = results.params_path
     return {

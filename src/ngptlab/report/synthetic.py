@@ -22,12 +22,13 @@ from pathlib import Path
 import torch
 import yaml
 
+from ngptlab import layout
 from ngptlab.condition.analyse import Analysis, Settings, analyse_matrices
 from ngptlab.condition.command import CONVENTIONS
 from ngptlab.condition.reference import gaussian_reference
 from ngptlab.models import SCALES, MatrixInfo
 from ngptlab.params import REPO_ROOT, RunSpec, enumerate_cells, enumerate_runs, load_params, validate_params
-from ngptlab.results import write_json, write_spectra
+from ngptlab.results import train_dir, write_json, write_spectra
 from ngptlab.speedup.command import speedup_cell
 
 # Planted truth per arm: speed-up over gpt in tokens, and the condition number of its attention/MLP matrices.
@@ -80,8 +81,8 @@ def _curve(spec: RunSpec, eval_every: int) -> list[tuple[int, float]]:
 
 
 def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> dict:
-    """results/train/<run>/summary.json + metrics.jsonl, as the train stage writes them; the summary."""
-    out = root / "results" / "train" / spec.name
+    """results/train/<cell>/<run>/summary.json + metrics.jsonl as the train stage writes them; the summary."""
+    out = train_dir(root, spec)
     out.mkdir(parents=True, exist_ok=True)
     train = params["train"]
     batch_tokens = train["batch_sequences"] * spec.context
@@ -132,9 +133,9 @@ def write_timing(root: Path, spec: RunSpec, tokens: int, steps: int, peak_tflops
            "flops_per_token": FLOPS_PER_TOKEN, "world_size": 1, "device": "cpu", "precision": "fp32",
            "compile": False, **peak, "device_name": "cpu",
            "rows": [{"step": steps, "tokens": tokens, "tokens_per_s": tokens_per_s, "mfu": mfu}]}
-    out = root / "results" / "timing"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{spec.name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+    out = root / layout.timing_file(spec.name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
 
 
 def _planted(rows: int, cols: int, kappa: float, gen: torch.Generator) -> torch.Tensor:
@@ -192,20 +193,20 @@ def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "c
     settings = Settings(singular_tol=float(cond["singular_tol"]), sample_rows=int(cond["sample_rows"]),
                         seed=int(cond["seed"]))
     analysis = _analysis(spec.arm, spec.scale, settings)
-    summary = json.loads((root / "results" / "train" / spec.name / "summary.json").read_text())
+    summary = json.loads((train_dir(root, spec) / "summary.json").read_text())
     document = {
         "run": spec.name, "cell": spec.cell, "spec": spec.as_dict(), "status": status,
         "final_val_loss": math.nan if summary["final_val_loss"] is None else summary["final_val_loss"],
-        "checkpoint": {"path": f"runs/{spec.name}/model.safetensors", "sha256": summary["checkpoint_sha256"]},
+        "checkpoint": {"path": f"{layout.run_dir(spec.cell, spec.name)}/model.safetensors",
+                       "sha256": summary["checkpoint_sha256"]},
         "settings": {"singular_tol": settings.singular_tol, "sample_rows": settings.sample_rows,
                      "seed": settings.seed, "device": settings.device},
         "variants": analysis.variants, "conventions": CONVENTIONS, "headline": analysis.headline(),
         "reference": _references(spec.arm, spec.scale, settings), "matrices": analysis.matrices,
     }
-    out = root / "results" / "conditioning"
-    rows = ((spec.name, *row) for row in analysis.spectra)
-    write_spectra(out / f"{spec.name}.spectra.parquet", rows)
-    write_json(out / f"{spec.name}.json", document)
+    files = layout.conditioning_files(spec.name)
+    write_spectra(root / files["spectra"], ((spec.name, *row) for row in analysis.spectra))
+    write_json(root / files["json"], document)
 
 
 def write_meta(root: Path, params: dict) -> None:

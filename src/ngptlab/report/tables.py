@@ -635,7 +635,6 @@ def provenance_table(results: Results) -> Table:
         t.add({"run": r.name, "status": r.status, "checkpoint_sha256": s.get("checkpoint_sha256"),
                "train_sha256": data.get("train_sha256"), "val_sha256": data.get("val_sha256"),
                "code_revision": s.get("code_revision"),
-               "summary_sha256": results.inputs.get(f"results/train/{r.name}/summary.json"),
-               "conditioning_sha256": results.inputs.get(f"results/conditioning/{r.name}.json")}, [r.name])
+               "summary_sha256": r.summary_sha256, "conditioning_sha256": r.conditioning_sha256}, [r.name])
     return t
 

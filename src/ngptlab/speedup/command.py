@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.params import enumerate_cells, enumerate_runs, lr_sweep
 from ngptlab.results import read_run_result, write_json
@@ -52,7 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def output_path(root: str | Path, cell: str) -> Path:
-    return Path(root) / "results" / "speedup" / f"{cell}.json"
+    return Path(root) / layout.speedup_file(cell)
 
 
 def speedup_cell(params: dict, cell: str, root: str | Path) -> dict:

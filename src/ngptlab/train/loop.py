@@ -245,8 +245,8 @@ def train_run(spec: RunSpec, train: dict, root: str | Path = ".", fresh: bool = 
     """Train `spec` with the `train` section of params; artifacts under `root`. Returns the exit code."""
     topo = dist.setup(train["device"])
     try:
-        return _train_run(spec, train, RunPaths.for_run(root, train["source"], spec.name), Path(root), topo,
-                          fresh, progress)
+        paths = RunPaths.for_run(root, train["source"], spec.cell, spec.name)
+        return _train_run(spec, train, paths, Path(root), topo, fresh, progress)
     finally:
         dist.teardown(topo)
 

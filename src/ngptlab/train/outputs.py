@@ -2,11 +2,13 @@
 
 Final outputs (written only when the run ends, completed or diverged; summary.json last, so its presence
 means the run is done and a rerun is a no-op):
-    runs/<run>/model.safetensors      final weights, run config in the header (ngptlab.checkpoint)
-    runs/<run>/config.json            the same config, for people and DVC
-    results/train/<run>/metrics.jsonl one row per logged step
-    results/train/<run>/summary.json  status, final val loss, tokens, provenance
-    results/timing/<run>.json         wall time, tokens/s and MFU per logged step
+    runs/<cell>/<run>/model.safetensors      final weights, run config in the header (ngptlab.checkpoint)
+    runs/<cell>/<run>/config.json            the same config, for people and DVC
+    results/train/<cell>/<run>/metrics.jsonl one row per logged step
+    results/train/<cell>/<run>/summary.json  status, final val loss, tokens, provenance
+    results/timing/<run>.json                wall time, tokens/s and MFU per logged step
+
+(paths from ngptlab.layout).
 
 Everything under runs/ and results/train/ is a pure function of the run's inputs (the same run trained twice
 gives the same bytes), so downstream stages that read it rerun only when it really changed. Timings differ
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ngptlab import layout
 from ngptlab.errors import CheckpointError
 
 # Settings that change a run's trajectory or its final val loss. A checkpoint or a finished run written
@@ -36,11 +39,13 @@ class RunPaths:
     tokens_dir: Path
     run_dir: Path
     results_dir: Path
+    timing: Path
 
     @classmethod
-    def for_run(cls, root: str | Path, source: str, run: str) -> RunPaths:
+    def for_run(cls, root: str | Path, source: str, cell: str, run: str) -> RunPaths:
         root = Path(root)
-        return cls(root / "data" / "tokens" / source, root / "runs" / run, root / "results" / "train" / run)
+        return cls(root / "data" / "tokens" / source, root / layout.run_dir(cell, run),
+                   root / layout.train_results_dir(cell, run), root / layout.timing_file(run))
 
     @property
     def state_dir(self) -> Path:
@@ -61,10 +66,6 @@ class RunPaths:
     @property
     def summary(self) -> Path:
         return self.results_dir / "summary.json"
-
-    @property
-    def timing(self) -> Path:
-        return self.results_dir.parent.parent / "timing" / f"{self.results_dir.name}.json"
 
 
 def fingerprint(spec: dict, params: dict, data: dict) -> dict[str, Any]:

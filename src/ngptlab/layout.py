@@ -1,0 +1,51 @@
+"""Where every stage's files live, relative to the project root: the one place that spells these paths.
+
+The Snakemake rules (workflow/rules/common.smk), dvc.yaml and every `ngptlab <verb>` use these.
+
+A run's files sit under its cell, because the cell stages (speedup, evaluate) depend on all of a cell's runs
+and DVC can only name them as one directory:
+
+    runs/<cell>/<run>/                      model.safetensors, config.json, state/ (train)
+    logs/train/<cell>/<run>.log             (train)
+    results/train/<cell>/<run>/             summary.json, metrics.jsonl (train)
+    results/timing/<run>.json               wall time, tokens/s, MFU (train; read by the report only)
+    results/conditioning/<run>.json         + <run>.spectra.parquet (condition)
+    results/speedup/<cell>.json             (speedup)
+    results/evaluate/<cell>.json            (evaluate)
+
+A new run in one cell therefore changes that cell's directories only, and both tools rerun that cell's
+stages, not every cell's.
+"""
+
+from __future__ import annotations
+
+
+def run_dir(cell: str, run: str) -> str:
+    """A run's weights and its resumable training state."""
+    return f"runs/{cell}/{run}"
+
+
+def train_results_dir(cell: str, run: str) -> str:
+    """A run's small training results: summary.json and metrics.jsonl."""
+    return f"results/train/{cell}/{run}"
+
+
+def train_log(cell: str, run: str) -> str:
+    return f"logs/train/{cell}/{run}.log"
+
+
+def timing_file(run: str) -> str:
+    return f"results/timing/{run}.json"
+
+
+def conditioning_files(run: str) -> dict[str, str]:
+    return {"json": f"results/conditioning/{run}.json",
+            "spectra": f"results/conditioning/{run}.spectra.parquet"}
+
+
+def speedup_file(cell: str) -> str:
+    return f"results/speedup/{cell}.json"
+
+
+def evaluate_file(cell: str) -> str:
+    return f"results/evaluate/{cell}.json"
