@@ -48,7 +48,7 @@ def spec_of(params_file: Path, arm: str, lr: float = 3e-3) -> RunSpec:
 
 def save_run(root: Path, spec: RunSpec, model=None, status: str = "completed",
              loss: float | None = 5.5) -> Path:
-    """What the train stage leaves: runs/<run>/model.safetensors and results/train/<run>/summary.json."""
+    """What the train stage leaves: runs/<cell>/<run>/model.safetensors and its summary.json."""
     if model is None:
         torch.manual_seed(0)
         model, _ = build(spec.arm, spec.scale, VOCAB, spec.context)

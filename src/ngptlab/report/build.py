@@ -145,8 +145,8 @@ def _what_was_run(doc: Document, results: Results) -> None:
         doc.add(Callout(f"{len(missing)} run{'s are' if len(missing) > 1 else ' is'} missing (failed, killed "
                         "or not run: no results/train/<cell>/<run>/summary.json): "
                         + _names(missing)
-                        + ". Why a run failed is in its log, logs/train/<cell>/<run>.log. Everything below is "
-                        "rendered from the runs that exist."))
+                        + ". Why a run failed is in its log, logs/train/<cell>/<run>.log. Everything below "
+                        "is rendered from the runs that exist."))
     if diverged:
         doc.add(Callout(f"{len(diverged)} run{'s' if len(diverged) > 1 else ''} diverged (loss non-finite or "
                         "above train.diverge_loss); they are shown as such and left out of every speed-up: "

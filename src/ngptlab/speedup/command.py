@@ -1,7 +1,8 @@
 """`ngptlab speedup --cell CELL`: the token speed-up of every arm in one (scale, context) cell.
 
-Reads results/train/<run>/summary.json and metrics.jsonl of every run of the cell in the grid (a missing one
-is an error: the speed-up of a partial grid would silently change), writes results/speedup/<cell>.json.
+Reads results/train/<cell>/<run>/summary.json and metrics.jsonl of every run of the cell in the grid (a
+missing one is an error: the speed-up of a partial grid would silently change), writes
+results/speedup/<cell>.json.
 Method: ngptlab.speedup.estimator (module docstring).
 
 results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/results.py):

@@ -1,6 +1,6 @@
 """Resumable training state, without pickle.
 
-Layout under runs/<run>/state/:
+Layout under runs/<cell>/<run>/state/:
     latest.json                    {"checkpoint": "ckpt-00000040-<ns>", "step": 40}   (the commit point)
     ckpt-00000040-<ns>/model.safetensors       weights + run config (ngptlab.checkpoint format)
     ckpt-00000040-<ns>/optimizer.safetensors   AdamW moments and step counts, torch RNG states
