@@ -171,7 +171,15 @@ def test_code_revision_is_the_code_not_the_commit(tmp_path):
 
 
 def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(tmp_path):
-    from test_train_support import make_params, results_dir, run_dir, run_name, run_train, write_shards
+    from test_train_support import (
+        make_params,
+        results_dir,
+        run_dir,
+        run_name,
+        run_train,
+        timing_file,
+        write_shards,
+    )
     from test_train_support import write_params as write_train_params
 
     params = make_params(budgets=[4096], arms=["gpt"], learning_rates={"cpu-4l": {"gpt": [3e-3]}})
@@ -188,7 +196,7 @@ def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(
                results_dir(Path(), name) / "summary.json", results_dir(Path(), name) / "metrics.jsonl"]
     for output in outputs:
         assert (roots[0] / output).read_bytes() == (roots[1] / output).read_bytes(), output
-    assert (roots[0] / "results" / "timing" / f"{name}.json").is_file()
+    assert timing_file(roots[0], name).is_file()
 
     # Without a progress bar (--no-progress, as in every rule), the log still says what happens.
     lines = [line for line in logs[0].splitlines() if line.startswith("ngptlab train: ")]

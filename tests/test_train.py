@@ -18,6 +18,7 @@ from test_train_support import (
     run_dir,
     run_name,
     summary,
+    timing_file,
     write_shards,
 )
 
@@ -144,7 +145,7 @@ def test_completed_run_writes_the_contract(done):
     assert all({"step", "tokens", "train_loss", "lr", "grad_norm"} <= set(r) for r in rows)
     # Timings differ between identical runs: they live in results/timing/, which only the report reads.
     assert not any("tokens_per_s" in r or "mfu" in r for r in rows) and "wall_s" not in s
-    timing = json.loads((root / "results" / "timing" / f"{name}.json").read_text())
+    timing = json.loads(timing_file(root, name).read_text())
     assert timing["wall_s"] > 0 and [r["step"] for r in timing["rows"]] == list(range(1, 17))
     assert all(r["tokens_per_s"] > 0 for r in timing["rows"])
     # the run's mean throughput over its step time; no MFU on a CPU without a declared peak
@@ -182,15 +183,15 @@ def test_rerun_of_a_finished_run_is_a_no_op(done):
 def test_a_run_finished_before_timing_files_existed_gets_an_unmeasured_one(done):
     root, params = done
     name = run_name("ngpt", 4096)
-    timing = root / "results" / "timing" / f"{name}.json"
+    timing = timing_file(root, name)
     timing.unlink()  # as an older run left it: every other output, no timing file
     # (an nGPT run: its own warmup is 0, not train.warmup_steps, and it still counts as this run, done)
-    summary_before = (root / "results" / "train" / name / "summary.json").read_bytes()
+    summary_before = (results_dir(root, name) / "summary.json").read_bytes()
     assert train(root, params, "ngpt", 4096) == 0
     assert json.loads(timing.read_text()) == {"run": name, "tokens_per_s": None, "mfu": None,
                                               "note": "not measured: the run finished before timing files "
                                                       "existed"}
-    assert (root / "results" / "train" / name / "summary.json").read_bytes() == summary_before
+    assert (results_dir(root, name) / "summary.json").read_bytes() == summary_before
 
 
 def test_finished_outputs_of_other_settings_are_not_overwritten(done):

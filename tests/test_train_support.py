@@ -93,13 +93,21 @@ def run_train(root: Path, run: str, nproc: int = 1, timeout: float = 120) -> sub
                           timeout=timeout)
 
 
+def cell_of(run: str) -> str:
+    """The cell of a run named by these helpers: the name up to "-ctx<context>"."""
+    return re.match(r"(.*-ctx\d+)-", run)[1]
+
+
 def run_dir(root: Path, run: str) -> Path:
-    """runs/<cell>/<run>/ of a run named by these helpers (its cell is the name up to "-ctx<context>")."""
-    return root / layout.run_dir(re.match(r"(.*-ctx\d+)-", run)[1], run)
+    return root / layout.run_dir(cell_of(run), run)
 
 
 def results_dir(root: Path, run: str) -> Path:
-    return root / layout.train_results_dir(re.match(r"(.*-ctx\d+)-", run)[1], run)
+    return root / layout.train_results_dir(cell_of(run), run)
+
+
+def timing_file(root: Path, run: str) -> Path:
+    return root / layout.timing_file(cell_of(run), run)
 
 
 def summary(root: Path, run: str) -> dict:

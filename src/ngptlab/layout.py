@@ -3,12 +3,13 @@
 The Snakemake rules (workflow/rules/common.smk), dvc.yaml and every `ngptlab <verb>` use these.
 
 A run's files sit under its cell, because the cell stages (speedup, evaluate) depend on all of a cell's runs
-and DVC can only name them as one directory:
+and DVC can only name them as one directory (and Snakemake wants every file of a job to carry the job's
+wildcards, here cell and run):
 
     runs/<cell>/<run>/                      model.safetensors, config.json, state/ (train)
     logs/train/<cell>/<run>.log             (train)
     results/train/<cell>/<run>/             summary.json, metrics.jsonl (train)
-    results/timing/<run>.json               wall time, tokens/s, MFU (train; read by the report only)
+    results/timing/<cell>/<run>.json        wall time, tokens/s, MFU (train; read by the report only)
     results/conditioning/<run>.json         + <run>.spectra.parquet (condition)
     results/speedup/<cell>.json             (speedup)
     results/evaluate/<cell>.json            (evaluate)
@@ -34,8 +35,8 @@ def train_log(cell: str, run: str) -> str:
     return f"logs/train/{cell}/{run}.log"
 
 
-def timing_file(run: str) -> str:
-    return f"results/timing/{run}.json"
+def timing_file(cell: str, run: str) -> str:
+    return f"results/timing/{cell}/{run}.json"
 
 
 def conditioning_files(run: str) -> dict[str, str]:

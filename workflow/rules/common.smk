@@ -124,7 +124,7 @@ def train_outputs(run, cell=None):
         "config": f"{run_dir}/config.json",
         "summary": f"{results_dir}/summary.json",
         "metrics": f"{results_dir}/metrics.jsonl",
-        "timing": layout.timing_file(run),  # measured speed, varies per training: read by the report only
+        "timing": layout.timing_file(cell, run),  # measured speed, varies per training: read by the report only
     }
 
 

@@ -4,7 +4,7 @@ The report renders whatever exists. A Snakemake --keep-going run can leave holes
 the grid is looked up and recorded as present or missing, never assumed:
 - results/train/<cell>/<run>/summary.json + metrics.jsonl (train stage; status "completed" | "diverged")
 - results/conditioning/<run>.json + <run>.spectra.parquet (condition stage)
-- results/timing/<run>.json                            (train stage; measured tokens/s and MFU; absent for
+- results/timing/<cell>/<run>.json                     (train stage; measured tokens/s and MFU; absent for
                                                         runs trained before timing files existed: blank)
 - results/speedup/<cell>.json                          (speedup stage; only written when every run of its cell
                                                         has finished, so a hole in a cell means no speed-up)
@@ -37,7 +37,7 @@ class RunRecord:
     conditioning: dict | None = None
     spectra_path: Path | None = None
     stale_conditioning: bool = False  # analysed a checkpoint other than the one the summary names
-    timing: dict | None = None  # results/timing/<run>.json: measured speed, the one input that varies per run
+    timing: dict | None = None  # results/timing/: measured speed, the one input that varies per training
     summary_sha256: str | None = None  # of the files read, for provenance
     conditioning_sha256: str | None = None
 
@@ -154,7 +154,7 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
             ckpt = (record.conditioning.get("checkpoint") or {}).get("sha256")
             if record.summary and ckpt and ckpt != record.summary.get("checkpoint_sha256"):
                 record.stale_conditioning = True
-        timing = root / layout.timing_file(spec.name)
+        timing = root / layout.timing_file(spec.cell, spec.name)
         if timing.is_file():
             record.timing = _read_json(timing)
             _check_timing(timing, record.timing, spec)

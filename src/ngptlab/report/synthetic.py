@@ -123,7 +123,7 @@ def planted_tokens_per_s(spec: RunSpec) -> float:
 
 
 def write_timing(root: Path, spec: RunSpec, tokens: int, steps: int, peak_tflops: float | None) -> None:
-    """results/timing/<run>.json with the keys the train stage writes (train/loop.py timing_record)."""
+    """results/timing/<cell>/<run>.json with the keys the train stage writes (train/loop.py timing_record)."""
     tokens_per_s = planted_tokens_per_s(spec)
     mfu = None if peak_tflops is None else FLOPS_PER_TOKEN * tokens_per_s / (peak_tflops * 1e12)
     peak = ({"peak_tflops": None, "peak_source": "unknown (cpu); declare train.peak_tflops for an MFU"}
@@ -133,7 +133,7 @@ def write_timing(root: Path, spec: RunSpec, tokens: int, steps: int, peak_tflops
            "flops_per_token": FLOPS_PER_TOKEN, "world_size": 1, "device": "cpu", "precision": "fp32",
            "compile": False, **peak, "device_name": "cpu",
            "rows": [{"step": steps, "tokens": tokens, "tokens_per_s": tokens_per_s, "mfu": mfu}]}
-    out = root / layout.timing_file(spec.name)
+    out = root / layout.timing_file(spec.cell, spec.name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
 
@@ -228,8 +228,8 @@ def write_results(root: str | Path, params: dict, missing: tuple[str, ...] = (),
     missing: runs with no output at all (failed or never run); their cell gets no speed-up file, as the
     speed-up stage refuses a partial cell. diverged: runs that diverged (all outputs, status "diverged").
     no_conditioning: finished runs whose condition stage did not run. no_timing: finished runs without
-    results/timing/<run>.json (trained before timing files existed). peak_tflops: the declared peak of the
-    timings' MFU (None: unknown, no MFU, as on a CPU).
+    results/timing/<cell>/<run>.json (trained before timing files existed). peak_tflops: the declared peak of
+    the timings' MFU (None: unknown, no MFU, as on a CPU).
     """
     root = Path(root)
     params_path = root / "params.yaml"

@@ -146,7 +146,7 @@ def compute_table(results: Results) -> Table:
                        "tokens_per_s": "tokens/s (median)", "mfu": "MFU (median)"},
               formats={"cell": fmt_text, "completed": fmt_int, "diverged": fmt_int, "missing": fmt_int,
                        "tokens": fmt_int, "tokens_per_s": fmt_int, "mfu": fmt_mfu},
-              note="tokens/s and MFU: as each run measured them (results/timing/<run>.json; tokens/s of "
+              note="tokens/s and MFU: as each run measured them (results/timing/; tokens/s of "
                    "all the run's processes together), median over the cell's runs that have a timing file; "
                    "MFU against the device's dense bf16 peak, n/a where that is unknown (a CPU or an "
                    "unlisted GPU; train.peak_tflops declares one).")

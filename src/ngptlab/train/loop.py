@@ -488,14 +488,14 @@ def _divergence(loss: float, grad_norm: float, limit: float) -> str | None:
 
 
 def unmeasured_timing(run: str) -> dict:
-    """results/timing/<run>.json of a run that finished before timing files existed: nothing measured."""
+    """The timing file of a run that finished before timing files existed: nothing measured."""
     return {"run": run, "tokens_per_s": None, "mfu": None,
             "note": "not measured: the run finished before timing files existed"}
 
 
 def timing_record(run: str, trainer: Trainer, params: dict, tokens: int, steps: int, wall_s: float,
                   info: dict, rows: list[dict]) -> dict:
-    """results/timing/<run>.json: the run's throughput and MFU overall and per logged row.
+    """results/timing/<cell>/<run>.json: the run's throughput and MFU overall and per logged row.
 
     tokens_per_s is the tokens of all steps over the time spent in them (forward, backward, update; not the
     evaluations and checkpoints, which wall_s includes); mfu divides that by the peak named beside it.

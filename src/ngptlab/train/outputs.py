@@ -6,7 +6,7 @@ means the run is done and a rerun is a no-op):
     runs/<cell>/<run>/config.json            the same config, for people and DVC
     results/train/<cell>/<run>/metrics.jsonl one row per logged step
     results/train/<cell>/<run>/summary.json  status, final val loss, tokens, provenance
-    results/timing/<run>.json                wall time, tokens/s and MFU per logged step
+    results/timing/<cell>/<run>.json                wall time, tokens/s and MFU per logged step
 
 (paths from ngptlab.layout).
 
@@ -45,7 +45,7 @@ class RunPaths:
     def for_run(cls, root: str | Path, source: str, cell: str, run: str) -> RunPaths:
         root = Path(root)
         return cls(root / "data" / "tokens" / source, root / layout.run_dir(cell, run),
-                   root / layout.train_results_dir(cell, run), root / layout.timing_file(run))
+                   root / layout.train_results_dir(cell, run), root / layout.timing_file(cell, run))
 
     @property
     def state_dir(self) -> Path:
