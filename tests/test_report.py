@@ -371,7 +371,7 @@ def test_holes_are_shown_as_such(holes):
 def test_compute_table_shows_each_cells_median_speed_from_the_timing_files(complete):
     root, _, _ = complete
     (row,) = [r for r in read_csv(root / "reports" / "tables" / "compute.csv") if r["cell"] != "all"]
-    timings = [json.loads(p.read_text()) for p in sorted((root / "results" / "timing").glob("*.json"))]
+    timings = [json.loads(p.read_text()) for p in sorted((root / "results" / "timing").glob("*/*.json"))]
     assert len(timings) == int(row["completed"]) and len({t["tokens_per_s"] for t in timings}) > 2
     tokens_per_s = statistics.median(t["tokens_per_s"] for t in timings)
     assert float(row["tokens_per_s"]) == tokens_per_s
@@ -389,7 +389,7 @@ def test_compute_table_tolerates_runs_without_timing_and_devices_without_a_peak(
     # no timing file in the cell: no speed (not a zero); no peak anywhere: no MFU, shown as n/a
     assert compute["cpu-4l-ctx64"]["tokens_per_s"] == "" and {r["mfu"] for r in compute.values()} == {""}
     timed = [json.loads(p.read_text())["tokens_per_s"]
-             for p in sorted((root / "results" / "timing").glob("cpu-4l-ctx128-*.json"))]
+             for p in sorted((root / "results" / "timing").glob("cpu-4l-ctx128/*.json"))]
     ctx128 = compute["cpu-4l-ctx128"]
     assert len(timed) == int(ctx128["completed"]) + int(ctx128["diverged"]) - 1  # diverged runs are timed too
     assert float(ctx128["tokens_per_s"]) == statistics.median(timed)
