@@ -141,6 +141,8 @@ def test_two_nodes_train_what_one_node_and_one_process_train(reference):
     assert [r["step"] for r in rows_n] == [r["step"] for r in rows_1]
     for a, b in zip(rows_n, rows_1, strict=True):
         assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-5)
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4)
+    assert sn["eval_windows_sha256"] == s1["eval_windows_sha256"]
     w_n, w_1 = weights(two_nodes), weights(single)
     assert w_n.keys() == w_1.keys()
     for key in w_n:

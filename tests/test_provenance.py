@@ -234,11 +234,10 @@ def test_losses_and_speedups_are_dvc_metrics_and_the_figures_dvc_plots(recorded,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(sig, tmp_path, tmp_path_factory):
-    """After SIGINT (Ctrl-C, `kill -INT`) or SIGTERM to Snakemake, the next plain `snakemake` completes the
-    grid (no IncompleteFilesException: the workflow profile reruns incomplete jobs) and then has nothing to
-    do. (A training stopped by a signal resumes from its checkpoint: tests/test_train_resume.py.)"""
+def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(tmp_path, tmp_path_factory):
+    """After SIGINT (Ctrl-C, `kill -INT`), and again after SIGTERM (a scheduler, `kill`), to Snakemake, the
+    next plain `snakemake` goes on (no IncompleteFilesException: the workflow profile reruns incomplete jobs),
+    resumes the stopped training from its checkpoint, completes the grid and then has nothing to do."""
     from workflow_support import BIN, e2e_params, environment
 
     params = e2e_params()
@@ -249,19 +248,27 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(sig, tmp_path,
     work = make_workdir(tmp_path / "repo", params)
     copy_tokens(tmp_path_factory.getbasetemp(), work)
 
-    with open(tmp_path / "first.log", "w") as log:
-        # The default SIGINT action even where this test runs in a background job (which ignores SIGINT).
-        first = subprocess.Popen([str(BIN / "snakemake"), "--cores", "1"], cwd=work, env=environment(),
-                                 stdout=log, stderr=subprocess.STDOUT,
-                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
-        deadline = time.monotonic() + 900
-        # Two evaluations logged: the checkpoint of the first one is on disk.
-        while sum(p.read_text().count(" ETA ") for p in work.glob("logs/train/*/*.log")) < 2:
-            assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()
-            time.sleep(1)
-        first.send_signal(sig)
-        assert first.wait(timeout=600) != 0
-    assert len(list(work.glob("results/train/*/*/summary.json"))) < len(enumerate_runs(params))
+    def evaluations(resumed: bool) -> int:
+        """Evaluations logged so far by the trainings of this Snakemake (a job's log starts afresh), counting
+        only resumed ones if `resumed`."""
+        logs = [p.read_text() for p in work.glob("logs/train/*/*.log")]
+        return sum(log.count(" ETA ") for log in logs if not resumed or ": resumed from step " in log)
+
+    for sig, resumed in ((signal.SIGINT, False), (signal.SIGTERM, True)):
+        with open(tmp_path / f"{sig.name}.log", "w") as log:
+            # The default SIGINT action even where this test runs in a background job (which ignores SIGINT).
+            default_sigint = lambda: signal.signal(signal.SIGINT, signal.default_int_handler)  # noqa: E731
+            proc = subprocess.Popen([str(BIN / "snakemake"), "--cores", "1"], cwd=work, env=environment(),
+                                    stdout=log, stderr=subprocess.STDOUT, preexec_fn=default_sigint)
+            deadline = time.monotonic() + 900
+            # Two evaluations logged (of a resumed training, the second time): a checkpoint is on disk.
+            while evaluations(resumed) < 2:
+                assert proc.poll() is None and time.monotonic() < deadline, \
+                    (tmp_path / f"{sig.name}.log").read_text()
+                time.sleep(1)
+            proc.send_signal(sig)
+            assert proc.wait(timeout=600) != 0
+        assert len(list(work.glob("results/train/*/*/summary.json"))) < len(enumerate_runs(params))
 
     snakemake(work, "--cores", "1", timeout=1800)  # plain: no --rerun-incomplete on the command line
     assert (work / "reports" / "report.md").is_file()
