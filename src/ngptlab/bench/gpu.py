@@ -316,8 +316,8 @@ def _shape(name: str, params: dict) -> tuple[str, Scale | None]:
 
 
 def run_bench(args: argparse.Namespace, params: dict) -> dict:
+    from ngptlab.device import resolve_device
     from ngptlab.params import run_shape
-    from ngptlab.train.dist import resolve_device
     from ngptlab.train.throughput import detect_peak
 
     device = resolve_device(args.device)

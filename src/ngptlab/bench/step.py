@@ -123,7 +123,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace, params: dict) -> int:
-    from ngptlab.train.dist import resolve_device
+    from ngptlab.device import resolve_device
 
     train = params["train"]
     from ngptlab.params import run_shape

@@ -40,6 +40,7 @@ from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.condition.analyse import Settings, analyse_matrices
 from ngptlab.condition.effective import effective_matrices
 from ngptlab.condition.reference import gaussian_reference
+from ngptlab.device import resolve_device
 from ngptlab.errors import CheckpointError
 from ngptlab.models import build_seeded
 from ngptlab.params import RunSpec, find_run
@@ -61,14 +62,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="run name, e.g. cpu-4l-ctx64-gpt-t16384-lr0.003-s0")
     parser.add_argument("--root", default=".", help="directory holding runs/ and results/ (default: .)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def resolve_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise CheckpointError("condition.device is 'cuda' but no CUDA device is available")
-    return device
 
 
 def output_paths(root: str | Path, run: str) -> tuple[Path, Path]:
@@ -115,7 +108,7 @@ def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progr
 
     settings = Settings(singular_tol=float(condition_params["singular_tol"]),
                         sample_rows=int(condition_params["sample_rows"]), seed=int(condition_params["seed"]),
-                        device=resolve_device(condition_params["device"]))
+                        device=resolve_device(condition_params["device"], "condition.device").type)
     with torch.no_grad():
         analysis = analyse_matrices(effective_matrices(model), settings, progress=progress)
     reference = references(model, spec, settings)

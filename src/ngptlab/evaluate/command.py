@@ -33,6 +33,7 @@ import torch
 
 from ngptlab import layout
 from ngptlab.checkpoint import load_model, sha256_file
+from ngptlab.device import resolve_device
 from ngptlab.errors import CheckpointError, NgptlabError, ParamsError
 from ngptlab.evaluate.tasks import OFFLINE_TASKS, TaskSettings, build_offline_tasks
 from ngptlab.params import enumerate_cells, enumerate_runs
@@ -52,14 +53,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def output_path(root: str | Path, cell: str) -> Path:
     return Path(root) / layout.evaluate_file(cell)
-
-
-def resolve_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ParamsError("evaluate.device is 'cuda' but no CUDA device is available")
-    return device
 
 
 def select_runs(params: dict, cell: str, speedup: dict) -> tuple[list[dict], list[dict]]:
@@ -180,7 +173,7 @@ def evaluate_cell(params: dict, cell: str, root: str | Path) -> dict:
                            include_defaults=not only_offline)
     check_tasks(manager, list(tasks))
 
-    device = resolve_device(cfg["device"])
+    device = resolve_device(cfg["device"], "evaluate.device").type
     enc = gpt2_encoding(default_cache_dir())
     logging.getLogger("lm-eval").setLevel(logging.ERROR)
     entries = []

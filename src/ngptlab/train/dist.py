@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from ngptlab.errors import ParamsError
+from ngptlab.device import resolve_device
 
 
 @dataclass(frozen=True)
@@ -27,21 +27,12 @@ class Topology:
         return self.rank == 0
 
 
-def resolve_device(setting: str, local_rank: int = 0) -> torch.device:
-    """train.device: auto (cuda if available, else cpu), cpu, or cuda (an error when there is no GPU)."""
-    if setting == "cuda" or (setting == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise ParamsError("train.device is 'cuda' but torch sees no CUDA device")
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
-
-
 def setup(device_setting: str) -> Topology:
     """Read torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); start the process group if world > 1."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = resolve_device(device_setting, local_rank)
+    device = resolve_device(device_setting, "train.device", local_rank)
     if world_size > 1 and not dist.is_initialized():
         if device.type == "cuda":
             torch.cuda.set_device(device)
