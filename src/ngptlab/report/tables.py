@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterator
 
 import pandas as pd
 
@@ -451,15 +452,11 @@ def reference_table(results: Results) -> Table:
               note="Effective matrices. init = the same run's step-0 matrices, rebuilt from its seed exactly "
                    "as train builds them; gaussian = the median κ of seeded Gaussian matrices of the same "
                    "shape (condition/reference.py).")
-    for cell in results.cells:
-        for rep in views.representatives(results, cell):
-            r = rep.record
-            if r is None or r.conditioning is None:
-                continue
-            for key, label in REFERENCE_KEYS.items():
-                t.add({"cell": cell, "arm": rep.arm, "metric": label, "run": r.name,
-                       **{source: figures.reference_value(r, source, key)
-                          for source in ("trained", "init", "gaussian")}}, [r.name])
+    for cell, arm, r in _analysed_representatives(results):
+        for key, label in REFERENCE_KEYS.items():
+            t.add({"cell": cell, "arm": arm, "metric": label, "run": r.name,
+                   **{source: figures.reference_value(r, source, key)
+                      for source in ("trained", "init", "gaussian")}}, [r.name])
     return t
 
 
@@ -473,15 +470,19 @@ def renormalization_table(results: Results) -> Table:
                    "(multipliers, scalars, nGPT's s_u/s_v/s_z and the preceding RMSNorm gain included, in "
                    "float64; condition/effective.py); renormalized = the same after nGPT's normalization "
                    "(the paper's Fig. 10 dotted lines); underlying = the raw parameter.")
+    for cell, arm, r in _analysed_representatives(results):
+        for variant in r.conditioning.get("variants", []):
+            t.add({"cell": cell, "arm": arm, "variant": variant, "run": r.name,
+                   **{k: _h(r, k, variant) for k in RENORM_COLUMNS}}, [r.name])
+    return t
+
+
+def _analysed_representatives(results: Results) -> Iterator[tuple[str, str, RunRecord]]:
+    """(cell, arm, run) of each arm's representative run per cell that the condition stage analysed."""
     for cell in results.cells:
         for rep in views.representatives(results, cell):
-            r = rep.record
-            if r is None or r.conditioning is None:
-                continue
-            for variant in r.conditioning.get("variants", []):
-                t.add({"cell": cell, "arm": rep.arm, "variant": variant, "run": r.name,
-                       **{k: _h(r, k, variant) for k in RENORM_COLUMNS}}, [r.name])
-    return t
+            if rep.record is not None and rep.record.conditioning is not None:
+                yield cell, rep.arm, rep.record
 
 
 # ----------------------------------------------------------------------------------------------------------
