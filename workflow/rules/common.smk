@@ -4,10 +4,12 @@
 # second implementation here, so Snakemake, DVC (through results/plan.yaml) and the stages agree.
 
 import functools
+import inspect
 import os
 import sys
 from pathlib import Path
 
+from snakemake.common import overwrite_function_params
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -73,7 +75,7 @@ SOURCE = config["prepare"]["source"]["name"]
 
 # One path component each. Not an alternation of every name: Snakemake matches every file of the DAG against
 # these, and an alternation of the paper grid's ~1300 run names cost most of `snakemake -n`'s time. A name
-# outside the grid is refused where a rule first looks it up (scale_resources, runs_of_cell).
+# outside the grid is refused where a rule first looks it up (grid_run, runs_of_cell).
 wildcard_constraints:
     run="[^/]+",
     cell="[^/]+",
@@ -133,14 +135,22 @@ speedup_output = layout.speedup_file
 evaluate_output = layout.evaluate_file
 
 
+def per_job(function):
+    """An input or resource function with its signature read once: Snakemake otherwise reads it
+    (inspect.signature) each time it calls the function, for every job, a tenth of `snakemake -n` on the
+    paper preset. Snakemake's own wrappers (snakemake.ioutils) declare theirs the same way."""
+    overwrite_function_params(function, inspect.signature(function).parameters)
+    return function
+
+
 def run_files(kind):
     """The input function of one run's `kind` train output ("model", "config", "summary")."""
-    return lambda wildcards: settled(train_outputs(wildcards.run)[kind])
+    return per_job(lambda wildcards: settled(train_outputs(wildcards.run)[kind]))
 
 
 def cell_files(kind):
     """The input function of a cell's `kind` train output ("summary", "metrics", "model") over all its runs."""
-    return lambda wildcards: settled([train_outputs(run)[kind] for run in runs_of_cell(wildcards.cell)])
+    return per_job(lambda wildcards: settled([train_outputs(run)[kind] for run in runs_of_cell(wildcards.cell)]))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -172,50 +182,35 @@ def section(name, keys=None):
 # retry resumes it.
 
 
-def scale_resources(run):
-    return config["train"]["resources"][grid_run(run).scale]
-
-
-def train_layout(wildcards):
-    """The run's nodes, processes and GPUs (ngptlab.params.Layout); computed once per run, since every
-    resource of a train job asks for it."""
-    return _run_layout(wildcards.cell, wildcards.run)
-
-
-@functools.cache
-def _run_layout(cell, run):
-    spec = grid_run(run)
-    if cell != spec.cell:
-        raise WorkflowError(f"run {run} belongs to cell {spec.cell}, not {cell}")
-    return scale_layout(config["train"], spec.scale)
-
-
 # What the Slurm plugin turns into sbatch options: on one node `gpu` (--gpus, the job's total); over several
 # `gres` gpu:N (--gres, per node), so that every node gets its GPUs. `tasks` (--ntasks) is one per node for
 # CPU jobs and 0 (left out) for GPU jobs, where the plugin would make it --ntasks-per-gpu: Slurm's default is
 # then one task per node.
-def train_gpus(wildcards):
-    run = train_layout(wildcards)
-    return run.gpus_per_node if run.nodes == 1 else 0
+@functools.cache
+def _train_job(cell, run):
+    """Every resource of one train job, computed once (Snakemake asks for each one separately)."""
+    spec = grid_run(run)
+    if cell != spec.cell:
+        raise WorkflowError(f"run {run} belongs to cell {spec.cell}, not {cell}")
+    job = scale_layout(config["train"], spec.scale)
+    return {
+        "nodes": job.nodes,
+        "processes": job.processes_per_node,
+        "tasks": 0 if job.gpus else job.nodes,
+        "gpu": job.gpus_per_node if job.nodes == 1 else 0,
+        "gres": f"gpu:{job.gpus_per_node}" if job.nodes > 1 and job.gpus else "",
+        "mem_mb": config["train"]["resources"][spec.scale]["mem_mb"],
+        "runtime": time_limit_min(config["train"], spec),
+    }
 
 
-def train_gres(wildcards):
-    run = train_layout(wildcards)
-    return f"gpu:{run.gpus_per_node}" if run.nodes > 1 and run.gpus else ""
-
-
-def train_tasks(wildcards):
-    run = train_layout(wildcards)
-    return 0 if run.gpus else run.nodes
-
-
-def train_runtime(wildcards):
-    return time_limit_min(config["train"], grid_run(wildcards.run))
+def train_resource(name):
+    return per_job(lambda wildcards: _train_job(wildcards.cell, wildcards.run)[name])
 
 
 def process_memory(run):
     # condition loads one copy of the model, like one training process; at least 2 GB.
-    res = scale_resources(run)
+    res = config["train"]["resources"][grid_run(run).scale]
     return max(2000, res["mem_mb"] // res["processes"])
 
 

@@ -15,7 +15,7 @@ rule condition:
         settings=section("condition"),
     resources:
         gpu=1 if config["condition"]["device"] == "cuda" else 0,
-        mem_mb=lambda wildcards: process_memory(wildcards.run),
+        mem_mb=per_job(lambda wildcards: process_memory(wildcards.run)),
     conda:
         CONDA_ENV
     shell:

@@ -21,15 +21,15 @@ rule train:
     params:
         file=PARAMS,
         settings=section("train", TRAIN_SETTINGS),
-    threads: lambda wildcards: train_layout(wildcards).processes_per_node
+    threads: train_resource("processes")
     resources:
-        nodes=lambda wildcards: train_layout(wildcards).nodes,
-        tasks=train_tasks,
-        processes=lambda wildcards: train_layout(wildcards).processes_per_node,
-        gpu=train_gpus,
-        gres=train_gres,
-        mem_mb=lambda wildcards: scale_resources(wildcards.run)["mem_mb"],
-        runtime=train_runtime,
+        nodes=train_resource("nodes"),
+        tasks=train_resource("tasks"),
+        processes=train_resource("processes"),
+        gpu=train_resource("gpu"),
+        gres=train_resource("gres"),
+        mem_mb=train_resource("mem_mb"),
+        runtime=train_resource("runtime"),
         max_restarts=max_restarts(config["train"]),
     conda:
         CONDA_ENV
