@@ -126,7 +126,7 @@ def train_outputs(run, cell=None):
         "config": f"{run_dir}/config.json",
         "summary": f"{results_dir}/summary.json",
         "metrics": f"{results_dir}/metrics.jsonl",
-        "timing": layout.timing_file(cell, run),  # measured speed, varies per training: read by the report only
+        "timing": layout.timing_file(cell, run),  # measured speed, varies per training: the report reads it
     }
 
 
@@ -149,8 +149,11 @@ def run_files(kind):
 
 
 def cell_files(kind):
-    """The input function of a cell's `kind` train output ("summary", "metrics", "model") over all its runs."""
-    return per_job(lambda wildcards: settled([train_outputs(run)[kind] for run in runs_of_cell(wildcards.cell)]))
+    """The input function of a cell's `kind` train output ("summary", "metrics", "model"), all its runs."""
+    def files(wildcards):
+        return settled([train_outputs(run)[kind] for run in runs_of_cell(wildcards.cell)])
+
+    return per_job(files)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -163,9 +166,9 @@ TRAIN_SETTINGS = ["source", "shapes", "batch_sequences", "warmup_steps", "warmup
                   "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "vocab_multiple"]
 
 
-# What decides a rule's inputs is a param of it, as in dvc.yaml, so both tools rerun the same jobs when the grid
-# changes: a cell's runs for the cell rules (speedup, evaluate; plan.yaml's runs_of_cell for DVC), the grid
-# keys (GRID_KEYS) for the report.
+# What decides a rule's inputs is a param of it, as in dvc.yaml, so both tools rerun the same jobs when the
+# grid changes: a cell's runs for the cell rules (speedup, evaluate; plan.yaml's runs_of_cell for DVC), the
+# grid keys (GRID_KEYS) for the report.
 
 
 def section(name, keys=None):
