@@ -1,6 +1,7 @@
 """Where every stage's files live, relative to the project root: the one place that spells these paths.
 
-The Snakemake rules (workflow/rules/common.smk), dvc.yaml and every `ngptlab <verb>` use these.
+The Snakemake rules (workflow/rules/common.smk) and every `ngptlab <verb>` use these; dvc.yaml spells the same
+paths in its own syntax (tests/test_workflow.py checks that both tools name the same outputs).
 
 A run's files sit under its cell, because the cell stages (speedup, evaluate) depend on all of a cell's runs
 and DVC can only name them as one directory (and Snakemake wants every file of a job to carry the job's
