@@ -9,8 +9,9 @@ import os
 import sys
 from pathlib import Path
 
-from snakemake.common import overwrite_function_params
+from snakemake.common import FUNC_OVERWRITE_PARAMS_ATTR, overwrite_function_params
 from snakemake.exceptions import WorkflowError
+from snakemake.resources import Resource
 from snakemake.utils import validate
 
 from ngptlab import layout
@@ -143,9 +144,21 @@ def per_job(function):
     return function
 
 
-def run_files(kind):
-    """The input function of one run's `kind` train output ("model", "config", "summary")."""
-    return per_job(lambda wildcards: settled(train_outputs(wildcards.run)[kind]))
+# Snakemake evaluates every resource of every job, threads and its default `tmpdir` included, through the
+# method Resource.evaluate, and reads that method's signature twice each time: declared once here, as
+# per_job declares ours (the same parameters: a bound method's, which Snakemake would read).
+if not hasattr(Resource.evaluate, FUNC_OVERWRITE_PARAMS_ATTR):
+    overwrite_function_params(Resource.evaluate, inspect.signature(Resource("name", 0).evaluate).parameters)
+
+
+def run_files(*kinds):
+    """The input function of one run's train outputs `kinds` ("model", "config", "summary"), named by kind:
+    one call per job for all of them (a rule takes it through `unpack`)."""
+    def files(wildcards):
+        outputs = train_outputs(wildcards.run)
+        return settled({kind: outputs[kind] for kind in kinds})
+
+    return per_job(files)
 
 
 def cell_files(kind):
@@ -207,7 +220,13 @@ def _train_job(cell, run):
     }
 
 
+# A resource that every run of the grid has alike is given as that value: Snakemake calls a resource function
+# once per job and resource, and a constant costs nothing. `runtime` stays a function, a budget's share, so
+# that every train job still passes _train_job's check that its run belongs to its cell.
 def train_resource(name):
+    values = {_train_job(spec.cell, run)[name] for run, spec in RUNS.items()}
+    if len(values) == 1 and name != "runtime":
+        return values.pop()
     return per_job(lambda wildcards: _train_job(wildcards.cell, wildcards.run)[name])
 
 
@@ -215,6 +234,13 @@ def process_memory(run):
     # condition loads one copy of the model, like one training process; at least 2 GB.
     res = config["train"]["resources"][grid_run(run).scale]
     return max(2000, res["mem_mb"] // res["processes"])
+
+
+def condition_memory():
+    values = {process_memory(run) for run in RUNS}
+    if len(values) == 1:
+        return values.pop()
+    return per_job(lambda wildcards: process_memory(wildcards.run))
 
 
 # evaluate: a GPU when the cell's runs trained on one and evaluate.device allows it.

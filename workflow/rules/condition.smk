@@ -3,9 +3,7 @@
 
 rule condition:
     input:
-        model=run_files("model"),
-        config=run_files("config"),
-        summary=run_files("summary"),
+        unpack(run_files("model", "config", "summary")),
     output:
         **condition_outputs("{run}"),
     log:
@@ -15,7 +13,7 @@ rule condition:
         settings=section("condition"),
     resources:
         gpu=1 if config["condition"]["device"] == "cuda" else 0,
-        mem_mb=per_job(lambda wildcards: process_memory(wildcards.run)),
+        mem_mb=condition_memory(),
     conda:
         CONDA_ENV
     shell:
