@@ -6,6 +6,9 @@ SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
 CORES ?= 2
+# `make test` runs the suite on this many pytest-xdist workers (tests/conftest.py says how it is split); 0: one
+# process
+TEST_WORKERS ?= 2
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
@@ -26,7 +29,7 @@ pipeline: $(INSTALLED)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)
 
 test: $(INSTALLED)
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest $(PYTEST_ARGS)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -n $(TEST_WORKERS) --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check src tests

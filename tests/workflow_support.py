@@ -197,7 +197,18 @@ def local_smoke_run(base: Path) -> SmokeRun:
     return SmokeRun(work, time.monotonic() - started)
 
 
+@functools.cache
+def prepared_alone(base: Path) -> Path:
+    """A scratch copy of the end-to-end grid where only `prepare` has run."""
+    params = e2e_params()
+    work = make_workdir(base / "prepared", params)
+    snakemake(work, "--cores", "2", f"data/tokens/{params['train']['source']}/meta.json")
+    return work
+
+
 def copy_tokens(base: Path, work: Path) -> None:
-    """The shared end-to-end run's token shards into `work`, for tests that start at train (prepare is
-    tested by that run)."""
-    shutil.copytree(local_smoke_run(base).work / "data" / "tokens", work / "data" / "tokens")
+    """The end-to-end grid's token shards into `work`, for tests that start at train (prepare is tested by
+    the local run): that run's when this process has made it, else from `prepare` alone, so that a
+    pytest-xdist worker without the tests of the local run does not train it."""
+    source = local_smoke_run(base).work if local_smoke_run.cache_info().currsize else prepared_alone(base)
+    shutil.copytree(source / "data" / "tokens", work / "data" / "tokens")
