@@ -19,13 +19,17 @@ all: pipeline
 # The venv is rebuilt only when the lock or the package metadata change.
 $(INSTALLED): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet torch==2.13.0   # first, alone: an unpinned resolve would pull a CUDA build
-	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-compile torch==2.13.0   # first, alone: an unpinned resolve pulls CUDA
+	$(BIN)/pip install --quiet --no-compile -r requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
+	@# Bytecode for every module, on every core (pip compiles on one); like pip, skip what this Python
+	@# cannot compile. Without it, each process compiles what it imports (each time, with
+	@# PYTHONDONTWRITEBYTECODE set).
+	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $@
 
 pipeline: $(INSTALLED)
-	$(BIN)/ngptlab plan --write results/plan.yaml
+	$(BIN)/ngptlab plan --write results/plan.json
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)
 
 test: $(INSTALLED)
@@ -42,5 +46,5 @@ lock: $(INSTALLED)
 # Apply a preset (workflow/presets/NAME.yaml) for both snakemake and dvc repro: params.yaml and the grid file.
 preset: $(INSTALLED)
 	test -f workflow/presets/$(NAME).yaml || { echo "no preset '$(NAME)'; have: $$(ls workflow/presets)"; exit 2; }
-	$(BIN)/ngptlab plan --params workflow/presets/$(NAME).yaml --write results/plan.yaml
+	$(BIN)/ngptlab plan --params workflow/presets/$(NAME).yaml --write results/plan.json
 	cp workflow/presets/$(NAME).yaml params.yaml

@@ -91,7 +91,7 @@ def test_extend_sweeps_adds_exactly_the_neighbouring_runs_until_interior(tmp_pat
     added = (("ngpt", "0.0015"), ("gpt-orth", "0.006"))
     assert new == {f"cpu-4l-ctx64-{arm}-t{b}-lr{lr}-s0" for arm, lr in added for b in BUDGETS}
     assert params_file.read_text().startswith("# my experiment\n")  # the file is edited, not regenerated
-    check_grid_file(grown, tmp_path / "results" / "plan.yaml")  # the resolved grid follows
+    check_grid_file(grown, tmp_path / "results" / "plan.json")  # the resolved grid follows
 
     assert main(extend) == 0  # new runs not trained yet: nothing to conclude, nothing added
     assert load_params(params_file) == grown

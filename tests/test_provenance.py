@@ -95,14 +95,14 @@ def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_
     params = two_cell_params()
     old_runs = {run.name for run in enumerate_runs(params)}
     params["train"]["learning_rates"]["cpu-4l"]["gpt-nowd"]["ctx64"].append(4.0e-2)  # one cell's sweep
-    (recorded / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.yaml not rewritten
+    (recorded / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.json not rewritten
 
     # The report declares the grid keys (README, "Why Snakemake and DVC agree"): never "up to date".
     assert dvc_work(recorded) == {"report"}
     out = dvc(recorded, "repro", check=False)
     assert out.returncode != 0
-    assert ("results/plan.yaml: stale, it no longer matches the params file; run `ngptlab plan --params "
-            "<params file> --write results/plan.yaml`") in out.stdout + out.stderr
+    assert ("results/plan.json: stale, it no longer matches the params file; run `ngptlab plan --params "
+            "<params file> --write results/plan.json`") in out.stdout + out.stderr
 
     write_params(recorded, params)  # the documented fix
     new_runs = {run.name for run in enumerate_runs(params)} - old_runs

@@ -55,11 +55,12 @@ def expected_counts(params: dict) -> Counter:
 
 
 def dvc_stages(work):
-    """(stage name, rule, cmd, file deps, param keys, outs) of every stage dvc.yaml resolves to."""
+    """(stage name, rule, cmd, file deps, (params file, key)s, outs) of every stage dvc.yaml resolves to."""
     with Repo(str(work)) as repo:
         stages = []
         for stage in repo.index.stages:
-            params = [key for dep in stage.deps if isinstance(dep, ParamsDependency) for key in dep.params]
+            params = [(dep.def_path, key) for dep in stage.deps if isinstance(dep, ParamsDependency)
+                      for key in dep.params]
             deps = [dep.def_path for dep in stage.deps if not isinstance(dep, ParamsDependency)]
             stages.append((stage.name, stage.name.split("@")[0], stage.cmd, deps, params,
                            [out.def_path for out in stage.outs]))
@@ -90,7 +91,7 @@ def test_dvc_stages_run_the_same_jobs_with_the_same_outputs(scratch, dry_run):
         # Each stage delegates to its own rule, for one of its own outputs, after checking the plan.
         assert f"--allowed-rules {rule} -- " in cmd, name
         assert cmd.split(" -- ")[-1] in outs, name
-        assert cmd.startswith("ngptlab plan --params params.yaml --check results/plan.yaml && snakemake "), \
+        assert cmd.startswith("ngptlab plan --params params.yaml --check results/plan.json && snakemake "), \
             name
         # Whatever Snakemake reads, DVC hashes: each input is a dependency or lies inside one.
         for path in job.inputs:
@@ -98,16 +99,24 @@ def test_dvc_stages_run_the_same_jobs_with_the_same_outputs(scratch, dry_run):
 
 
 def test_dvc_reruns_a_stage_for_the_same_settings_as_snakemake(scratch):
+    # (params file, key) per stage: the per-run and per-cell stages read the plan (one parse is ~1 ms there,
+    # ~0.1 s in params.yaml, and DVC parses once per stage), prepare and the report params.yaml itself
+    plan, params_file = "results/plan.json", "params.yaml"
     keys = {s[1]: sorted(s[4]) for s in dvc_stages(scratch)}
-    assert keys["train"] == sorted(f"train.{key}" for key in train_settings())
-    for rule in ("prepare", "condition"):
-        assert keys[rule] == [rule]  # the whole section, as the rule's params.settings
-    # the cell stages also declare their cell's runs (plan.yaml; Snakemake: params.runs), the report the
-    # grid keys (params.grid)
+    assert keys["train"] == sorted((plan, f"train.{key}") for key in train_settings())
+    assert keys["condition"] == [(plan, "condition")]  # the whole section, as the rule's params.settings
+    assert keys["prepare"] == [(params_file, "prepare")]
+    # the cell stages also declare their cell's runs (Snakemake: params.runs)
     for name, rule, _, _, params, _ in dvc_stages(scratch):
         if rule in ("speedup", "evaluate"):
-            assert sorted(params) == sorted([rule, f"runs_of_cell.{cell_key(name.split('@')[1])}"])
-    assert keys["report"] == sorted(["report", *(f"train.{key}" for key in GRID_KEYS)])
+            cell = cell_key(name.split("@")[1])
+            assert sorted(params) == sorted([(plan, rule), (plan, f"runs_of_cell.{cell}")])
+    # the report: the grid keys (Snakemake: params.grid) and, so that an edited params.yaml without a new plan
+    # is never up to date, every setting the other stages read from the plan
+    from_plan = {key for params in keys.values() for file, key in params
+                 if file == plan and not key.startswith("runs_of_cell.")}
+    grid = {f"train.{key}" for key in GRID_KEYS}
+    assert keys["report"] == sorted((params_file, key) for key in {"report", *grid, *from_plan})
 
 
 def test_dvc_cache_policy_large_outputs_cached_small_results_committed():
@@ -123,8 +132,8 @@ def test_dvc_cache_policy_large_outputs_cached_small_results_committed():
 
 
 def test_the_committed_plan_is_the_plan_of_the_committed_params():
-    # dvc.yaml reads results/plan.yaml; a fresh clone's `dvc repro` must find it current
-    check_grid_file(load_params(REPO / "params.yaml"), REPO / "results" / "plan.yaml")
+    # dvc.yaml reads results/plan.json; a fresh clone's `dvc repro` must find it current
+    check_grid_file(load_params(REPO / "params.yaml"), REPO / "results" / "plan.json")
 
 
 def test_presets_are_complete_params_files():
@@ -190,10 +199,10 @@ def test_a_stale_plan_stops_every_dvc_stage_before_it_runs_anything(tmp_path):
     work = make_workdir(tmp_path / "repo")
     git(work, "init", "-q")
     params["train"]["budgets"] = [16384]
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.yaml not rewritten
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.json not rewritten
     out = dvc(work, "repro", "prepare", check=False)
     assert out.returncode != 0
-    assert "results/plan.yaml: stale, it no longer matches the params file" in out.stdout + out.stderr
+    assert "results/plan.json: stale, it no longer matches the params file" in out.stdout + out.stderr
     assert not (work / "data" / "tokens").exists() and not (work / "dvc.lock").exists()
     write_params(work, params)  # the documented fix: the plan follows params.yaml again
     runs = enumerate_runs(params)

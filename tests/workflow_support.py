@@ -29,7 +29,7 @@ BIN = Path(sys.executable).parent
 # settings, and the stages' code (DVC hashes it as stage dependencies; the code that runs is the installed
 # package, which is this same tree).
 WORKFLOW_FILES = ("Snakefile", "dvc.yaml", "params.yaml", "slurm", "profiles", "workflow",
-                  "results/plan.yaml", ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore", "src")
+                  "results/plan.json", ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore", "src")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
 
 # Downloads of `prepare` (pinned PyPI archives) are shared by every scratch copy and kept between sessions.
@@ -93,13 +93,13 @@ def make_workdir(dest: Path, params: dict | None = None) -> Path:
 def write_params(work: Path, params: dict) -> None:
     """The documented way to change the experiment: params.yaml, then its resolved grid for DVC."""
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--write", "results/plan.yaml"], work)
+    run([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--write", "results/plan.json"], work)
 
 
 def apply_preset(work: Path, name: str) -> None:
     """What `make preset NAME=<name>` does (README): the preset becomes params.yaml, then the plan."""
     shutil.copy2(work / "workflow" / "presets" / f"{name}.yaml", work / "params.yaml")
-    run([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--write", "results/plan.yaml"], work)
+    run([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--write", "results/plan.json"], work)
 
 
 def default_params() -> dict:

@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extend-sweeps", action="store_true",
                         help="add the x2 / /2 neighbouring learning rate to every sweep whose best is at an "
                              "edge (results under --root), edit the params file in place and rewrite the "
-                             "grid file (--write, default results/plan.yaml)")
+                             "grid file (--write, default results/plan.json)")
     parser.add_argument("--root", default=".", metavar="DIR",
                         help="with --extend-sweeps: directory holding results/ (default: .)")
     parser.add_argument("--max-sweep", type=int, default=DEFAULT_CAP, metavar="N",
@@ -43,7 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, params: dict) -> int:
     if args.extend_sweeps:
-        plan_file = args.write or str(Path(args.root) / "results" / "plan.yaml")
+        plan_file = args.write or str(Path(args.root) / "results" / "plan.json")
         added, capped = extend_sweeps(args.params, args.root, plan_file, cap=args.max_sweep)
         for a in added:
             print(f"{a['scale']} ctx{a['context']} {a['arm']}: best lr at the {a['edge']} of its sweep; "

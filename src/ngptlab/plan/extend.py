@@ -2,7 +2,7 @@
 
 For every (scale, context, arm) with an (arm, budget, seed) whose best learning rate is the top (bottom)
 of its sweep (speedup/tuning.py), add twice the top (half the bottom) to that sweep in the params file,
-unless the sweep already holds `cap` values; then rewrite the resolved grid (results/plan.yaml), so
+unless the sweep already holds `cap` values; then rewrite the resolved grid (results/plan.json), so
 Snakemake and `dvc repro` train exactly the new runs (learning rates are not among the settings that
 retrain existing runs). A sweep with results still missing is left alone, so calling this again before
 the new runs are trained adds nothing, and once every best is interior neither does it.
