@@ -77,6 +77,7 @@ def test_extend_sweeps_adds_exactly_the_neighbouring_runs_until_interior(tmp_pat
                            learning_rates={"cpu-4l": {arm: list(v) for arm, v in EDGE_SWEEPS.items()}})
     params_file = tmp_path / "params.yaml"
     params_file.write_text("# my experiment\n" + yaml.safe_dump(params, sort_keys=False))
+    (tmp_path / "src").symlink_to(REPO_ROOT / "src")  # the project's code, which the plan fingerprints
     before = {r.name for r in enumerate_runs(load_params(params_file))}
     for spec in enumerate_runs(load_params(params_file)):
         write_train_results(tmp_path, spec)  # best lr 3e-3: interior for gpt, bottom for ngpt, top for orth
@@ -91,7 +92,7 @@ def test_extend_sweeps_adds_exactly_the_neighbouring_runs_until_interior(tmp_pat
     added = (("ngpt", "0.0015"), ("gpt-orth", "0.006"))
     assert new == {f"cpu-4l-ctx64-{arm}-t{b}-lr{lr}-s0" for arm, lr in added for b in BUDGETS}
     assert params_file.read_text().startswith("# my experiment\n")  # the file is edited, not regenerated
-    check_grid_file(grown, tmp_path / "results" / "plan.json")  # the resolved grid follows
+    check_grid_file(grown, tmp_path / "results" / "plan.json", tmp_path)  # the resolved grid follows
 
     assert main(extend) == 0  # new runs not trained yet: nothing to conclude, nothing added
     assert load_params(params_file) == grown
@@ -113,6 +114,7 @@ def test_extend_sweeps_stops_at_the_cap(tmp_path, capsys):
                            learning_rates={"cpu-4l": {arm: list(v) for arm, v in EDGE_SWEEPS.items()}})
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    (tmp_path / "src").symlink_to(REPO_ROOT / "src")
     for spec in enumerate_runs(params):
         write_train_results(tmp_path, spec)
     assert main(["plan", "--params", str(params_file), "--extend-sweeps", "--root", str(tmp_path),

@@ -91,6 +91,27 @@ def test_after_dvc_commit_and_new_file_times_both_tools_have_nothing_to_do(recor
     assert dvc_work(recorded) == set()
 
 
+def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns_that_stage(recorded):
+    params = two_cell_params()
+    code = recorded / "src" / "ngptlab" / "condition" / "metrics.py"
+    original = code.read_text()
+    code.write_text(original + "\n# an edit to the condition stage's code\n")
+    try:
+        # The report depends on the fingerprinted code itself (README, "Why Snakemake and DVC agree").
+        assert dvc_work(recorded) == {"report"}
+        out = dvc(recorded, "repro", check=False)
+        assert out.returncode != 0
+        assert "results/plan.json: stale, the code of condition changed since it was written" in \
+            out.stdout + out.stderr
+        write_params(recorded, params)  # the documented fix: the plan takes the code's new fingerprint
+        assert dvc_work(recorded) == {*(f"condition@{run.name}" for run in enumerate_runs(params)), "report"}
+    finally:
+        code.write_text(original)
+        write_params(recorded, params)
+    dvc(recorded, "checkout", "report")  # the refused command's outputs, which DVC removed before running it
+    assert dvc_work(recorded) == set()
+
+
 def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_adds_only_its_work(recorded):
     params = two_cell_params()
     old_runs = {run.name for run in enumerate_runs(params)}
@@ -298,3 +319,14 @@ def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its
     assert "already being trained by another process" in log
     report = (work / "reports" / "report.md").read_text()
     assert failing.name in report and "logs/train/<cell>/<run>.log" in report
+
+    # An edit to a per-run stage's code reruns its jobs (params.code; in DVC code.<stage> of the plan).
+    def planned() -> set[tuple[str, str]]:
+        return {(job.rule, job.outputs[0]) for job in planned_jobs(snakemake(work, "--dry-run").stdout)
+                if job.rule != "all"}
+
+    before = planned()
+    code = work / "src" / "ngptlab" / "condition" / "metrics.py"
+    code.write_text(code.read_text() + "\n# an edit to the condition stage's code\n")
+    completed = [run for run in enumerate_runs(params) if run != failing]
+    assert planned() - before == {("condition", f"results/conditioning/{run.name}.json") for run in completed}

@@ -27,6 +27,7 @@ from workflow_support import (
     write_params,
 )
 
+from ngptlab import layout
 from ngptlab.params import enumerate_cells, enumerate_runs, load_params
 from ngptlab.plan.grid import GRID_KEYS, cell_key, check_grid_file
 from ngptlab.results import train_dir
@@ -103,8 +104,10 @@ def test_dvc_reruns_a_stage_for_the_same_settings_as_snakemake(scratch):
     # ~0.1 s in params.yaml, and DVC parses once per stage), prepare and the report params.yaml itself
     plan, params_file = "results/plan.json", "params.yaml"
     keys = {s[1]: sorted(s[4]) for s in dvc_stages(scratch)}
-    assert keys["train"] == sorted((plan, f"train.{key}") for key in train_settings())
-    assert keys["condition"] == [(plan, "condition")]  # the whole section, as the rule's params.settings
+    # ... and the per-run stages their code's fingerprint (Snakemake: params.code), not its directories
+    settings = [(plan, f"train.{key}") for key in train_settings()]
+    assert keys["train"] == sorted([(plan, "code.train"), *settings])
+    assert keys["condition"] == [(plan, "code.condition"), (plan, "condition")]  # the whole section
     assert keys["prepare"] == [(params_file, "prepare")]
     # the cell stages also declare their cell's runs (Snakemake: params.runs)
     for name, rule, _, _, params, _ in dvc_stages(scratch):
@@ -114,9 +117,14 @@ def test_dvc_reruns_a_stage_for_the_same_settings_as_snakemake(scratch):
     # the report: the grid keys (Snakemake: params.grid) and, so that an edited params.yaml without a new plan
     # is never up to date, every setting the other stages read from the plan
     from_plan = {key for params in keys.values() for file, key in params
-                 if file == plan and not key.startswith("runs_of_cell.")}
+                 if file == plan and not key.startswith(("runs_of_cell.", "code."))}
     grid = {f"train.{key}" for key in GRID_KEYS}
     assert keys["report"] == sorted((params_file, key) for key in {"report", *grid, *from_plan})
+    # ... and, so that an edit to the fingerprinted code without a new plan shows too, that code itself
+    deps = {s[1]: s[3] for s in dvc_stages(scratch)}
+    fingerprinted = {path for paths in layout.STAGE_CODE.values() for path in paths}
+    assert fingerprinted <= set(deps["report"])
+    assert not [dep for dep in deps["train"] + deps["condition"] if dep.startswith("src/")]
 
 
 def test_dvc_cache_policy_large_outputs_cached_small_results_committed():

@@ -51,3 +51,12 @@ def speedup_file(cell: str) -> str:
 
 def evaluate_file(cell: str) -> str:
     return f"results/evaluate/{cell}.json"
+
+
+# The code a stage's results depend on, as paths under the project root: what DVC hashed as each stage's code
+# dependency. For the per-run stages it is a fingerprint in results/plan.json (ngptlab.plan.grid) instead of
+# a directory dependency, since DVC rebuilds a directory's hash tree for every stage that names it.
+STAGE_CODE = {
+    "train": ("src/ngptlab/train", "src/ngptlab/models", "src/ngptlab/checkpoint.py"),
+    "condition": ("src/ngptlab/condition", "src/ngptlab/checkpoint.py"),
+}

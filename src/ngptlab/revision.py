@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
+from ngptlab.errors import ParamsError
 from ngptlab.params import REPO_ROOT
 
 CODE_PATHS = ("src", "workflow", "Snakefile")
@@ -32,15 +34,38 @@ def _code_files(root: Path) -> list[str]:
     return sorted(files)
 
 
-def code_revision(root: str | Path = REPO_ROOT) -> str:
-    """'code:' + 16 hex digits of a sha256 over the code's file names and bytes; 'unknown' if none."""
-    root = Path(root)
+def _digest(root: Path, names: list[str]) -> str | None:
+    """16 hex digits of a sha256 over the files' names and bytes (in the given order); None if none exist."""
     digest = hashlib.sha256()
     found = False
-    for name in _code_files(root):
+    for name in names:
         path = root / name
         if not path.is_file():  # deleted in the working tree: it is not part of the code that runs
             continue
         found = True
         digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    return f"code:{digest.hexdigest()[:16]}" if found else "unknown"
+    return digest.hexdigest()[:16] if found else None
+
+
+def code_revision(root: str | Path = REPO_ROOT) -> str:
+    """'code:' + 16 hex digits of a sha256 over the code's file names and bytes; 'unknown' if none."""
+    digest = _digest(Path(root), _code_files(Path(root)))
+    return f"code:{digest}" if digest else "unknown"
+
+
+def code_fingerprint(paths: Sequence[str], root: str | Path = ".") -> str:
+    """16 hex digits of a sha256 over the names and bytes of the files under `paths` (files or directories,
+    relative to root) as they are on disk: the code one stage's results depend on (layout.STAGE_CODE)."""
+    root = Path(root)
+    names = []
+    for name in paths:
+        path = root / name
+        if path.is_dir():
+            names += [p.relative_to(root).as_posix() for p in path.rglob("*")
+                      if p.is_file() and not _SKIPPED_PARTS & set(p.parts)]
+        elif path.is_file():
+            names.append(name)
+        else:
+            raise ParamsError(f"{path}: not found; a stage's code (ngptlab.layout.STAGE_CODE) is read from "
+                              "the project's working directory")
+    return _digest(root, sorted(names)) or ""

@@ -1,7 +1,7 @@
 # Shared by every rule: check the params, enumerate the grid, and name the files.
 #
 # The grid comes from ngptlab.params (the same code `ngptlab plan` and every stage use), never from a
-# second implementation here, so Snakemake, DVC (through results/plan.yaml) and the stages agree.
+# second implementation here, so Snakemake, DVC (through results/plan.json) and the stages agree.
 
 import functools
 import inspect
@@ -26,6 +26,7 @@ from ngptlab.params import (
     validate_params,
 )
 from ngptlab.plan.grid import GRID_KEYS
+from ngptlab.revision import code_fingerprint
 
 # `ngptlab` and `torchrun` must come from the environment that runs Snakemake (also inside Slurm jobs,
 # which start `python -m snakemake` with this same interpreter).
@@ -180,8 +181,12 @@ TRAIN_SETTINGS = ["source", "shapes", "batch_sequences", "warmup_steps", "warmup
 
 
 # What decides a rule's inputs is a param of it, as in dvc.yaml, so both tools rerun the same jobs when the
-# grid changes: a cell's runs for the cell rules (speedup, evaluate; plan.yaml's runs_of_cell for DVC), the
+# grid changes: a cell's runs for the cell rules (speedup, evaluate; plan.json's runs_of_cell for DVC), the
 # grid keys (GRID_KEYS) for the report.
+
+# The per-run rules' code, fingerprinted (ngptlab.layout.STAGE_CODE): a param of train and condition, as
+# `code.<stage>` of results/plan.json is in dvc.yaml, so an edit to that code reruns their jobs in both tools.
+CODE = {stage: code_fingerprint(paths) for stage, paths in layout.STAGE_CODE.items()}
 
 
 def section(name, keys=None):

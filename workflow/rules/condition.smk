@@ -11,6 +11,7 @@ rule condition:
     params:
         file=PARAMS,
         settings=section("condition"),
+        code=CODE["condition"],
     resources:
         gpu=1 if config["condition"]["device"] == "cuda" else 0,
         mem_mb=condition_memory(),

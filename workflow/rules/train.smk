@@ -21,6 +21,7 @@ rule train:
     params:
         file=PARAMS,
         settings=section("train", TRAIN_SETTINGS),
+        code=CODE["train"],
     threads: train_resource("processes")
     resources:
         nodes=train_resource("nodes"),

@@ -35,7 +35,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "edge (results under --root), edit the params file in place and rewrite the "
                              "grid file (--write, default results/plan.json)")
     parser.add_argument("--root", default=".", metavar="DIR",
-                        help="with --extend-sweeps: directory holding results/ (default: .)")
+                        help="the project directory: its src/ is the code --write fingerprints and --check "
+                             "compares, and with --extend-sweeps its results/ are read (default: .)")
     parser.add_argument("--max-sweep", type=int, default=DEFAULT_CAP, metavar="N",
                         help=f"with --extend-sweeps: learning rates per sweep at most "
                              f"(default {DEFAULT_CAP})")
@@ -54,11 +55,11 @@ def run(args: argparse.Namespace, params: dict) -> int:
         print(f"{len(added)} learning rate(s) added to {args.params}; wrote {plan_file}")
         return 0
     if args.write:
-        write_grid_file(params, args.write)
+        write_grid_file(params, args.write, args.root)
         print(f"wrote {args.write}: {len(enumerate_runs(params))} runs, {len(enumerate_cells(params))} cells")
         return 0
     if args.check:
-        check_grid_file(params, args.check)
+        check_grid_file(params, args.check, args.root)
         return 0
     rows = estimate_runs(params["train"], enumerate_runs(params), mfu=args.mfu, peak_tflops=args.peak_tflops,
                          gpu_memory_gb=args.gpu_memory_gb)

@@ -94,5 +94,5 @@ def extend_sweeps(params_path: str | Path, root: str | Path, plan_file: str | Pa
         validate_params(YAML(typ="safe").load(text), source=str(path))  # never write an invalid file
         write_text_atomic(path, text)
         params = load_params(path)
-    write_grid_file(params, plan_file)
+    write_grid_file(params, plan_file, root)
     return additions, capped

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
 from ngptlab.params import enumerate_runs
+from ngptlab.revision import code_fingerprint
 
 GENERATED_BY = "`ngptlab plan --write` from the params file; do not edit. dvc.yaml reads it."
 
@@ -37,7 +39,7 @@ def cell_key(cell: str) -> str:
     return cell.replace(".", "_")
 
 
-def resolved_grid(params: dict) -> dict:
+def resolved_grid(params: dict, root: str | Path = ".") -> dict:
     runs = enumerate_runs(params)
     cells: dict[str, dict] = {}
     runs_of_cell: dict[str, list[str]] = {}
@@ -58,21 +60,31 @@ def resolved_grid(params: dict) -> dict:
         "cells": cells,
         "runs_of_cell": runs_of_cell,
         **{name: params[name] for name in SECTIONS},
+        # The per-run stages' code, fingerprinted: their declared param in dvc.yaml and in Snakemake, in place
+        # of a code directory dependency (which DVC would hash again for each of the grid's runs).
+        "code": {stage: code_fingerprint(paths, root) for stage, paths in layout.STAGE_CODE.items()},
     }
 
 
-def write_grid_file(params: dict, path: str | Path) -> None:
-    write_text_atomic(path, json.dumps(resolved_grid(params), indent=1) + "\n")
+def write_grid_file(params: dict, path: str | Path, root: str | Path = ".") -> None:
+    write_text_atomic(path, json.dumps(resolved_grid(params, root), indent=1) + "\n")
 
 
-def check_grid_file(params: dict, path: str | Path) -> None:
+def check_grid_file(params: dict, path: str | Path, root: str | Path = ".") -> None:
+    """Refuse a grid file that no longer matches the params file or the code under root."""
     path = Path(path)
     fix = f"run `ngptlab plan --params <params file> --write {path}`"
     if not path.is_file():
         raise ParamsError(f"{path}: grid file not found; {fix}")
     try:
-        current = json.loads(path.read_text()) == resolved_grid(params)
+        written = json.loads(path.read_text())
     except json.JSONDecodeError:
-        current = False
-    if not current:
+        written = None
+    expected = resolved_grid(params, root)
+    if not isinstance(written, dict) or any(written.get(k) != v for k, v in expected.items() if k != "code"):
         raise ParamsError(f"{path}: stale, it no longer matches the params file; {fix}")
+    changed = [stage for stage, fingerprint in expected["code"].items()
+               if written.get("code", {}).get(stage) != fingerprint]
+    if changed:
+        raise ParamsError(f"{path}: stale, the code of {', '.join(changed)} changed since it was written; "
+                          f"{fix}")
