@@ -4,6 +4,9 @@ It is the sha256 of the pipeline's code (src/, workflow/, the Snakefile: every f
 is on disk), not the git commit: committing results, docs or dvc.lock moves the commit and would change
 every artifact that records it, although the code that made them is the same. An edit to the code changes
 it, committed or not. Outside a git checkout it hashes the files under those paths directly.
+
+A stage's code fingerprint is the same kind of hash over just the code one stage depends on
+(layout.STAGE_CODE), as the working tree has it: what the per-run stages declare instead of code directories.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ rule evaluate:
         evaluate_output("{cell}"),
     log:
         "logs/evaluate/{cell}.log",
-    priority: 1  # a long job on one core: started while condition jobs remain, not last and alone
+    priority: 2  # a long job on one core: started while condition jobs remain, not last and alone
     params:
         file=PARAMS,
         settings=section("evaluate"),

@@ -10,7 +10,7 @@ rule speedup:
         speedup_output("{cell}"),
     log:
         "logs/speedup/{cell}.log",
-    priority: 1  # as soon as the cell's runs are trained, so evaluate overlaps the condition jobs
+    priority: 2  # with evaluate, as soon as the cell's runs are trained, beside the condition jobs
     params:
         file=PARAMS,
         settings=section("speedup"),

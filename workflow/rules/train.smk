@@ -18,6 +18,7 @@ rule train:
         **train_outputs("{run}", cell="{cell}"),
     log:
         layout.train_log("{cell}", "{run}"),
+    priority: 1  # before the condition jobs, so a cell's speedup and evaluate can start while they run
     params:
         file=PARAMS,
         settings=section("train", TRAIN_SETTINGS),

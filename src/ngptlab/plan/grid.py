@@ -8,8 +8,9 @@ adding a learning rate adds stages and renames none (a list would name them by p
 the new one would look changed).
 
 JSON, not YAML: DVC reads a stage's params file once per stage (it keeps no parsed copy), and its YAML parser
-is pure Python: ~0.1 s for params.yaml, ~0.7 s for the paper preset's resolved grid, against ~1 ms for this
-file as JSON. Over the paper preset's 2607 stages that is minutes of `dvc status` after a `dvc commit`.
+is pure Python: ~16 ms for params.yaml (~0.1 s on a loaded machine), ~0.7 s for the paper preset's resolved
+grid, against ~1 ms for this file as JSON. Over the paper preset's 2607 stages that is 40 s to minutes of
+`dvc status` once dvc.lock records them.
 """
 
 from __future__ import annotations
