@@ -101,7 +101,7 @@ def test_dvc_stages_run_the_same_jobs_with_the_same_outputs(scratch, dry_run):
 
 def test_dvc_reruns_a_stage_for_the_same_settings_as_snakemake(scratch):
     # (params file, key) per stage: the per-run and per-cell stages read the plan (one parse is ~1 ms there,
-    # ~0.1 s in params.yaml, and DVC parses once per stage), prepare and the report params.yaml itself
+    # tens of ms in params.yaml, and DVC parses once per stage), prepare and the report params.yaml itself
     plan, params_file = "results/plan.json", "params.yaml"
     keys = {s[1]: sorted(s[4]) for s in dvc_stages(scratch)}
     # ... and the per-run stages their code's fingerprint (Snakemake: params.code), not its directories
