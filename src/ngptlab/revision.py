@@ -23,6 +23,20 @@ CODE_PATHS = ("src", "workflow", "Snakefile")
 _SKIPPED_PARTS = {"__pycache__", ".pytest_cache"}
 
 
+def _files_under(root: Path, paths: Sequence[str]) -> list[str]:
+    """The files under `paths` (files or directories relative to root) as sorted relative names, bytecode
+    and build metadata left out; a missing path adds nothing."""
+    names = []
+    for name in paths:
+        path = root / name
+        if path.is_dir():
+            names += [p.relative_to(root).as_posix() for p in path.rglob("*")
+                      if p.is_file() and not _SKIPPED_PARTS & set(p.parts) and ".egg-info" not in str(p)]
+        elif path.is_file():
+            names.append(name)
+    return sorted(names)
+
+
 def _code_files(root: Path) -> list[str]:
     try:
         listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", *CODE_PATHS],
@@ -31,9 +45,7 @@ def _code_files(root: Path) -> list[str]:
     except (OSError, subprocess.SubprocessError):
         files = []
     if not files:  # not a git checkout (an sdist, a copied tree): every file under the code paths
-        files = [str(p.relative_to(root)) for name in CODE_PATHS for p in sorted((root / name).rglob("*"))
-                 if p.is_file() and not _SKIPPED_PARTS & set(p.parts) and ".egg-info" not in str(p)]
-        files += [name for name in CODE_PATHS if (root / name).is_file()]
+        files = _files_under(root, CODE_PATHS)
     return sorted(files)
 
 
@@ -60,15 +72,8 @@ def code_fingerprint(paths: Sequence[str], root: str | Path = ".") -> str:
     """16 hex digits of a sha256 over the names and bytes of the files under `paths` (files or directories,
     relative to root) as they are on disk: the code one stage's results depend on (layout.STAGE_CODE)."""
     root = Path(root)
-    names = []
-    for name in paths:
-        path = root / name
-        if path.is_dir():
-            names += [p.relative_to(root).as_posix() for p in path.rglob("*")
-                      if p.is_file() and not _SKIPPED_PARTS & set(p.parts)]
-        elif path.is_file():
-            names.append(name)
-        else:
-            raise ParamsError(f"{path}: not found; a stage's code (ngptlab.layout.STAGE_CODE) is read from "
-                              "the project's working directory")
-    return _digest(root, sorted(names)) or ""
+    missing = [root / name for name in paths if not (root / name).exists()]
+    if missing:
+        raise ParamsError(f"{missing[0]}: not found; a stage's code (ngptlab.layout.STAGE_CODE) is read from "
+                          "the project's working directory")
+    return _digest(root, _files_under(root, paths)) or ""
