@@ -1,7 +1,7 @@
 # ngptlab: does nGPT train faster, and is conditioning why? The whole experiment as one DAG.
 #
 #   prepare -> train (one job per run) -> condition (per run) -> speedup (per cell) -> evaluate (per cell)
-#   -> report
+#   -> report; each job also takes its lineage key file (rules/lineage.smk), which decides when it is stale
 #
 # The experiment is params.yaml (see workflow/presets/ for bigger ones); each rule runs one
 # `ngptlab <verb>` and lives in workflow/rules/<verb>.smk. dvc.yaml runs the same rules one by one.
@@ -18,6 +18,7 @@ configfile: "params.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/lineage.smk"
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/condition.smk"
@@ -29,13 +30,16 @@ include: "workflow/rules/report.smk"
 # Every file of the grid, not only the report: Snakemake reruns a job whose output exists only for a recorded
 # reason (params, code, input set in .snakemake/metadata), and a fresh clone or a DVC checkout has no such
 # records. Listed here, the files of runs added to the grid are missing targets, so `snakemake` plans
-# exactly them, their cells and the report, with or without metadata (as `dvc status` does).
+# exactly them, their cells and the report, with or without metadata (as `dvc status` does). The same holds
+# for every job's lineage key file: Snakemake makes a missing intermediate file only for a job that must run,
+# so a key file is a target too.
 rule all:
     input:
         rules.report.output,
         [path for run in RUNS for path in (*train_outputs(run).values(), *condition_outputs(run).values())],
         [speedup_output(cell) for cell in CELLS],
         [evaluate_output(cell) for cell in CELLS],
+        lineage_files(),  # a new key is a missing target: its job and the jobs after it run again
     default_target: True
 
 

@@ -14,6 +14,7 @@ wildcards, here cell and run):
     results/conditioning/<run>.json         + <run>.spectra.parquet (condition)
     results/speedup/<cell>.json             (speedup)
     results/evaluate/<cell>.json            (evaluate)
+    results/lineage/<stage>/<job>/<key>     what the job's results are made from (the lineage rule)
 
 A new run in one cell therefore changes that cell's directories only, and both tools rerun that cell's
 stages, not every cell's.
@@ -53,10 +54,24 @@ def evaluate_file(cell: str) -> str:
     return f"results/evaluate/{cell}.json"
 
 
-# The code a stage's results depend on, as paths under the project root: what DVC hashed as each stage's code
-# dependency. For the per-run stages it is a fingerprint in results/plan.json (ngptlab.plan.grid) instead of
-# a directory dependency, since DVC rebuilds a directory's hash tree for every stage that names it.
+def lineage_dir(stage: str, job: str) -> str:
+    """Where a job's lineage key file lives (ngptlab.plan.lineage); job is a run's `<cell>/<run>`, a cell,
+    the source (prepare) or "report"."""
+    return f"results/lineage/{stage}/{job}"
+
+
+def lineage_file(stage: str, job: str, key: str) -> str:
+    return f"{lineage_dir(stage, job)}/{key}"
+
+
+# The code a stage's results depend on, as paths under the project root. Its fingerprint is part of the
+# stage's lineage key (ngptlab.plan.lineage), so an edit to it reruns the stage's jobs in both tools; DVC
+# hashes these paths once, as the dependencies of the `plan` stage that writes the keys.
 STAGE_CODE = {
+    "prepare": ("src/ngptlab/prepare",),
     "train": ("src/ngptlab/train", "src/ngptlab/models", "src/ngptlab/checkpoint.py"),
     "condition": ("src/ngptlab/condition", "src/ngptlab/checkpoint.py"),
+    "speedup": ("src/ngptlab/speedup",),
+    "evaluate": ("src/ngptlab/evaluate", "src/ngptlab/checkpoint.py"),
+    "report": ("src/ngptlab/report",),
 }

@@ -182,6 +182,9 @@ def _layout_problem(train: dict, scale: str) -> str | None:
 # ----------------------------------------------------------------------------------------------------------
 # Runs and cells
 
+# The train keys that shape the grid: which runs and cells exist.
+GRID_KEYS = ("scales", "contexts", "arms", "budgets", "seeds", "learning_rates")
+
 
 def format_lr(lr: float) -> str:
     return f"{lr:g}"

@@ -5,7 +5,9 @@
 
 import functools
 import inspect
+import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -25,8 +27,8 @@ from ngptlab.params import (
     time_limit_min,
     validate_params,
 )
-from ngptlab.plan.grid import GRID_KEYS
-from ngptlab.revision import code_fingerprint
+from ngptlab.plan.grid import cell_key, lineage_keys, stage_code
+from ngptlab.plan.lineage import STAGES, made_from
 
 # `ngptlab` and `torchrun` must come from the environment that runs Snakemake (also inside Slurm jobs,
 # which start `python -m snakemake` with this same interpreter).
@@ -96,12 +98,15 @@ def grid_run(run):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Snakemake and DVC agree on what is up to date because neither looks at file times. `dvc commit`, `checkout`
-# and `pull` re-create files with new modification times, so every input goes through `settled()`
-# (Snakemake's `ancient`): a newer input file alone never reruns a job. What does rerun one is what DVC
-# hashes too: a missing output, changed params (the `params` rerun trigger, the same keys as dvc.yaml's
-# `params:`), a changed set of inputs, or an upstream job that runs. Content edits made outside the
-# pipeline are DVC's to see (`dvc status`), through the sha256 of every dependency in dvc.lock.
+# Snakemake and DVC agree on what is stale because both decide it from the same lineage keys
+# (ngptlab/plan/lineage.py), never from file times or Snakemake's own records: `dvc commit`, `checkout`, `pull`
+# and `exp apply` re-create files with new modification times and leave .snakemake/ as it was. Every input
+# therefore goes through `settled()` (Snakemake's `ancient`): a newer input file alone never reruns a job.
+# What does rerun one is a missing output, and the job's key file results/lineage/<stage>/<job>/<key> is one
+# of its inputs: a changed setting, code or upstream key is a new key, a missing file, and the job and every
+# job after it (their keys include this one) run again. The profile (workflow/profiles/default) turns off
+# Snakemake's record-based rerun triggers, which the keys replace. DVC declares the same keys as params
+# (`lineage.<stage>` of results/plan.json) and, beyond them, hashes the content of every dependency.
 
 
 def settled(files):
@@ -110,6 +115,80 @@ def settled(files):
     if isinstance(files, (list, tuple)):
         return [ancient(path) for path in files]
     return ancient(files)
+
+
+# What each job's results are made from (the settings, the code's fingerprints, the keys upstream), and its
+# key; the same values `ngptlab plan --write` puts in results/plan.json for DVC.
+CODE = stage_code()
+MADE_FROM = made_from(config, CODE)
+LINEAGE = lineage_keys(MADE_FROM)
+
+
+def lineage_of(stage, job):
+    """(what the job is made from, its key); a cell's job for speedup and evaluate, one for every run of
+    train and condition, prepare and report."""
+    if stage in ("speedup", "evaluate"):
+        runs_of_cell(job)  # refuses a cell outside the grid
+        return MADE_FROM[stage][job], LINEAGE[stage][cell_key(job)]
+    return MADE_FROM[stage], LINEAGE[stage]
+
+
+def lineage_input(stage, job):
+    """A job's key file, ancient: its input that stands for everything the job is made from. `job` may be a
+    wildcard pattern where the stage has one key for all its jobs."""
+    return settled(layout.lineage_file(stage, job, LINEAGE[stage]))
+
+
+def lineage_files():
+    """Every job's key file."""
+    per_run = [layout.lineage_file("train", f"{spec.cell}/{run}", LINEAGE["train"])
+               for run, spec in RUNS.items()]
+    per_run += [layout.lineage_file("condition", run, LINEAGE["condition"]) for run in RUNS]
+    per_cell = [layout.lineage_file(stage, cell, lineage_of(stage, cell)[1])
+                for stage in ("speedup", "evaluate") for cell in CELLS]
+    return [layout.lineage_file("prepare", SOURCE, LINEAGE["prepare"]), *per_run, *per_cell,
+            layout.lineage_file("report", "all", LINEAGE["report"])]
+
+
+def cell_lineage_input(stage):
+    return per_job(lambda wildcards: settled(
+        layout.lineage_file(stage, wildcards.cell, lineage_of(stage, wildcards.cell)[1])))
+
+
+def outputs_of(stage, job):
+    if stage == "prepare":
+        return TOKENS
+    if stage == "train":
+        cell, run = job.split("/")
+        return list(train_outputs(run, cell).values())
+    if stage == "condition":
+        return list(condition_outputs(job).values())
+    if stage == "speedup":
+        return [speedup_output(job)]
+    if stage == "evaluate":
+        return [evaluate_output(job)]
+    return list(rules.report.output)
+
+
+def record_lineage(stage, job, key, path, log):
+    """The lineage rule's work (workflow/rules/lineage.smk): retire the job's old key file and outputs, then
+    write the new key file with what the job is made from."""
+    sources, current = lineage_of(stage, job)
+    if key != current:
+        raise WorkflowError(f"{path}: not the lineage key of {stage} {job} under {PARAMS} ({current})")
+    folder = Path(path).parent
+    retired = [p for p in map(Path, outputs_of(stage, job)) if p.exists()]
+    for output in retired:
+        if output.is_dir():
+            shutil.rmtree(output)
+        else:
+            output.unlink()
+    for old in folder.iterdir():
+        if old.name != key:
+            old.unlink()
+    Path(log).write_text(f"{stage} {job}: key {key}; removed {len(retired)} outputs of another key\n")
+    Path(path).write_text(json.dumps({"stage": stage, "job": job, "key": key, "made_from": sources},
+                                     indent=1, sort_keys=True) + "\n")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -168,30 +247,6 @@ def cell_files(kind):
         return settled([train_outputs(run)[kind] for run in runs_of_cell(wildcards.cell)])
 
     return per_job(files)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Settings whose change must rerun a stage's jobs: Snakemake's `params` rerun trigger, and the same keys in
-# dvc.yaml's `params:` (tests/test_workflow.py checks that both name the same keys). The grid lists are
-# left out on purpose: a run's name already encodes its scale, context, arm, budget, lr and seed, so adding
-# a run to the grid must not retrain the others. Speed-only knobs (micro_batch_tokens, device, compile,
-# checkpoint_every_tokens, resources) are left out too.
-TRAIN_SETTINGS = ["source", "shapes", "batch_sequences", "warmup_steps", "warmup_max_fraction", "grad_clip",
-                  "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "vocab_multiple"]
-
-
-# What decides a rule's inputs is a param of it, as in dvc.yaml, so both tools rerun the same jobs when the
-# grid changes: a cell's runs for the cell rules (speedup, evaluate; plan.json's runs_of_cell for DVC), the
-# grid keys (GRID_KEYS) for the report.
-
-# The per-run rules' code, fingerprinted (ngptlab.layout.STAGE_CODE): a param of train and condition, as
-# `code.<stage>` of results/plan.json is in dvc.yaml, so an edit to that code reruns their jobs in both tools.
-CODE = {stage: code_fingerprint(paths) for stage, paths in layout.STAGE_CODE.items()}
-
-
-def section(name, keys=None):
-    values = config[name]
-    return {key: values[key] for key in keys} if keys else dict(values)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -4,14 +4,13 @@
 rule condition:
     input:
         unpack(run_files("model", "config", "summary")),
+        lineage=lineage_input("condition", "{run}"),
     output:
         **condition_outputs("{run}"),
     log:
         "logs/condition/{run}.log",
     params:
         file=PARAMS,
-        settings=section("condition"),
-        code=CODE["condition"],
     resources:
         gpu=1 if config["condition"]["device"] == "cuda" else 0,
         mem_mb=condition_memory(),

@@ -9,6 +9,7 @@ rule evaluate:
         models=cell_files("model"),  # every checkpoint: the job picks the speed-up's best runs among them
         val=settled(TOKENS[1]),
         tokens_meta=settled(TOKENS[2]),
+        lineage=cell_lineage_input("evaluate"),
     output:
         evaluate_output("{cell}"),
     log:
@@ -16,8 +17,6 @@ rule evaluate:
     priority: 2  # a long job on one core: started while condition jobs remain, not last and alone
     params:
         file=PARAMS,
-        settings=section("evaluate"),
-        runs=lambda wildcards: runs_of_cell(wildcards.cell),
     resources:
         gpu=evaluate_gpus,
         mem_mb=lambda wildcards: process_memory(runs_of_cell(wildcards.cell)[0]),

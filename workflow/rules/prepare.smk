@@ -2,6 +2,8 @@
 
 
 rule prepare:
+    input:
+        lineage=lineage_input("prepare", SOURCE),
     output:
         train=TOKENS[0],
         val=TOKENS[1],
@@ -10,7 +12,6 @@ rule prepare:
         f"logs/prepare/{SOURCE}.log",
     params:
         file=PARAMS,
-        settings=section("prepare"),
     threads: config["prepare"]["workers"]
     resources:
         mem_mb=4000,

@@ -18,18 +18,18 @@ rule report:
         spectra=settled([condition_outputs(run)["spectra"] for run in RUNS]),
         speedups=settled([speedup_output(cell) for cell in CELLS]),
         evaluations=settled([evaluate_output(cell) for cell in CELLS]),
+        lineage=lineage_input("report", "all"),
     output:
         markdown="reports/report.md",
         html="reports/report.html",
         provenance="reports/provenance.json",
+        metrics="reports/metrics.json",  # the headline numbers, for `dvc exp show`
         figures=directory("reports/figures"),
         tables=directory("reports/tables"),
     log:
         "logs/report/report.log",
     params:
         file=PARAMS,
-        settings=section("report"),
-        grid=section("train", GRID_KEYS),
     conda:
         CONDA_ENV
     shell:

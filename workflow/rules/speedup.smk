@@ -6,6 +6,7 @@ rule speedup:
     input:
         summaries=cell_files("summary"),
         metrics=cell_files("metrics"),
+        lineage=cell_lineage_input("speedup"),
     output:
         speedup_output("{cell}"),
     log:
@@ -13,8 +14,6 @@ rule speedup:
     priority: 2  # with evaluate, as soon as the cell's runs are trained, beside the condition jobs
     params:
         file=PARAMS,
-        settings=section("speedup"),
-        runs=lambda wildcards: runs_of_cell(wildcards.cell),
     conda:
         CONDA_ENV
     shell:

@@ -13,7 +13,8 @@
 
 rule train:
     input:
-        settled(TOKENS),
+        tokens=settled(TOKENS),
+        lineage=lineage_input("train", "{cell}/{run}"),
     output:
         **train_outputs("{run}", cell="{cell}"),
     log:
@@ -21,8 +22,6 @@ rule train:
     priority: 1  # before the condition jobs, so a cell's speedup and evaluate can start while they run
     params:
         file=PARAMS,
-        settings=section("train", TRAIN_SETTINGS),
-        code=CODE["train"],
     threads: train_resource("processes")
     resources:
         nodes=train_resource("nodes"),

@@ -10,10 +10,12 @@ import argparse
 import json
 from pathlib import Path
 
-from ngptlab.params import enumerate_cells, enumerate_runs, lopsided_sweeps
+from ngptlab.errors import ParamsError
+from ngptlab.params import enumerate_cells, enumerate_runs, load_params, lopsided_sweeps
+from ngptlab.plan.edit import edit_params_file, parse_assignment, set_value
 from ngptlab.plan.estimate import estimate_runs
 from ngptlab.plan.extend import DEFAULT_CAP, extend_sweeps
-from ngptlab.plan.grid import check_grid_file, write_grid_file
+from ngptlab.plan.grid import check_grid_file, read_grid_file, write_grid_file
 from ngptlab.plan.memory import GPU_MEMORY_GB
 
 
@@ -28,6 +30,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "141 for an H200)")
     parser.add_argument("--write", metavar="FILE",
                         help="write the resolved grid (runs, cells) to FILE for dvc.yaml's foreach")
+    parser.add_argument("--within-grid", action="store_true",
+                        help="with --write: fail (after writing) when the runs, cells or source differ from "
+                             "FILE's, for dvc.yaml's plan stage: DVC resolved its stages from the old grid")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a params key (dotted, the value as YAML, as `dvc exp run -S`) in the "
+                             "params file in place, then rewrite the grid file (--write, default "
+                             "results/plan.json): how to change the grid before `dvc exp run`; repeatable")
     parser.add_argument("--check", metavar="FILE",
                         help="fail unless FILE (from --write) still matches the params file")
     parser.add_argument("--extend-sweeps", action="store_true",
@@ -43,6 +52,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, params: dict) -> int:
+    if args.set:
+        assignments = [parse_assignment(a) for a in args.set]
+        edit_params_file(args.params, lambda document: [set_value(document, k, v) for k, v in assignments])
+        args.write = args.write or str(Path(args.root) / "results" / "plan.json")
+        params = load_params(args.params)
+        print(f"set {', '.join(k for k, _ in assignments)} in {args.params}")
     if args.extend_sweeps:
         plan_file = args.write or str(Path(args.root) / "results" / "plan.json")
         added, capped = extend_sweeps(args.params, args.root, plan_file, cap=args.max_sweep)
@@ -55,8 +70,11 @@ def run(args: argparse.Namespace, params: dict) -> int:
         print(f"{len(added)} learning rate(s) added to {args.params}; wrote {plan_file}")
         return 0
     if args.write:
+        before = read_grid_file(args.write)
         write_grid_file(params, args.write, args.root)
         print(f"wrote {args.write}: {len(enumerate_runs(params))} runs, {len(enumerate_cells(params))} cells")
+        if args.within_grid and before is not None:
+            refuse_grid_change(before, read_grid_file(args.write) or {}, args.write)
         return 0
     if args.check:
         check_grid_file(params, args.check, args.root)
@@ -95,6 +113,22 @@ def run(args: argparse.Namespace, params: dict) -> int:
     print(f"{len(rows)} runs in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
           f"{total_gpu_hours:.4g} GPU-hours at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")
     return 0
+
+
+def refuse_grid_change(before: dict, after: dict, path: str) -> None:
+    """DVC resolves dvc.yaml's stages (`foreach` over runs and cells) from the plan before its first stage
+    rewrites it, so within that run a changed grid would be half seen: refuse, naming the second pass."""
+    added = sorted(set(after.get("runs", {})) - set(before.get("runs", {})))
+    removed = sorted(set(before.get("runs", {})) - set(after.get("runs", {})))
+    if added or removed or before.get("source") != after.get("source"):
+        change = ", ".join(filter(None, [f"{len(added)} runs added" if added else "",
+                                         f"{len(removed)} removed" if removed else "",
+                                         "a new source" if before.get("source") != after.get("source")
+                                         else ""]))
+        raise ParamsError(f"{path}: the grid changed ({change}) after DVC had resolved its stages from the "
+                          "previous plan; the plan is rewritten now, so run `dvc repro` (or `dvc exp run`) "
+                          "once more and it trains the new runs. Before `dvc exp run --queue`, change grid "
+                          "keys with `ngptlab plan --set KEY=VALUE` instead of -S")
 
 
 def memory_warnings(rows: list[dict]) -> list[str]:

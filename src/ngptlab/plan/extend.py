@@ -14,14 +14,12 @@ the new value (so no run is added that the rule does not ask for).
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from ngptlab.files import write_text_atomic
-from ngptlab.params import enumerate_cells, enumerate_runs, load_params, lr_sweep, validate_params
+from ngptlab.params import enumerate_cells, enumerate_runs, load_params, lr_sweep
+from ngptlab.plan.edit import edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.results import read_run_result, train_dir
 from ngptlab.speedup.tuning import neighbour, sweep_edges
@@ -82,17 +80,7 @@ def extend_sweeps(params_path: str | Path, root: str | Path, plan_file: str | Pa
     params = load_params(params_path)
     additions, capped = proposed_extensions(params, root, cap)
     if additions:
-        yaml = YAML()  # round trip: comments, order and flow style stay as the user wrote them
-        yaml.preserve_quotes = True
-        yaml.width = 4096
-        path = Path(params_path)
-        document = yaml.load(path.read_text())
-        apply_extensions(document, additions)
-        out = io.StringIO()
-        yaml.dump(document, out)
-        text = out.getvalue()
-        validate_params(YAML(typ="safe").load(text), source=str(path))  # never write an invalid file
-        write_text_atomic(path, text)
-        params = load_params(path)
+        edit_params_file(params_path, lambda document: apply_extensions(document, additions))
+        params = load_params(params_path)
     write_grid_file(params, plan_file, root)
     return additions, capped

@@ -1,7 +1,7 @@
 """The resolved grid as a file, results/plan.json: dvc.yaml iterates over it (`foreach: ${runs}`), because a
-DVC matrix cannot express learning-rate lists that differ per scale and arm, and the per-run and per-cell
-stages read their settings from it. It is derived from params.yaml, so it carries what it was made from and
-`--check` refuses a stale one.
+DVC matrix cannot express learning-rate lists that differ per scale and arm, and its stages declare their
+lineage keys (ngptlab.plan.lineage) from it. It is derived from params.yaml and the code, so it carries
+what it was made from, `--check` refuses a stale one, and dvc.yaml's first stage, `plan`, rewrites it.
 
 Runs and cells are mappings keyed by their names, so DVC names its stages `train@<run>`, `speedup@<cell>`:
 adding a learning rate adds stages and renames none (a list would name them by position, and every run after
@@ -21,18 +21,13 @@ from pathlib import Path
 from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
-from ngptlab.params import enumerate_runs
+from ngptlab.params import GRID_KEYS, enumerate_runs
+from ngptlab.plan.lineage import key_of, made_from
 from ngptlab.revision import code_fingerprint
 
-GENERATED_BY = "`ngptlab plan --write` from the params file; do not edit. dvc.yaml reads it."
+__all__ = ["GRID_KEYS", "cell_key", "check_grid_file", "resolved_grid", "stage_code", "write_grid_file"]
 
-# The params sections the per-run and per-cell stages read from this file (dvc.yaml's `params:`).
-SECTIONS = ("train", "condition", "speedup", "evaluate")
-
-# The params keys that shape the grid, declared as params of the report in both tools (in DVC from params.yaml
-# itself, with the settings of SECTIONS): editing them without rewriting the plan makes the report changed
-# in `dvc status`, and its command then refuses the stale plan.
-GRID_KEYS = ("scales", "contexts", "arms", "budgets", "seeds", "learning_rates")
+GENERATED_BY = "`ngptlab plan --write` from the params file and the code; do not edit. dvc.yaml reads it."
 
 
 def cell_key(cell: str) -> str:
@@ -40,35 +35,52 @@ def cell_key(cell: str) -> str:
     return cell.replace(".", "_")
 
 
+def stage_code(root: str | Path = ".") -> dict[str, str]:
+    """The fingerprint of every stage's code under root (layout.STAGE_CODE)."""
+    return {stage: code_fingerprint(paths, root) for stage, paths in layout.STAGE_CODE.items()}
+
+
+def lineage_keys(sources: dict) -> dict:
+    """The keys of lineage.made_from's result as dvc.yaml declares them: one per stage, and for speedup and
+    evaluate one per cell, under the cell's DVC key."""
+    return {stage: ({cell_key(cell): key_of(inputs) for cell, inputs in value.items()}
+                    if stage in ("speedup", "evaluate") else key_of(value))
+            for stage, value in sources.items()}
+
+
 def resolved_grid(params: dict, root: str | Path = ".") -> dict:
     runs = enumerate_runs(params)
     cells: dict[str, dict] = {}
-    runs_of_cell: dict[str, list[str]] = {}
     for run in runs:
         cells.setdefault(run.cell, {"scale": run.scale, "context": run.context, "key": cell_key(run.cell)})
-        runs_of_cell.setdefault(cell_key(run.cell), []).append(run.name)
-    if len(runs_of_cell) != len(cells):
+    if len({cell["key"] for cell in cells.values()}) != len(cells):
         raise ParamsError(f"train.scales: two cells of {', '.join(cells)} differ only in '.' against '_'; "
                           "rename a scale")
+    code = stage_code(root)
     # A run maps to its cell only: its name already encodes every grid coordinate, and DVC parses this file
     # on every command (a full spec per run made it ~3x larger and added ~1 s to `dvc status` on the paper
-    # preset's 1296 runs). `runs_of_cell` is what decides a cell's stages (speedup, evaluate): their declared
-    # param in dvc.yaml (and in Snakemake), so a run added to one cell changes that cell's stages only.
+    # preset's 1296 runs).
     return {
         "generated_by": GENERATED_BY,
         "source": params["prepare"]["source"]["name"],
         "runs": {run.name: run.cell for run in runs},
         "cells": cells,
-        "runs_of_cell": runs_of_cell,
-        **{name: params[name] for name in SECTIONS},
-        # The per-run stages' code, fingerprinted: their declared param in dvc.yaml and in Snakemake, in place
-        # of a code directory dependency (which DVC would hash again for each of the grid's runs).
-        "code": {stage: code_fingerprint(paths, root) for stage, paths in layout.STAGE_CODE.items()},
+        "lineage": lineage_keys(made_from(params, code)),
+        "code": code,
     }
 
 
 def write_grid_file(params: dict, path: str | Path, root: str | Path = ".") -> None:
     write_text_atomic(path, json.dumps(resolved_grid(params, root), indent=1) + "\n")
+
+
+def read_grid_file(path: str | Path) -> dict | None:
+    """A grid file's content, or None where it is missing or not a JSON mapping."""
+    try:
+        written = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return written if isinstance(written, dict) else None
 
 
 def check_grid_file(params: dict, path: str | Path, root: str | Path = ".") -> None:
@@ -77,15 +89,12 @@ def check_grid_file(params: dict, path: str | Path, root: str | Path = ".") -> N
     fix = f"run `ngptlab plan --params <params file> --write {path}`"
     if not path.is_file():
         raise ParamsError(f"{path}: grid file not found; {fix}")
-    try:
-        written = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        written = None
+    written = read_grid_file(path) or {}
     expected = resolved_grid(params, root)
-    if not isinstance(written, dict) or any(written.get(k) != v for k, v in expected.items() if k != "code"):
-        raise ParamsError(f"{path}: stale, it no longer matches the params file; {fix}")
     changed = [stage for stage, fingerprint in expected["code"].items()
                if written.get("code", {}).get(stage) != fingerprint]
     if changed:
         raise ParamsError(f"{path}: stale, the code of {', '.join(changed)} changed since it was written; "
                           f"{fix}")
+    if any(written.get(k) != v for k, v in expected.items()):
+        raise ParamsError(f"{path}: stale, it no longer matches the params file; {fix}")

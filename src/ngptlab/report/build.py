@@ -106,6 +106,13 @@ def _summary(doc: Document, results: Results, long: tables.Table, comparisons: t
     if missing:
         text += f" No speed-up for {', '.join(missing)} (runs missing)."
     doc.add(Text(text))
+    stale = views.runs_on_other_data(results)
+    if stale:
+        doc.add(Callout(
+            f"**Trained on other data.** {len(stale)} of {len(results.runs)} runs recorded token shards "
+            f"other than those of data/tokens/{results.source}/meta.json, which the data table describes: "
+            f"{_names(stale)}. Their numbers are not of this data; `snakemake` or `dvc repro` retrains them "
+            "(their lineage keys changed with the data's)."))
     seeds = len(train["seeds"])
     if too_small(results):
         doc.add(Callout(

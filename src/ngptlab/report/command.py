@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ngptlab.files import write_bytes_atomic
-from ngptlab.report import build, provenance, render
+from ngptlab.report import build, metrics, provenance, render
 from ngptlab.report.crossarm import arm_table, cross_arm_table, tracking
 from ngptlab.report.load import load_results
 from ngptlab.revision import code_revision as git_revision
@@ -53,6 +53,7 @@ def render_report(params: dict, root: str | Path = ".", params_path: str | Path 
         files[f"tables/{table.id}.csv"] = table.to_csv().encode()
     record = provenance.build_provenance(results, doc, revision)
     files["provenance.json"] = provenance.to_json(record).encode()
+    files["metrics.json"] = metrics.to_json(metrics.headline_metrics(results)).encode()
     files["report.md"] = render.to_markdown(doc).encode()
     files["report.html"] = render.to_html(doc).encode()
     return Rendered(files, time.perf_counter() - started, doc)

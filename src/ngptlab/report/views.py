@@ -74,3 +74,15 @@ def status_counts(records: list[RunRecord]) -> dict[str, int]:
     for r in records:
         counts[r.status] += 1
     return counts
+
+
+def runs_on_other_data(results: Results) -> list[str]:
+    """The runs whose summary records shards other than those data/tokens/<source>/meta.json describes:
+    trained before prepare wrote new shards, and not retrained since."""
+    splits = (results.meta or {}).get("splits", {})
+    current = ((splits.get("train") or {}).get("sha256"), (splits.get("val") or {}).get("sha256"))
+    if results.meta is None:
+        return []
+    return [r.name for r in results.runs.values() if r.summary is not None
+            and ((r.summary.get("data") or {}).get("train_sha256"),
+                 (r.summary.get("data") or {}).get("val_sha256")) != current]

@@ -1,0 +1,62 @@
+"""Edit the params file in place, keeping its comments and layout (ruamel.yaml round trip), and never
+write one that does not validate. Used by `ngptlab plan --set` and `--extend-sweeps`."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+
+from ngptlab.errors import ParamsError
+from ngptlab.files import write_text_atomic
+from ngptlab.params import validate_params
+
+
+def edit_params_file(path: str | Path, edit: Callable[[CommentedMap], None]) -> None:
+    """Apply `edit` to the file's document and write it back, if the result is a valid params file."""
+    yaml = YAML()  # round trip: comments, order and flow style stay as the user wrote them
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    path = Path(path)
+    document = yaml.load(path.read_text())
+    edit(document)
+    out = io.StringIO()
+    yaml.dump(document, out)
+    text = out.getvalue()
+    validate_params(YAML(typ="safe").load(text), source=str(path))
+    write_text_atomic(path, text)
+
+
+def parse_assignment(assignment: str) -> tuple[str, object]:
+    """`KEY=VALUE` with a dotted KEY and a YAML VALUE, as `dvc exp run -S` takes them."""
+    key, sep, value = assignment.partition("=")
+    if not sep or not key:
+        raise ParamsError(f"--set {assignment!r}: expected KEY=VALUE, e.g. train.budgets=[2048,8192]")
+    try:
+        return key, YAML(typ="safe").load(value)
+    except Exception as err:  # ruamel raises several error types for malformed YAML
+        raise ParamsError(f"--set {assignment!r}: the value is not valid YAML: {err}") from None
+
+
+def set_value(document: CommentedMap, key: str, value: object) -> None:
+    """Set a dotted key. A scale name may hold dots ("0.5B"), so each level takes the longest run of parts
+    that names an existing key; only the last part may be new."""
+    parts, node, path = key.split("."), document, []
+    while parts:
+        if not isinstance(node, dict):
+            raise ParamsError(f"--set {key}: {'.'.join(path)} is not a mapping")
+        for n in range(len(parts), 0, -1):
+            name = ".".join(parts[:n])
+            if name in node or n == 1:
+                break
+        parts = parts[n:]
+        path.append(name)
+        if not parts:
+            node[name] = value
+        elif name not in node:
+            raise ParamsError(f"--set {key}: no key {'.'.join(path)} in the params file")
+        else:
+            node = node[name]

@@ -1,0 +1,67 @@
+"""The lineage of every job: what its results are made from, as one key per job.
+
+A job's key is a hash of everything its outputs depend on: its stage's settings, its stage's code, and the
+keys of the jobs upstream of it (the data's key for train, the train key for condition, ...). So a change
+anywhere upstream, a new val_fraction for instance, changes the key of every job after it, and an edit that
+changes no value (reordered keys, a comment) changes no key: the settings are hashed as canonical JSON.
+
+Both tools decide what is stale from these keys, never from file times:
+- Snakemake: each job has one input, its key file results/lineage/<stage>/<job>/<key>, made by the `lineage`
+  rule (workflow/rules/lineage.smk). A changed key is a missing file, which Snakemake plans with or without
+  its records in .snakemake/, whatever the files' times after a `dvc pull` or `dvc exp apply`, and even when
+  a job upstream runs too (its ancient() inputs would otherwise hide the job: snakemake PR #668, issue #4166).
+- DVC: each stage declares its key, `lineage.<stage>` of results/plan.json, as a param, and keeps its
+  content-hashed file dependencies.
+
+The per-run stages have one key for every run (a run's name encodes its grid point); the per-cell stages
+have one per cell, since a cell's results also depend on which runs it holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ngptlab.params import GRID_KEYS, enumerate_runs
+
+# prepare settings that change how fast the shards are written, never their bytes.
+PREPARE_SPEED_KNOBS = ("workers", "batch_documents")
+
+# The train settings that change a run's results. The grid lists are not among them (a run's name encodes its
+# scale, context, arm, budget, lr and seed, so adding a run retrains no other), nor the speed-only knobs
+# (micro_batch_tokens, device, compile, checkpoint_every_tokens, resources).
+TRAIN_SETTINGS = ("source", "shapes", "batch_sequences", "warmup_steps", "warmup_max_fraction", "grad_clip",
+                  "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "vocab_multiple")
+
+STAGES = ("prepare", "train", "condition", "speedup", "evaluate", "report")
+
+
+def key_of(made_from: dict) -> str:
+    """16 hex digits of the sha256 of `made_from` as canonical JSON (sorted keys): order-free."""
+    text = json.dumps(made_from, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def made_from(params: dict, code: dict[str, str]) -> dict:
+    """What each stage's results are made from: {stage: inputs}, per cell (by name) for speedup and evaluate.
+    `code` maps each stage to the fingerprint of its code (ngptlab.layout.STAGE_CODE)."""
+    prepare = {"prepare": {k: v for k, v in params["prepare"].items() if k not in PREPARE_SPEED_KNOBS},
+               "code": code["prepare"]}
+    data = key_of(prepare)
+    train = {"data": data, "train": {k: params["train"][k] for k in TRAIN_SETTINGS}, "code": code["train"]}
+    trained = key_of(train)
+    runs_of_cell: dict[str, list[str]] = {}
+    for run in enumerate_runs(params):
+        runs_of_cell.setdefault(run.cell, []).append(run.name)
+    speedup = {cell: {"train": trained, "runs": runs, "speedup": params["speedup"], "code": code["speedup"]}
+               for cell, runs in runs_of_cell.items()}
+    evaluate = {cell: {"speedup": key_of(speedup[cell]), "data": data, "evaluate": params["evaluate"],
+                       "code": code["evaluate"]} for cell in runs_of_cell}
+    condition = {"train": trained, "condition": params["condition"], "code": code["condition"]}
+    report = {"condition": key_of(condition),
+              "cells": {cell: key_of(evaluate[cell]) for cell in runs_of_cell},  # each includes its speed-up
+              "grid": {k: params["train"][k] for k in GRID_KEYS}, "report": params["report"],
+              "code": code["report"]}
+    return {"prepare": prepare, "train": train, "condition": condition, "speedup": speedup,
+            "evaluate": evaluate, "report": report}
+

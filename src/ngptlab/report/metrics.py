@@ -1,0 +1,31 @@
+"""reports/metrics.json: the numbers a researcher compares across experiments, for `dvc exp show` and
+`dvc metrics diff` (the report stage's metrics). Per cell and arm: the best final validation loss at the
+grid's largest budget (mean over seeds, the status table's figure) and the speed-up over the baseline (the
+speedup stage's point estimate; null where it has none)."""
+
+from __future__ import annotations
+
+import json
+
+from ngptlab.report import views
+from ngptlab.report.load import Results
+
+
+def headline_metrics(results: Results) -> dict:
+    largest = views.budgets(results)[-1]
+    out: dict[str, dict] = {}
+    for cell in results.cells:
+        best = views.best_runs(results, cell)
+        arms = (results.speedups.get(cell) or {}).get("arms", {})
+        out[cell] = {}
+        for arm in views.arms(results):
+            losses = [per[largest].final_val_loss for (a, _), per in best.items()
+                      if a == arm and largest in per]
+            speedup = (arms.get(arm) or {}).get("speedup") or {}
+            out[cell][arm] = {"best_val_loss": sum(losses) / len(losses) if losses else None,
+                              "speedup": speedup.get("value")}
+    return out
+
+
+def to_json(metrics: dict) -> str:
+    return json.dumps(metrics, indent=1, sort_keys=True) + "\n"
