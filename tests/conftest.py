@@ -16,7 +16,7 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 LOCAL_SMOKE_RUN = "local-smoke-run"
-LOCAL_SMOKE_RUN_TESTS = ("tests/test_dvc.py::", "tests/test_slurm.py::",
+LOCAL_SMOKE_RUN_TESTS = ("tests/test_dvc.py::", "tests/test_slurm.py::", "tests/test_experiments.py::",
                          "tests/test_workflow.py::test_smoke_pipeline_runs_end_to_end_locally")
 
 

@@ -4,6 +4,7 @@ and (slow) the smoke pipeline runs end to end on this machine."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -23,13 +24,11 @@ from workflow_support import (
     make_workdir,
     planned_jobs,
     snakemake,
-    train_settings,
-    write_params,
 )
 
 from ngptlab import layout
 from ngptlab.params import enumerate_cells, enumerate_runs, load_params
-from ngptlab.plan.grid import GRID_KEYS, cell_key, check_grid_file
+from ngptlab.plan.grid import check_grid_file
 from ngptlab.results import train_dir
 
 PRESETS = sorted(p.stem for p in (REPO / "workflow" / "presets").glob("*.yaml"))
@@ -52,7 +51,7 @@ def dry_run(scratch) -> str:
 def expected_counts(params: dict) -> Counter:
     runs, cells = enumerate_runs(params), enumerate_cells(params)
     return Counter(prepare=1, train=len(runs), condition=len(runs), speedup=len(cells), evaluate=len(cells),
-                   report=1, all=1)
+                   report=1, lineage=2 * len(runs) + 2 * len(cells) + 2, all=1)  # a key file per job
 
 
 def dvc_stages(work):
@@ -61,7 +60,7 @@ def dvc_stages(work):
         stages = []
         for stage in repo.index.stages:
             params = [(dep.def_path, key) for dep in stage.deps if isinstance(dep, ParamsDependency)
-                      for key in dep.params]
+                      for key in (dep.params or [None])]  # None: every key of the file
             deps = [dep.def_path for dep in stage.deps if not isinstance(dep, ParamsDependency)]
             stages.append((stage.name, stage.name.split("@")[0], stage.cmd, deps, params,
                            [out.def_path for out in stage.outs]))
@@ -82,49 +81,46 @@ def test_dry_run_plans_every_run_and_cell_of_the_default_grid(scratch, dry_run):
 
 
 def test_dvc_stages_run_the_same_jobs_with_the_same_outputs(scratch, dry_run):
-    jobs = [job for job in planned_jobs(dry_run) if job.rule != "all"]
-    stages = dvc_stages(scratch)
-    assert sorted((j.rule, sorted(j.outputs)) for j in jobs) == sorted((s[1], sorted(s[5])) for s in stages)
+    jobs = [job for job in planned_jobs(dry_run) if job.rule not in ("all", "lineage")]
+    stages = [s for s in dvc_stages(scratch) if s[1] != "plan"]  # plan: DVC's own, it writes plan.json
+
+    def key_file(job):
+        return next(path for path in job.inputs if path.startswith("results/lineage/"))
+
+    # Each stage's outputs are its job's, and the folder of the job's lineage key file.
+    expected = sorted((j.rule, sorted([*j.outputs, key_file(j).rsplit("/", 1)[0]])) for j in jobs)
+    assert expected == sorted((s[1], sorted(s[5])) for s in stages)
 
     by_outputs = {tuple(sorted(job.outputs)): job for job in jobs}
     for name, rule, cmd, deps, _, outs in stages:
-        job = by_outputs[tuple(sorted(outs))]
-        # Each stage delegates to its own rule, for one of its own outputs, after checking the plan.
-        assert f"--allowed-rules {rule} -- " in cmd, name
+        job = by_outputs[tuple(sorted(out for out in outs if not out.startswith("results/lineage/")))]
+        # Each stage delegates to its own rule (and writes its key file), for one of its own outputs, after
+        # checking the plan.
+        assert f"--allowed-rules lineage {rule} -- " in cmd, name
         assert cmd.split(" -- ")[-1] in outs, name
         assert cmd.startswith("ngptlab plan --params params.yaml --check results/plan.json && snakemake "), \
             name
         # Whatever Snakemake reads, DVC hashes: each input is a dependency or lies inside one.
-        for path in job.inputs:
+        for path in set(job.inputs) - {key_file(job)}:
             assert any(path == dep or path.startswith(dep.rstrip("/") + "/") for dep in deps), (name, path)
 
 
-def test_dvc_reruns_a_stage_for_the_same_settings_as_snakemake(scratch):
-    # (params file, key) per stage: the per-run and per-cell stages read the plan (one parse is ~1 ms there,
-    # tens of ms in params.yaml, and DVC parses once per stage), prepare and the report params.yaml itself
-    plan, params_file = "results/plan.json", "params.yaml"
-    keys = {s[1]: sorted(s[4]) for s in dvc_stages(scratch)}
-    # ... and the per-run stages their code's fingerprint (Snakemake: params.code), not its directories
-    settings = [(plan, f"train.{key}") for key in train_settings()]
-    assert keys["train"] == sorted([(plan, "code.train"), *settings])
-    assert keys["condition"] == [(plan, "code.condition"), (plan, "condition")]  # the whole section
-    assert keys["prepare"] == [(params_file, "prepare")]
-    # the cell stages also declare their cell's runs (Snakemake: params.runs)
-    for name, rule, _, _, params, _ in dvc_stages(scratch):
-        if rule in ("speedup", "evaluate"):
-            cell = cell_key(name.split("@")[1])
-            assert sorted(params) == sorted([(plan, rule), (plan, f"runs_of_cell.{cell}")])
-    # the report: the grid keys (Snakemake: params.grid) and, so that an edited params.yaml without a new plan
-    # is never up to date, every setting the other stages read from the plan
-    from_plan = {key for params in keys.values() for file, key in params
-                 if file == plan and not key.startswith(("runs_of_cell.", "code."))}
-    grid = {f"train.{key}" for key in GRID_KEYS}
-    assert keys["report"] == sorted((params_file, key) for key in {"report", *grid, *from_plan})
-    # ... and, so that an edit to the fingerprinted code without a new plan shows too, that code itself
-    deps = {s[1]: s[3] for s in dvc_stages(scratch)}
-    fingerprinted = {path for paths in layout.STAGE_CODE.values() for path in paths}
-    assert fingerprinted <= set(deps["report"])
-    assert not [dep for dep in deps["train"] + deps["condition"] if dep.startswith("src/")]
+def test_dvc_declares_the_lineage_keys_snakemake_names_its_key_files_by(scratch, dry_run):
+    plan = json.loads((scratch / "results" / "plan.json").read_text())
+    key_files = {path for job in planned_jobs(dry_run) if job.rule == "lineage" for path in job.outputs}
+    for name, rule, _, deps, params, outs in dvc_stages(scratch):
+        if rule == "plan":  # made from the whole params file and every stage's code
+            assert {file for file, _ in params} == {"params.yaml"}
+            assert sorted(deps) == sorted({p for paths in layout.STAGE_CODE.values() for p in paths})
+            continue
+        assert not any(dep.startswith("src/") for dep in deps), name  # the code is in the key
+        ((file, key),) = params  # one param: the stage's key, from the plan
+        assert file == "results/plan.json" and key.startswith(f"lineage.{rule}"), (name, key)
+        value = plan
+        for part in key.split("."):
+            value = value[part]
+        folder = next(out for out in outs if out.startswith("results/lineage/"))
+        assert f"{folder}/{value}" in key_files, name  # the key Snakemake's job takes as its input
 
 
 def test_dvc_cache_policy_large_outputs_cached_small_results_committed():
@@ -134,8 +130,10 @@ def test_dvc_cache_policy_large_outputs_cached_small_results_committed():
         for out in body.get("outs", []) + body.get("metrics", []):
             path, opts = (out, {}) if isinstance(out, str) else next(iter(out.items()))
             # the spectra tables are results, but ~120 MB per 1B checkpoint: DVC cache, not git
-            committed = ((path.startswith("results/") and not path.endswith(".parquet"))
-                         or path.endswith("/meta.json"))
+            # and the lineage key files, so that `dvc exp apply` restores a job's key folder exactly
+            committed = ((path.startswith("results/") and not path.endswith(".parquet")
+                          and not path.startswith("results/lineage/")) or path.endswith("/meta.json")
+                         or path == "reports/metrics.json")
             assert opts.get("cache", True) == (not committed), (name, path)
 
 
@@ -172,11 +170,12 @@ def test_applied_preset_plans_its_grid_in_snakemake_and_dvc(preset, tmp_path):
     params = load_params(work / "params.yaml")
     counts = job_counts(snakemake(work, "--dry-run", "--nolock", timeout=300).stdout)
     assert counts == expected_counts(params)
-    assert len(dvc_stages(work)) == sum(counts.values()) - 1  # every job but `all`
+    assert len(dvc_stages(work)) == sum(counts.values()) - counts["lineage"]  # all jobs but `all`; plan
     if preset == "paper":
         # 2 scales x 3 contexts x 9 arms x 6 budgets x 4 learning rates = 1296 runs:
-        # 1296 x (train + condition) + 6 cells x (speedup + evaluate) + prepare, report, all
-        assert sum(counts.values()) == 2607
+        # 1296 x (train + condition) + 6 cells x (speedup + evaluate) + prepare, report, all, and one
+        # lineage job for each of them but `all`
+        assert sum(counts.values()) == 2607 + 2606
 
 
 def test_config_overrides_are_refused_because_the_stages_would_not_see_them(scratch):
@@ -202,20 +201,26 @@ def test_bad_params_stop_the_workflow_with_one_line_naming_the_key(tmp_path):
     assert expected in out.stdout + out.stderr
 
 
-def test_a_stale_plan_stops_every_dvc_stage_before_it_runs_anything(tmp_path):
+def test_a_stale_plan_stops_every_dvc_stage_and_a_changed_grid_takes_a_second_pass(tmp_path):
     params = default_params()
     work = make_workdir(tmp_path / "repo")
     git(work, "init", "-q")
     params["train"]["budgets"] = [16384]
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.json not rewritten
-    out = dvc(work, "repro", "prepare", check=False)
+    # A stage run alone refuses the stale plan before it runs anything.
+    out = dvc(work, "repro", "--single-item", "prepare", check=False)
     assert out.returncode != 0
     assert "results/plan.json: stale, it no longer matches the params file" in out.stdout + out.stderr
     assert not (work / "data" / "tokens").exists() and not (work / "dvc.lock").exists()
-    write_params(work, params)  # the documented fix: the plan follows params.yaml again
+    # The pipeline's plan stage rewrites the plan, but DVC resolved the stages from the old grid: it stops.
+    out = dvc(work, "repro", "prepare", check=False)
+    assert out.returncode != 0
+    assert "the grid changed (" in out.stdout + out.stderr and "run `dvc repro`" in out.stdout + out.stderr
+    assert not (work / "data" / "tokens").exists()
+    check_grid_file(params, work / "results" / "plan.json", work)  # ... after rewriting it
     runs = enumerate_runs(params)
     assert {run.budget for run in runs} == {16384}
-    assert len(dvc_stages(work)) == 1 + 2 * len(runs) + 2 * len(enumerate_cells(params)) + 1
+    assert len(dvc_stages(work)) == 2 + 2 * len(runs) + 2 * len(enumerate_cells(params)) + 1
 
 
 @pytest.mark.slow
@@ -249,6 +254,6 @@ def test_smoke_pipeline_runs_end_to_end_locally(tmp_path_factory):
     assert all(f"`{name}`" in report for name in diverged)  # the report names the diverged runs
     assert (work / "reports" / "report.html").stat().st_size > 10_000
     logs = sorted(p.name for p in (work / "logs").iterdir())
-    assert logs == ["condition", "evaluate", "prepare", "report", "speedup", "train"]  # one folder per rule
+    assert logs == ["condition", "evaluate", "lineage", "prepare", "report", "speedup", "train"]  # per rule
     out = snakemake(work, "--dry-run")
     assert job_counts(out.stdout) == Counter() and "Nothing to be done" in out.stdout + out.stderr

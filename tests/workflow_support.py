@@ -8,7 +8,6 @@ PATH as in an activated environment. Not a test module: pytest collects nothing 
 
 from __future__ import annotations
 
-import ast
 import functools
 import os
 import re
@@ -128,14 +127,6 @@ def e2e_params() -> dict:
     train["resources"] = {scale: train["resources"][scale]}
     params["evaluate"]["limit"] = 25  # examples per task: lm-eval's whole path, a quarter of the time
     return params
-
-
-def train_settings() -> list[str]:
-    """TRAIN_SETTINGS as workflow/rules/common.smk defines it (the keys whose change reruns training)."""
-    text = (REPO / "workflow" / "rules" / "common.smk").read_text()
-    match = re.search(r"^TRAIN_SETTINGS = (\[.*?\])", text, flags=re.S | re.M)
-    assert match, "TRAIN_SETTINGS not found in workflow/rules/common.smk"
-    return ast.literal_eval(match.group(1))
 
 
 # ----------------------------------------------------------------------------------------------------------

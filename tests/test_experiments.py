@@ -1,0 +1,115 @@
+"""Snakemake and DVC agree when the data or the settings change, and DVC's experiments work: real Snakemake,
+DVC and git on copies of the end-to-end grid's local run, recorded with `dvc commit` and committed.
+
+Both tools decide what is stale from the same lineage keys (ngptlab/plan/lineage.py): a changed prepare
+setting reruns every stage after prepare in both, an edit that changes no value reruns nothing, a non-grid
+`dvc exp run -S` reruns exactly the stages whose key includes that setting, a grid change trains only its
+new runs, and after `dvc exp apply` neither tool has anything to do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from test_dvc import copy_run
+from workflow_support import BIN, dvc, e2e_params, git, job_counts, local_smoke_run, run, snakemake
+
+from ngptlab.params import enumerate_runs
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def committed(tmp_path_factory, tmp_path) -> Path:
+    """A copy of the local end-to-end run, recorded in dvc.lock and committed to git."""
+    work = copy_run(local_smoke_run(tmp_path_factory.getbasetemp()).work, tmp_path / "work")
+    git(work, "init", "-q")
+    dvc(work, "commit", "--force")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "end-to-end run")
+    assert_nothing_to_do(work)
+    return work
+
+
+def assert_nothing_to_do(work: Path) -> None:
+    assert "Data and pipelines are up to date" in dvc(work, "status").stdout
+    out = snakemake(work, "--dry-run")
+    assert job_counts(out.stdout) == Counter() and "Nothing to be done" in out.stdout + out.stderr
+
+
+def dvc_changed(work: Path) -> Counter:
+    """The stages `dvc status` names, counted per stage kind (train@<run> -> train)."""
+    names = re.findall(r"^(\S+):$", dvc(work, "status").stdout, flags=re.M)
+    return Counter(name.split("@")[0] for name in names)
+
+
+def ran_stages(output: str) -> Counter:
+    return Counter(name.split("@")[0] for name in re.findall(r"Running stage '([^']+)'", output))
+
+
+def set_params(work: Path, *assignments: str) -> None:
+    """The documented way to change params.yaml and its plan before DVC resolves its stages."""
+    run([str(BIN / "ngptlab"), "plan", *sum((["--set", a] for a in assignments), [])], work)
+
+
+def test_reordered_params_plan_nothing_in_either_tool(committed):
+    params = yaml.safe_load((committed / "params.yaml").read_text())
+    reordered = {section: dict(reversed(list(values.items()))) if isinstance(values, dict) else values
+                 for section, values in reversed(list(params.items()))}
+    (committed / "params.yaml").write_text("# reordered, same values\n" + yaml.safe_dump(reordered,
+                                                                                         sort_keys=False))
+    assert_nothing_to_do(committed)
+
+
+def test_a_new_val_fraction_retrains_every_run_in_both_tools(committed):
+    params = e2e_params()
+    runs, cells = len(enumerate_runs(params)), 1
+    set_params(committed, "prepare.val_fraction=0.03")
+    after_prepare = Counter(train=runs, condition=runs, speedup=cells, evaluate=cells, report=1)
+    assert dvc_changed(committed) == Counter(plan=1, prepare=1) + after_prepare
+    planned = job_counts(snakemake(committed, "--dry-run").stdout)
+    assert planned == Counter(prepare=1, lineage=2 * runs + 2 * cells + 2, all=1) + after_prepare
+    snakemake(committed, "--cores", "2", timeout=1800)
+    meta = json.loads((committed / "data" / "tokens" / params["train"]["source"] / "meta.json").read_text())
+    shards = {json.loads(path.read_text())["data"]["train_sha256"]
+              for path in committed.glob("results/train/*/*/summary.json")}
+    assert shards == {meta["splits"]["train"]["sha256"]}  # every run trained on the new shards
+    dvc(committed, "commit", "--force")
+    assert_nothing_to_do(committed)
+
+
+def test_dvc_experiments_run_queue_show_and_apply(committed):
+    out = dvc(committed, "exp", "run", "-n", "limit20", "-S", "evaluate.limit=20", timeout=900)
+    assert ran_stages(out.stdout) == Counter(plan=1, evaluate=1, report=1)  # exactly what reads the key
+    for limit in (15, 10):
+        dvc(committed, "exp", "run", "--queue", "-n", f"limit{limit}", "-S", f"evaluate.limit={limit}")
+    dvc(committed, "exp", "run", "--run-all", timeout=1800)
+    shown = json.loads(dvc(committed, "exp", "show", "--json").stdout)
+    experiments = {rev["name"]: rev["data"] for entry in shown for exp in entry.get("experiments") or []
+                   for rev in exp["revs"]}
+    assert {"limit20", "limit15", "limit10"} <= set(experiments)
+    for name, data in experiments.items():
+        headline = data["metrics"]["reports/metrics.json"]["data"]
+        assert set(headline) == {"cpu-4l-ctx128"} and {"gpt", "ngpt"} <= set(headline["cpu-4l-ctx128"]), name
+        assert all(isinstance(arm["best_val_loss"], float) for arm in headline["cpu-4l-ctx128"].values())
+        assert data["params"]["params.yaml"]["data"]["evaluate"]["limit"] == int(name.removeprefix("limit"))
+    dvc(committed, "exp", "apply", "limit15")
+    assert yaml.safe_load((committed / "params.yaml").read_text())["evaluate"]["limit"] == 15
+    assert_nothing_to_do(committed)
+
+
+def test_a_grid_experiment_trains_only_its_new_runs(committed):
+    scale = e2e_params()["train"]["scales"][0]
+    set_params(committed, f"train.learning_rates.{scale}.ngpt=[0.003,0.01,0.03]")
+    out = dvc(committed, "exp", "run", "-n", "more-lr", timeout=1800)
+    trained = sorted(re.findall(r"Running stage 'train@([^']+)'", out.stdout))
+    assert trained == [f"{scale}-ctx128-ngpt-t{budget}-lr0.03-s0" for budget in (2048, 8192)]
+    assert ran_stages(out.stdout) == Counter(plan=1, train=2, condition=2, speedup=1, evaluate=1, report=1)
+    # -S on a grid key: the plan stage rewrites the plan and stops, naming the second pass.
+    out = dvc(committed, "exp", "run", "-S", "train.budgets=[2048,8192,16384]", check=False, timeout=900)
+    assert out.returncode != 0 and "the grid changed (" in out.stdout + out.stderr
