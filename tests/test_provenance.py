@@ -42,10 +42,12 @@ def dvc_stage_of_output(work) -> dict[str, str]:
 
 
 def snakemake_work(work) -> set[str]:
-    """The DVC stages of the jobs `snakemake -n` plans (every job but `all`)."""
+    """The DVC stages of the jobs `snakemake -n` plans (every job but `all`; a lineage job's stage is the one
+    whose output is the folder of its key file)."""
     by_output = dvc_stage_of_output(work)
     jobs = planned_jobs(snakemake(work, "--dry-run").stdout)
-    return {by_output[job.outputs[0]] for job in jobs if job.rule != "all"}
+    return {by_output[job.outputs[0].rsplit("/", 1)[0] if job.rule == "lineage" else job.outputs[0]]
+            for job in jobs if job.rule != "all"}
 
 
 def dvc_work(work) -> set[str]:
@@ -93,22 +95,30 @@ def test_after_dvc_commit_and_new_file_times_both_tools_have_nothing_to_do(recor
 
 def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns_that_stage(recorded):
     params = two_cell_params()
+    runs = enumerate_runs(params)
     code = recorded / "src" / "ngptlab" / "condition" / "metrics.py"
     original = code.read_text()
     code.write_text(original + "\n# an edit to the condition stage's code\n")
     try:
-        # The report depends on the fingerprinted code itself (README, "Why Snakemake and DVC agree").
-        assert dvc_work(recorded) == {"report"}
-        out = dvc(recorded, "repro", check=False)
+        # The plan stage depends on every stage's code (README, "Why Snakemake and DVC agree") ...
+        assert dvc_work(recorded) == {"plan"}
+        # ... and a stage run on its own refuses the stale plan (DVC removes the stage's outputs first: the
+        # cached ones come back with `dvc checkout`, the committed one is kept here).
+        committed = recorded / layout.conditioning_files(runs[0].name)["json"]
+        kept = committed.read_bytes()
+        out = dvc(recorded, "repro", "--force", "--single-item", f"condition@{runs[0].name}", check=False)
         assert out.returncode != 0
         assert "results/plan.json: stale, the code of condition changed since it was written" in \
             out.stdout + out.stderr
-        write_params(recorded, params)  # the documented fix: the plan takes the code's new fingerprint
-        assert dvc_work(recorded) == {*(f"condition@{run.name}" for run in enumerate_runs(params)), "report"}
+        write_params(recorded, params)  # the plan takes the code's new fingerprint (as `dvc repro` would)
+        expected = {*(f"condition@{run.name}" for run in runs), "report"}
+        assert dvc_work(recorded) == {"plan", *expected}
+        assert snakemake_work(recorded) == expected
     finally:
         code.write_text(original)
         write_params(recorded, params)
-    dvc(recorded, "checkout", "report")  # the refused command's outputs, which DVC removed before running it
+    dvc(recorded, "checkout", f"condition@{runs[0].name}")
+    committed.write_bytes(kept)
     assert dvc_work(recorded) == set()
 
 
@@ -118,26 +128,26 @@ def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_
     params["train"]["learning_rates"]["cpu-4l"]["gpt-nowd"]["ctx64"].append(4.0e-2)  # one cell's sweep
     (recorded / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.json not rewritten
 
-    # The report declares the grid keys (README, "Why Snakemake and DVC agree"): never "up to date".
-    assert dvc_work(recorded) == {"report"}
+    # The plan stage reads all of params.yaml: never "up to date". DVC resolved the stages from the old
+    # plan, so its plan stage rewrites the plan and stops, naming the second pass.
+    assert dvc_work(recorded) == {"plan"}
     out = dvc(recorded, "repro", check=False)
     assert out.returncode != 0
-    assert ("results/plan.json: stale, it no longer matches the params file; run `ngptlab plan --params "
-            "<params file> --write results/plan.json`") in out.stdout + out.stderr
+    assert "the grid changed (2 runs added)" in out.stdout + out.stderr
+    assert "run `dvc repro` (or `dvc exp run`) once more" in out.stdout + out.stderr
 
-    write_params(recorded, params)  # the documented fix
     new_runs = {run.name for run in enumerate_runs(params)} - old_runs
     assert len(new_runs) == len(params["train"]["budgets"]) and all("-ctx64-" in run for run in new_runs)
     # The new runs, their cell's speed-up and evaluation (not the other cell's), and the report.
     cell = next(cell for cell in enumerate_cells(params) if cell.endswith("-ctx64"))
     expected = {*(f"{stage}@{run}" for run in new_runs for stage in ("train", "condition")),
                 f"speedup@{cell}", f"evaluate@{cell}", "report"}
-    assert dvc_work(recorded) == expected
+    assert dvc_work(recorded) == {"plan", *expected}
     assert snakemake_work(recorded) == expected
     # `dvc repro --dry` lists the new trainings and no other (it stops where a new checkpoint is needed).
     out = dvc(recorded, "repro", "--dry", check=False)
     running = set(re.findall(r"Running stage '([^']+)'", out.stdout))
-    assert running == {f"train@{run}" for run in new_runs}
+    assert running == {"plan", *(f"train@{run}" for run in new_runs)}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -320,7 +330,7 @@ def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its
     report = (work / "reports" / "report.md").read_text()
     assert failing.name in report and "logs/train/<cell>/<run>.log" in report
 
-    # An edit to a per-run stage's code reruns its jobs (params.code; in DVC code.<stage> of the plan).
+    # An edit to a per-run stage's code reruns its jobs (its fingerprint is in the stage's lineage key).
     def planned() -> set[tuple[str, str]]:
         return {(job.rule, job.outputs[0]) for job in planned_jobs(snakemake(work, "--dry-run").stdout)
                 if job.rule != "all"}
@@ -329,4 +339,8 @@ def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its
     code = work / "src" / "ngptlab" / "condition" / "metrics.py"
     code.write_text(code.read_text() + "\n# an edit to the condition stage's code\n")
     completed = [run for run in enumerate_runs(params) if run != failing]
-    assert planned() - before == {("condition", f"results/conditioning/{run.name}.json") for run in completed}
+    added = planned() - before
+    assert {job for job in added if job[0] != "lineage"} == \
+        {("condition", f"results/conditioning/{run.name}.json") for run in completed}
+    # ... through their new lineage keys, which the report's key includes
+    assert {output.split("/")[2] for rule, output in added if rule == "lineage"} == {"condition", "report"}

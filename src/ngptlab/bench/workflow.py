@@ -72,7 +72,9 @@ def run(args: argparse.Namespace, params: dict) -> int:
         work = scratch_copy(Path(tmp), args.preset)
         grid = load_params(work / "params.yaml")
         jobs = 2 * len(enumerate_runs(grid)) + 2 * len(enumerate_cells(grid)) + 3  # + prepare, report, all
-        print(f"preset {args.preset}: {jobs} jobs; scratch copy {work}, {args.repeat} runs each, median")
+        # the grid's jobs, which the targets are per; Snakemake also plans one lineage job for each but `all`
+        print(f"preset {args.preset}: {jobs} jobs (and {jobs - 1} lineage jobs); scratch copy {work}, "
+              f"{args.repeat} runs each, median")
         print(f"{'command':<14} {'median s':>9} {'ms/job':>7} {'target s':>9} {'ratio':>7}")
         for name, cmd in commands.items():
             times = []
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace, params: dict) -> int:
             target = TARGETS_S[name] * jobs / TARGET_JOBS
             print(f"{name:<14} {median:>9.1f} {1000 * median / jobs:>7.1f} {target:>9.1f} "
                   f"{median / target:>7.2f}")
-        stages = jobs - 1  # every job but `all`
+        stages = jobs  # every job but `all`, and the plan stage
         print(f"once dvc.lock records them, `dvc status` parses a params file for each of {stages} stages:")
         for name in ("params.yaml", "results/plan.json"):
             ms = params_read_ms(work / name)
