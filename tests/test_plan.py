@@ -151,3 +151,32 @@ def test_plan_shows_nodes_gpus_and_wall_time_per_run():
     assert "nodes x GPUs" in header and "wall-h" in header and "limit-h" in header
     assert f"{layout['nodes']} x {layout['gpus']}" in next(
         line for line in result.stdout.splitlines() if line.startswith("1B-"))
+
+
+def test_plan_set_edits_dotted_keys_in_place_keeping_comments_and_rewrites_the_plan(tmp_path, capsys):
+    import json
+
+    from ngptlab.cli import main
+
+    params_file, plan_file = tmp_path / "paper.yaml", tmp_path / "plan.json"
+    params_file.write_text(PAPER.read_text())
+    comments = [line for line in PAPER.read_text().splitlines() if line.lstrip().startswith("#")]
+    args = ["plan", "--params", str(params_file), "--write", str(plan_file), "--root", str(REPO_ROOT)]
+    # A scale name holds a dot ("0.5B"): the longest existing key wins at each level.
+    assert main([*args, "--set", "train.learning_rates.0.5B.ngpt.ctx1024=[1.0e-3, 2.0e-3]",
+                 "--set", "evaluate.limit=7"]) == 0
+    edited = yaml.safe_load(params_file.read_text())
+    assert edited["train"]["learning_rates"]["0.5B"]["ngpt"]["ctx1024"] == [1.0e-3, 2.0e-3]
+    assert edited["evaluate"]["limit"] == 7
+    kept = [line for line in params_file.read_text().splitlines() if line.lstrip().startswith("#")]
+    assert kept == comments
+    runs = json.loads(plan_file.read_text())["runs"]
+    assert sum("0.5B-ctx1024-ngpt-t" in run for run in runs) == 2 * len(edited["train"]["budgets"])
+
+    before = params_file.read_bytes()
+    for bad, message in [("train.budget=[1]", "unknown key train.budget"),
+                         ("train.nosuch.key=1", "no key train.nosuch"),
+                         ("evaluate.limit", "expected KEY=VALUE")]:
+        assert main([*args, "--set", bad]) == 2
+        assert message in capsys.readouterr().err
+        assert params_file.read_bytes() == before  # nothing written

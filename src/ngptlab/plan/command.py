@@ -29,7 +29,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"memory of one GPU, for the memory check (default {GPU_MEMORY_GB:g}: an H100; "
                              "141 for an H200)")
     parser.add_argument("--write", metavar="FILE",
-                        help="write the resolved grid (runs, cells) to FILE for dvc.yaml's foreach")
+                        help="write the resolved grid (runs, cells) and the stages' lineage keys to FILE, "
+                             "which dvc.yaml reads")
     parser.add_argument("--within-grid", action="store_true",
                         help="with --write: fail (after writing) when the runs, cells or source differ from "
                              "FILE's, for dvc.yaml's plan stage: DVC resolved its stages from the old grid")
@@ -118,13 +119,13 @@ def run(args: argparse.Namespace, params: dict) -> int:
 def refuse_grid_change(before: dict, after: dict, path: str) -> None:
     """DVC resolves dvc.yaml's stages (`foreach` over runs and cells) from the plan before its first stage
     rewrites it, so within that run a changed grid would be half seen: refuse, naming the second pass."""
-    added = sorted(set(after.get("runs", {})) - set(before.get("runs", {})))
-    removed = sorted(set(before.get("runs", {})) - set(after.get("runs", {})))
-    if added or removed or before.get("source") != after.get("source"):
-        change = ", ".join(filter(None, [f"{len(added)} runs added" if added else "",
-                                         f"{len(removed)} removed" if removed else "",
-                                         "a new source" if before.get("source") != after.get("source")
-                                         else ""]))
+    added = set(after.get("runs", {})) - set(before.get("runs", {}))
+    removed = set(before.get("runs", {})) - set(after.get("runs", {}))
+    changes = [f"{len(added)} runs added"] if added else []
+    changes += [f"{len(removed)} runs removed"] if removed else []
+    changes += ["a new source"] if before.get("source") != after.get("source") else []
+    if changes:
+        change = ", ".join(changes)
         raise ParamsError(f"{path}: the grid changed ({change}) after DVC had resolved its stages from the "
                           "previous plan; the plan is rewritten now, so run `dvc repro` (or `dvc exp run`) "
                           "once more and it trains the new runs. Before `dvc exp run --queue`, change grid "

@@ -89,7 +89,9 @@ def check_grid_file(params: dict, path: str | Path, root: str | Path = ".") -> N
     fix = f"run `ngptlab plan --params <params file> --write {path}`"
     if not path.is_file():
         raise ParamsError(f"{path}: grid file not found; {fix}")
-    written = read_grid_file(path) or {}
+    written = read_grid_file(path)
+    if written is None:
+        raise ParamsError(f"{path}: not a grid file (not a JSON mapping); {fix}")
     expected = resolved_grid(params, root)
     changed = [stage for stage, fingerprint in expected["code"].items()
                if written.get("code", {}).get(stage) != fingerprint]
