@@ -25,7 +25,7 @@ import torch
 from ngptlab.cli import main
 from ngptlab.condition.reference import gaussian_condition
 from ngptlab.errors import ResultsError
-from ngptlab.params import enumerate_runs, load_params
+from ngptlab.params import enumerate_cells, enumerate_runs, load_params
 from ngptlab.report import paper, synthetic
 from ngptlab.report.command import Rendered, render_report, write_report
 from ngptlab.report.render import inline_html
@@ -491,3 +491,27 @@ def test_grid_table_states_the_protocol(complete):
     assert grid["warmup (steps, arms that warm up)"] == (
         f"{train['warmup_steps']:,}, at most {train['warmup_max_fraction']:.0%} of a run's steps")
     assert grid["learning rates (cpu-4l, context 1024)"].startswith("gpt 0.003, 0.01")
+
+
+def test_runs_trained_on_other_shards_are_named_in_a_warning_and_the_headline_metrics_are_written(complete):
+    root, params, params_path = complete
+    rendered = render_report(params, root, params_path, code_revision=REVISION)
+    assert "Trained on other data" not in rendered.files["report.md"].decode()
+    headline = json.loads(rendered.files["metrics.json"])
+    assert set(headline) == set(enumerate_cells(params))
+    for cell, arms in headline.items():
+        assert set(arms) == set(params["train"]["arms"]), cell
+        assert all(isinstance(arm["best_val_loss"], float) for arm in arms.values()), cell
+
+    run = enumerate_runs(params)[2]
+    summary = train_dir(root, run) / "summary.json"
+    good = summary.read_text()
+    try:  # a run trained before prepare wrote new shards
+        record = json.loads(good)
+        record["data"]["train_sha256"] = "0" * 64
+        summary.write_text(json.dumps(record))
+        text = render_report(params, root, params_path, code_revision=REVISION).files["report.md"].decode()
+    finally:
+        summary.write_text(good)
+    warning = next(line for line in text.splitlines() if "Trained on other data" in line)
+    assert f"1 of {len(enumerate_runs(params))} runs" in warning and run.name in warning
