@@ -53,14 +53,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, params: dict) -> int:
+    plan_file = args.write or str(Path(args.root) / "results" / "plan.json")  # of --set, --extend-sweeps
     if args.set:
         assignments = [parse_assignment(a) for a in args.set]
         edit_params_file(args.params, lambda document: [set_value(document, k, v) for k, v in assignments])
-        args.write = args.write or str(Path(args.root) / "results" / "plan.json")
+        args.write = plan_file
         params = load_params(args.params)
         print(f"set {', '.join(k for k, _ in assignments)} in {args.params}")
     if args.extend_sweeps:
-        plan_file = args.write or str(Path(args.root) / "results" / "plan.json")
         added, capped = extend_sweeps(args.params, args.root, plan_file, cap=args.max_sweep)
         for a in added:
             print(f"{a['scale']} ctx{a['context']} {a['arm']}: best lr at the {a['edge']} of its sweep; "

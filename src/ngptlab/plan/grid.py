@@ -21,11 +21,9 @@ from pathlib import Path
 from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
-from ngptlab.params import GRID_KEYS, enumerate_runs
+from ngptlab.params import enumerate_runs
 from ngptlab.plan.lineage import key_of, made_from
 from ngptlab.revision import code_fingerprint
-
-__all__ = ["GRID_KEYS", "cell_key", "check_grid_file", "resolved_grid", "stage_code", "write_grid_file"]
 
 GENERATED_BY = "`ngptlab plan --write` from the params file and the code; do not edit. dvc.yaml reads it."
 

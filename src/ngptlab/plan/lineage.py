@@ -9,7 +9,7 @@ Both tools decide what is stale from these keys, never from file times:
 - Snakemake: each job has one input, its key file results/lineage/<stage>/<job>/<key>, made by the `lineage`
   rule (workflow/rules/lineage.smk). A changed key is a missing file, which Snakemake plans with or without
   its records in .snakemake/, whatever the files' times after a `dvc pull` or `dvc exp apply`, and even when
-  a job upstream runs too (its ancient() inputs would otherwise hide the job: snakemake PR #668, issue #4166).
+  a job upstream runs too (Snakemake skips a job whose ancient() inputs an upstream job rewrites).
 - DVC: each stage declares its key, `lineage.<stage>` of results/plan.json, as a param, and keeps its
   content-hashed file dependencies.
 

@@ -19,10 +19,8 @@ def headline_metrics(results: Results) -> dict:
         arms = (results.speedups.get(cell) or {}).get("arms", {})
         out[cell] = {}
         for arm in views.arms(results):
-            losses = [per[largest].final_val_loss for (a, _), per in best.items()
-                      if a == arm and largest in per]
             speedup = (arms.get(arm) or {}).get("speedup") or {}
-            out[cell][arm] = {"best_val_loss": sum(losses) / len(losses) if losses else None,
+            out[cell][arm] = {"best_val_loss": views.mean_best_loss(best, arm, largest),
                               "speedup": speedup.get("value")}
     return out
 

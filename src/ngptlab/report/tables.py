@@ -74,10 +74,7 @@ def data_table(results: Results) -> Table:
     if isinstance(tokenizer, dict):
         t.add({"item": "tokenizer", "value": str(tokenizer.get("name"))})
     # The shards each run trained on, as its summary recorded them: they should all agree with meta.json.
-    def shards(r: RunRecord) -> tuple:
-        data = r.summary.get("data") or {}
-        return data.get("train_sha256"), data.get("val_sha256")
-
+    shards = views.run_shards
     seen = sorted({shards(r) for r in results.runs.values() if r.summary}, key=str)
     for i, (train_sha, val_sha) in enumerate(seen):
         runs = [r.name for r in results.runs.values() if r.summary and shards(r) == (train_sha, val_sha)]
@@ -100,9 +97,8 @@ def status_table(results: Results) -> Table:
         best = views.best_runs(results, cell)
         for arm in views.arms(results):
             records = [r for r in results.cell_runs(cell) if r.spec.arm == arm]
-            top = [per[largest].final_val_loss for (a, _), per in best.items() if a == arm and largest in per]
             t.add({"cell": cell, "arm": arm, "n_runs": len(records), **views.status_counts(records),
-                   "best_loss_largest_budget": sum(top) / len(top) if top else None},
+                   "best_loss_largest_budget": views.mean_best_loss(best, arm, largest)},
                   [r.name for r in records])
     return t
 

@@ -76,13 +76,23 @@ def status_counts(records: list[RunRecord]) -> dict[str, int]:
     return counts
 
 
+def mean_best_loss(best: dict[tuple[str, int], dict[int, RunRecord]], arm: str, budget: int) -> float | None:
+    """The arm's best final loss at `budget` (best_runs' records), mean over its seeds; None without one."""
+    losses = [per[budget].final_val_loss for (a, _), per in best.items() if a == arm and budget in per]
+    return sum(losses) / len(losses) if losses else None
+
+
+def run_shards(record: RunRecord) -> tuple[str | None, str | None]:
+    """The (train, val) shard sha256 a run's summary records it trained on."""
+    data = record.summary.get("data") or {}
+    return data.get("train_sha256"), data.get("val_sha256")
+
+
 def runs_on_other_data(results: Results) -> list[str]:
     """The runs whose summary records shards other than those data/tokens/<source>/meta.json describes:
     trained before prepare wrote new shards, and not retrained since."""
-    splits = (results.meta or {}).get("splits", {})
-    current = ((splits.get("train") or {}).get("sha256"), (splits.get("val") or {}).get("sha256"))
     if results.meta is None:
         return []
-    return [r.name for r in results.runs.values() if r.summary is not None
-            and ((r.summary.get("data") or {}).get("train_sha256"),
-                 (r.summary.get("data") or {}).get("val_sha256")) != current]
+    splits = results.meta.get("splits", {})
+    current = ((splits.get("train") or {}).get("sha256"), (splits.get("val") or {}).get("sha256"))
+    return [r.name for r in results.runs.values() if r.summary is not None and run_shards(r) != current]
