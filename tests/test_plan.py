@@ -60,7 +60,7 @@ def test_paper_plan_sweeps_learning_rates_per_context():
 
 def test_arms_without_warmup_match_their_recipes():
     from ngptlab.models import ARMS
-    from ngptlab.plan.estimate import ARMS_WITHOUT_WARMUP
+    from ngptlab.params import ARMS_WITHOUT_WARMUP
 
     assert ARMS_WITHOUT_WARMUP == {name for name, arm in ARMS.items() if not arm.recipe().warmup}
 

@@ -16,6 +16,12 @@ wildcards, here cell and run):
     results/evaluate/<cell>.json            (evaluate)
     results/lineage/<stage>/<job>/<key>     what the job's results are made from (the lineage rule)
 
+With train.schedule wsd, a trunk's segments (ngptlab/train/trunk.py) add
+
+    results/trunk/<cell>/<trunk>/to<step>.json   a segment's record (trunk)
+    runs/trunks/<cell>/<trunk>/                  its kept states and resume checkpoints, never DVC-tracked
+    logs/trunk/<cell>/<trunk>/to<step>.log       (trunk)
+
 A new run in one cell therefore changes that cell's directories only, and both tools rerun that cell's
 stages, not every cell's.
 """
@@ -39,6 +45,20 @@ def train_log(cell: str, run: str) -> str:
 
 def timing_file(cell: str, run: str) -> str:
     return f"results/timing/{cell}/{run}.json"
+
+
+def trunk_dir(cell: str, trunk: str) -> str:
+    """A trunk's kept states and resume checkpoints (runs/trunks/ is in .dvcignore)."""
+    return f"runs/trunks/{cell}/{trunk}"
+
+
+def trunk_record(cell: str, trunk: str, step: int | str) -> str:
+    """The record of the trunk segment that ends at `step`."""
+    return f"results/trunk/{cell}/{trunk}/to{step}.json"
+
+
+def trunk_log(cell: str, trunk: str, step: int | str) -> str:
+    return f"logs/trunk/{cell}/{trunk}/to{step}.log"
 
 
 def conditioning_files(run: str) -> dict[str, str]:

@@ -158,6 +158,11 @@ def _cross_field_problem(params: dict) -> str | None:
         problem = _layout_problem(train, scale)
         if problem:
             return problem
+    from ngptlab.trunks import wsd_problem  # beside the trunks whose rules it checks (it imports this module)
+
+    problem = wsd_problem(train)
+    if problem:
+        return problem
     if params["speedup"]["baseline"] not in train["arms"]:
         return (f"speedup.baseline {params['speedup']['baseline']!r} is not among train.arms: "
                 f"{', '.join(train['arms'])}")
@@ -200,6 +205,7 @@ class RunSpec:
     budget: int
     lr: float
     seed: int
+    schedule: str = "cosine"  # or "wsd" (train.schedule; ngptlab.trunks)
 
     @property
     def cell(self) -> str:
@@ -208,27 +214,48 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        return f"{self.cell}-{self.arm}-t{self.budget}-lr{format_lr(self.lr)}-s{self.seed}"
+        suffix = "" if self.schedule == "cosine" else f"-{self.schedule}"
+        return f"{self.cell}-{self.arm}-t{self.budget}-lr{format_lr(self.lr)}-s{self.seed}{suffix}"
 
     def as_dict(self) -> dict[str, Any]:
+        # a cosine run's record carries no schedule key: records written before WSD existed stay valid
+        schedule = {} if self.schedule == "cosine" else {"schedule": self.schedule}
         return {"scale": self.scale, "context": self.context, "arm": self.arm, "budget": self.budget,
-                "lr": self.lr, "seed": self.seed}
+                "lr": self.lr, "seed": self.seed, **schedule}
 
 
 def cell_name(scale: str, context: int) -> str:
     return f"{scale}-ctx{context}"
 
 
+def schedule_of(train: dict) -> str:
+    """train.schedule: the grid's learning-rate schedule, cosine (the paper's, the default) or wsd."""
+    return train.get("schedule", "cosine")
+
+
+def calibration_budgets(train: dict) -> list[int]:
+    """The budgets of train.calibrate: cosine runs beside a WSD grid's runs (none without it)."""
+    return list(train.get("calibrate", {}).get("budgets", [])) if schedule_of(train) == "wsd" else []
+
+
 def enumerate_runs(params: dict) -> list[RunSpec]:
-    """Every run the grid describes, in a stable order (scale, context, arm, budget, lr, seed)."""
+    """Every run the grid describes, in a stable order (scale, context, arm, budget, lr, seed): the runs of
+    train.schedule, then the cosine calibration runs of a WSD grid (train.calibrate)."""
     train = params["train"]
     runs = []
-    for scale, context, arm, budget, seed in itertools.product(
-        train["scales"], train["contexts"], train["arms"], train["budgets"], train["seeds"]
-    ):
-        for lr in lr_sweep(train, scale, context, arm):
-            runs.append(RunSpec(scale, context, arm, budget, float(lr), seed))
+    for schedule, budgets in ((schedule_of(train), train["budgets"]), ("cosine", calibration_budgets(train))):
+        for scale, context, arm, budget, seed in itertools.product(
+            train["scales"], train["contexts"], train["arms"], budgets, train["seeds"]
+        ):
+            for lr in lr_sweep(train, scale, context, arm):
+                runs.append(RunSpec(scale, context, arm, budget, float(lr), seed, schedule))
     return runs
+
+
+def compared_runs(params: dict) -> list[RunSpec]:
+    """The runs the speed-up compares: those of train.schedule (not the calibration runs)."""
+    schedule = schedule_of(params["train"])
+    return [run for run in enumerate_runs(params) if run.schedule == schedule]
 
 
 def enumerate_cells(params: dict) -> list[str]:
@@ -290,6 +317,11 @@ def split_batch(batch_sequences: int, micro_batch_tokens: int, context: int, wor
                           f"not divide the {seqs_per_rank} sequences each of {world_size} processes gets per "
                           f"step")
     return BatchSplit(seqs_per_rank, micro_seqs, seqs_per_rank // micro_seqs)
+
+
+# Arms whose recipe does not warm up (Recipe.warmup False in their model file; tests/test_plan.py checks
+# this set against the registry, which the plan does not import because it loads torch).
+ARMS_WITHOUT_WARMUP = frozenset({"ngpt", "ngpt-freew"})
 
 
 def warmup_steps(train: dict, steps: int, warms_up: bool) -> int:
@@ -356,7 +388,7 @@ def _run_name_pattern() -> re.Pattern:
     alternatives = lambda names: "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))  # noqa: E731
     return re.compile(
         rf"^(?P<scale>[A-Za-z0-9][A-Za-z0-9._-]*?)-ctx(?P<context>\d+)-(?P<arm>{alternatives(allowed_arms())})"
-        r"-t(?P<budget>\d+)-lr(?P<lr>[0-9.e+-]+?)-s(?P<seed>\d+)$"
+        r"-t(?P<budget>\d+)-lr(?P<lr>[0-9.e+-]+?)-s(?P<seed>\d+)(?P<wsd>-wsd)?$"
     )
 
 
@@ -364,11 +396,12 @@ def parse_run_name(name: str) -> RunSpec:
     match = _run_name_pattern().match(name)
     if not match:
         raise ParamsError(
-            f"run name {name!r} is not of the form <scale>-ctx<context>-<arm>-t<budget>-lr<lr>-s<seed> "
+            f"run name {name!r} is not of the form <scale>-ctx<context>-<arm>-t<budget>-lr<lr>-s<seed>[-wsd] "
             f"with arm in {allowed_arms()}"
         )
     g = match.groupdict()
-    return RunSpec(g["scale"], int(g["context"]), g["arm"], int(g["budget"]), float(g["lr"]), int(g["seed"]))
+    return RunSpec(g["scale"], int(g["context"]), g["arm"], int(g["budget"]), float(g["lr"]), int(g["seed"]),
+                   "wsd" if g["wsd"] else "cosine")
 
 
 def find_run(params: dict, name: str) -> RunSpec:

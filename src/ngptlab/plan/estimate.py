@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
 from ngptlab.params import (
+    ARMS_WITHOUT_WARMUP,
     RunSpec,
     run_shape,
     scale_layout,
@@ -18,10 +19,6 @@ from ngptlab.params import (
 from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
-
-# Arms whose recipe does not warm up (Recipe.warmup False in their model file; tests/test_plan.py checks
-# this set against the registry, which plan does not import because it loads torch).
-ARMS_WITHOUT_WARMUP = frozenset({"ngpt", "ngpt-freew"})
 
 
 def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: float,

@@ -1,4 +1,7 @@
-"""`ngptlab train --params params.yaml --run <run-name>`: train one run of the grid.
+"""`ngptlab train --params params.yaml --run <name>`: train one run of the grid, or one WSD trunk segment.
+
+A name is a run's (`ngptlab plan` lists them) or, with train.schedule wsd, a trunk segment's,
+`<trunk>-to<step>` (ngptlab/trunks.py): a WSD run starts from its trunk's kept state where there is one.
 
 Also runs under `torchrun --nproc_per_node N -m ngptlab.cli train --params FILE <run-name>` (DDP; the run
 name positional, because torchrun's parser mistakes `--run` for its own `--run-path`).
@@ -13,7 +16,6 @@ from __future__ import annotations
 import argparse
 
 from ngptlab.errors import ParamsError
-from ngptlab.params import find_run
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,12 +34,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, params: dict) -> int:
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    from ngptlab.train.loop import train_run  # torch and the models load only for this verb
+    from ngptlab.train.jobs import find_job  # torch and the models load only for this verb
+    from ngptlab.train.loop import train_run
 
     names = {name for name in (args.run, args.run_name) if name}
     if len(names) != 1:
         raise ParamsError("name one run: `--run NAME` or a positional NAME (under torchrun: positional)")
-    spec = find_run(params, names.pop())
+    spec = find_job(params, names.pop())
     # record: under torchrun, a process's exception goes to torchrun's error file, and so with its rank, host
     # and exit code into the failure summary that ends the log (on any node); outside torchrun a no-op.
     return record(train_run)(spec, params["train"], root=args.root, fresh=args.fresh,

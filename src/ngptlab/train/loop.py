@@ -1,4 +1,5 @@
-"""Train one run: AdamW with the arm's recipe, warmup + cosine schedule, fixed eval windows, checkpoints.
+"""Train one job (a run, or a WSD trunk segment: train/jobs.py): AdamW with the arm's recipe, its schedule,
+fixed eval windows, checkpoints.
 
 Read top to bottom: batch arithmetic, the Trainer (one step, evaluation), then train_run, which resumes,
 loops, handles SIGTERM/SIGINT and divergence, and writes the outputs.
@@ -11,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import math
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -28,25 +27,25 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from ngptlab.checkpoint import save_model
 from ngptlab.errors import DataError, ParamsError
-from ngptlab.files import write_json_atomic, write_text_atomic
-from ngptlab.models import ARMS, build_seeded, count_parameters, train_flops_per_token
-from ngptlab.params import RunSpec, run_shape, split_batch, steps_per_run, warmup_steps
+from ngptlab.files import write_text_atomic
+from ngptlab.models import build_seeded, train_flops_per_token
+from ngptlab.params import RunSpec, run_shape, split_batch, steps_per_run
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
 from ngptlab.train import dist, state
 from ngptlab.train.data import Shards, batch_offsets, data_record, eval_offsets, gather, open_shards
-from ngptlab.train.outputs import RunPaths, fingerprint, finished, finite_or_none
-from ngptlab.train.schedule import Schedule, make_schedule
+from ngptlab.train.jobs import RunJob, SegmentJob, make_job
+from ngptlab.train.outputs import finite_or_none
+from ngptlab.train.progress import clock, eval_line, say
+from ngptlab.train.schedule import Schedule, WarmupStable, WarmupStableDecay
+from ngptlab.train.stop import StopRequest, divergence
+from ngptlab.train.stop import diagnostics as stop_diagnostics
 from ngptlab.train.throughput import detect_peak, mfu_of
+from ngptlab.trunks import Segment, TrunkSpec
 
 EXIT_RESUMABLE = os.EX_TEMPFAIL  # 75
-
-# Measured, not computed: they differ from one identical run to the next, so they are written to the run's
-# timing file (RunPaths.timing), which only the report reads, never to the metrics or summary that the
-# stages between train and the report read.
-TIMING_KEYS = ("tokens_per_s", "mfu")
+Job = RunJob | SegmentJob
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -68,11 +67,13 @@ class BatchPlan:
         return self.seqs_global * self.context
 
 
-def plan_batches(train: dict, spec: RunSpec, world_size: int) -> BatchPlan:
-    """world_size counts every process of the run, on all its nodes (torchrun's WORLD_SIZE)."""
+def plan_batches(train: dict, spec: RunSpec | TrunkSpec, world_size: int,
+                 steps: int | None = None) -> BatchPlan:
+    """world_size counts every process of the run, on all its nodes (torchrun's WORLD_SIZE); `steps`: where
+    the job ends (default: the run's budget)."""
     context, seqs_global = spec.context, train["batch_sequences"]
     split = split_batch(seqs_global, train["micro_batch_tokens"], context, world_size)
-    steps = steps_per_run(train, context, spec.budget)
+    steps = steps_per_run(train, context, spec.budget) if steps is None else steps
     if steps < 1:
         raise ParamsError(f"budget {spec.budget} tokens is less than one batch "
                           f"(train.batch_sequences {seqs_global} x context {context})")
@@ -103,7 +104,8 @@ def crossed(tokens: int, batch_tokens: int, every: int) -> bool:
 
 
 class Trainer:
-    def __init__(self, spec: RunSpec, train: dict, shards: Shards, plan: BatchPlan, topo: dist.Topology):
+    def __init__(self, spec: RunSpec | TrunkSpec, train: dict, shards: Shards, plan: BatchPlan,
+                 topo: dist.Topology, schedule: Schedule | WarmupStableDecay | WarmupStable):
         self.spec, self.train, self.shards, self.plan, self.topo = spec, train, shards, plan, topo
         self.device = topo.device
         self.shape = run_shape(train, spec.scale)
@@ -118,8 +120,7 @@ class Trainer:
         fused = {"fused": True} if self.device.type == "cuda" else {}
         self.optimizer = torch.optim.AdamW(groups, lr=spec.lr, betas=tuple(self.recipe.betas),
                                            eps=self.recipe.eps, **fused)
-        warmup = warmup_steps(train, plan.steps, self.recipe.warmup)
-        self.schedule: Schedule = make_schedule(plan.steps, warmup)
+        self.schedule = schedule  # the job's (train/jobs.py)
         self.eval_offsets = eval_offsets(len(shards.val), spec.context, train["eval_windows"],
                                          train["eval_seed"])
         self.flops_per_token = train_flops_per_token(spec.arm, self.shape, shards.vocab_size, spec.context)
@@ -190,30 +191,6 @@ class Trainer:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Signals: SIGTERM (Slurm preemption / time limit) and SIGINT ask for a checkpoint at the next step boundary.
-
-
-class StopRequest:
-    def __init__(self) -> None:
-        self.signal: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.signal = signum
-        # A second signal acts as usual (kills), so a stuck run can still be stopped.
-        self.restore()
-
-    def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
-
-
-# ----------------------------------------------------------------------------------------------------------
 # One run, start to finish.
 
 
@@ -232,7 +209,7 @@ def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.T
             "batch_tokens": plan.batch_tokens,
             "warmup_steps": trainer.schedule.warmup_steps,  # this run's, after the small-budget rule
             "weight_decay": trainer.recipe.weight_decay, "betas": list(trainer.recipe.betas),
-            "eps": trainer.recipe.eps}
+            "eps": trainer.recipe.eps, **trainer.schedule.record()}  # cosine: no keys, as before WSD
 
 
 def log_every_tokens(train: dict) -> int:
@@ -240,59 +217,48 @@ def log_every_tokens(train: dict) -> int:
     return int(train.get("log_every_tokens") or 1)  # 1: a row after every step
 
 
-def train_run(spec: RunSpec, train: dict, root: str | Path = ".", fresh: bool = False,
+def train_run(spec: RunSpec | Segment, train: dict, root: str | Path = ".", fresh: bool = False,
               progress: bool = True) -> int:
-    """Train `spec` with the `train` section of params; artifacts under `root`. Returns the exit code."""
+    """Train a run or a trunk segment with the `train` section of params; artifacts under `root`. Returns the
+    exit code."""
     topo = dist.setup(train["device"])
     try:
-        paths = RunPaths.for_run(root, train["source"], spec.cell, spec.name)
-        return _train_run(spec, train, paths, Path(root), topo, fresh, progress)
+        return _train_run(make_job(spec, train, root), train, topo, fresh, progress)
     finally:
         dist.teardown(topo)
 
 
-def _lock(state_dir: Path, run: str):
-    """An exclusive lock so that two processes never train the same run at once (released at exit)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(state_dir / ".lock", "w")  # noqa: SIM115 (held for the whole run)
+def _lock(lock_dir: Path, name: str):
+    """An exclusive lock so that two processes never train the same run (or trunk) at once."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(lock_dir / ".lock", "w")  # noqa: SIM115 (held for the whole run)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
-        raise ParamsError(f"run {run} is already being trained by another process "
-                          f"(lock {state_dir / '.lock'})") from None
+        raise ParamsError(f"{name} is already being trained by another process "
+                          f"(lock {lock_dir / '.lock'})") from None
     return handle
 
 
-def _train_run(spec: RunSpec, train: dict, paths: RunPaths, root: Path, topo: dist.Topology, fresh: bool,
-               progress: bool) -> int:
-    main = topo.is_main
-    plan = plan_batches(train, spec, topo.world_size)
-    data = data_record(load_meta(paths.tokens_dir), train["source"])
-    # the run's own warmup (0 for an arm that does not warm up, capped for small budgets), as its summary
-    # records it: a finished nGPT run must compare equal to itself
-    warmup = warmup_steps(train, plan.steps, ARMS[spec.arm].recipe().warmup)
-    expected = fingerprint(spec.as_dict(), {**train, "steps": plan.steps, "warmup_steps": warmup}, data)
-    if finished(paths, spec.name, expected):
-        if main:
-            state.discard_state(paths.state_dir)  # leftovers of a kill between the final writes
-            if not paths.timing.is_file():  # finished before timing files existed: a declared output
-                write_json_atomic(paths.timing, unmeasured_timing(spec.name))
-            print(f"ngptlab train: {spec.name} is already done ({paths.summary})", file=sys.stderr)
+def _train_run(job: Job, train: dict, topo: dist.Topology, fresh: bool, progress: bool) -> int:
+    plan = plan_batches(train, job.spec, topo.world_size, job.steps)
+    data = data_record(load_meta(job.paths.tokens_dir), train["source"])
+    expected = job.fingerprint(data)
+    if job.done(expected, topo.is_main):
         return 0
-
-    lock = _lock(paths.state_dir, spec.name) if main else None
+    lock = _lock(job.lock_dir, job.name) if topo.is_main else None
     try:
-        return _train_locked(spec, train, paths, root, topo, fresh, progress, plan, data, expected)
+        return _train_locked(job, train, topo, fresh, progress, plan, data, expected)
     finally:
         if lock:
             lock.close()
 
 
-def _train_locked(spec: RunSpec, train: dict, paths: RunPaths, root: Path, topo: dist.Topology, fresh: bool,
-                  progress: bool, plan: BatchPlan, data: dict, expected: dict) -> int:
-    main = topo.is_main
-    if main and fresh:  # --fresh: forget any checkpoint (keeping the lock we hold)
+def _train_locked(job: Job, train: dict, topo: dist.Topology, fresh: bool, progress: bool, plan: BatchPlan,
+                  data: dict, expected: dict) -> int:
+    main, paths, spec = topo.is_main, job.paths, job.spec
+    if main and fresh and paths.state_dir.is_dir():  # --fresh: forget any checkpoint (keeping the lock)
         for item in paths.state_dir.iterdir():
             if item.is_dir():
                 state.discard_state(item)
@@ -309,51 +275,56 @@ def _train_locked(spec: RunSpec, train: dict, paths: RunPaths, root: Path, topo:
         raise failure or DataError(f"{paths.tokens_dir}: rank 0 found the token shards inconsistent")
     shards = open_shards(paths.tokens_dir, verify=False)
 
-    trainer = Trainer(spec, train, shards, plan, topo)
+    trainer = Trainer(spec, train, shards, plan, topo, job.schedule)
     params = resolved_params(train, plan, trainer, topo)
-    config = {"format": "ngptlab.run/1", "run": spec.name, "arm": spec.arm, "scale": spec.scale,
+    config = {"format": "ngptlab.run/1", "run": job.name, "arm": spec.arm, "scale": spec.scale,
               "shape": trainer.shape.as_dict(),
               "vocab_size": shards.vocab_size, "vocab_multiple": trainer.model.vocab_multiple,
               "context": spec.context, "spec": spec.as_dict(),
               "train": params, "data": data, "code_revision": code_revision()}
     info = state.load_state(paths.state_dir, trainer.model, trainer.optimizer, expected)
+    rows_from = paths.state_dir
+    if info is None and (start := job.start(data)):  # a WSD branch or segment: from the trunk's kept state
+        rows_from, trunk_expected = start
+        info = state.load_state(rows_from, trainer.model, trainer.optimizer, trunk_expected)
+        info.update(started_at=info["step"], resumed_from=[])
+    elif info is not None:
+        info["resumed_from"] = [*info["resumed_from"], info["step"]]
     if info is None:
         info = {"step": 0, "wall_s": 0.0, "metrics_rows": 0, "last_val_loss": None, "last_val_step": None,
                 "resumed_from": []}
-    else:
-        info["resumed_from"] = [*info["resumed_from"], info["step"]]
     info["fingerprint"] = expected
     metrics_path = paths.state_dir / state.METRICS
-    if main:  # drop rows logged after the checkpoint we resume from; they will be logged again
-        rows = metrics_path.read_text().splitlines(keepends=True)[: info["metrics_rows"]] \
-            if metrics_path.exists() else []
+    if main:  # the rows up to the checkpoint we start from; rows logged after it will be logged again
+        saved = rows_from / state.METRICS
+        rows = saved.read_text().splitlines(keepends=True)[: info["metrics_rows"]] if saved.exists() else []
         write_text_atomic(metrics_path, "".join(rows))
     metrics = open(metrics_path, "a") if main else None  # noqa: SIM115
     stop = StopRequest()
     stop.install()
     try:
-        return _loop(spec, train, paths, topo, plan, trainer, params, config, info, metrics, stop, progress)
+        return _loop(job, train, topo, plan, trainer, params, config, info, metrics, stop, progress, expected)
     finally:
         stop.restore()
         if metrics:
             metrics.close()
 
 
-def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan: BatchPlan, trainer: Trainer,
-          params: dict, config: dict, info: dict, metrics, stop: StopRequest, progress: bool) -> int:
-    main, batch_tokens = topo.is_main, plan.batch_tokens
+def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: Trainer, params: dict,
+          config: dict, info: dict, metrics, stop: StopRequest, progress: bool, expected: dict) -> int:
+    main, batch_tokens, spec, paths = topo.is_main, plan.batch_tokens, job.spec, job.paths
     started, wall_before = time.perf_counter(), info["wall_s"]
     step = info["step"]
     first_step = step
     window_s, window_tokens = 0.0, 0
     diagnostics = None
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
-               desc=spec.name, disable=not (main and progress), dynamic_ncols=True, file=sys.stderr)
+               desc=job.name, disable=not (main and progress), dynamic_ncols=True, file=sys.stderr)
     if main:
         resumed = f"resumed from step {step}" if step else "from step 0"
-        _say(f"start {spec.name}: {resumed} of {plan.steps} ({plan.steps * batch_tokens:,} tokens, "
-             f"{plan.batch_tokens:,} per step), arm {spec.arm}, lr {spec.lr:g}, on {topo.device.type} "
-             f"x{topo.world_size}")
+        say(f"start {job.name}: {resumed} of {plan.steps} ({plan.steps * batch_tokens:,} tokens, "
+            f"{plan.batch_tokens:,} per step), arm {spec.arm}, lr {spec.lr:g}, on {topo.device.type} "
+            f"x{topo.world_size}")
 
     def checkpoint() -> None:
         info.update(step=step, wall_s=wall_before + time.perf_counter() - started)
@@ -365,9 +336,9 @@ def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan
     while step < plan.steps:
         t0 = time.perf_counter()
         loss, grad_norm = trainer.forward_backward(step)
-        problem = _divergence(loss, grad_norm, train["diverge_loss"])
+        problem = divergence(loss, grad_norm, train["diverge_loss"])
         if problem:  # no update: the weights stay the last finite state
-            diagnostics = _diagnostics(problem, step, batch_tokens, loss, grad_norm, info)
+            diagnostics = stop_diagnostics(problem, step, batch_tokens, loss, grad_norm, info)
             if main:  # the failed step's row, so that curves show where the run stopped
                 row = {"step": step + 1, "tokens": (step + 1) * batch_tokens,
                        "train_loss": finite_or_none(loss), "lr": spec.lr * trainer.schedule.factor(step),
@@ -388,7 +359,9 @@ def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan
         bar.update(batch_tokens)
         bar.set_postfix_str(f"loss {loss:.3f} tok/s {tokens_per_s:,.0f}", refresh=False)
 
-        evaluate = crossed(tokens, batch_tokens, train["eval_every_tokens"]) or step == plan.steps
+        # a run evaluates at its budget too; a trunk segment's end is no budget (its branches evaluate there)
+        evaluate = crossed(tokens, batch_tokens, train["eval_every_tokens"]) or (step == plan.steps
+                                                                                  and job.ends_run)
         if evaluate or crossed(tokens, batch_tokens, log_every_tokens(train)):
             row = {"step": step, "tokens": tokens, "train_loss": loss, "lr": lr, "grad_norm": grad_norm,
                    "tokens_per_s": tokens_per_s}
@@ -399,8 +372,8 @@ def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan
                 val = trainer.evaluate()
                 row["val_loss"] = finite_or_none(val)
                 if not math.isfinite(val):
-                    diagnostics = _diagnostics(f"val loss is {val}", step, batch_tokens, loss, grad_norm,
-                                               info)
+                    diagnostics = stop_diagnostics(f"val loss is {val}", step, batch_tokens, loss, grad_norm,
+                                                   info)
                     row["diverged"] = True
                 else:
                     info.update(last_val_loss=val, last_val_step=step)
@@ -410,7 +383,7 @@ def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan
                 if evaluate:
                     elapsed = time.perf_counter() - started
                     rate = (step - first_step) * batch_tokens / elapsed if elapsed > 0 else 0.0
-                    _say(_eval_line(spec.name, step, plan, row, rate))
+                    say(eval_line(job.name, step, plan, row, rate))
             info["metrics_rows"] += 1
             window_s, window_tokens = 0.0, 0
             if diagnostics:
@@ -425,124 +398,18 @@ def _loop(spec: RunSpec, train: dict, paths: RunPaths, topo: dist.Topology, plan
                 checkpoint()
             bar.close()
             if main:
-                print(f"\nngptlab train: {spec.name} interrupted at step {step}/{plan.steps}; checkpoint "
+                print(f"\nngptlab train: {job.name} interrupted at step {step}/{plan.steps}; checkpoint "
                       f"saved, rerun the same command to resume (exit {EXIT_RESUMABLE})", file=sys.stderr)
             return EXIT_RESUMABLE
     bar.close()
 
     wall_s = wall_before + time.perf_counter() - started
     if main:
-        _write_outputs(spec, paths, trainer, params, config, info, step * batch_tokens, step, wall_s,
-                       diagnostics)
+        written = job.finish(trainer, params, config, info, step, wall_s, diagnostics, expected)
         final = info["last_val_loss"]
         outcome = (f"diverged at step {step} ({diagnostics['reason']})" if diagnostics else
-                   f"completed {step} steps, final val loss {final:.4f}" if final is not None else
-                   f"completed {step} steps")
-        _say(f"end {spec.name}: {outcome}; {_clock(wall_s)} of training in all; outputs {paths.summary}")
+                   f"completed {step} steps, final val loss {final:.4f}" if final is not None and job.ends_run
+                   else f"completed {step} steps")
+        say(f"end {job.name}: {outcome}; {clock(wall_s)} of training in all; outputs {written}")
     dist.barrier(topo)
     return 0
-
-
-def _say(line: str) -> None:
-    """One line for the log, whether or not a progress bar is drawn (Slurm and Snakemake logs have none)."""
-    tqdm.write(f"ngptlab train: {line}", file=sys.stderr)
-
-
-def _eval_line(run: str, step: int, plan: BatchPlan, row: dict, tokens_per_s: float) -> str:
-    """Progress at an evaluation: tokens, losses, throughput since this process started, MFU, ETA."""
-    tokens, total = row["tokens"], plan.steps * plan.batch_tokens
-    val = row.get("val_loss")
-    eta = _clock((total - tokens) / tokens_per_s) if tokens_per_s > 0 else "?"
-    utilisation = f"{row['mfu']:.1%}" if row.get("mfu") is not None else "n/a"
-    return (f"{run} step {step}/{plan.steps} tokens {tokens:,}/{total:,} ({tokens / total:.0%}) "
-            f"train loss {row['train_loss']:.4f} val loss {'n/a' if val is None else f'{val:.4f}'} "
-            f"tok/s {tokens_per_s:,.0f} MFU {utilisation} ETA {eta}")
-
-
-def _clock(seconds: float) -> str:
-    """HH:MM:SS, with a day count in front past 24 hours (a multi-day Slurm job)."""
-    days, rest = divmod(int(seconds), 86400)
-    return (f"{days}d " if days else "") + time.strftime("%H:%M:%S", time.gmtime(rest))
-
-
-def _diagnostics(reason: str, step: int, batch_tokens: int, loss: float, grad_norm: float,
-                 info: dict) -> dict:
-    """What a diverged run's summary says: why, after how many updates, and the last finite val loss."""
-    return {"reason": reason, "step": step, "tokens": step * batch_tokens, "loss": _num(loss),
-            "grad_norm": _num(grad_norm), "last_finite_val_loss": info["last_val_loss"],
-            "last_finite_val_step": info["last_val_step"]}
-
-
-def _num(value: float) -> float | str:
-    return value if math.isfinite(value) else str(value)
-
-
-def _divergence(loss: float, grad_norm: float, limit: float) -> str | None:
-    if not math.isfinite(loss):
-        return f"train loss is {loss}"
-    if loss > limit:
-        return f"train loss {loss:.4g} > train.diverge_loss {limit:g}"
-    if not math.isfinite(grad_norm):
-        return f"gradient norm is {grad_norm}"
-    return None
-
-
-def unmeasured_timing(run: str) -> dict:
-    """The timing file of a run that finished before timing files existed: nothing measured."""
-    return {"run": run, "tokens_per_s": None, "mfu": None,
-            "note": "not measured: the run finished before timing files existed"}
-
-
-def timing_record(run: str, trainer: Trainer, params: dict, tokens: int, steps: int, wall_s: float,
-                  info: dict, rows: list[dict]) -> dict:
-    """results/timing/<cell>/<run>.json: the run's throughput and MFU overall and per logged row.
-
-    tokens_per_s is the tokens of all steps over the time spent in them (forward, backward, update; not the
-    evaluations and checkpoints, which wall_s includes); mfu divides that by the peak named beside it.
-    """
-    train_s = info.get("train_s") or 0.0
-    tokens_per_s = tokens / train_s if train_s > 0 else None
-    world = params["world_size"]
-    utilisation = None if tokens_per_s is None else mfu_of(trainer.flops_per_token, tokens_per_s,
-                                                              trainer.peak.flops, world)
-    return {"run": run, "wall_s": round(wall_s, 3), "train_s": round(train_s, 6), "steps": steps,
-            "tokens": tokens, "tokens_per_s": tokens_per_s, "mfu": utilisation,
-            "flops_per_token": trainer.flops_per_token, "world_size": world, "device": params["device"],
-            "precision": params["precision"], "compile": params["compile"], **trainer.peak.as_dict(),
-            "rows": [{key: row[key] for key in ("step", "tokens", *TIMING_KEYS) if key in row}
-                     for row in rows]}
-
-
-def _write_outputs(spec: RunSpec, paths: RunPaths, trainer: Trainer, params: dict, config: dict, info: dict,
-                   tokens: int, steps: int, wall_s: float, diagnostics: dict | None) -> None:
-    """Weights, config, metrics, then the summary last: its presence marks the run as done."""
-    status = "diverged" if diagnostics else "completed"
-    sha = save_model(paths.model, trainer.model, config)
-    write_json_atomic(paths.config, config)
-    rows = [json.loads(line) for line in (paths.state_dir / state.METRICS).read_text().splitlines()]
-    write_json_atomic(paths.timing,
-                      timing_record(spec.name, trainer, params, tokens, steps, wall_s, info, rows))
-    write_text_atomic(paths.metrics, "".join(
-        json.dumps({k: v for k, v in row.items() if k not in TIMING_KEYS}, allow_nan=False) + "\n"
-        for row in rows))
-    eval_hash = hashlib.sha256(trainer.eval_offsets.tobytes()).hexdigest()
-    summary = {
-        "run": spec.name,
-        "spec": spec.as_dict(),
-        "status": status,
-        "final_val_loss": None if diagnostics else finite_or_none(info["last_val_loss"]),
-        "tokens": tokens,
-        "steps": steps,
-        "n_params": count_parameters(trainer.model),
-        "flops_per_token": trainer.flops_per_token,
-        "train_flops": trainer.flops_per_token * tokens,
-        "checkpoint_sha256": sha,
-        "data": config["data"],
-        "eval_windows_sha256": eval_hash,
-        "code_revision": config["code_revision"],
-        "params": params,
-        "resumed_from": info["resumed_from"],
-        "diagnostics": diagnostics,
-    }
-    write_json_atomic(paths.summary, summary)
-    state.discard_state(paths.state_dir)

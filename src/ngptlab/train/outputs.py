@@ -17,6 +17,7 @@ every time: they go to results/timing/, which only the report (the last stage) r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -24,7 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from ngptlab import layout
+from ngptlab.checkpoint import save_model
 from ngptlab.errors import CheckpointError
+from ngptlab.files import write_json_atomic, write_text_atomic
+from ngptlab.models import count_parameters
+from ngptlab.params import RunSpec
+from ngptlab.train import state
+from ngptlab.train.throughput import mfu_of
+
+# Measured, not computed: they differ from one identical run to the next, so they are written to the run's
+# timing file (RunPaths.timing), which only the report reads, never to the metrics or summary that the
+# stages between train and the report read.
+TIMING_KEYS = ("tokens_per_s", "mfu")
 
 # Settings that change a run's trajectory or its final val loss. A checkpoint or a finished run written
 # with other values belongs to a different run. (micro_batch_tokens, device, compile and world size only
@@ -32,6 +44,10 @@ from ngptlab.errors import CheckpointError
 TRAJECTORY_KEYS = ("batch_sequences", "steps", "warmup_steps", "grad_clip", "diverge_loss",
                    "eval_windows", "eval_seed", "vocab_multiple")
 TRAJECTORY_DEFAULTS = {"vocab_multiple": 1}  # optional keys: absent (older runs included) = this value
+# A schedule other than the paper's cosine adds its keys (ngptlab.train.schedule, its record()); a cosine
+# run's fingerprint has none, as before other schedules existed.
+SCHEDULE_KEYS = {"cosine": (), "wsd-trunk": ("schedule",),
+                 "wsd": ("schedule", "cooldown_fraction", "cooldown_shape", "decay_start_step")}
 
 
 @dataclass(frozen=True)
@@ -69,8 +85,9 @@ class RunPaths:
 
 
 def fingerprint(spec: dict, params: dict, data: dict) -> dict[str, Any]:
-    """The identity of a run's trajectory: its spec, the trajectory settings, and the data hashes."""
-    return {**spec, **{key: params.get(key, TRAJECTORY_DEFAULTS.get(key)) for key in TRAJECTORY_KEYS},
+    """The identity of a run's (or a trunk's) trajectory: spec, trajectory settings, data hashes."""
+    keys = TRAJECTORY_KEYS + SCHEDULE_KEYS[params.get("schedule", "cosine")]
+    return {**spec, **{key: params.get(key, TRAJECTORY_DEFAULTS.get(key)) for key in keys},
             "train_sha256": data.get("train_sha256"), "val_sha256": data.get("val_sha256")}
 
 
@@ -101,3 +118,68 @@ def finished(paths: RunPaths, run: str, expected: dict) -> bool:
 def finite_or_none(value: float | None) -> float | None:
     """JSON has no NaN/inf: non-finite numbers are written as null (diagnostics keep them as strings)."""
     return value if value is not None and math.isfinite(value) else None
+
+
+def unmeasured_timing(run: str) -> dict:
+    """The timing file of a run that finished before timing files existed: nothing measured."""
+    return {"run": run, "tokens_per_s": None, "mfu": None,
+            "note": "not measured: the run finished before timing files existed"}
+
+
+def timing_record(run: str, trainer, params: dict, tokens: int, steps: int, wall_s: float,
+                  info: dict, rows: list[dict]) -> dict:
+    """results/timing/<cell>/<run>.json: the run's throughput and MFU overall and per logged row, and the
+    tokens it trained itself (a WSD branch: from its trunk's state on).
+
+    tokens_per_s is the tokens of all steps over the time spent in them (forward, backward, update; not the
+    evaluations and checkpoints, which wall_s includes); mfu divides that by the peak named beside it.
+    """
+    train_s = info.get("train_s") or 0.0
+    tokens_per_s = tokens / train_s if train_s > 0 else None
+    world = params["world_size"]
+    utilisation = None if tokens_per_s is None else mfu_of(trainer.flops_per_token, tokens_per_s,
+                                                              trainer.peak.flops, world)
+    started = info.get("started_at", 0)  # a WSD branch: the trunk's step it started from
+    return {"run": run, "wall_s": round(wall_s, 3), "train_s": round(train_s, 6), "steps": steps,
+            "tokens": tokens, "started_at_step": started,
+            "trained_tokens": tokens - started * params["batch_tokens"],  # by this run's own jobs
+            "tokens_per_s": tokens_per_s, "mfu": utilisation,
+            "flops_per_token": trainer.flops_per_token, "world_size": world, "device": params["device"],
+            "precision": params["precision"], "compile": params["compile"], **trainer.peak.as_dict(),
+            "rows": [{key: row[key] for key in ("step", "tokens", *TIMING_KEYS) if key in row}
+                     for row in rows]}
+
+
+def write_run_outputs(spec: RunSpec, paths: RunPaths, trainer, params: dict, config: dict, info: dict,
+                   tokens: int, steps: int, wall_s: float, diagnostics: dict | None) -> None:
+    """Weights, config, metrics, then the summary last: its presence marks the run as done."""
+    status = "diverged" if diagnostics else "completed"
+    sha = save_model(paths.model, trainer.model, config)
+    write_json_atomic(paths.config, config)
+    rows = [json.loads(line) for line in (paths.state_dir / state.METRICS).read_text().splitlines()]
+    write_json_atomic(paths.timing,
+                      timing_record(spec.name, trainer, params, tokens, steps, wall_s, info, rows))
+    write_text_atomic(paths.metrics, "".join(
+        json.dumps({k: v for k, v in row.items() if k not in TIMING_KEYS}, allow_nan=False) + "\n"
+        for row in rows))
+    eval_hash = hashlib.sha256(trainer.eval_offsets.tobytes()).hexdigest()
+    summary = {
+        "run": spec.name,
+        "spec": spec.as_dict(),
+        "status": status,
+        "final_val_loss": None if diagnostics else finite_or_none(info["last_val_loss"]),
+        "tokens": tokens,
+        "steps": steps,
+        "n_params": count_parameters(trainer.model),
+        "flops_per_token": trainer.flops_per_token,
+        "train_flops": trainer.flops_per_token * tokens,
+        "checkpoint_sha256": sha,
+        "data": config["data"],
+        "eval_windows_sha256": eval_hash,
+        "code_revision": config["code_revision"],
+        "params": params,
+        "resumed_from": info["resumed_from"],
+        "diagnostics": diagnostics,
+    }
+    write_json_atomic(paths.summary, summary)
+    state.discard_state(paths.state_dir)

@@ -79,6 +79,12 @@ def save_state(
             shutil.rmtree(old, ignore_errors=True)
 
 
+def saved_fingerprint(state_dir: Path) -> dict:
+    """The fingerprint of the current checkpoint of `state_dir` (CheckpointError if unreadable)."""
+    latest = _read_json(state_dir / LATEST)
+    return _read_json(state_dir / str(latest.get("checkpoint", "")) / "state.json").get("fingerprint", {})
+
+
 def load_state(
     state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, fingerprint: dict
 ) -> dict | None:

@@ -1,0 +1,138 @@
+"""What one `ngptlab train` process trains: a run (cosine, or a WSD branch) or a WSD trunk segment.
+
+The training loop (train/loop.py) is the same for all three; a job says what differs: its schedule, where it
+stops, where it starts when it has no checkpoint of its own, when it is already done, and what it writes at
+its end. A run ends at its budget, evaluates there and writes the run's outputs (train/outputs.py); a segment
+ends at its branch point and keeps its state there for the branches (train/trunk.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ngptlab.errors import CheckpointError
+from ngptlab.files import write_json_atomic
+from ngptlab.models import ARMS
+from ngptlab.params import RunSpec, find_run, steps_per_run, warmup_steps
+from ngptlab.train import state, trunk
+from ngptlab.train.outputs import RunPaths, fingerprint, finished, unmeasured_timing, write_run_outputs
+from ngptlab.train.schedule import WarmupStable, make_schedule, make_wsd
+from ngptlab.trunks import Segment, find_segment, trunk_warmup
+
+
+class RunJob:
+    """A run of the grid: from step 0 (or, a WSD branch, from its trunk's state) to its budget."""
+
+    ends_run = True
+
+    def __init__(self, spec: RunSpec, train: dict, root: str | Path):
+        self.spec, self.name, self.train, self.root = spec, spec.name, train, root
+        self.paths = RunPaths.for_run(root, train["source"], spec.cell, spec.name)
+        self.lock_dir = self.paths.state_dir
+        self.warms_up = ARMS[spec.arm].recipe().warmup
+        self.steps = steps_per_run(train, spec.context, spec.budget)
+        if spec.schedule == "wsd":
+            self.schedule = make_wsd(train, spec.context, spec.budget, self.steps,
+                                     trunk_warmup(train, spec.context, self.warms_up))
+        else:
+            self.schedule = make_schedule(self.steps, warmup_steps(train, self.steps, self.warms_up))
+
+    def fingerprint(self, data: dict) -> dict:
+        # the run's own warmup (0 for an arm that does not warm up, capped for small budgets), as its summary
+        # records it: a finished nGPT run must compare equal to itself
+        params = {**self.train, "steps": self.steps, "warmup_steps": self.schedule.warmup_steps,
+                  "schedule": self.spec.schedule, **self.schedule.record()}
+        return fingerprint(self.spec.as_dict(), params, data)
+
+    def done(self, expected: dict, main: bool) -> bool:
+        if not finished(self.paths, self.name, expected):
+            return False
+        if main:
+            state.discard_state(self.paths.state_dir)  # leftovers of a kill between the final writes
+            if not self.paths.timing.is_file():  # finished before timing files existed: a declared output
+                write_json_atomic(self.paths.timing, unmeasured_timing(self.name))
+            print(f"ngptlab train: {self.name} is already done ({self.paths.summary})", file=sys.stderr)
+        return True
+
+    def start(self, data: dict) -> tuple[Path, dict] | None:
+        """Where to start without a checkpoint of its own: a WSD branch from its trunk's kept state."""
+        if self.spec.schedule != "wsd":
+            return None
+        return trunk.branch_start(self.root, self.train, self.spec, self.warms_up, data)
+
+    def finish(self, trainer, params: dict, config: dict, info: dict, step: int, wall_s: float,
+               diagnostics: dict | None, expected: dict) -> str:
+        write_run_outputs(self.spec, self.paths, trainer, params, config, info,
+                          step * trainer.plan.batch_tokens, step, wall_s, diagnostics)
+        if self.spec.schedule == "wsd":
+            trunk_spec = trunk.trunk_of(self.spec)
+            trunk_expected = trunk.trunk_fingerprint(trunk_spec, self.train, self.warms_up, config["data"])
+            trunk.collect_garbage(self.root, self.train, trunk_spec, trunk_expected)
+        return str(self.paths.summary)
+
+
+class SegmentJob:
+    """A trunk segment: the trunk's stable phase from the latest kept state up to one branch point."""
+
+    ends_run = False
+
+    def __init__(self, segment: Segment, train: dict, root: str | Path):
+        self.segment, self.name, self.train, self.root = segment, segment.name, train, root
+        self.spec = segment.trunk
+        self.paths = trunk.TrunkPaths.for_segment(root, train["source"], segment)
+        self.lock_dir = self.paths.trunk_dir
+        self.warms_up = ARMS[self.spec.arm].recipe().warmup
+        self.steps = segment.step
+        self.schedule = WarmupStable(trunk_warmup(train, self.spec.context, self.warms_up))
+
+    def fingerprint(self, data: dict) -> dict:
+        return trunk.trunk_fingerprint(self.spec, self.train, self.warms_up, data)
+
+    def done(self, expected: dict, main: bool) -> bool:
+        record = trunk.read_record(self.paths.record)
+        if record is None:
+            before = trunk.read_record(self.paths.record.with_name(f"to{self.segment.start}.json"))
+            if not (before and before["status"] == "diverged" and before["fingerprint"] == expected):
+                return False
+            if main:  # the trunk diverged before this segment's start: so does this segment
+                write_json_atomic(self.paths.record, {**before, "segment": self.name,
+                                                      "start": self.segment.start, "step": self.segment.step})
+            return True
+        if record["fingerprint"] != expected or record["segment"] != self.name:
+            raise CheckpointError(f"{self.paths.record}: the record of {self.name} is for other settings; "
+                                  f"delete it to train the segment again")
+        if main:
+            print(f"ngptlab train: {self.name} is already done ({self.paths.record})", file=sys.stderr)
+        return True
+
+    def start(self, data: dict) -> tuple[Path, dict] | None:
+        expected = self.fingerprint(data)
+        found = trunk.latest_kept(self.paths.trunk_dir, expected, self.segment.step)
+        return (found, expected) if found else None
+
+    def finish(self, trainer, params: dict, config: dict, info: dict, step: int, wall_s: float,
+               diagnostics: dict | None, expected: dict) -> str:
+        batch_tokens = trainer.plan.batch_tokens
+        if diagnostics:
+            state.discard_state(self.paths.state_dir)
+        else:
+            trunk.keep_state(self.paths, step)
+        trunk.write_record(self.paths, self.segment, expected, params, config["data"], step * batch_tokens,
+                           diagnostics)
+        started = info.get("started_at", 0)
+        write_json_atomic(self.paths.timing, {
+            "segment": self.name, "trunk": self.spec.name, "wall_s": round(wall_s, 3),
+            "train_s": round(info.get("train_s") or 0.0, 6), "started_at_step": started, "steps": step,
+            "trained_tokens": (step - started) * batch_tokens})
+        trunk.collect_garbage(self.root, self.train, self.spec, expected)
+        return str(self.paths.record)
+
+
+def find_job(params: dict, name: str) -> RunSpec | Segment:
+    """The run or trunk segment of this grid with this name (`ngptlab plan` lists both)."""
+    return find_segment(params, name) or find_run(params, name)
+
+
+def make_job(spec: RunSpec | Segment, train: dict, root: str | Path) -> RunJob | SegmentJob:
+    return SegmentJob(spec, train, root) if isinstance(spec, Segment) else RunJob(spec, train, root)

@@ -1,0 +1,166 @@
+"""The trunk of a WSD sweep (ngptlab.trunks): its segment jobs, its kept states, and where a branch starts.
+
+A segment job trains its trunk from the latest kept state at or before its start (none: from step 0) to its
+branch point P, with the trunk's schedule (warmup, then constant), and then keeps the state at P:
+
+    runs/trunks/<cell>/<trunk>/state/          resume checkpoints while a segment trains (as a run's state/)
+    runs/trunks/<cell>/<trunk>/to<P>/          the kept state at P, which branches start from: a complete
+                                               state directory (weights, AdamW moments, RNG, metrics rows)
+    results/trunk/<cell>/<trunk>/to<P>.json    the segment's record, the job's declared output: what it is
+                                               (spec, step, tokens, fingerprint, status); no times, so the
+                                               same segment trained twice writes the same bytes
+    results/timing/<cell>/<segment>.json       what it measured: wall time, tokens trained by this job
+
+Kept states are working state, not results: runs/trunks/ is in .dvcignore, so DVC never hashes, caches or
+pushes them (6 GB each at 0.5B). A kept state is deleted once every branch that starts at it is done and a
+later kept state exists; the latest is kept, so that a budget larger than every other continues the trunk
+from it instead of from step 0 (`ngptlab plan` prints the peak disk). Whoever finishes last (a branch or the
+next segment) deletes, under the trunk's lock.
+
+A branch (a WSD run) starts from its own checkpoint if it has one, else from the kept state at its branch
+point, else from the latest kept state before it (retraining the trunk's remainder itself: the schedule is
+the same there), else from step 0: the same bytes in every case, since batches are a function of (seed,
+step) only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ngptlab import layout
+from ngptlab.errors import CheckpointError
+from ngptlab.files import write_json_atomic
+from ngptlab.params import RunSpec
+from ngptlab.train import state
+from ngptlab.train.outputs import RunPaths, fingerprint
+from ngptlab.trunks import Segment, TrunkSpec, branch_point, trunk_of, trunk_warmup
+
+RECORD_FORMAT = "ngptlab.trunk/1"
+KEPT = re.compile(r"^to(\d+)$")
+
+
+def trunk_fingerprint(trunk: TrunkSpec, train: dict, warms_up: bool, data: dict) -> dict[str, Any]:
+    """The identity of a trunk's trajectory: no steps (it has no end), no cooldown."""
+    params = {**train, "steps": None, "warmup_steps": trunk_warmup(train, trunk.context, warms_up),
+              "schedule": "wsd-trunk"}
+    return fingerprint(trunk.as_dict(), params, data)
+
+
+@dataclass(frozen=True)
+class TrunkPaths:
+    tokens_dir: Path
+    trunk_dir: Path
+    record: Path
+    timing: Path
+
+    @classmethod
+    def for_segment(cls, root: str | Path, source: str, segment: Segment) -> TrunkPaths:
+        root, trunk = Path(root), segment.trunk
+        return cls(root / "data" / "tokens" / source, root / layout.trunk_dir(trunk.cell, trunk.name),
+                   root / layout.trunk_record(trunk.cell, trunk.name, segment.step),
+                   root / layout.timing_file(trunk.cell, segment.name))
+
+    @property
+    def state_dir(self) -> Path:
+        return self.trunk_dir / "state"
+
+    def kept(self, step: int) -> Path:
+        return self.trunk_dir / f"to{step}"
+
+
+def kept_states(trunk_dir: Path, expected: dict) -> dict[int, Path]:
+    """The trunk's complete kept states of this trajectory, by step. A kept state of other settings (an
+    edited grad_clip, say) is stale working state, not a result: it is deleted."""
+    found = {}
+    for path in sorted(trunk_dir.glob("to*")):
+        match = KEPT.match(path.name)
+        if not match or not (path / state.LATEST).is_file():
+            continue
+        try:
+            same = state.saved_fingerprint(path) == expected
+        except CheckpointError:
+            same = False
+        if same:
+            found[int(match.group(1))] = path
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    return found
+
+
+def latest_kept(trunk_dir: Path, expected: dict, up_to: int) -> Path | None:
+    """The kept state with the largest step at or before `up_to`, or None."""
+    steps = [step for step in kept_states(trunk_dir, expected) if step <= up_to]
+    return trunk_dir / f"to{max(steps)}" if steps else None
+
+
+def keep_state(paths: TrunkPaths, step: int) -> None:
+    """Make the segment's final checkpoint (in state/) the kept state at `step`: one rename."""
+    target = paths.kept(step)
+    if not (paths.state_dir / state.LATEST).is_file() and (target / state.LATEST).is_file():
+        return  # the segment started from its own end: the state is kept already
+    shutil.rmtree(target, ignore_errors=True)  # the same state, from an earlier identical training
+    (paths.state_dir / ".lock").unlink(missing_ok=True)
+    paths.state_dir.rename(target)
+
+
+def write_record(paths: TrunkPaths, segment: Segment, expected: dict, params: dict, data: dict, tokens: int,
+                 diagnostics: dict | None) -> None:
+    write_json_atomic(paths.record, {
+        "format": RECORD_FORMAT, "segment": segment.name, "trunk": segment.trunk.name,
+        "spec": segment.trunk.as_dict(), "start": segment.start, "step": segment.step, "tokens": tokens,
+        "status": "diverged" if diagnostics else "completed", "diagnostics": diagnostics,
+        "fingerprint": expected, "params": params, "data": data})
+
+
+def read_record(path: Path) -> dict | None:
+    """A segment's record, or None where it is missing or unreadable (the segment then trains again)."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) and record.get("format") == RECORD_FORMAT else None
+
+
+def branches_at(root: str | Path, train: dict, trunk: TrunkSpec) -> dict[int, list[Path]]:
+    """The summaries of the trunk's branches, by branch point: every budget of the grid (a trunk is one
+    (scale, context, arm, lr, seed), and the grid trains it at every budget)."""
+    found: dict[int, list[Path]] = {}
+    for budget in train["budgets"]:
+        run = RunSpec(trunk.scale, trunk.context, trunk.arm, budget, trunk.lr, trunk.seed, "wsd")
+        found.setdefault(branch_point(train, trunk.context, budget), []).append(
+            RunPaths.for_run(root, train["source"], run.cell, run.name).summary)
+    return found
+
+
+def collect_garbage(root: str | Path, train: dict, trunk: TrunkSpec, expected: dict) -> list[int]:
+    """Delete the kept states no branch needs any more (all branches there done, a later state kept);
+    return their steps. Under the trunk's lock, so that of two jobs finishing together one sees the other."""
+    trunk_dir = Path(root) / layout.trunk_dir(trunk.cell, trunk.name)
+    if not trunk_dir.is_dir():
+        return []
+    with open(trunk_dir / ".gc.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        kept = kept_states(trunk_dir, expected)
+        branches = branches_at(root, train, trunk)
+        retired = [step for step, path in kept.items() if step < max(kept)
+                   and all(summary.is_file() for summary in branches.get(step, []))]
+        for step in retired:
+            shutil.rmtree(kept[step], ignore_errors=True)
+    return retired
+
+
+def branch_start(root: str | Path, train: dict, run: RunSpec, warms_up: bool,
+                 data: dict) -> tuple[Path, dict] | None:
+    """Where a WSD run with no checkpoint of its own starts: the trunk's latest kept state at or before its
+    branch point, with that state's fingerprint (to check it against); None: from step 0."""
+    trunk = trunk_of(run)
+    expected = trunk_fingerprint(trunk, train, warms_up, data)
+    found = latest_kept(Path(root) / layout.trunk_dir(trunk.cell, trunk.name), expected,
+                        branch_point(train, run.context, run.budget))
+    return (found, expected) if found else None
