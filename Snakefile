@@ -1,7 +1,9 @@
 # ngptlab: does nGPT train faster, and is conditioning why? The whole experiment as one DAG.
 #
 #   prepare -> train (one job per run) -> condition (per run) -> speedup (per cell) -> evaluate (per cell)
-#   -> report; each job also takes its lineage key file (rules/lineage.smk), which decides when it is stale
+#   -> report; each job also takes its lineage key file (rules/lineage.smk), which decides when it is stale.
+#   With train.schedule wsd, the budgets of a run's (arm, lr, seed) share a trunk: trunk jobs (one segment
+#   per branch point, in rules/train.smk) come before the train jobs that branch from them.
 #
 # The experiment is params.yaml (see workflow/presets/ for bigger ones); each rule runs one
 # `ngptlab <verb>` and lives in workflow/rules/<verb>.smk. dvc.yaml runs the same rules one by one.
@@ -37,6 +39,7 @@ rule all:
     input:
         rules.report.output,
         [path for run in RUNS for path in (*train_outputs(run).values(), *condition_outputs(run).values())],
+        [segment_record(segment) for segment in SEGMENTS.values()],  # WSD trunks
         [speedup_output(cell) for cell in CELLS],
         [evaluate_output(cell) for cell in CELLS],
         lineage_files(),  # a new key is a missing target: its job and the jobs after it run again

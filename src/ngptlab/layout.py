@@ -18,9 +18,9 @@ wildcards, here cell and run):
 
 With train.schedule wsd, a trunk's segments (ngptlab/train/trunk.py) add
 
-    results/trunk/<cell>/<trunk>/to<step>.json   a segment's record (trunk)
+    results/trunk/<cell>/<trunk>/<span>.json     a segment's record (trunk); span "from<step>-to<step>"
     runs/trunks/<cell>/<trunk>/                  its kept states and resume checkpoints, never DVC-tracked
-    logs/trunk/<cell>/<trunk>/to<step>.log       (trunk)
+    logs/trunk/<cell>/<trunk>/<span>.log         (trunk)
 
 A new run in one cell therefore changes that cell's directories only, and both tools rerun that cell's
 stages, not every cell's.
@@ -52,13 +52,13 @@ def trunk_dir(cell: str, trunk: str) -> str:
     return f"runs/trunks/{cell}/{trunk}"
 
 
-def trunk_record(cell: str, trunk: str, step: int | str) -> str:
-    """The record of the trunk segment that ends at `step`."""
-    return f"results/trunk/{cell}/{trunk}/to{step}.json"
+def trunk_record(cell: str, trunk: str, span: str) -> str:
+    """The record of a trunk segment; span is "from<start>-to<step>" (ngptlab.trunks.Segment.span)."""
+    return f"results/trunk/{cell}/{trunk}/{span}.json"
 
 
-def trunk_log(cell: str, trunk: str, step: int | str) -> str:
-    return f"logs/trunk/{cell}/{trunk}/to{step}.log"
+def trunk_log(cell: str, trunk: str, span: str) -> str:
+    return f"logs/trunk/{cell}/{trunk}/{span}.log"
 
 
 def conditioning_files(run: str) -> dict[str, str]:

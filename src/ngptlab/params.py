@@ -187,8 +187,8 @@ def _layout_problem(train: dict, scale: str) -> str | None:
 # ----------------------------------------------------------------------------------------------------------
 # Runs and cells
 
-# The train keys that shape the grid: which runs and cells exist.
-GRID_KEYS = ("scales", "contexts", "arms", "budgets", "seeds", "learning_rates")
+# The train keys that shape the grid: which runs and cells exist, and under which schedule.
+GRID_KEYS = ("scales", "contexts", "arms", "budgets", "seeds", "learning_rates", "schedule", "calibrate")
 
 
 def format_lr(lr: float) -> str:
@@ -376,6 +376,13 @@ def time_limit_min(train: dict, run: RunSpec) -> int:
     largest budget), at least MIN_RUNTIME_MIN; a run cut off resumes on the profile's retry."""
     share = run.budget / max(train["budgets"])
     return max(MIN_RUNTIME_MIN, math.ceil(train["resources"][run.scale]["runtime_min"] * share))
+
+
+def segment_time_limit_min(train: dict, segment) -> int:
+    """A trunk segment's Slurm time limit (ngptlab.trunks.Segment): its steps' share of runtime_min."""
+    tokens = (segment.step - segment.start) * tokens_per_step(train, segment.trunk.context)
+    share = tokens / max(train["budgets"])
+    return max(MIN_RUNTIME_MIN, math.ceil(train["resources"][segment.trunk.scale]["runtime_min"] * share))
 
 
 def run_shape(train: dict, scale: str) -> Scale:

@@ -11,8 +11,10 @@ Sharing needs one warmup for every budget of a trunk: the warmup_steps rule (ngp
 applied to the grid's smallest budget, so that adding a larger budget changes no trunk. A budget whose branch
 point falls inside that warmup, or that leaves no cooldown step, is refused.
 
-A segment is named by its trunk and its end, `<trunk>-to<P>`: the state at P is the same whichever branch
-point came before it, so inserting a budget adds segments and leaves the others' results valid.
+A segment is named by its trunk and its span, `<trunk>-from<P0>-to<P>`, so that adding a budget changes the
+same jobs in Snakemake and DVC: a new largest budget adds one segment after the others; one in between
+replaces the segment that spans it with two. A kept state is named by its step alone (`to<P>`): the trunk's
+state at P is the same whichever branch point came before it.
 """
 
 from __future__ import annotations
@@ -77,8 +79,12 @@ class Segment:
     start: int
 
     @property
+    def span(self) -> str:
+        return f"from{self.start}-to{self.step}"
+
+    @property
     def name(self) -> str:
-        return f"{self.trunk.name}-to{self.step}"
+        return f"{self.trunk.name}-{self.span}"
 
 
 def trunk_of(run: RunSpec) -> TrunkSpec:
@@ -116,6 +122,11 @@ def segment_of(params: dict, run: RunSpec) -> Segment:
     step = branch_point(params["train"], run.context, run.budget)
     trunk = trunk_of(run)
     return next(s for s in enumerate_segments(params) if s.trunk == trunk and s.step == step)
+
+
+def segment_before(segments: list[Segment], segment: Segment) -> Segment | None:
+    """The segment that ends where `segment` starts (None for a trunk's first)."""
+    return next((s for s in segments if s.trunk == segment.trunk and s.step == segment.start), None)
 
 
 def find_segment(params: dict, name: str) -> Segment | None:

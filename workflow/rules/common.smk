@@ -24,11 +24,13 @@ from ngptlab.params import (
     load_params,
     max_restarts,
     scale_layout,
+    segment_time_limit_min,
     time_limit_min,
     validate_params,
 )
 from ngptlab.plan.grid import cell_key, lineage_keys, stage_code
-from ngptlab.plan.lineage import STAGES, made_from
+from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, STAGES, made_from
+from ngptlab.trunks import branch_point, enumerate_segments, trunk_of
 
 # `ngptlab` and `torchrun` must come from the environment that runs Snakemake (also inside Slurm jobs,
 # which start `python -m snakemake` with this same interpreter).
@@ -75,6 +77,11 @@ validate(config, "../schemas/params.schema.yaml")
 RUNS = {run.name: run for run in enumerate_runs(config)}
 CELLS = enumerate_cells(config)
 SOURCE = config["prepare"]["source"]["name"]
+# With train.schedule wsd: the trunk segments (ngptlab/trunks.py), by job ("<cell>/<trunk>/<span>"), and
+# by where they end: a WSD run branches from the segment that ends at its branch point, and a segment comes
+# after the one that ends where it starts.
+SEGMENTS = {f"{s.trunk.cell}/{s.trunk.name}/{s.span}": s for s in enumerate_segments(config)}
+_SEGMENT_AT = {(s.trunk, s.step): s for s in SEGMENTS.values()}
 
 
 # One path component each. Not an alternation of every name: Snakemake matches every file of the DAG against
@@ -95,6 +102,23 @@ def grid_run(run):
     if run not in RUNS:
         raise WorkflowError(f"run {run!r} is not in the grid of {PARAMS} (`ngptlab plan` lists its runs)")
     return RUNS[run]
+
+
+def grid_segment(cell, trunk, span):
+    job = f"{cell}/{trunk}/{span}"
+    if job not in SEGMENTS:
+        raise WorkflowError(f"trunk segment {job!r} is not in the grid of {PARAMS} (`ngptlab plan` lists them)")
+    return SEGMENTS[job]
+
+
+def segment_of_run(run):
+    """The trunk segment a WSD run's branch starts from."""
+    spec = grid_run(run)
+    return _SEGMENT_AT[trunk_of(spec), branch_point(config["train"], spec.context, spec.budget)]
+
+
+def segment_record(segment):
+    return layout.trunk_record(segment.trunk.cell, segment.trunk.name, segment.span)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -125,11 +149,14 @@ LINEAGE = lineage_keys(MADE_FROM)
 
 
 def lineage_of(stage, job):
-    """(what the job is made from, its key); a cell's job for speedup and evaluate, one for every run of
-    train and condition, prepare and report."""
-    if stage in ("speedup", "evaluate"):
+    """(what the job is made from, its key); a cell's job for speedup and evaluate, a run's schedule's for
+    train (job "<cell>/<run>") and condition (job "<run>"), one for every trunk segment, prepare and report."""
+    if stage in PER_CELL:
         runs_of_cell(job)  # refuses a cell outside the grid
         return MADE_FROM[stage][job], LINEAGE[stage][cell_key(job)]
+    if stage in PER_SCHEDULE:
+        schedule = grid_run(job.split("/")[-1]).schedule
+        return MADE_FROM[stage][schedule], LINEAGE[stage][schedule]
     return MADE_FROM[stage], LINEAGE[stage]
 
 
@@ -141,18 +168,26 @@ def lineage_input(stage, job):
 
 def lineage_files():
     """Every job's key file."""
-    per_run = [layout.lineage_file("train", f"{spec.cell}/{run}", LINEAGE["train"])
-               for run, spec in RUNS.items()]
-    per_run += [layout.lineage_file("condition", run, LINEAGE["condition"]) for run in RUNS]
-    per_cell = [layout.lineage_file(stage, cell, lineage_of(stage, cell)[1])
-                for stage in ("speedup", "evaluate") for cell in CELLS]
-    return [layout.lineage_file("prepare", SOURCE, LINEAGE["prepare"]), *per_run, *per_cell,
-            layout.lineage_file("report", "all", LINEAGE["report"])]
+    jobs = [("prepare", SOURCE), *(("trunk", job) for job in SEGMENTS),
+            *(("train", f"{spec.cell}/{run}") for run, spec in RUNS.items()),
+            *(("condition", run) for run in RUNS),
+            *((stage, cell) for stage in PER_CELL for cell in CELLS), ("report", "all")]
+    return [layout.lineage_file(stage, job, lineage_of(stage, job)[1]) for stage, job in jobs]
 
 
 def cell_lineage_input(stage):
     return per_job(lambda wildcards: settled(
         layout.lineage_file(stage, wildcards.cell, lineage_of(stage, wildcards.cell)[1])))
+
+
+def run_lineage_input(stage, job):
+    """The key file of a run's job (`job` a pattern of the run's wildcards): its schedule's key. A pattern
+    where every run has one schedule, which costs Snakemake nothing per job."""
+    schedules = {spec.schedule for spec in RUNS.values()}
+    if len(schedules) == 1:
+        return settled(layout.lineage_file(stage, job, LINEAGE[stage][schedules.pop()]))
+    return per_job(lambda wildcards: settled(
+        layout.lineage_file(stage, job.format(**wildcards), lineage_of(stage, wildcards.run)[1])))
 
 
 def outputs_of(stage, job):
@@ -161,6 +196,8 @@ def outputs_of(stage, job):
     if stage == "train":
         cell, run = job.split("/")
         return list(train_outputs(run, cell).values())
+    if stage == "trunk":
+        return [segment_record(SEGMENTS[job])]
     if stage == "condition":
         return list(condition_outputs(job).values())
     if stage == "speedup":
@@ -288,6 +325,33 @@ def train_resource(name):
     if len(values) == 1 and name != "runtime":
         return values.pop()
     return per_job(lambda wildcards: _train_job(wildcards.cell, wildcards.run)[name])
+
+
+@functools.cache
+def _trunk_job(cell, trunk, span):
+    """A trunk segment needs what a run of its scale needs, for its share of the largest budget's time."""
+    segment = grid_segment(cell, trunk, span)
+    resources = dict(_train_job(cell, runs_of_cell(cell)[0]))  # per scale: any run of the cell's
+    resources["runtime"] = segment_time_limit_min(config["train"], segment)
+    return resources
+
+
+def trunk_resource(name):
+    return per_job(lambda wildcards: _trunk_job(wildcards.cell, wildcards.trunk, wildcards.span)[name])
+
+
+def segment_input(wildcards):
+    """A segment trains after the segment before it (the record of its start; none for the first)."""
+    segment = grid_segment(wildcards.cell, wildcards.trunk, wildcards.span)
+    before = _SEGMENT_AT.get((segment.trunk, segment.start))
+    return settled({"after": segment_record(before)} if before else {})
+
+
+def branch_input(wildcards):
+    """A WSD run starts from its trunk segment's kept state: after that segment (a cosine run: nothing)."""
+    if grid_run(wildcards.run).schedule != "wsd":
+        return {}
+    return settled({"trunk": segment_record(segment_of_run(wildcards.run))})
 
 
 def process_memory(run):

@@ -4,7 +4,7 @@
 rule condition:
     input:
         unpack(run_files("model", "config", "summary")),
-        lineage=lineage_input("condition", "{run}"),
+        lineage=run_lineage_input("condition", "{run}"),
     output:
         **condition_outputs("{run}"),
     log:

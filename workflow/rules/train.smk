@@ -13,8 +13,9 @@
 
 rule train:
     input:
+        unpack(per_job(branch_input)),  # a WSD run: after its trunk segment
         tokens=settled(TOKENS),
-        lineage=lineage_input("train", "{cell}/{run}"),
+        lineage=run_lineage_input("train", "{cell}/{run}"),
     output:
         **train_outputs("{run}", cell="{cell}"),
     log:
@@ -37,3 +38,39 @@ rule train:
     shell:
         "bash workflow/scripts/launch.sh {resources.nodes} {resources.processes} {resources.max_restarts}"
         " train --params {params.file} --no-progress {wildcards.run} > {log} 2>&1"
+
+
+# trunk: one segment of a WSD trunk (src/ngptlab/train/trunk.py), from the branch point before it to its own,
+# where it keeps the trunk's state for the branches (the WSD runs of the train rule). Launched as train is;
+# its record is the job's output, and its kept states under runs/trunks/ are not declared: the train job
+# that starts from one and the next segment delete it when no branch needs it.
+rule trunk:
+    input:
+        unpack(per_job(segment_input)),
+        tokens=settled(TOKENS),
+        lineage=lineage_input("trunk", "{cell}/{trunk}/{span}"),
+    output:
+        record=layout.trunk_record("{cell}", "{trunk}", "{span}"),
+    log:
+        layout.trunk_log("{cell}", "{trunk}", "{span}"),
+    wildcard_constraints:
+        trunk="[^/]+-trunk",
+        span="from[0-9]+-to[0-9]+",
+    priority: 2  # before the branches and runs that wait for it
+    params:
+        file=PARAMS,
+    threads: train_resource("processes")
+    resources:
+        nodes=trunk_resource("nodes"),
+        tasks=trunk_resource("tasks"),
+        processes=trunk_resource("processes"),
+        gpu=trunk_resource("gpu"),
+        gres=trunk_resource("gres"),
+        mem_mb=trunk_resource("mem_mb"),
+        runtime=trunk_resource("runtime"),
+        max_restarts=max_restarts(config["train"]),
+    conda:
+        CONDA_ENV
+    shell:
+        "bash workflow/scripts/launch.sh {resources.nodes} {resources.processes} {resources.max_restarts}"
+        " train --params {params.file} --no-progress {wildcards.trunk}-{wildcards.span} > {log} 2>&1"

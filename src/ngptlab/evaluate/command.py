@@ -36,7 +36,7 @@ from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.device import resolve_device
 from ngptlab.errors import CheckpointError, NgptlabError, ParamsError
 from ngptlab.evaluate.tasks import OFFLINE_TASKS, TaskSettings, build_offline_tasks
-from ngptlab.params import enumerate_cells, enumerate_runs
+from ngptlab.params import compared_runs, enumerate_cells
 from ngptlab.results import read_json, write_json
 
 METRICS = ("acc", "acc_norm")
@@ -58,7 +58,7 @@ def output_path(root: str | Path, cell: str) -> Path:
 def select_runs(params: dict, cell: str, speedup: dict) -> tuple[list[dict], list[dict]]:
     """The cell's runs to evaluate (the speed-up's best learning rate per arm, budget and seed) and the
     holes: wanted (arm, budget, seed) without a completed best run."""
-    specs = [s for s in enumerate_runs(params) if s.cell == cell]
+    specs = [s for s in compared_runs(params) if s.cell == cell]
     budgets = sorted({s.budget for s in specs})
     wanted_budgets = budgets[-1:] if params["evaluate"]["budgets"] == "largest" else budgets
     best = {(r["arm"], r["budget"], r["seed"]): r for r in speedup.get("runs", [])

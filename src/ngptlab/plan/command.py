@@ -123,6 +123,11 @@ def refuse_grid_change(before: dict, after: dict, path: str) -> None:
     removed = set(before.get("runs", {})) - set(after.get("runs", {}))
     changes = [f"{len(added)} runs added"] if added else []
     changes += [f"{len(removed)} runs removed"] if removed else []
+    kept = set(after.get("runs", {})) & set(before.get("runs", {}))
+    moved = [run for run in kept if before["runs"][run] != after["runs"][run]]
+    changes += [f"{len(moved)} runs start elsewhere"] if moved else []
+    if before.get("trunks", {}) != after.get("trunks", {}):
+        changes += ["other trunk segments"]
     changes += ["a new source"] if before.get("source") != after.get("source") else []
     if changes:
         change = ", ".join(changes)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from ngptlab.params import enumerate_cells, enumerate_runs, load_params, lr_sweep
+from ngptlab.params import compared_runs, enumerate_cells, load_params, lr_sweep
 from ngptlab.plan.edit import edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.results import read_run_result, train_dir
@@ -29,7 +29,7 @@ DEFAULT_CAP = 6  # learning rates per sweep at most: beyond that, a sweep that s
 
 def proposed_extensions(params: dict, root: str | Path, cap: int) -> tuple[list[dict], list[dict]]:
     """([{scale, context, arm, edge, lr}] to add, [{scale, context, arm, edge}] held back by the cap)."""
-    train, runs = params["train"], enumerate_runs(params)
+    train, runs = params["train"], compared_runs(params)
     added: dict[tuple, dict] = {}
     capped: dict[tuple, dict] = {}
     for cell in enumerate_cells(params):

@@ -3,7 +3,8 @@ DVC matrix cannot express learning-rate lists that differ per scale and arm, and
 lineage keys (ngptlab.plan.lineage) from it. It is derived from params.yaml and the code, so it carries
 what it was made from, `--check` refuses a stale one, and dvc.yaml's first stage, `plan`, rewrites it.
 
-Runs and cells are mappings keyed by their names, so DVC names its stages `train@<run>`, `speedup@<cell>`:
+Runs, trunk segments and cells are mappings keyed by their names, so DVC names its stages `train@<run>`,
+`trunk@<segment>`, `speedup@<cell>`:
 adding a learning rate adds stages and renames none (a list would name them by position, and every run after
 the new one would look changed).
 
@@ -21,9 +22,10 @@ from pathlib import Path
 from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
-from ngptlab.params import enumerate_runs
-from ngptlab.plan.lineage import key_of, made_from
+from ngptlab.params import RunSpec, enumerate_runs
+from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, key_of, made_from
 from ngptlab.revision import code_fingerprint
+from ngptlab.trunks import Segment, branch_point, enumerate_segments, trunk_of
 
 GENERATED_BY = "`ngptlab plan --write` from the params file and the code; do not edit. dvc.yaml reads it."
 
@@ -39,11 +41,33 @@ def stage_code(root: str | Path = ".") -> dict[str, str]:
 
 
 def lineage_keys(sources: dict) -> dict:
-    """The keys of lineage.made_from's result as dvc.yaml declares them: one per stage, and for speedup and
-    evaluate one per cell, under the cell's DVC key."""
-    return {stage: ({cell_key(cell): key_of(inputs) for cell, inputs in value.items()}
-                    if stage in ("speedup", "evaluate") else key_of(value))
-            for stage, value in sources.items()}
+    """The keys of lineage.made_from's result as dvc.yaml declares them: one per stage, per schedule for train
+    and condition, and for speedup and evaluate one per cell, under the cell's DVC key."""
+    def keys(stage: str, value: dict):
+        if stage in PER_CELL:
+            return {cell_key(cell): key_of(inputs) for cell, inputs in value.items()}
+        if stage in PER_SCHEDULE:
+            return {schedule: key_of(inputs) for schedule, inputs in value.items()}
+        return key_of(value)
+
+    return {stage: keys(stage, value) for stage, value in sources.items()}
+
+
+def run_after(params: dict, run: RunSpec, segments: dict[tuple, Segment]) -> str:
+    """The file a run's training comes after, its DVC dependency that orders it: the training shard (from
+    step 0), or for a WSD run the record of the trunk segment that ends at its branch point."""
+    if run.schedule != "wsd":
+        return f"data/tokens/{params['prepare']['source']['name']}/train.bin"
+    segment = segments[trunk_of(run), branch_point(params["train"], run.context, run.budget)]
+    return layout.trunk_record(segment.trunk.cell, segment.trunk.name, segment.span)
+
+
+def segment_after(params: dict, segment: Segment, segments: dict[tuple, Segment]) -> str:
+    """A segment's DVC dependency that orders it: the record of the segment before (or the shard)."""
+    if segment.start == 0:
+        return f"data/tokens/{params['prepare']['source']['name']}/train.bin"
+    before = segments[segment.trunk, segment.start]
+    return layout.trunk_record(before.trunk.cell, before.trunk.name, before.span)
 
 
 def resolved_grid(params: dict, root: str | Path = ".") -> dict:
@@ -55,13 +79,19 @@ def resolved_grid(params: dict, root: str | Path = ".") -> dict:
         raise ParamsError(f"train.scales: two cells of {', '.join(cells)} differ only in '.' against '_'; "
                           "rename a scale")
     code = stage_code(root)
-    # A run maps to its cell only: its name already encodes every grid coordinate, and DVC parses this file
-    # on every command (a full spec per run made it ~3x larger and added ~1 s to `dvc status` on the paper
-    # preset's 1296 runs).
+    segments = enumerate_segments(params)
+    by_end = {(segment.trunk, segment.step): segment for segment in segments}
+    # A run maps to its cell, schedule and start only: its name already encodes every grid coordinate, and
+    # DVC parses this file on every command (a full spec per run made it ~3x larger and added ~1 s to
+    # `dvc status` on the paper preset's 1296 runs).
     return {
         "generated_by": GENERATED_BY,
         "source": params["prepare"]["source"]["name"],
-        "runs": {run.name: run.cell for run in runs},
+        "runs": {run.name: {"cell": run.cell, "schedule": run.schedule,
+                            "after": run_after(params, run, by_end)} for run in runs},
+        "trunks": {segment.name: {"cell": segment.trunk.cell, "trunk": segment.trunk.name,
+                                  "span": segment.span, "after": segment_after(params, segment, by_end)}
+                   for segment in segments},
         "cells": cells,
         "lineage": lineage_keys(made_from(params, code)),
         "code": code,

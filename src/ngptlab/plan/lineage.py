@@ -13,8 +13,10 @@ Both tools decide what is stale from these keys, never from file times:
 - DVC: each stage declares its key, `lineage.<stage>` of results/plan.json, as a param, and keeps its
   content-hashed file dependencies.
 
-The per-run stages have one key for every run (a run's name encodes its grid point); the per-cell stages
-have one per cell, since a cell's results also depend on which runs it holds.
+The per-run stages have one key per schedule (a run's name encodes its grid point and its schedule, so a
+WSD setting changes the keys of WSD runs only); WSD trunk segments have one key (a segment's name says where
+it starts and ends); the per-cell stages have one per cell, since a cell's results also depend on which runs
+it holds.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import hashlib
 import json
 
 from ngptlab.params import GRID_KEYS, enumerate_runs
+from ngptlab.trunks import cooldown_fraction, cooldown_shape
 
 # prepare settings that change how fast the shards are written, never their bytes.
 PREPARE_SPEED_KNOBS = ("workers", "batch_documents")
@@ -33,7 +36,9 @@ PREPARE_SPEED_KNOBS = ("workers", "batch_documents")
 TRAIN_SETTINGS = ("source", "shapes", "batch_sequences", "warmup_steps", "warmup_max_fraction", "grad_clip",
                   "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "vocab_multiple")
 
-STAGES = ("prepare", "train", "condition", "speedup", "evaluate", "report")
+STAGES = ("prepare", "trunk", "train", "condition", "speedup", "evaluate", "report")
+PER_SCHEDULE = ("train", "condition")  # a key per schedule (cosine, wsd)
+PER_CELL = ("speedup", "evaluate")  # a key per cell
 
 
 def key_of(made_from: dict) -> str:
@@ -43,25 +48,37 @@ def key_of(made_from: dict) -> str:
 
 
 def made_from(params: dict, code: dict[str, str]) -> dict:
-    """What each stage's results are made from: {stage: inputs}, per cell (by name) for speedup and evaluate.
-    `code` maps each stage to the fingerprint of its code (ngptlab.layout.STAGE_CODE)."""
+    """What each stage's results are made from: {stage: inputs}; per schedule (cosine, wsd) for train and
+    condition, per cell (by name) for speedup and evaluate. `code` maps each stage to the fingerprint of its
+    code (ngptlab.layout.STAGE_CODE)."""
+    train_params = params["train"]
     prepare = {"prepare": {k: v for k, v in params["prepare"].items() if k not in PREPARE_SPEED_KNOBS},
                "code": code["prepare"]}
     data = key_of(prepare)
-    train = {"data": data, "train": {k: params["train"][k] for k in TRAIN_SETTINGS}, "code": code["train"]}
-    trained = key_of(train)
+    common = {"data": data, "train": {k: train_params[k] for k in TRAIN_SETTINGS}, "code": code["train"]}
+    # A trunk shares the warmup of the smallest budget (ngptlab.trunks), and the cooldown fraction places
+    # its segments (a new one retrains them all, as a fresh grid would); its branches add the cooldown's
+    # shape. The cosine runs' key has none of these, so a WSD setting never retrains a cosine run.
+    trunk = {**common, "warmup_budget": min(train_params["budgets"]),
+             "cooldown_fraction": cooldown_fraction(train_params)}
+    train = {"cosine": common, "wsd": {**trunk, "cooldown_shape": cooldown_shape(train_params)}}
+    trained = {schedule: key_of(inputs) for schedule, inputs in train.items()}
     runs_of_cell: dict[str, list[str]] = {}
+    schedules_of_cell: dict[str, set[str]] = {}
     for run in enumerate_runs(params):
         runs_of_cell.setdefault(run.cell, []).append(run.name)
-    speedup = {cell: {"train": trained, "runs": runs, "speedup": params["speedup"], "code": code["speedup"]}
+        schedules_of_cell.setdefault(run.cell, set()).add(run.schedule)
+    speedup = {cell: {"train": {s: trained[s] for s in sorted(schedules_of_cell[cell])}, "runs": runs,
+                      "speedup": params["speedup"], "code": code["speedup"]}
                for cell, runs in runs_of_cell.items()}
     evaluate = {cell: {"speedup": key_of(speedup[cell]), "data": data, "evaluate": params["evaluate"],
                        "code": code["evaluate"]} for cell in runs_of_cell}
-    condition = {"train": trained, "condition": params["condition"], "code": code["condition"]}
-    report = {"condition": key_of(condition),
+    condition = {schedule: {"train": key, "condition": params["condition"], "code": code["condition"]}
+                 for schedule, key in trained.items()}
+    in_grid = set().union(*schedules_of_cell.values())
+    report = {"condition": {s: key_of(condition[s]) for s in sorted(in_grid)},
               "cells": {cell: key_of(evaluate[cell]) for cell in runs_of_cell},  # each includes its speed-up
-              "grid": {k: params["train"][k] for k in GRID_KEYS}, "report": params["report"],
+              "grid": {k: train_params.get(k) for k in GRID_KEYS}, "report": params["report"],
               "code": code["report"]}
-    return {"prepare": prepare, "train": train, "condition": condition, "speedup": speedup,
+    return {"prepare": prepare, "trunk": trunk, "train": train, "condition": condition, "speedup": speedup,
             "evaluate": evaluate, "report": report}
-

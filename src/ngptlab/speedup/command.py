@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ngptlab import layout
 from ngptlab.errors import ParamsError
-from ngptlab.params import enumerate_cells, enumerate_runs, lr_sweep
+from ngptlab.params import compared_runs, enumerate_cells, lr_sweep
 from ngptlab.results import read_run_result, write_json
 from ngptlab.speedup.estimator import estimate_cell
 from ngptlab.speedup.tuning import sweep_edges, tuned_arms
@@ -62,7 +62,7 @@ def speedup_cell(params: dict, cell: str, root: str | Path) -> dict:
     cells = enumerate_cells(params)
     if cell not in cells:
         raise ParamsError(f"cell {cell!r} is not in the grid of this params file; cells: {', '.join(cells)}")
-    specs = [s for s in enumerate_runs(params) if s.cell == cell]
+    specs = [s for s in compared_runs(params) if s.cell == cell]
     results = [read_run_result(root, s) for s in specs]
     cfg = params["speedup"]
     estimate = estimate_cell(results, cfg["baseline"], int(cfg["bootstrap"]), int(cfg["seed"]))

@@ -92,8 +92,11 @@ class SegmentJob:
     def done(self, expected: dict, main: bool) -> bool:
         record = trunk.read_record(self.paths.record)
         if record is None:
-            before = trunk.read_record(self.paths.record.with_name(f"to{self.segment.start}.json"))
-            if not (before and before["status"] == "diverged" and before["fingerprint"] == expected):
+            before = [trunk.read_record(path) for path in
+                      self.paths.record.parent.glob(f"from*-to{self.segment.start}.json")]
+            before = next((r for r in before if r and r["status"] == "diverged"
+                           and r["fingerprint"] == expected), None)
+            if not before:
                 return False
             if main:  # the trunk diverged before this segment's start: so does this segment
                 write_json_atomic(self.paths.record, {**before, "segment": self.name,

@@ -3,13 +3,14 @@
 A segment job trains its trunk from the latest kept state at or before its start (none: from step 0) to its
 branch point P, with the trunk's schedule (warmup, then constant), and then keeps the state at P:
 
-    runs/trunks/<cell>/<trunk>/state/          resume checkpoints while a segment trains (as a run's state/)
-    runs/trunks/<cell>/<trunk>/to<P>/          the kept state at P, which branches start from: a complete
-                                               state directory (weights, AdamW moments, RNG, metrics rows)
-    results/trunk/<cell>/<trunk>/to<P>.json    the segment's record, the job's declared output: what it is
-                                               (spec, step, tokens, fingerprint, status); no times, so the
-                                               same segment trained twice writes the same bytes
-    results/timing/<cell>/<segment>.json       what it measured: wall time, tokens trained by this job
+    runs/trunks/<cell>/<trunk>/state/       resume checkpoints while a segment trains (as a run's state/)
+    runs/trunks/<cell>/<trunk>/to<P>/       the kept state at P, which branches start from: a complete state
+                                            directory (weights, AdamW moments, RNG, metrics rows so far)
+    results/trunk/<cell>/<trunk>/from<P0>-to<P>.json
+                                            the segment's record, the job's declared output: what it is
+                                            (spec, span, tokens, fingerprint, status); no times, so the same
+                                            segment trained twice writes the same bytes
+    results/timing/<cell>/<segment>.json    what it measured: wall time, tokens trained by this job
 
 Kept states are working state, not results: runs/trunks/ is in .dvcignore, so DVC never hashes, caches or
 pushes them (6 GB each at 0.5B). A kept state is deleted once every branch that starts at it is done and a
@@ -63,7 +64,7 @@ class TrunkPaths:
     def for_segment(cls, root: str | Path, source: str, segment: Segment) -> TrunkPaths:
         root, trunk = Path(root), segment.trunk
         return cls(root / "data" / "tokens" / source, root / layout.trunk_dir(trunk.cell, trunk.name),
-                   root / layout.trunk_record(trunk.cell, trunk.name, segment.step),
+                   root / layout.trunk_record(trunk.cell, trunk.name, segment.span),
                    root / layout.timing_file(trunk.cell, segment.name))
 
     @property
