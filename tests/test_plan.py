@@ -180,3 +180,103 @@ def test_plan_set_edits_dotted_keys_in_place_keeping_comments_and_rewrites_the_p
         assert main([*args, "--set", bad]) == 2
         assert message in capsys.readouterr().err
         assert params_file.read_bytes() == before  # nothing written
+
+
+def _priced(params: dict) -> dict:
+    from ngptlab.params import validate_params
+    from ngptlab.plan.estimate import estimate_plan
+
+    validate_params(params)
+    return estimate_plan(params, mfu=0.4, peak_tflops=989.0)
+
+
+def test_wsd_paper_plan_prices_each_shared_trunk_once():
+    import copy
+
+    from ngptlab.params import load_params
+
+    cosine = load_params(PAPER)
+    wsd = copy.deepcopy(cosine)
+    wsd["train"].update(schedule="wsd", cooldown_fraction=0.2)
+    cosine_plan, wsd_plan = _priced(cosine), _priced(wsd)
+    ratio = wsd_plan["total_gpu_hours"] / cosine_plan["total_gpu_hours"]
+    assert ratio <= 0.70
+    # every trunk trains its largest budget once and a 0.2 cooldown of each smaller one (in units of 1e9)
+    budgets = sorted(b // 10**9 for b in cosine["train"]["budgets"])
+    assert budgets == [10, 20, 50, 100, 200, 500]
+    assert ratio == pytest.approx((budgets[-1] + 0.2 * sum(budgets[:-1])) / sum(budgets), abs=1e-3)
+    for plan in (cosine_plan, wsd_plan):  # the totals are the runs' and the segments' sums
+        jobs = plan["runs"] + plan["trunks"]
+        assert plan["total_gpu_hours"] == pytest.approx(sum(r["gpu_hours"] for r in jobs))
+        assert plan["total_train_flops"] == pytest.approx(sum(r["train_flops"] for r in jobs))
+    assert cosine_plan["trunks"] == [] and len(wsd_plan["trunks"]) == len(wsd_plan["runs"])
+
+
+TINY_BUDGETS = [2048, 4096, 8192]  # 4, 8 and 16 steps of 512 tokens: a 0.25 cooldown is whole steps
+
+
+def _tiny_wsd(tmp_path):
+    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    train = params["train"]
+    train.update(arms=["gpt", "ngpt"], budgets=TINY_BUDGETS, schedule="wsd", cooldown_fraction=0.25,
+                 calibrate={"budgets": [8192]})
+    sweeps = train["learning_rates"]["cpu-4l"]
+    train["learning_rates"] = {"cpu-4l": {arm: sweeps[arm] for arm in train["arms"]}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return params, path
+
+
+def test_tiny_wsd_plan_trains_the_largest_budget_plus_the_cooldowns_per_trunk(tmp_path, capsys):
+    import json
+
+    from ngptlab.cli import main
+
+    params, path = _tiny_wsd(tmp_path)
+    assert main(["plan", "--json", "--params", str(path)]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    train = params["train"]
+    trunks = len(train["arms"]) * 3 * len(train["seeds"])  # 3 learning rates per arm
+    per_trunk = 8192 + 0.25 * (2048 + 4096)  # B_k + f x (B_1 + ... + B_(k-1)), by hand
+    calibration = [r for r in plan["runs"] if r.get("schedule") is None]  # cosine rows carry no schedule
+    assert len(calibration) == trunks and {r["budget"] for r in calibration} == {8192}
+    assert plan["tokens_trained"] == trunks * per_trunk + trunks * 8192
+    assert plan["tokens_without_sharing"] == trunks * (sum(TINY_BUDGETS) + 8192)
+    assert len({r["trunk"] for r in plan["trunks"]}) == trunks and len(plan["trunks"]) == 3 * trunks
+
+    # calibration runs train their whole budget, at the same FLOPs per token as the WSD branches
+    wsd = {(r["arm"], r["lr"], r["budget"]): r for r in plan["runs"] if r.get("schedule") == "wsd"}
+    for r in calibration:
+        assert r["trained_tokens"] == 8192
+        branch = wsd[r["arm"], r["lr"], 8192]
+        assert branch["trained_tokens"] == 2048  # 4 of 16 steps
+        assert r["train_flops"] == pytest.approx(branch["train_flops"] * 4)
+        # warmup: the cosine run's own rule at 16 steps, the WSD run its trunk's (the 4-step budget's)
+        assert branch["warmup_steps"] == 0
+        assert r["warmup_steps"] == (1 if r["arm"] == "gpt" else 0)
+    jobs = plan["runs"] + plan["trunks"]
+    assert plan["total_gpu_hours"] == pytest.approx(sum(r["gpu_hours"] for r in jobs))
+    for s in plan["trunks"]:
+        assert s["trained_tokens"] == (s["step"] - s["start"]) * 512
+        assert s["time_limit_min"] >= 10
+
+    assert main(["plan", "--params", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "schedule: wsd, cooldown_fraction 0.25" in out
+    assert f"ratio {plan['tokens_trained'] / plan['tokens_without_sharing']:.3f}" in out
+    assert "runs/trunks/" in out and "never cached nor pushed to a DVC remote" in out
+    assert f"{len(plan['runs'])} runs and {len(plan['trunks'])} trunk segments" in out
+
+
+def test_kept_trunk_states_take_disk_with_wsd_only(tmp_path):
+    params, _ = _tiny_wsd(tmp_path)
+    wsd = _priced(params)
+    state_gb = {r["trunk"]: 12 * r["n_params"] / 1e9 for r in wsd["trunks"]}  # fp32 weights + AdamW moments
+    assert wsd["kept_states_peak_gb"] > 0
+    assert wsd["kept_states_peak_gb"] == pytest.approx(3 * sum(state_gb.values()))  # 3 segments per trunk
+    assert wsd["kept_states_steady_gb"] == pytest.approx(sum(state_gb.values()))  # the latest of each
+    params["train"]["schedule"] = "cosine"
+    del params["train"]["calibrate"]
+    cosine = _priced(params)
+    assert cosine["kept_states_peak_gb"] == 0 and cosine["trunks"] == []
+    assert cosine["tokens_trained"] == cosine["tokens_without_sharing"] == 2 * 3 * sum(TINY_BUDGETS)

@@ -491,6 +491,10 @@ def test_grid_table_states_the_protocol(complete):
     assert grid["warmup (steps, arms that warm up)"] == (
         f"{train['warmup_steps']:,}, at most {train['warmup_max_fraction']:.0%} of a run's steps")
     assert grid["learning rates (cpu-4l, context 1024)"].startswith("gpt 0.003, 0.01")
+    assert grid["schedule"] == "cosine (the paper's): each budget its own run"
+    md = (root / "reports" / "report.md").read_text()
+    assert "Each token budget is its own run with its own cosine schedule (the paper's Fig. 2 method)." in md
+    assert "## Calibration" not in md  # no calibration runs without WSD
 
 
 def test_runs_trained_on_other_shards_are_named_in_a_warning_and_the_headline_metrics_are_written(complete):

@@ -129,7 +129,8 @@ def test_a_branch_is_byte_identical_to_the_same_budget_trained_alone(shared, tmp
     for run in enumerate_runs(params)[:2]:
         assert train_run(run, params["train"], root=alone, progress=False) == 0  # no trunk: from step 0
         assert timings(alone)[run.name]["started_at_step"] == 0
-        assert timings(root)[run.name]["started_at_step"] == branch_point(params["train"], CONTEXT, run.budget)
+        point = branch_point(params["train"], CONTEXT, run.budget)
+        assert timings(root)[run.name]["started_at_step"] == point
         for name in ("model.safetensors", "config.json"):
             assert sha256_file(run_dir(root, run.name) / name) == sha256_file(run_dir(alone, run.name) / name)
         assert (results_dir(root, run.name) / "metrics.jsonl").read_bytes() == \

@@ -1,7 +1,9 @@
 """`ngptlab plan`: validate a params file and print the runs it describes, with their size and cost.
 
 Compute is estimated, not measured: GPU-hours = training FLOPs / (peak FLOP/s x MFU). The defaults are an
-H100/H200's dense bf16 peak (989 TFLOP/s) and an MFU of 40%, both stated in the output.
+H100/H200's dense bf16 peak (989 TFLOP/s) and an MFU of 40%, both stated in the output. Each job is priced
+at the tokens it trains (plan/estimate.py): with train.schedule wsd a trunk that several budgets share is
+counted once, in its segments' rows, and each WSD run at its cooldown branch.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from pathlib import Path
 from ngptlab.errors import ParamsError
 from ngptlab.params import enumerate_cells, enumerate_runs, load_params, lopsided_sweeps
 from ngptlab.plan.edit import edit_params_file, parse_assignment, set_value
-from ngptlab.plan.estimate import estimate_runs
+from ngptlab.plan.estimate import estimate_plan
 from ngptlab.plan.extend import DEFAULT_CAP, extend_sweeps
 from ngptlab.plan.grid import check_grid_file, read_grid_file, write_grid_file
 from ngptlab.plan.memory import GPU_MEMORY_GB
+from ngptlab.plan.sharing import sharing_lines
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -80,40 +83,74 @@ def run(args: argparse.Namespace, params: dict) -> int:
     if args.check:
         check_grid_file(params, args.check, args.root)
         return 0
-    rows = estimate_runs(params["train"], enumerate_runs(params), mfu=args.mfu, peak_tflops=args.peak_tflops,
-                         gpu_memory_gb=args.gpu_memory_gb)
-    total_flops = sum(r["train_flops"] for r in rows)
-    total_gpu_hours = sum(r["gpu_hours"] for r in rows)
+    plan = estimate_plan(params, mfu=args.mfu, peak_tflops=args.peak_tflops, gpu_memory_gb=args.gpu_memory_gb)
+    rows, segments = plan["runs"], plan["trunks"]
+    total_flops, total_gpu_hours = plan["total_train_flops"], plan["total_gpu_hours"]
     if args.json:
         print(json.dumps({"params_file": args.params, "mfu": args.mfu, "peak_tflops": args.peak_tflops,
-                          "cells": enumerate_cells(params), "runs": rows,
-                          "total_train_flops": total_flops, "total_gpu_hours": total_gpu_hours}, indent=1))
+                          "cells": enumerate_cells(params), **plan}, indent=1))
         return 0
-    header = (f"{'run':<52} {'arm':<12} {'ctx':>5} {'params':>9} {'tokens':>8} {'tok/step':>9} "
-              f"{'steps':>7} {'warmup':>6} {'lr':>8} {'FLOPs':>9} {'GPU-h':>8} {'nodes x GPUs':>12} "
-              f"{'wall-h':>7} {'limit-h':>7} {'mem-GB':>7}")
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        wall = f"{r['wall_hours']:>7.3g}" if r["wall_hours"] is not None else f"{'cpu':>7}"
-        print(f"{r['run']:<52} {r['arm']:<12} {r['context']:>5} {r['n_params'] / 1e6:>8.1f}M "
-              f"{r['budget']:>8.3g} {r['tokens_per_step']:>9,} {r['steps']:>7,} {r['warmup_steps']:>6,} "
-              f"{r['lr']:>8.3g} {r['train_flops']:>9.2e} {r['gpu_hours']:>8.3g} "
-              f"{r['nodes']:>6} x {r['gpus_per_node']:<3} {wall} {r['time_limit_min'] / 60:>7.3g} "
-              f"{r['memory_gb']:>7.3g}")
-    print("-" * len(header))
+    print_runs(rows, wsd=bool(segments))
     print(f"batch: {params['train']['batch_sequences']} sequences per step at every context")
     print("nodes x GPUs: per run (train.resources; GPUs per node); wall-h: GPU-h over all the run's GPUs; "
           "limit-h: its Slurm time limit")
     print("mem-GB: estimated peak memory of one process (weights, gradients, AdamW state, activations at the "
           "micro-batch; plan/memory.py)")
+    if segments:
+        print("trained: the tokens a WSD run trains itself, its cooldown branch from its branch point; its "
+              "FLOPs and GPU-h are those of the branch, and warmup is its trunk's")
+        print()
+        print_segments(segments)
+        print("state-GB: the training state the segment keeps at its end, which branches start from")
     for line in memory_warnings(rows):
         print(f"warning: {line}")
     for line in lopsided_sweeps(params["train"]):
         print(f"note: {line}; a fair comparison gives every arm as many")
-    print(f"{len(rows)} runs in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
+    for line in sharing_lines(plan):
+        print(line)
+    jobs = f"{len(rows)} runs and {len(segments)} trunk segments" if segments else f"{len(rows)} runs"
+    print(f"{jobs} in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
           f"{total_gpu_hours:.4g} GPU-hours at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")
     return 0
+
+
+def _wall(r: dict) -> str:
+    return f"{r['wall_hours']:>7.3g}" if r["wall_hours"] is not None else f"{'cpu':>7}"
+
+
+def print_runs(rows: list[dict], wsd: bool) -> None:
+    """The run table; a WSD grid's has a `trained` column, the tokens of each run's own job."""
+    width = max([52, *(len(r["run"]) for r in rows)])
+    trained = f" {'trained':>8}" if wsd else ""
+    header = (f"{'run':<{width}} {'arm':<12} {'ctx':>5} {'params':>9} {'tokens':>8}{trained} {'tok/step':>9} "
+              f"{'steps':>7} {'warmup':>6} {'lr':>8} {'FLOPs':>9} {'GPU-h':>8} {'nodes x GPUs':>12} "
+              f"{'wall-h':>7} {'limit-h':>7} {'mem-GB':>7}")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        trained = f" {r['trained_tokens']:>8.3g}" if wsd else ""
+        print(f"{r['run']:<{width}} {r['arm']:<12} {r['context']:>5} {r['n_params'] / 1e6:>8.1f}M "
+              f"{r['budget']:>8.3g}{trained} {r['tokens_per_step']:>9,} {r['steps']:>7,} "
+              f"{r['warmup_steps']:>6,} {r['lr']:>8.3g} {r['train_flops']:>9.2e} {r['gpu_hours']:>8.3g} "
+              f"{r['nodes']:>6} x {r['gpus_per_node']:<3} {_wall(r)} {r['time_limit_min'] / 60:>7.3g} "
+              f"{r['memory_gb']:>7.3g}")
+    print("-" * len(header))
+
+
+def print_segments(segments: list[dict]) -> None:
+    """The trunk segments' table: each trains its trunk from `from` to `to` (optimizer steps)."""
+    width = max(len(s["segment"]) for s in segments)
+    header = (f"{'trunk segment':<{width}} {'arm':<12} {'ctx':>5} {'params':>9} {'from':>7} {'to':>7} "
+              f"{'tokens':>8} {'warmup':>6} {'FLOPs':>9} {'GPU-h':>8} {'nodes x GPUs':>12} {'wall-h':>7} "
+              f"{'limit-h':>7} {'state-GB':>8}")
+    print(header)
+    print("-" * len(header))
+    for s in segments:
+        print(f"{s['segment']:<{width}} {s['arm']:<12} {s['context']:>5} {s['n_params'] / 1e6:>8.1f}M "
+              f"{s['start']:>7,} {s['step']:>7,} {s['trained_tokens']:>8.3g} {s['warmup_steps']:>6,} "
+              f"{s['train_flops']:>9.2e} {s['gpu_hours']:>8.3g} {s['nodes']:>6} x {s['gpus_per_node']:<3} "
+              f"{_wall(s)} {s['time_limit_min'] / 60:>7.3g} {s['state_gb']:>8.3g}")
+    print("-" * len(header))
 
 
 def refuse_grid_change(before: dict, after: dict, path: str) -> None:

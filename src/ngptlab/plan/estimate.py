@@ -1,47 +1,110 @@
-"""Size and cost of each run: parameter count and training FLOPs in closed form from the run's shape
+"""Size and cost of each job: parameter count and training FLOPs in closed form from the run's shape
 (models/size.py), batch arithmetic and warmup from params, so sizing the paper's grid never builds a model
 nor imports torch.
+
+Every job is priced at the tokens it trains: a cosine run its budget, a WSD run its cooldown branch only
+(from its branch point to its last step), and each trunk segment (ngptlab.trunks) its span, so a trunk
+that several budgets share is counted once.
 """
 
 from __future__ import annotations
 
+from ngptlab.models.scales import Scale
 from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
 from ngptlab.params import (
     ARMS_WITHOUT_WARMUP,
     RunSpec,
+    enumerate_runs,
     run_shape,
     scale_layout,
+    segment_time_limit_min,
     steps_per_run,
     time_limit_min,
     tokens_per_step,
     warmup_steps,
 )
 from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
+from ngptlab.plan.sharing import sharing_summary, state_bytes
+from ngptlab.trunks import Segment, branch_point, enumerate_segments, trunk_warmup
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
 
 
+def _gpu_hours(flops: float, mfu: float, peak_tflops: float) -> float:
+    return flops / (peak_tflops * 1e12 * mfu) / 3600
+
+
+def _size(train: dict, scale: str, arm: str) -> tuple[Scale, int, int]:
+    """The shape, padded vocabulary rows and parameter count of `arm` at `scale`."""
+    shape = run_shape(train, scale)
+    vocab_rows = padded_vocab(VOCAB_SIZE, train.get("vocab_multiple", 1))
+    return shape, vocab_rows, parameter_count(arm, shape, vocab_rows)
+
+
 def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: float,
                   gpu_memory_gb: float = GPU_MEMORY_GB) -> list[dict]:
+    """One row per run: its size, steps, warmup, the tokens it trains and their FLOPs and GPU-hours."""
     rows = []
     for run in runs:
-        shape = run_shape(train, run.scale)
-        vocab_rows = padded_vocab(VOCAB_SIZE, train.get("vocab_multiple", 1))
-        n_params = parameter_count(run.arm, shape, vocab_rows)
-        flops = train_flops_per_token(run.arm, shape, VOCAB_SIZE, run.context) * run.budget
+        shape, vocab_rows, n_params = _size(train, run.scale, run.arm)
         steps = steps_per_run(train, run.context, run.budget)
-        gpu_hours = flops / (peak_tflops * 1e12 * mfu) / 3600
+        warms_up = run.arm not in ARMS_WITHOUT_WARMUP
+        if run.schedule == "wsd":
+            # the branch trains from its branch point; the steps before it are its trunk's segments
+            start = branch_point(train, run.context, run.budget)
+            trained = (steps - start) * tokens_per_step(train, run.context)
+            warmup = trunk_warmup(train, run.context, warms_up)  # the trunk's, shared by every budget
+        else:
+            start, trained, warmup = None, run.budget, warmup_steps(train, steps, warms_up)
+        flops = train_flops_per_token(run.arm, shape, VOCAB_SIZE, run.context) * trained
+        gpu_hours = _gpu_hours(flops, mfu, peak_tflops)
         rows.append({"run": run.name, **run.as_dict(), "cell": run.cell,
                      "n_params": n_params,
                      "batch_sequences": train["batch_sequences"],
                      "tokens_per_step": tokens_per_step(train, run.context), "steps": steps,
-                     "warmup_steps": warmup_steps(train, steps, run.arm not in ARMS_WITHOUT_WARMUP),
-                     "train_flops": flops, **_placement(train, run, gpu_hours),
+                     "warmup_steps": warmup, "branch_point": start, "trained_tokens": trained,
+                     "train_flops": flops,
+                     **_placement(train, run.scale, gpu_hours, time_limit_min(train, run)),
                      **_memory(train, run, shape, n_params, vocab_rows, gpu_memory_gb)})
     return rows
 
 
-def _memory(train: dict, run: RunSpec, shape, n_params: int, vocab_rows: int, gpu_memory_gb: float) -> dict:
+def estimate_segments(train: dict, segments: list[Segment], mfu: float, peak_tflops: float) -> list[dict]:
+    """One row per trunk segment: the steps from its start to its branch point, their FLOPs and GPU-hours,
+    its Slurm time limit, and the size of the state it keeps at its end."""
+    rows = []
+    for segment in segments:
+        trunk = segment.trunk
+        shape, _, n_params = _size(train, trunk.scale, trunk.arm)
+        tokens = (segment.step - segment.start) * tokens_per_step(train, trunk.context)
+        flops = train_flops_per_token(trunk.arm, shape, VOCAB_SIZE, trunk.context) * tokens
+        gpu_hours = _gpu_hours(flops, mfu, peak_tflops)
+        rows.append({"segment": segment.name, "trunk": trunk.name, **trunk.as_dict(), "cell": trunk.cell,
+                     "start": segment.start, "step": segment.step, "n_params": n_params,
+                     "tokens_per_step": tokens_per_step(train, trunk.context),
+                     "warmup_steps": trunk_warmup(train, trunk.context, trunk.arm not in ARMS_WITHOUT_WARMUP),
+                     "trained_tokens": tokens, "train_flops": flops,
+                     "state_gb": state_bytes(n_params) / 1e9,
+                     **_placement(train, trunk.scale, gpu_hours, segment_time_limit_min(train, segment))})
+    return rows
+
+
+def estimate_plan(params: dict, mfu: float, peak_tflops: float,
+                  gpu_memory_gb: float = GPU_MEMORY_GB) -> dict:
+    """The whole grid priced at what trains: its runs, its trunk segments, their totals and the sharing
+    summary (plan/sharing.py). The totals count a shared trunk once."""
+    train = params["train"]
+    runs = estimate_runs(train, enumerate_runs(params), mfu, peak_tflops, gpu_memory_gb)
+    trunks = estimate_segments(train, enumerate_segments(params), mfu, peak_tflops)
+    jobs = runs + trunks
+    return {"runs": runs, "trunks": trunks,
+            "total_train_flops": sum(r["train_flops"] for r in jobs),
+            "total_gpu_hours": sum(r["gpu_hours"] for r in jobs),
+            **sharing_summary(train, runs, trunks)}
+
+
+def _memory(train: dict, run: RunSpec, shape: Scale, n_params: int, vocab_rows: int,
+            gpu_memory_gb: float) -> dict:
     """Estimated peak memory of one of the run's processes (plan/memory.py) against what it has: a GPU's
     memory (declared, default an H100's 80 GB) on a GPU scale, its share of the node's mem_mb on a CPU."""
     layout = scale_layout(train, run.scale)
@@ -56,11 +119,11 @@ def _memory(train: dict, run: RunSpec, shape, n_params: int, vocab_rows: int, gp
             "memory_on": "gpu" if on_gpu else "cpu", "fits": memory.total / 2**30 <= limit}
 
 
-def _placement(train: dict, run: RunSpec, gpu_hours: float) -> dict:
-    """Where the run trains (train.resources: nodes x GPUs per node) and how long: the estimated wall time
+def _placement(train: dict, scale: str, gpu_hours: float, limit_min: int) -> dict:
+    """Where the job trains (train.resources: nodes x GPUs per node) and how long: the estimated wall time
     on all its GPUs (assuming the MFU holds across nodes; None for a CPU scale) and its Slurm time limit."""
-    layout = scale_layout(train, run.scale)
+    layout = scale_layout(train, scale)
     return {"nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "gpus": layout.gpus,
             "processes": layout.world_size, "gpu_hours": gpu_hours,
             "wall_hours": gpu_hours / layout.gpus if layout.gpus else None,
-            "time_limit_min": time_limit_min(train, run)}
+            "time_limit_min": limit_min}

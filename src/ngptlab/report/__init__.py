@@ -7,6 +7,8 @@ provenance.json. Read top to bottom:
   views.py                        shared selections: best run per budget, each arm's representative run
   table.py / tables.py            a table (CSV + display) and every table of the report
   figures.py                      deterministic SVG figures
+  schedule.py                     the schedule: its grid row, WSD's loss curves (a trunk, its branches), and
+                                  the calibration section (WSD against cosine, per arm)
   document.py / build.py          the report as blocks, in the report's section order, with guarded claims
   render.py                       markdown and self-contained HTML from the same blocks
   provenance.py                   reports/provenance.json: the runs and hashes behind every number

@@ -1,8 +1,9 @@
 """The report's content: sections in the report's order, each from tables and figures, with text that states
 only what the numbers show.
 
-Order: what was run; the speed-up; the loss curves; conditioning (embeddings, every layer, trained vs init
-vs random, layers 3 and 4, post-hoc renormalization); settle it; caveats; provenance.
+Order: what was run; the speed-up; the loss curves; calibration (a WSD grid with cosine calibration runs
+only); zero-shot accuracy; conditioning (embeddings, every layer, trained vs init vs random, layers 3 and 4,
+post-hoc renormalization); settle it; caveats; provenance.
 
 Claims are guarded twice. A grid whose largest budget is below report.min_budget_for_claims says, at the
 top and in the settle-it section, that it is too small to conclude anything. And a comparison is called
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ngptlab.report import crossarm, evaluation, figures, paper, tables, views
+from ngptlab.report import crossarm, evaluation, figures, paper, schedule, tables, views
 from ngptlab.report.document import (
     Bullets,
     Callout,
@@ -65,6 +66,7 @@ def build_document(results: Results, analysis: Analysis, code_revision: str) -> 
     _what_was_run(doc, results)
     _speedup(doc, results, long)
     _loss(doc, results)
+    schedule.section(doc, results)
     evaluation.section(doc, results)
     _conditioning(doc, results)
     _settle(doc, results, analysis, comparisons)
@@ -139,9 +141,9 @@ def _names(names: list[str], limit: int = 12) -> str:
 def _what_was_run(doc: Document, results: Results) -> None:
     doc.add(Heading("What was run", "what-was-run"))
     doc.add(Text(
-        "Every run is one (scale, context, arm, token budget, learning rate, seed). Each token budget is "
-        "its own run with its own cosine schedule (the paper's Fig. 2 method), and the learning rate is "
-        "swept per arm, the only hyperparameter the paper tuned. The arms and what they fix:"))
+        "Every run is one (scale, context, arm, token budget, learning rate, seed). "
+        + schedule.protocol(results.params["train"]) + " The learning rate is swept per arm, the only "
+        "hyperparameter the paper tuned. The arms and what they fix:"))
     doc.add(Bullets([f"`{arm}`: weight norms {crossarm.arm_design(arm)[0]}, conditioning "
                      f"{crossarm.arm_design(arm)[1]}" for arm in views.arms(results)]))
     doc.add(TableBlock(tables.grid_table(results)), TableBlock(tables.data_table(results)),
@@ -333,6 +335,7 @@ def _caveats(doc: Document, results: Results, long: tables.Table) -> None:
                      "learning rate diverges is judged on the learning rates that did not.")
     if results.missing("conditioning"):
         items.append(f"{len(results.missing('conditioning'))} finished runs have no conditioning result.")
+    items += schedule.caveats(results)
     items.append("The within-run speed-up estimate reads mid-schedule losses, which are not annealed: it is "
                  "biased toward smaller speed-ups.")
     items.append("The rank correlations across arms rest on few arms per cell and treat a bound as its bound "

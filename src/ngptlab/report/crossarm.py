@@ -3,7 +3,8 @@ neither stage package imports the other): one row per run joining its training o
 and its headline conditioning numbers, so the report can ask which property tracks the speed-up across the
 arms that fix norms only, conditioning only, both, or neither.
 
-cross_arm_table(params, root) -> DataFrame, one row per run of the grid (enumerate_runs order):
+cross_arm_table(params, root) -> DataFrame, one row per run that compares arms (compared_runs order: the runs
+  of train.schedule; a WSD grid's cosine calibration runs have no speed-up and are left out):
   run, cell, scale, context, arm, norms, conditioning (the arm's place in the design, DESIGN.md),
   budget, lr, seed, status, final_val_loss, best_lr_for_budget (this run is its arm's best lr at this
   budget and seed, i.e. the one that entered the speed-up),
@@ -31,7 +32,7 @@ from ngptlab import layout
 from ngptlab.condition.analyse import headline
 from ngptlab.errors import ResultsError
 from ngptlab.models.registry import lookup_arm
-from ngptlab.params import RunSpec, enumerate_runs
+from ngptlab.params import RunSpec, compared_runs
 from ngptlab.results import read_float, read_json, read_summary, write_text
 
 VARIANT_PREFIX = {"effective": "eff_", "renormalized": "renorm_", "underlying": "under_"}
@@ -76,12 +77,12 @@ def arm_design(arm: str) -> tuple[str, str]:
 
 
 def cross_arm_table(params: dict, root: str | Path = ".", allow_missing: bool = False) -> pd.DataFrame:
-    """One row per run of the grid (see the module docstring). Missing result files are an error unless
+    """One row per run that compares arms (see the module docstring). Missing result files are an error unless
     allow_missing, in which case their columns are nan/empty (for a report on a grid still running)."""
     root = Path(root)
     speedups: dict[str, dict | None] = {}
     rows = []
-    for spec in enumerate_runs(params):
+    for spec in compared_runs(params):
         if spec.cell not in speedups:
             path = root / layout.speedup_file(spec.cell)
             missing = allow_missing and not path.is_file()

@@ -173,6 +173,8 @@ def _matrix(record: RunRecord, kind: str, layer: int | None, variant: str = "eff
 
 
 def loss_curves(results: Results, cell: str) -> Figure | None:
+    from ngptlab.report import schedule  # not at the top: that module's section imports this one
+
     best = views.best_runs(results, cell)
     largest = views.budgets(results)[-1]
     with plt.rc_context(RC):
@@ -180,21 +182,19 @@ def loss_curves(results: Results, cell: str) -> Figure | None:
         runs, drawn = [], False
         for arm in views.arms(results):
             seeds = sorted(s for (a, s) in best if a == arm)
-            if seeds:
-                per = best[(arm, seeds[0])]
-                for budget, r in sorted(per.items()):
-                    if not r.curve:
-                        continue
-                    t, loss = zip(*r.curve, strict=True)
-                    last = budget == max(per)
-                    ax.plot(t, loss, color=arm_color(arm), lw=1.6 if last else 0.8,
-                            alpha=1.0 if last else 0.45,
-                            label=arm + ("" if budget == largest else f" (to {budget:,})") if last else None)
-                    runs.append(r.name)
-                    drawn = True
-            for r in results.cell_runs(cell):
+            per = best[(arm, seeds[0])] if seeds else {}
+            for budget, r in sorted(per.items()):
+                if not r.curve:
+                    continue
+                t, loss = zip(*schedule.shown_curve(results, r, list(per.values())), strict=True)
+                last = budget == max(per)
+                ax.plot(t, loss, color=arm_color(arm), lw=1.6 if last else 0.8, alpha=1.0 if last else 0.45,
+                        label=arm + ("" if budget == largest else f" (to {budget:,})") if last else None)
+                runs.append(r.name)
+                drawn = True
+            for r in results.compared_runs(cell):
                 if r.spec.arm == arm and r.status == "diverged" and r.curve:
-                    t, loss = zip(*r.curve, strict=True)
+                    t, loss = zip(*schedule.shown_curve(results, r, list(per.values())), strict=True)
                     ax.plot(t, loss, color=arm_color(arm), lw=0.8, ls=":", marker="x", markevery=[len(t) - 1],
                             label=f"{arm} lr {r.spec.lr:g}, {r.spec.budget:,} (diverged)")
                     runs.append(r.name)
@@ -208,10 +208,8 @@ def loss_curves(results: Results, cell: str) -> Figure | None:
         ax.set_title(f"{cell}: validation loss, best learning rate per budget")
         fig.legend(loc="outside right center")
         svg = _save(fig)
-    return Figure(f"loss_{cell}", f"Validation loss against tokens, {cell}",
-                  "Each budget is its own run with its own cosine schedule (thick: the largest budget; thin: "
-                  "smaller budgets), at the learning rate that gave the lowest final loss for that budget, "
-                  "smallest seed. Diverged runs dotted, ending in x.", svg, sorted(set(runs)))
+    return Figure(f"loss_{cell}", f"Validation loss against tokens, {cell}", schedule.loss_caption(results),
+                  svg, sorted(set(runs)))
 
 
 def final_loss_vs_budget(results: Results) -> Figure | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from ngptlab import layout
 from ngptlab.errors import ResultsError
 from ngptlab.files import sha256_file
-from ngptlab.params import RunSpec, enumerate_cells, enumerate_runs
+from ngptlab.params import RunSpec, enumerate_cells, enumerate_runs, schedule_of
 from ngptlab.results import read_summary, read_val_curve, train_dir
 
 
@@ -81,8 +81,19 @@ class Results:
     def cells(self) -> list[str]:
         return list(self.speedups)
 
+    @property
+    def schedule(self) -> str:
+        """train.schedule: cosine or wsd."""
+        return schedule_of(self.params["train"])
+
     def cell_runs(self, cell: str) -> list[RunRecord]:
+        """Every run of the cell, a WSD grid's cosine calibration runs included."""
         return [r for r in self.runs.values() if r.spec.cell == cell]
+
+    def compared_runs(self, cell: str) -> list[RunRecord]:
+        """The cell's runs of train.schedule: the ones that compare arms (the speed-up's). A WSD grid's cosine
+        calibration runs are not among them: they only calibrate WSD against cosine (report/schedule.py)."""
+        return [r for r in self.cell_runs(cell) if r.spec.schedule == self.schedule]
 
     def missing(self, what: str) -> list[str]:
         """Names whose `what` (train | conditioning | speedup) output is absent."""

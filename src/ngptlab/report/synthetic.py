@@ -2,7 +2,9 @@
 
 Nothing here trains a model. Loss curves follow a power law in tokens, L(t) = L_inf + A (k t)^-alpha, where k
 is the arm's planted speed-up (so the true speed-up of an arm is known), plus a learning-rate penalty (so the
-sweep matters) and a little seed noise. Conditioning results come from the real analysis
+sweep matters) and a little seed noise. In a WSD grid (synthetic_params(schedule="wsd")) the budgets of a
+trunk share its curve up to their branch points, and each WSD run ends a planted shift (wsd_shift) away from
+its cosine calibration twin. Conditioning results come from the real analysis
 (ngptlab.condition.analyse) run on matrices with planted spectra: each arm gets its own planted condition
 number. The speed-up files come from the real speed-up stage (ngptlab.speedup.command.speedup_cell). Holes
 (missing runs, diverged runs, runs without conditioning or without a timing file) can be punched in on
@@ -27,9 +29,18 @@ from ngptlab.condition.analyse import Analysis, Settings, analyse_matrices
 from ngptlab.condition.command import CONVENTIONS
 from ngptlab.condition.reference import gaussian_reference
 from ngptlab.models import SCALES, MatrixInfo
-from ngptlab.params import REPO_ROOT, RunSpec, enumerate_cells, enumerate_runs, load_params, validate_params
+from ngptlab.params import (
+    REPO_ROOT,
+    RunSpec,
+    enumerate_cells,
+    enumerate_runs,
+    load_params,
+    tokens_per_step,
+    validate_params,
+)
 from ngptlab.results import train_dir, write_json, write_spectra
 from ngptlab.speedup.command import speedup_cell
+from ngptlab.trunks import branch_point
 
 # Planted truth per arm: speed-up over gpt in tokens, and the condition number of its attention/MLP matrices.
 PLANTED = {
@@ -49,15 +60,21 @@ FLOPS_PER_TOKEN = 6.0 * 123456  # the summaries' n_params x 6
 
 
 def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int | None = None,
-                     budgets: tuple[int, ...] = (16384, 65536, 262144)) -> dict:
+                     budgets: tuple[int, ...] = (16384, 65536, 262144), schedule: str = "cosine",
+                     calibrate: tuple[int, ...] = ()) -> dict:
     """The repo's default params with its own grid: two contexts, the planted arms, more budgets and seeds
-    (validated like any params file), so the report tests do not follow edits of the default grid."""
+    (validated like any params file), so the report tests do not follow edits of the default grid.
+    schedule "wsd" makes it a WSD grid, with cosine calibration runs at the budgets of `calibrate`."""
     params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
     sweeps = {arm: [3.0e-3, 1.0e-2] if arm in ("gpt", "ngpt") else [3.0e-3] for arm in PLANTED}
     params["train"].update(contexts=[64, 128], arms=list(PLANTED), learning_rates={"cpu-4l": sweeps},
                            micro_batch_tokens=8192)  # a multiple of every context the report tests use
     params["train"]["seeds"] = list(seeds)
     params["train"]["budgets"] = list(budgets)
+    if schedule == "wsd":
+        params["train"]["schedule"] = "wsd"
+        if calibrate:
+            params["train"]["calibrate"] = {"budgets": list(calibrate)}
     params["report"]["title"] = "Synthetic results (report test)"
     if min_budget_for_claims is not None:
         params["report"]["min_budget_for_claims"] = min_budget_for_claims
@@ -74,8 +91,24 @@ def _loss(spec: RunSpec, tokens: float) -> float:
     return 3.0 - ctx_bonus + 40.0 * (speedup * tokens) ** -0.3 + lr_penalty + noise
 
 
-def _curve(spec: RunSpec, eval_every: int) -> list[tuple[int, float]]:
+def wsd_shift(spec: RunSpec) -> float:
+    """The planted final loss of a WSD run minus its cosine twin's (same arm, budget, lr and seed): small for
+    every arm but ngpt, varying a little with lr and seed, so calibration has an interval and an arm whose
+    shift differs from the baseline's."""
+    return (0.03 if spec.arm == "ngpt" else 0.005) + 0.002 * math.cos(3.0 * spec.seed + 1000.0 * spec.lr)
+
+
+def _curve(spec: RunSpec, train: dict) -> list[tuple[int, float]]:
+    eval_every = train["eval_every_tokens"]
     points = list(range(eval_every, spec.budget, eval_every)) + [spec.budget]
+    if spec.schedule == "wsd":
+        # The trunk (constant lr, not annealed) is the same for every budget up to its branch point; the
+        # cooldown then anneals linearly to the budget's final loss.
+        start = branch_point(train, spec.context, spec.budget) * tokens_per_step(train, spec.context)
+        shift = wsd_shift(spec)
+        return [(t, _loss(spec, t) + (0.05 if t <= start else
+                                      shift + (0.05 - shift) * (spec.budget - t) / (spec.budget - start)))
+                for t in points]
     # The schedule anneals at the end of each budget: mid-run losses sit a little above the final one.
     return [(t, _loss(spec, t) + 0.05 * (1 - t / spec.budget)) for t in points]
 
@@ -86,7 +119,7 @@ def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed"
     out.mkdir(parents=True, exist_ok=True)
     train = params["train"]
     batch_tokens = train["batch_sequences"] * spec.context
-    curve = _curve(spec, train["eval_every_tokens"])
+    curve = _curve(spec, train)
     diagnostics = None
     if status == "diverged":
         curve = curve[: max(1, len(curve) // 2)]

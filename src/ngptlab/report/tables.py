@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pandas as pd
 
 from ngptlab.params import lr_sweep
-from ngptlab.report import figures, paper, views
+from ngptlab.report import figures, paper, schedule, views
 from ngptlab.report.load import Results, RunRecord
 from ngptlab.report.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_sha, fmt_text
 from ngptlab.results import read_float
@@ -36,11 +36,11 @@ def _h(record: RunRecord | None, key: str, variant: str = "effective") -> float 
 def grid_table(results: Results) -> Table:
     train = results.params["train"]
     t = Table("grid", "The grid", ["item", "value"], formats={"value": fmt_text}, key=["item"])
-    all_runs = list(results.runs)
     t.add({"item": "scales", "value": ", ".join(train["scales"])})
     t.add({"item": "contexts", "value": ", ".join(f"{c:,}" for c in train["contexts"])})
     t.add({"item": "arms", "value": ", ".join(views.arms(results))})
     t.add({"item": "token budgets", "value": ", ".join(f"{b:,}" for b in views.budgets(results))})
+    t.add({"item": "schedule", "value": schedule.describe(train)})
     for scale in train["scales"]:
         for context in train["contexts"]:
             lrs = "; ".join(f"{arm} {', '.join(fmt_lr(x) for x in lr_sweep(train, scale, context, arm))}"
@@ -52,8 +52,8 @@ def grid_table(results: Results) -> Table:
            "value": f"{train['warmup_steps']:,}, at most {train['warmup_max_fraction']:.0%} of a run's "
                     "steps"})
     counts = views.status_counts(list(results.runs.values()))
-    t.add({"item": "runs", "value": f"{len(all_runs)} in the grid: {counts['completed']} completed, "
-           f"{counts['diverged']} diverged, {counts['missing']} missing"}, all_runs)
+    t.add({"item": "runs", "value": f"{len(results.runs)} in the grid: {counts['completed']} completed, "
+           f"{counts['diverged']} diverged, {counts['missing']} missing"}, list(results.runs))
     return t
 
 
@@ -104,21 +104,21 @@ def status_table(results: Results) -> Table:
 
 
 def runs_table(results: Results) -> Table:
-    cols = ["run", "cell", "arm", "budget", "lr", "seed", "status", "final_val_loss", "tokens", "steps",
-            "train_flops", "conditioning"]
+    cols = ["run", "cell", "arm", "budget", "lr", "seed", "schedule", "status", "final_val_loss", "tokens",
+            "steps", "train_flops", "conditioning"]
     t = Table("runs", "Every run of the grid", cols, key=["run"],
               headers={"final_val_loss": "final val loss", "train_flops": "train FLOPs"},
               formats={"run": fmt_text, "cell": fmt_text, "arm": fmt_text, "status": fmt_text,
                        "conditioning": fmt_text, "budget": fmt_int, "lr": fmt_lr, "seed": fmt_int,
                        "final_val_loss": fmt_loss, "tokens": fmt_int, "steps": fmt_int},
-              shown=["cell", "arm", "budget", "lr", "seed", "status", "final_val_loss", "tokens", "steps",
-                     "conditioning"])
+              shown=["cell", "arm", "budget", "lr", "seed", "schedule", "status", "final_val_loss", "tokens",
+                     "steps", "conditioning"])
     for r in results.runs.values():
         s = r.summary or {}
         cond = ("missing" if r.conditioning is None else "stale" if r.stale_conditioning else "yes")
         t.add({"run": r.name, "cell": r.spec.cell, "arm": r.spec.arm, "budget": r.spec.budget,
-               "lr": r.spec.lr, "seed": r.spec.seed, "status": r.status, "final_val_loss": r.final_val_loss,
-               "tokens": s.get("tokens"), "steps": s.get("steps"),
+               "lr": r.spec.lr, "seed": r.spec.seed, "schedule": r.spec.schedule, "status": r.status,
+               "final_val_loss": r.final_val_loss, "tokens": s.get("tokens"), "steps": s.get("steps"),
                "train_flops": s.get("train_flops"), "conditioning": cond if r.summary else None}, [r.name])
     return t
 
@@ -211,7 +211,7 @@ def speedup_table(results: Results) -> Table:
                                              "paper", "paper_where", "note", "bound")} | {"context": fmt_int},
               shown=["cell", "arm", "display", "cheap_display", "tuned", "paper", "note"])
     for cell, doc in results.speedups.items():
-        records = results.cell_runs(cell)
+        records = results.compared_runs(cell)  # the runs a speed-up rests on
         if doc is None:
             t.add({"cell": cell, "scale": records[0].spec.scale, "context": records[0].spec.context,
                    "display": "missing",

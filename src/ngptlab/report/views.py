@@ -2,10 +2,11 @@
 
 The best run per (arm, budget, seed) is chosen by the speed-up stage's own rule
 (ngptlab.speedup.estimator.best_per_budget: lowest final loss over the learning-rate sweep, completed runs
-only, ties to the smaller learning rate), so the curves and spectra shown are those of the runs that entered
-the speed-up. A cell's "representative" run of an arm, whose conditioning the figures show, is that best run
-at the grid's largest budget for the smallest seed: every arm is then compared at the same budget, and an arm
-without such a run is listed as missing rather than replaced by a smaller budget.
+only, ties to the smaller learning rate) among the runs of train.schedule, so the curves and spectra shown
+are those of the runs that entered the speed-up (a WSD grid's cosine calibration runs never do). A cell's
+"representative" run of an arm, whose conditioning the figures show, is that best run at the grid's largest
+budget for the smallest seed: every arm is then compared at the same budget, and an arm without such a run
+is listed as missing rather than replaced by a smaller budget.
 """
 
 from __future__ import annotations
@@ -39,9 +40,14 @@ def _run_result(record: RunRecord) -> RunResult:
 
 
 def best_runs(results: Results, cell: str) -> dict[tuple[str, int], dict[int, RunRecord]]:
-    """{(arm, seed): {budget: best record}} for one cell, completed runs only."""
-    records = [r for r in results.cell_runs(cell) if r.summary is not None]
-    best = best_per_budget(_run_result(r) for r in records)
+    """{(arm, seed): {budget: best record}} for one cell, over the runs that compare arms (train.schedule's:
+    never a WSD grid's cosine calibration runs), completed runs only."""
+    return best_of(results, results.compared_runs(cell))
+
+
+def best_of(results: Results, records: list[RunRecord]) -> dict[tuple[str, int], dict[int, RunRecord]]:
+    """best_runs' choice among `records`, which must share one schedule."""
+    best = best_per_budget(_run_result(r) for r in records if r.summary is not None)
     return {key: {b: results.runs[rr.spec.name] for b, rr in per.items()} for key, per in best.items()}
 
 
@@ -62,7 +68,7 @@ def representatives(results: Results, cell: str) -> list[Representative]:
         if seeds:
             out.append(Representative(arm, best[(arm, seeds[0])][largest]))
             continue
-        statuses = sorted({r.status for r in results.cell_runs(cell) if r.spec.arm == arm
+        statuses = sorted({r.status for r in results.compared_runs(cell) if r.spec.arm == arm
                            and r.spec.budget == largest})
         reason = f"no completed run at {largest:,} tokens ({', '.join(statuses)})"
         out.append(Representative(arm, None, reason))

@@ -1,0 +1,298 @@
+"""The learning-rate schedule in the report: how the grid section names it, how the loss figure draws a WSD
+grid (one trunk, its branches), and the calibration section (WSD against cosine at the same budgets).
+
+With train.schedule: wsd (ngptlab.trunks; Hägele et al. 2024, arXiv 2405.18392) every arm is compared under
+WSD, not under the paper's cosine. train.calibrate adds cosine runs at some budgets; they never enter the
+comparison of arms (Results.compared_runs), and the calibration table says how far WSD's final loss sits
+from cosine's at those budgets, per arm. The speed-up compares arms in tokens to a target loss: it is the
+speed-up cosine would give only if that shift is the same for every arm, so the section tests exactly that.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from ngptlab.params import calibration_budgets, schedule_of, tokens_per_step
+from ngptlab.report import views
+from ngptlab.report.document import Bullets, Callout, Document, Heading, TableBlock, Text
+from ngptlab.report.load import Results, RunRecord
+from ngptlab.report.table import MISSING, Table, fmt_int, fmt_loss, fmt_text
+from ngptlab.trunks import branch_point, cooldown_fraction, cooldown_shape
+
+LEVEL = 0.95  # of the t-intervals, as the speed-up's bootstrap
+CITATION = "Hägele et al. 2024, arXiv 2405.18392"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The grid section
+
+
+def describe(train: dict) -> str:
+    """The grid table's schedule row."""
+    if schedule_of(train) != "wsd":
+        return "cosine (the paper's): each budget its own run"
+    text = (f"WSD: budgets share a trunk; each cools down over the last {cooldown_fraction(train):.0%} "
+            f"of its budget, {cooldown_shape(train)}")
+    calibration = calibration_budgets(train)
+    if calibration:
+        text += f"; cosine calibration runs at {', '.join(f'{b:,}' for b in calibration)}"
+    return text
+
+
+def protocol(train: dict) -> str:
+    """What the grid section says about the schedule."""
+    if schedule_of(train) != "wsd":
+        return "Each token budget is its own run with its own cosine schedule (the paper's Fig. 2 method)."
+    text = ("Schedule: WSD (warmup, stable, decay), not the paper's cosine. The budgets of one (scale, "
+            "context, arm, learning rate, seed) share one trunk, warmed up and then trained at a constant "
+            "learning rate once; each budget's branch leaves the trunk at its branch point and cools down to "
+            f"0 over the last {cooldown_fraction(train):.0%} of its budget ({cooldown_shape(train)} shape; "
+            f"{CITATION}).")
+    calibration = calibration_budgets(train)
+    if calibration:
+        text += (f" Cosine runs at {', '.join(f'{b:,}' for b in calibration)} tokens (every arm, learning "
+                 "rate and seed) calibrate WSD against the paper's schedule ([Calibration](#calibration)); "
+                 "they enter no comparison of arms.")
+    return text
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The loss figure
+
+
+def shown_curve(results: Results, record: RunRecord, drawn: list[RunRecord]) -> list[tuple[float, float]]:
+    """The part of a run's validation curve that the loss figure draws: all of it, except for a WSD run with a
+    longer WSD run of the same learning rate and seed among `drawn`. That one carries the trunk both share,
+    so this one is drawn from its branch point on (from the last evaluation at or before it, on the trunk)."""
+    spec = record.spec
+    longer = [o for o in drawn if o.spec.schedule == "wsd" and o.spec.budget > spec.budget
+              and (o.spec.lr, o.spec.seed) == (spec.lr, spec.seed)]
+    if spec.schedule != "wsd" or not longer:
+        return record.curve
+    train = results.params["train"]
+    start = branch_point(train, spec.context, spec.budget) * tokens_per_step(train, spec.context)
+    on_trunk = [i for i, (tokens, _) in enumerate(record.curve) if tokens <= start]
+    return record.curve[on_trunk[-1] if on_trunk else 0:]
+
+
+def loss_caption(results: Results) -> str:
+    if results.schedule != "wsd":
+        return ("Each budget is its own run with its own cosine schedule (thick: the largest budget; thin: "
+                "smaller budgets), at the learning rate that gave the lowest final loss for that budget, "
+                "smallest seed. Diverged runs dotted, ending in x.")
+    train = results.params["train"]
+    return ("WSD: the budgets of an arm share one trunk, drawn once, as the start of its largest "
+            "budget's curve (thick); every smaller budget (thin) is drawn only from its branch point on, "
+            "where it leaves the trunk and cools down to 0 over the last "
+            f"{cooldown_fraction(train):.0%} of its budget. Each budget at the learning rate that gave the "
+            "lowest final loss for it, smallest seed; a budget whose best learning rate differs from the "
+            "larger budgets' leaves that rate's trunk, drawn whole. Diverged runs dotted, ending in x.")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Calibration: WSD against cosine
+
+
+def t_quantile(level: float, df: int) -> float:
+    """The two-sided Student t quantile: P(|T| <= t) = level with df degrees of freedom, by bisection on the
+    closed-form CDF for integer df (Abramowitz and Stegun 26.7.3-4; no scipy at run time)."""
+
+    def within(t: float) -> float:
+        theta = math.atan(t / math.sqrt(df))
+        s, c = math.sin(theta), math.cos(theta)
+        if df % 2:  # 2/pi (theta + sin(theta) (cos + 2/3 cos^3 + ... up to cos^(df-2)))
+            term = total = c if df > 1 else 0.0
+            for k in range(3, df - 1, 2):
+                term *= (k - 1) / k * c * c
+                total += term
+            return 2 / math.pi * (theta + s * total)
+        term = total = 1.0  # sin(theta) (1 + 1/2 cos^2 + 1.3/(2.4) cos^4 + ... up to cos^(df-2))
+        for k in range(2, df - 1, 2):
+            term *= (k - 1) / k * c * c
+            total += term
+        return s * total
+
+    lo, hi = 0.0, 1.0
+    while within(hi) < level:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if within(mid) < level else (lo, mid)
+    return (lo + hi) / 2
+
+
+def t_interval(values: list[float]) -> tuple[float, float] | None:
+    """Mean +- t(LEVEL, n - 1) s / sqrt(n); None for fewer than two values."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    half = t_quantile(LEVEL, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean - half, mean + half
+
+
+def fmt_shift(x: float | None) -> str:
+    return MISSING if x is None else f"{x:+.4f}"
+
+
+def _usable(record: RunRecord) -> bool:
+    loss = record.final_val_loss
+    return record.status == "completed" and loss is not None and math.isfinite(loss)
+
+
+def _lrs(records: list[RunRecord]) -> float | str | None:
+    lrs = sorted({r.spec.lr for r in records})  # one per seed; usually the same
+    return None if not lrs else lrs[0] if len(lrs) == 1 else ", ".join(f"{x:g}" for x in lrs)
+
+
+def fmt_lrs(x: float | str | None) -> str:
+    return fmt_text(x if isinstance(x, str) or x is None else f"{x:g}")
+
+
+def _mean_display(mean: float | None, interval: tuple[float, float] | None) -> str:
+    if mean is None:
+        return "n/a (no completed pair)"
+    if interval is None:
+        return f"{fmt_shift(mean)} (one pair: no interval)"
+    return f"{fmt_shift(mean)} [{fmt_shift(interval[0])}, {fmt_shift(interval[1])}]"
+
+
+def calibration_table(results: Results) -> Table:
+    """Per cell, arm and calibration budget: final validation loss of WSD minus cosine."""
+    level = f"{LEVEL:.0%}"
+    cols = ["cell", "arm", "budget", "wsd_loss", "wsd_lr", "cosine_loss", "cosine_lr", "best_shift",
+            "n_seeds", "mean_shift", "interval_lo", "interval_hi", "n_pairs", "mean_display", "left_out"]
+    t = Table("calibration", "Calibration: final validation loss of WSD minus cosine at the same budget",
+              cols, key=["cell", "arm", "budget"],
+              headers={"wsd_loss": "WSD best loss", "wsd_lr": "WSD best lr",
+                       "cosine_loss": "cosine best loss", "cosine_lr": "cosine best lr",
+                       "best_shift": "shift at best lr", "n_seeds": "seeds",
+                       "mean_shift": "mean shift over pairs", "interval_lo": f"{level} lo",
+                       "interval_hi": f"{level} hi", "n_pairs": "pairs",
+                       "mean_display": f"mean shift over pairs [{level} t-interval]",
+                       "left_out": "left out (not completed)"},
+              formats={"cell": fmt_text, "arm": fmt_text, "budget": fmt_int, "wsd_loss": fmt_loss,
+                       "cosine_loss": fmt_loss, "best_shift": fmt_shift, "n_seeds": fmt_int,
+                       "mean_shift": fmt_shift, "interval_lo": fmt_shift, "interval_hi": fmt_shift,
+                       "n_pairs": fmt_int, "mean_display": fmt_text, "left_out": fmt_text, "wsd_lr": fmt_lrs,
+                       "cosine_lr": fmt_lrs},
+              shown=["cell", "arm", "budget", "wsd_loss", "wsd_lr", "cosine_loss", "cosine_lr", "best_shift",
+                     "mean_display", "n_pairs"],
+              note="shift = WSD minus cosine (negative: WSD reaches a lower loss). At best lr: each "
+                   "schedule at its own best learning rate per seed (the speed-up's rule), best WSD minus "
+                   "best cosine, mean over seeds. Mean over pairs: every (learning rate, seed) with both "
+                   f"runs completed, WSD minus cosine, with a {level} t-interval over the n paired "
+                   "differences (mean ± t(n - 1) s/√n); one pair: no interval. Runs not completed are left "
+                   "out, with their twin of the other schedule.")
+    for cell in results.cells:
+        for arm in views.arms(results):
+            for budget in calibration_budgets(results.params["train"]):
+                t.add(*_calibration_row(results, cell, arm, budget))
+    return t
+
+
+def _calibration_row(results: Results, cell: str, arm: str, budget: int) -> tuple[dict, list[str]]:
+    runs = {s: [r for r in results.cell_runs(cell) if r.spec.arm == arm and r.spec.budget == budget
+                and r.spec.schedule == s] for s in ("wsd", "cosine")}
+    left_out = sorted(r.name for rs in runs.values() for r in rs if not _usable(r))
+    cosine = {(r.spec.lr, r.spec.seed): r for r in runs["cosine"] if _usable(r)}
+    pairs = [(w, cosine[(w.spec.lr, w.spec.seed)]) for w in runs["wsd"]
+             if _usable(w) and (w.spec.lr, w.spec.seed) in cosine]
+    diffs = [w.final_val_loss - c.final_val_loss for w, c in pairs]
+    interval = t_interval(diffs)
+    mean = statistics.fmean(diffs) if diffs else None
+    # At each schedule's best learning rate, per seed (as the speed-up picks them), for seeds with both.
+    best = {s: {seed: per[budget] for (_, seed), per in views.best_of(results, rs).items() if budget in per}
+            for s, rs in runs.items()}
+    seeds = sorted(set(best["wsd"]) & set(best["cosine"]))
+    chosen = {s: [best[s][seed] for seed in seeds] for s in best}
+    losses = {s: statistics.fmean(r.final_val_loss for r in chosen[s]) if seeds else None for s in chosen}
+    shifts = [best["wsd"][s].final_val_loss - best["cosine"][s].final_val_loss for s in seeds]
+    lo, hi = interval or (None, None)
+    values = {"cell": cell, "arm": arm, "budget": budget,
+              "wsd_loss": losses["wsd"], "wsd_lr": _lrs(chosen["wsd"]),
+              "cosine_loss": losses["cosine"], "cosine_lr": _lrs(chosen["cosine"]),
+              "best_shift": statistics.fmean(shifts) if shifts else None, "n_seeds": len(seeds),
+              "mean_shift": mean, "interval_lo": lo, "interval_hi": hi, "n_pairs": len(diffs),
+              "mean_display": _mean_display(mean, interval), "left_out": " ".join(left_out) or None}
+    behind = [r.name for pair in pairs for r in pair] + [r.name for rs in chosen.values() for r in rs]
+    return values, behind
+
+
+def same_shift(table: Table, baseline: str) -> list[str]:
+    """Per cell and budget, one sentence: does every arm's mean shift match the baseline arm's? Two shifts
+    differ when they are further apart than their combined interval (the half-widths added in quadrature,
+    as for a difference of independent means)."""
+    col = table.columns.index
+
+    def half(row: list) -> float:
+        return (row[col("interval_hi")] - row[col("interval_lo")]) / 2
+
+    rows: dict[tuple[str, int], dict[str, list]] = {}
+    for row in table.rows:
+        rows.setdefault((row[col("cell")], row[col("budget")]), {})[row[col("arm")]] = row
+    out = []
+    for (cell, budget), arms in rows.items():
+        where = f"{cell} at {budget:,} tokens"
+        base = arms.get(baseline)
+        if base is None or base[col("interval_lo")] is None:
+            out.append(f"{where}: the baseline {baseline} has no interval (fewer than two completed pairs): "
+                       "whether the shift is the same for every arm cannot be told.")
+            continue
+        differ, untested = [], []
+        for arm, row in arms.items():
+            if arm == baseline:
+                continue
+            if row[col("interval_lo")] is None:
+                untested.append(arm)
+            elif abs(row[col("mean_shift")] - base[col("mean_shift")]) > math.hypot(half(row), half(base)):
+                differ.append(f"{arm} ({fmt_shift(row[col('mean_shift')])})")
+        text = f"{where}: against {baseline}'s shift of {fmt_shift(base[col('mean_shift')])}, "
+        text += (f"{', '.join(differ)} differ{'s' if len(differ) == 1 else ''} by more than the combined "
+                 "interval: the shift is not the same for every arm" if differ else
+                 "every arm's shift is within the combined interval: no arm's shift differs")
+        if untested:
+            text += f" ({', '.join(untested)}: fewer than two completed pairs, not tested)"
+        out.append(text + ".")
+    return out
+
+
+def section(doc: Document, results: Results) -> None:
+    """The calibration section, only for a grid with calibration runs (train.calibrate)."""
+    train = results.params["train"]
+    if not calibration_budgets(train):
+        return
+    baseline = results.params["speedup"]["baseline"]
+    doc.add(Heading("Calibration: WSD against cosine", "calibration"))
+    doc.add(Text(
+        f"The arms are compared under WSD ({CITATION}), the paper under cosine. At "
+        f"{', '.join(f'{b:,}' for b in calibration_budgets(train))} tokens every arm, learning rate and seed "
+        "was also trained with the paper's cosine schedule. The table gives WSD's final validation loss "
+        "minus cosine's, at each schedule's best learning rate (as the speed-up compares them) and as the "
+        f"mean over the runs paired by (learning rate, seed), with a {LEVEL:.0%} t-interval over the n "
+        "paired differences."))
+    table = calibration_table(results)
+    doc.add(TableBlock(table))
+    left_out = [name for row in table.rows for name in (row[table.columns.index("left_out")] or "").split()]
+    if left_out:
+        statuses = {name: results.runs[name].status for name in left_out}
+        doc.add(Callout("Left out of the calibration (not completed: no final loss), each with its twin of "
+                        "the other schedule: " + ", ".join(f"`{n}` ({s})" for n, s in statuses.items()) + ".",
+                        kind="note"))
+    doc.add(Text(
+        f"Is the shift the same for every arm? Each arm's mean shift against the baseline {baseline}'s: two "
+        "shifts differ when they lie further apart than their combined interval (the two half-widths added "
+        "in quadrature). The speed-up is comparable across arms only if the shift is the same: an arm that "
+        "WSD helps or hurts more than the baseline gets a WSD speed-up that cosine would not give it."),
+        Bullets(same_shift(table, baseline)))
+
+
+def caveats(results: Results) -> list[str]:
+    """The caveats a WSD grid adds."""
+    train = results.params["train"]
+    if results.schedule != "wsd":
+        return []
+    calibrated = ("see [Calibration](#calibration) for whether WSD shifts every arm's loss alike"
+                  if calibration_budgets(train) else "no calibration runs (train.calibrate): whether WSD "
+                  "shifts every arm's loss alike is not known")
+    return [f"Schedule WSD, not the paper's cosine: every speed-up here is one under WSD; {calibrated}."]
