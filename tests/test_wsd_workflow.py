@@ -9,6 +9,7 @@ each trunk; a new cooldown fraction names exactly the WSD jobs in both tools, ne
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from collections import Counter
@@ -66,6 +67,9 @@ def test_the_whole_dag_runs_on_trunks_and_branches(trained):
     assert {r["run"] for r in speedup["runs"]} == {r.name for r in runs if r.schedule == "wsd"}
     report = (trained / "reports" / "report.md").read_text()
     assert "WSD" in report
+    with open(trained / "reports" / "tables" / "compute.csv") as f:  # what was spent: a trunk counted once
+        compute = next(csv.DictReader(f))
+    assert int(compute["tokens"]) == wsd + len(ARMS) * BUDGETS[-1]  # + the cosine calibration runs
     assert not list(trained.glob("runs/trunks/*/*/to4"))  # its branches done: only each trunk's last kept
     assert len(list(trained.glob("runs/trunks/*/*/to6"))) == len(ARMS)
     assert_nothing_to_do(trained)

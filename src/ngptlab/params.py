@@ -372,9 +372,16 @@ def max_restarts(train: dict) -> int:
 
 
 def time_limit_min(train: dict, run: RunSpec) -> int:
-    """A run's Slurm time limit: its budget's share of the scale's runtime_min (the wall time of the grid's
-    largest budget), at least MIN_RUNTIME_MIN; a run cut off resumes on the profile's retry."""
-    share = run.budget / max(train["budgets"])
+    """A run's Slurm time limit: the share of the scale's runtime_min (the wall time of the grid's largest
+    budget) that its tokens take (a WSD run: its branch's, from its branch point), at least MIN_RUNTIME_MIN;
+    a run cut off resumes on the profile's retry."""
+    tokens = run.budget
+    if run.schedule == "wsd":
+        from ngptlab.trunks import branch_point  # it imports this module
+
+        steps = steps_per_run(train, run.context, run.budget)
+        tokens = (steps - branch_point(train, run.context, run.budget)) * tokens_per_step(train, run.context)
+    share = tokens / max(train["budgets"])
     return max(MIN_RUNTIME_MIN, math.ceil(train["resources"][run.scale]["runtime_min"] * share))
 
 

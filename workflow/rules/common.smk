@@ -7,7 +7,6 @@ import functools
 import inspect
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -207,25 +206,19 @@ def outputs_of(stage, job):
     return list(rules.report.output)
 
 
-def record_lineage(stage, job, key, path, log):
-    """The lineage rule's work (workflow/rules/lineage.smk): retire the job's old key file and outputs, then
-    write the new key file with what the job is made from."""
-    sources, current = lineage_of(stage, job)
-    if key != current:
-        raise WorkflowError(f"{path}: not the lineage key of {stage} {job} under {PARAMS} ({current})")
-    folder = Path(path).parent
-    retired = [p for p in map(Path, outputs_of(stage, job)) if p.exists()]
-    for output in retired:
-        if output.is_dir():
-            shutil.rmtree(output)
-        else:
-            output.unlink()
-    for old in folder.iterdir():
-        if old.name != key:
-            old.unlink()
-    Path(log).write_text(f"{stage} {job}: key {key}; removed {len(retired)} outputs of another key\n")
-    Path(path).write_text(json.dumps({"stage": stage, "job": job, "key": key, "made_from": sources},
-                                     indent=1, sort_keys=True) + "\n")
+def lineage_record(wildcards):
+    """The text of a job's key file: what the job is made from (a key other than the job's is refused)."""
+    sources, current = lineage_of(wildcards.stage, wildcards.job)
+    if wildcards.key != current:
+        raise WorkflowError(f"{layout.lineage_file(wildcards.stage, wildcards.job, wildcards.key)}: not the "
+                            f"lineage key of {wildcards.stage} {wildcards.job} under {PARAMS} ({current})")
+    return json.dumps({"stage": wildcards.stage, "job": wildcards.job, "key": current, "made_from": sources},
+                      indent=1, sort_keys=True)
+
+
+def retired_outputs(wildcards):
+    """The outputs a new key file retires: the job's, made from something else."""
+    return outputs_of(wildcards.stage, wildcards.job)
 
 
 # ----------------------------------------------------------------------------------------------------------

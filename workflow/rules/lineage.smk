@@ -16,6 +16,15 @@ rule lineage:
         stage="|".join(STAGES),
         job=".+",
         key="[0-9a-f]{16}",
+    params:
+        record=per_job(lineage_record),
+        retired=per_job(retired_outputs),
     localrule: True
-    run:
-        record_lineage(wildcards.stage, wildcards.job, wildcards.key, output[0], log[0])
+    # A shell command, not a `run:` block, which Snakemake executes in a new Python process that parses the
+    # whole workflow again (about 10 s a job here, for a file of a few lines).
+    shell:
+        "rm -rf {params.retired:q}"
+        " && find $(dirname {output:q}) -mindepth 1 -maxdepth 1 ! -name {wildcards.key} -delete"
+        " && printf '%s\\n' {params.record:q} > {output:q}"
+        " && echo '{wildcards.stage} {wildcards.job}: key {wildcards.key}; outputs of another key removed'"
+        " > {log:q}"

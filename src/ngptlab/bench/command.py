@@ -13,6 +13,7 @@ BENCHMARKS = {
     "step": "median training step time of every arm against gpt at the same shape",
     "gpu": "the GPU path in one call: every arm's step (eager, compiled, bf16), a bf16-vs-fp32 training run, "
            "condition's time, DDP; tiny shapes on a CPU",
+    "schedule": "wall time of training a small sweep with WSD trunks against the same sweep in cosine",
     "workflow": "seconds `snakemake -n` and `dvc status` take to plan a preset's grid, against their targets",
 }
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from ngptlab.params import REPO_ROOT, enumerate_cells, enumerate_runs, load_params
+from ngptlab.trunks import enumerate_segments
 
 COPIED = ("Snakefile", "dvc.yaml", "workflow", "slurm", "src", ".dvc/config", ".dvcignore")
 TARGETS_S = {"snakemake -n": 10.0, "dvc status": 20.0}
@@ -32,7 +33,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command (default 3)")
 
 
-def scratch_copy(dest: Path, preset: str) -> Path:
+def copy_workflow(dest: Path) -> Path:
+    """The workflow and the code it runs and DVC hashes, without params, outputs or git."""
     for name in COPIED:
         src, target = REPO_ROOT / name, dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -43,13 +45,23 @@ def scratch_copy(dest: Path, preset: str) -> Path:
                             ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake"))
         elif src.exists():
             shutil.copy2(src, target)
+    return dest
+
+
+def write_plan(work: Path) -> None:
+    """results/plan.json from work's params.yaml, as `make preset` writes it."""
+    plan = [str(Path(sys.executable).parent / "ngptlab"), "plan", "--params", "params.yaml", "--write",
+            "results/plan.json"]
+    subprocess.run(plan, cwd=work, check=True, capture_output=True)
+
+
+def scratch_copy(dest: Path, preset: str) -> Path:
+    copy_workflow(dest)
     preset_file = REPO_ROOT / "workflow" / "presets" / f"{preset}.yaml"
     if not preset_file.is_file():
         raise SystemExit(f"ngptlab bench workflow: no preset {preset_file}")
     shutil.copy2(preset_file, dest / "params.yaml")
-    bin_dir = Path(sys.executable).parent
-    plan = [str(bin_dir / "ngptlab"), "plan", "--params", "params.yaml", "--write", "results/plan.json"]
-    subprocess.run(plan, cwd=dest, check=True, capture_output=True)
+    write_plan(dest)
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     return dest
 
@@ -71,7 +83,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
     with tempfile.TemporaryDirectory(prefix="ngptlab-bench-workflow-") as tmp:
         work = scratch_copy(Path(tmp), args.preset)
         grid = load_params(work / "params.yaml")
-        jobs = 2 * len(enumerate_runs(grid)) + 2 * len(enumerate_cells(grid)) + 3  # + prepare, report, all
+        jobs = (2 * len(enumerate_runs(grid)) + len(enumerate_segments(grid)) + 2 * len(enumerate_cells(grid))
+                + 3)  # + prepare, report, all
         # the grid's jobs, which the targets are per; Snakemake also plans one lineage job for each but `all`
         print(f"preset {args.preset}: {jobs} jobs (and {jobs - 1} lineage jobs); scratch copy {work}, "
               f"{args.repeat} runs each, median")

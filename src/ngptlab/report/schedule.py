@@ -10,15 +10,17 @@ speed-up cosine would give only if that shift is the same for every arm, so the 
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 
+from ngptlab import layout
 from ngptlab.params import calibration_budgets, schedule_of, tokens_per_step
 from ngptlab.report import views
 from ngptlab.report.document import Bullets, Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.load import Results, RunRecord
 from ngptlab.report.table import MISSING, Table, fmt_int, fmt_loss, fmt_text
-from ngptlab.trunks import branch_point, cooldown_fraction, cooldown_shape
+from ngptlab.trunks import branch_point, cooldown_fraction, cooldown_shape, enumerate_segments
 
 LEVEL = 0.95  # of the t-intervals, as the speed-up's bootstrap
 CITATION = "Hägele et al. 2024, arXiv 2405.18392"
@@ -296,3 +298,21 @@ def caveats(results: Results) -> list[str]:
                   if calibration_budgets(train) else "no calibration runs (train.calibrate): whether WSD "
                   "shifts every arm's loss alike is not known")
     return [f"Schedule WSD, not the paper's cosine: every speed-up here is one under WSD; {calibrated}."]
+
+
+def compute_spent(results: Results, cell: str, done: list[RunRecord]) -> tuple[int, float]:
+    """Tokens and FLOPs the cell's finished runs trained, each once: a WSD run its branch (its timing file's
+    trained_tokens), plus the segments of its trunks (theirs); a run without a timing record its budget."""
+    tokens, flops = 0, 0.0
+    for record in done:
+        budget = int(record.summary.get("tokens") or 0)
+        trained = int((record.timing or {}).get("trained_tokens", budget))
+        tokens += trained
+        flops += float(record.summary.get("train_flops") or 0) * (trained / budget if budget else 0)
+    for segment in enumerate_segments(results.params):
+        path = results.root / layout.timing_file(cell, segment.name)
+        if segment.trunk.cell == cell and path.is_file():
+            timing = json.loads(path.read_text())
+            tokens += int(timing["trained_tokens"])
+            flops += float(timing.get("flops_per_token") or 0) * timing["trained_tokens"]
+    return tokens, flops

@@ -152,8 +152,8 @@ def compute_table(results: Results) -> Table:
         records = results.cell_runs(cell)
         done = [r for r in records if r.summary]
         counts = views.status_counts(records)
-        rows.append(({"cell": cell, **counts, "tokens": sum(int(r.summary.get("tokens") or 0) for r in done),
-                      "train_flops": sum(float(r.summary.get("train_flops") or 0) for r in done),
+        tokens, flops = schedule.compute_spent(results, cell, done)  # a shared WSD trunk counted once
+        rows.append(({"cell": cell, **counts, "tokens": tokens, "train_flops": flops,
                       "tokens_per_s": _median_timing(done, "tokens_per_s"),
                       "mfu": _median_timing(done, "mfu")},
                      [r.name for r in done]))

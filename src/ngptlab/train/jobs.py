@@ -127,7 +127,7 @@ class SegmentJob:
         write_json_atomic(self.paths.timing, {
             "segment": self.name, "trunk": self.spec.name, "wall_s": round(wall_s, 3),
             "train_s": round(info.get("train_s") or 0.0, 6), "started_at_step": started, "steps": step,
-            "trained_tokens": (step - started) * batch_tokens})
+            "trained_tokens": (step - started) * batch_tokens, "flops_per_token": trainer.flops_per_token})
         trunk.collect_garbage(self.root, self.train, self.spec, expected)
         return str(self.paths.record)
 

@@ -1,0 +1,102 @@
+"""`ngptlab bench schedule`: the wall time of training one small sweep in WSD against the same sweep in cosine.
+
+Both grids are the embedded default's model at its first context, the baseline and nGPT at one learning rate
+each, three budgets 2x apart (--budget-steps, in optimizer steps), one seed; they differ only in
+train.schedule (and cooldown_fraction, --fraction). Each trains through Snakemake (`--cores`, the train and
+trunk jobs of every run) in a scratch copy of the workflow whose token shards are prepared beforehand, not
+timed. The two alternate, --repeat times each, and the medians are compared: a WSD sweep trains
+B_k + f x (the other budgets) tokens where cosine trains their sum, but it runs more jobs (one per trunk
+segment besides one per run), each with its start-up, so the ratio of wall times is what it saves here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from ngptlab import layout
+from ngptlab.bench.workflow import copy_workflow, timed, write_plan
+from ngptlab.params import REPO_ROOT, enumerate_runs, tokens_per_step
+from ngptlab.trunks import enumerate_segments
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--budget-steps", type=int, nargs=3, default=[32, 64, 128], metavar="STEPS",
+                        help="the three budgets in optimizer steps (default 32 64 128: 2x apart)")
+    parser.add_argument("--fraction", type=float, default=0.2, help="WSD cooldown fraction (default 0.2)")
+    parser.add_argument("--repeat", type=int, default=1, help="trainings of each grid (default 1)")
+    parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
+
+
+def sweep(schedule: str, budget_steps: list[int], fraction: float) -> dict:
+    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    train = params["train"]
+    scale, context = train["scales"][0], train["contexts"][0]
+    arms = ["gpt", "ngpt"]
+    train.update(scales=[scale], contexts=[context], arms=arms, schedule=schedule, cooldown_fraction=fraction,
+                 budgets=[steps * tokens_per_step(train, context) for steps in budget_steps],
+                 learning_rates={scale: {arm: [1.0e-2] for arm in arms}})
+    train["resources"] = {scale: train["resources"][scale]}
+    params["speedup"]["baseline"] = "gpt"
+    return params
+
+
+def prepared_copy(dest: Path, params: dict, tokens_from: Path | None) -> Path:
+    """A scratch copy with params written and its shards prepared (copied from a first copy: same data)."""
+    copy_workflow(dest)
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    write_plan(dest)
+    source = params["prepare"]["source"]["name"]
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    if tokens_from is None:
+        timed([snakemake, "--cores", "2", f"data/tokens/{source}/meta.json"], dest)
+    else:  # the same prepare settings and code: its shards and lineage key are this copy's too
+        for part in (f"data/tokens/{source}", f"results/lineage/prepare/{source}"):
+            shutil.copytree(tokens_from / part, dest / part)
+    return dest
+
+
+def train_targets(params: dict) -> list[str]:
+    return [layout.train_results_dir(run.cell, run.name) + "/summary.json" for run in enumerate_runs(params)]
+
+
+def trained_tokens(work: Path) -> int:
+    return sum(json.loads(path.read_text()).get("trained_tokens", 0)
+               for path in (work / "results" / "timing").rglob("*.json"))
+
+
+def run(args: argparse.Namespace, params: dict) -> int:
+    grids = {schedule: sweep(schedule, args.budget_steps, args.fraction) for schedule in ("cosine", "wsd")}
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    times: dict[str, list[float]] = {schedule: [] for schedule in grids}
+    tokens: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="ngptlab-bench-schedule-") as tmp:
+        first = None
+        for attempt in range(args.repeat):
+            for schedule, grid in grids.items():
+                work = prepared_copy(Path(tmp) / f"{schedule}-{attempt}", grid, first)
+                first = first or work
+                started = time.perf_counter()
+                timed([snakemake, "--cores", str(args.cores), *train_targets(grid)], work)
+                times[schedule].append(time.perf_counter() - started)
+                tokens[schedule] = trained_tokens(work)
+    budgets = grids["wsd"]["train"]["budgets"]
+    print(f"sweep: arms gpt, ngpt; budgets {', '.join(f'{b:,}' for b in budgets)} tokens "
+          f"({', '.join(map(str, args.budget_steps))} steps); WSD cooldown fraction {args.fraction:g}; "
+          f"snakemake --cores {args.cores}; median of {args.repeat}")
+    print(f"{'schedule':<8} {'jobs':>5} {'tokens trained':>15} {'wall s':>8}")
+    for schedule, grid in grids.items():
+        jobs = len(enumerate_runs(grid)) + len(enumerate_segments(grid))
+        print(f"{schedule:<8} {jobs:>5} {tokens[schedule]:>15,} {statistics.median(times[schedule]):>8.1f}")
+    expected = (budgets[-1] + args.fraction * sum(budgets[:-1])) / sum(budgets)  # per trunk
+    print(f"WSD / cosine: tokens {tokens['wsd'] / tokens['cosine']:.3f} (B_k + f x the others over their sum: "
+          f"{expected:.3f}), wall time {statistics.median(times['wsd']) / statistics.median(times['cosine']):.3f}")
+    return 0
