@@ -3,8 +3,8 @@ train.schedule wsd and cosine calibration runs).
 
 train -> condition -> speedup -> evaluate -> report runs on trunks and branches; after `dvc commit` neither
 tool has anything to do; a budget larger than every other makes both tools name the same work (one new
-trunk segment and one branch per trunk, and what reads them), and `dvc repro` trains only the new part of
-each trunk; a new cooldown fraction names exactly the WSD jobs in both tools, never the cosine runs.
+trunk segment and one branch per trunk, and what reads them), and `dvc repro` and Snakemake train only
+the new part of each trunk and its branch; a new cooldown fraction names exactly the WSD jobs in both tools, never the cosine runs.
 """
 
 from __future__ import annotations
@@ -83,10 +83,15 @@ def test_a_larger_budget_trains_only_the_new_trunk_part_and_branch_in_both_tools
     assert dvc_changed(work) == new_work + Counter(plan=1)
     planned = job_counts(snakemake(work, "--dry-run").stdout)
     assert planned == new_work + Counter(lineage=sum(new_work.values()), all=1)
-    out = dvc(work, "repro", timeout=1800)
-    assert ran_stages(out.stdout) == new_work + Counter(plan=1)
-    trunks = sorted(re.findall(r"Running stage 'trunk@([^']+)'", out.stdout))
-    assert trunks == [f"cpu-4l-ctx128-{arm}-lr0.003-s0-trunk-from6-to12" for arm in ARMS]
+    # DVC trains one arm's new trunk segment and branch (what that branch depends on), Snakemake the rest
+    out = dvc(work, "repro", "train@cpu-4l-ctx128-gpt-t8192-lr0.003-s0-wsd", timeout=1800)
+    assert ran_stages(out.stdout) == Counter(plan=1, trunk=1, train=1)
+    trunks = re.findall(r"Running stage 'trunk@([^']+)'", out.stdout)
+    assert trunks == ["cpu-4l-ctx128-gpt-lr0.003-s0-trunk-from6-to12"]
+    rest = new_work - Counter(trunk=1, train=1)
+    assert job_counts(snakemake(work, "--dry-run").stdout) == rest + Counter(lineage=sum(rest.values()), all=1)
+    snakemake(work, "--cores", "2", timeout=1800)
+    dvc(work, "commit", "--force")
     after = trained_tokens(work)
     assert {name: after[name] for name in before} == before  # nothing trained before was trained again
     assert {name: tokens for name, tokens in after.items() if name not in before} == {

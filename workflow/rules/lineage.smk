@@ -20,6 +20,8 @@ rule lineage:
         record=per_job(lineage_record),
         retired=per_job(retired_outputs),
     localrule: True
+    conda:
+        CONDA_ENV
     # A shell command, not a `run:` block, which Snakemake executes in a new Python process that parses the
     # whole workflow again (about 10 s a job here, for a file of a few lines).
     shell:

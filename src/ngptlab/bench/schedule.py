@@ -1,4 +1,4 @@
-"""`ngptlab bench schedule`: the wall time of training one small sweep in WSD against the same sweep in cosine.
+"""`ngptlab bench schedule`: the wall time of training a small sweep in WSD against the same sweep in cosine.
 
 Both grids are the embedded default's model at its first context, the baseline and nGPT at one learning rate
 each, three budgets 2x apart (--budget-steps, in optimizer steps), one seed; they differ only in
@@ -97,6 +97,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
         jobs = len(enumerate_runs(grid)) + len(enumerate_segments(grid))
         print(f"{schedule:<8} {jobs:>5} {tokens[schedule]:>15,} {statistics.median(times[schedule]):>8.1f}")
     expected = (budgets[-1] + args.fraction * sum(budgets[:-1])) / sum(budgets)  # per trunk
-    print(f"WSD / cosine: tokens {tokens['wsd'] / tokens['cosine']:.3f} (B_k + f x the others over their sum: "
-          f"{expected:.3f}), wall time {statistics.median(times['wsd']) / statistics.median(times['cosine']):.3f}")
+    wall = statistics.median(times["wsd"]) / statistics.median(times["cosine"])
+    ratio = tokens["wsd"] / tokens["cosine"]
+    print(f"WSD / cosine: tokens {ratio:.3f} (B_k + f x the others over their sum: "
+          f"{expected:.3f}), wall time {wall:.3f}")
     return 0
