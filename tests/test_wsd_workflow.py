@@ -4,7 +4,8 @@ train.schedule wsd and cosine calibration runs).
 train -> condition -> speedup -> evaluate -> report runs on trunks and branches; after `dvc commit` neither
 tool has anything to do; a budget larger than every other makes both tools name the same work (one new
 trunk segment and one branch per trunk, and what reads them), and `dvc repro` and Snakemake train only
-the new part of each trunk and its branch; a new cooldown fraction names exactly the WSD jobs in both tools, never the cosine runs.
+the new part of each trunk and its branch; a new cooldown fraction names exactly the WSD jobs in both tools,
+never the cosine runs.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def test_a_larger_budget_trains_only_the_new_trunk_part_and_branch_in_both_tools
     trunks = re.findall(r"Running stage 'trunk@([^']+)'", out.stdout)
     assert trunks == ["cpu-4l-ctx128-gpt-lr0.003-s0-trunk-from6-to12"]
     rest = new_work - Counter(trunk=1, train=1)
-    assert job_counts(snakemake(work, "--dry-run").stdout) == rest + Counter(lineage=sum(rest.values()), all=1)
+    planned = job_counts(snakemake(work, "--dry-run").stdout)
+    assert planned == rest + Counter(lineage=sum(rest.values()), all=1)
     snakemake(work, "--cores", "2", timeout=1800)
     dvc(work, "commit", "--force")
     after = trained_tokens(work)
