@@ -38,3 +38,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Whole units move, in their own order, so a plain `pytest` still sets each module's fixtures up once.
     slow = {unit(item.nodeid) for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: (unit(item.nodeid) != LOCAL_SMOKE_RUN, unit(item.nodeid) not in slow))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """For a module of many small SVDs (the report's synthetic analysis): one thread is fastest on a shared
+    2-core machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

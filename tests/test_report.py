@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from ngptlab.cli import main
 from ngptlab.condition.reference import gaussian_condition
@@ -33,14 +32,9 @@ from ngptlab.report.table import fmt_num
 from ngptlab.report.tables import compare_to_baseline
 from ngptlab.results import train_dir
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The synthetic analysis is many small SVDs: one thread is fastest on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+
 
 SECTIONS = ["what-was-run", "speedup", "loss-curves", "conditioning", "conditioning-embeddings",
             "conditioning-layers", "conditioning-references", "conditioning-layers34",

@@ -18,24 +18,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
 from ngptlab.report import synthetic
 from ngptlab.report.command import render_report, write_report
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The synthetic analysis is many small SVDs: one thread is fastest on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="/usr/bin/chromium not installed (CI installs it: .ci/setup-chromium.sh)")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.skipif(  # fixture: tests/conftest.py
+    not CHROMIUM.exists(), reason="/usr/bin/chromium not installed (CI installs it: .ci/setup-chromium.sh)")]
 
 HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
 <pre id="result">pending</pre>

@@ -14,7 +14,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-import torch
 from scipy import stats
 
 from ngptlab.params import enumerate_runs, steps_per_run
@@ -24,6 +23,8 @@ from ngptlab.report.load import load_results
 from ngptlab.results import train_dir
 from ngptlab.trunks import branch_point
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
+
 REVISION = "test-revision"
 CELL = "cpu-4l-ctx64"
 LARGEST = 65536
@@ -32,13 +33,6 @@ LARGEST = 65536
 DIVERGED = (f"{CELL}-gpt-orth-t{LARGEST}-lr0.003-s1", f"{CELL}-ngpt-t{LARGEST}-lr0.01-s0-wsd")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The synthetic analysis is many small SVDs: one thread is fastest on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
