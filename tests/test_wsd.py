@@ -34,7 +34,8 @@ from ngptlab.errors import ParamsError
 from ngptlab.params import RunSpec, enumerate_runs, validate_params
 from ngptlab.train.loop import EXIT_RESUMABLE, train_run
 from ngptlab.train.schedule import make_schedule, make_wsd
-from ngptlab.trunks import branch_point, enumerate_segments, segment_of, trunk_warmup
+from ngptlab.plan.grid import resolved_grid
+from ngptlab.trunks import branch_point, enumerate_segments, trunk_warmup
 
 torch.set_num_threads(1)
 
@@ -108,7 +109,8 @@ def test_segments_chain_from_branch_point_to_branch_point():
     assert [(s.start, s.step) for s in segments] == [(0, 8), (8, 16), (16, 32)]
     assert segments[1].name == "cpu-4l-ctx32-gpt-lr0.003-s0-trunk-from8-to16"
     run = RunSpec("cpu-4l", CONTEXT, "gpt", BUDGETS[1], 3e-3, 0, "wsd")
-    assert segment_of(wsd_params(), run) == segments[1]
+    after = resolved_grid(wsd_params())["runs"][run.name]["after"]  # what orders the run in DVC
+    assert after == layout.trunk_record(run.cell, segments[1].trunk.name, "from8-to16")
 
 
 def test_a_cosine_run_and_a_wsd_run_of_one_grid_point_are_told_apart():

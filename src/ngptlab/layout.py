@@ -89,7 +89,8 @@ def lineage_file(stage: str, job: str, key: str) -> str:
 # hashes these paths once, as the dependencies of the `plan` stage that writes the keys.
 STAGE_CODE = {
     "prepare": ("src/ngptlab/prepare",),
-    "train": ("src/ngptlab/train", "src/ngptlab/models", "src/ngptlab/checkpoint.py"),
+    "train": ("src/ngptlab/train", "src/ngptlab/models", "src/ngptlab/checkpoint.py",
+              "src/ngptlab/trunks.py"),  # trunks: where a WSD run's branch starts
     "condition": ("src/ngptlab/condition", "src/ngptlab/checkpoint.py"),
     "speedup": ("src/ngptlab/speedup",),
     "evaluate": ("src/ngptlab/evaluate", "src/ngptlab/checkpoint.py"),

@@ -117,13 +117,6 @@ def enumerate_segments(params: dict) -> list[Segment]:
     return segments
 
 
-def segment_of(params: dict, run: RunSpec) -> Segment:
-    """The segment whose end is the run's branch point (the run's branch starts from its state)."""
-    step = branch_point(params["train"], run.context, run.budget)
-    trunk = trunk_of(run)
-    return next(s for s in enumerate_segments(params) if s.trunk == trunk and s.step == step)
-
-
 def segment_before(segments: list[Segment], segment: Segment) -> Segment | None:
     """The segment that ends where `segment` starts (None for a trunk's first)."""
     return next((s for s in segments if s.trunk == segment.trunk and s.step == segment.start), None)

@@ -1,6 +1,6 @@
 """The trunk of a WSD sweep (ngptlab.trunks): its segment jobs, its kept states, and where a branch starts.
 
-A segment job trains its trunk from the latest kept state at or before its start (none: from step 0) to its
+A segment job trains its trunk from the latest kept state at or before its end (none: from step 0) to its
 branch point P, with the trunk's schedule (warmup, then constant), and then keeps the state at P:
 
     runs/trunks/<cell>/<trunk>/state/       resume checkpoints while a segment trains (as a run's state/)
