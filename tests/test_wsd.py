@@ -32,9 +32,9 @@ from ngptlab import layout
 from ngptlab.checkpoint import sha256_file
 from ngptlab.errors import ParamsError
 from ngptlab.params import RunSpec, enumerate_runs, validate_params
+from ngptlab.plan.grid import resolved_grid
 from ngptlab.train.loop import EXIT_RESUMABLE, train_run
 from ngptlab.train.schedule import make_schedule, make_wsd
-from ngptlab.plan.grid import resolved_grid
 from ngptlab.trunks import branch_point, enumerate_segments, trunk_warmup
 
 torch.set_num_threads(1)
