@@ -18,7 +18,7 @@ from ngptlab.params import RunSpec, find_run, steps_per_run, warmup_steps
 from ngptlab.train import state, trunk
 from ngptlab.train.outputs import RunPaths, fingerprint, finished, unmeasured_timing, write_run_outputs
 from ngptlab.train.schedule import WarmupStable, make_schedule, make_wsd
-from ngptlab.trunks import Segment, find_segment, trunk_warmup
+from ngptlab.trunks import Segment, find_segment, trunk_of, trunk_warmup
 
 
 class RunJob:
@@ -66,7 +66,7 @@ class RunJob:
         write_run_outputs(self.spec, self.paths, trainer, params, config, info,
                           step * trainer.plan.batch_tokens, step, wall_s, diagnostics)
         if self.spec.schedule == "wsd":
-            trunk_spec = trunk.trunk_of(self.spec)
+            trunk_spec = trunk_of(self.spec)
             trunk_expected = trunk.trunk_fingerprint(trunk_spec, self.train, self.warms_up, config["data"])
             trunk.collect_garbage(self.root, self.train, trunk_spec, trunk_expected)
         return str(self.paths.summary)
