@@ -39,7 +39,7 @@ rule all:
     input:
         rules.report.output,
         [path for run in RUNS for path in (*train_outputs(run).values(), *condition_outputs(run).values())],
-        [segment_record(segment) for segment in SEGMENTS.values()],  # WSD trunks
+        [segment.record for segment in SEGMENTS.values()],  # WSD trunks
         [speedup_output(cell) for cell in CELLS],
         [evaluate_output(cell) for cell in CELLS],
         lineage_files(),  # a new key is a missing target: its job and the jobs after it run again

@@ -371,25 +371,12 @@ def max_restarts(train: dict) -> int:
     return int(train.get("max_restarts", 0))
 
 
-def time_limit_min(train: dict, run: RunSpec) -> int:
-    """A run's Slurm time limit: the share of the scale's runtime_min (the wall time of the grid's largest
-    budget) that its tokens take (a WSD run: its branch's, from its branch point), at least MIN_RUNTIME_MIN;
-    a run cut off resumes on the profile's retry."""
-    tokens = run.budget
-    if run.schedule == "wsd":
-        from ngptlab.trunks import branch_point  # it imports this module
-
-        steps = steps_per_run(train, run.context, run.budget)
-        tokens = (steps - branch_point(train, run.context, run.budget)) * tokens_per_step(train, run.context)
+def time_limit_min(train: dict, scale: str, tokens: int) -> int:
+    """The Slurm time limit of a job of `scale` that trains `tokens` (ngptlab.trunks.job_tokens): their share
+    of the scale's runtime_min (the wall time of the grid's largest budget), at least MIN_RUNTIME_MIN; a job
+    cut off resumes on the profile's retry."""
     share = tokens / max(train["budgets"])
-    return max(MIN_RUNTIME_MIN, math.ceil(train["resources"][run.scale]["runtime_min"] * share))
-
-
-def segment_time_limit_min(train: dict, segment) -> int:
-    """A trunk segment's Slurm time limit (ngptlab.trunks.Segment): its steps' share of runtime_min."""
-    tokens = (segment.step - segment.start) * tokens_per_step(train, segment.trunk.context)
-    share = tokens / max(train["budgets"])
-    return max(MIN_RUNTIME_MIN, math.ceil(train["resources"][segment.trunk.scale]["runtime_min"] * share))
+    return max(MIN_RUNTIME_MIN, math.ceil(train["resources"][scale]["runtime_min"] * share))
 
 
 def run_shape(train: dict, scale: str) -> Scale:

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ngptlab import layout
 from ngptlab.params import (
     ARMS_WITHOUT_WARMUP,
     RunSpec,
@@ -32,6 +33,7 @@ from ngptlab.params import (
     format_lr,
     schedule_of,
     steps_per_run,
+    tokens_per_step,
     warmup_steps,
 )
 
@@ -86,6 +88,11 @@ class Segment:
     def name(self) -> str:
         return f"{self.trunk.name}-{self.span}"
 
+    @property
+    def record(self) -> str:
+        """The segment's record, its job's output."""
+        return layout.trunk_record(self.trunk.cell, self.trunk.name, self.span)
+
 
 def trunk_of(run: RunSpec) -> TrunkSpec:
     return TrunkSpec(run.scale, run.context, run.arm, run.lr, run.seed)
@@ -117,9 +124,30 @@ def enumerate_segments(params: dict) -> list[Segment]:
     return segments
 
 
-def segment_before(segments: list[Segment], segment: Segment) -> Segment | None:
+def by_end(segments: list[Segment]) -> dict[tuple[TrunkSpec, int], Segment]:
+    """The segments by (trunk, the step they end at), for the two lookups below."""
+    return {(segment.trunk, segment.step): segment for segment in segments}
+
+
+def branch_segment(ends: dict[tuple[TrunkSpec, int], Segment], train: dict, run: RunSpec) -> Segment:
+    """The segment a WSD run branches from: the one that ends at its branch point."""
+    return ends[trunk_of(run), branch_point(train, run.context, run.budget)]
+
+
+def segment_before(ends: dict[tuple[TrunkSpec, int], Segment], segment: Segment) -> Segment | None:
     """The segment that ends where `segment` starts (None for a trunk's first)."""
-    return next((s for s in segments if s.trunk == segment.trunk and s.step == segment.start), None)
+    return ends.get((segment.trunk, segment.start))
+
+
+def job_tokens(train: dict, job: RunSpec | Segment) -> int:
+    """The tokens a job trains itself: a cosine run its budget, a WSD run its branch (from its branch point),
+    a trunk segment its span."""
+    if isinstance(job, Segment):
+        return (job.step - job.start) * tokens_per_step(train, job.trunk.context)
+    if job.schedule != "wsd":
+        return job.budget
+    steps = steps_per_run(train, job.context, job.budget)
+    return (steps - branch_point(train, job.context, job.budget)) * tokens_per_step(train, job.context)
 
 
 def find_segment(params: dict, name: str) -> Segment | None:

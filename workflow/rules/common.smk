@@ -23,13 +23,12 @@ from ngptlab.params import (
     load_params,
     max_restarts,
     scale_layout,
-    segment_time_limit_min,
     time_limit_min,
     validate_params,
 )
 from ngptlab.plan.grid import cell_key, lineage_keys, stage_code
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, STAGES, made_from
-from ngptlab.trunks import branch_point, enumerate_segments, trunk_of
+from ngptlab.trunks import branch_segment, by_end, enumerate_segments, job_tokens, segment_before
 
 # `ngptlab` and `torchrun` must come from the environment that runs Snakemake (also inside Slurm jobs,
 # which start `python -m snakemake` with this same interpreter).
@@ -80,7 +79,7 @@ SOURCE = config["prepare"]["source"]["name"]
 # by where they end: a WSD run branches from the segment that ends at its branch point, and a segment comes
 # after the one that ends where it starts.
 SEGMENTS = {f"{s.trunk.cell}/{s.trunk.name}/{s.span}": s for s in enumerate_segments(config)}
-_SEGMENT_AT = {(s.trunk, s.step): s for s in SEGMENTS.values()}
+_SEGMENT_ENDS = by_end(list(SEGMENTS.values()))
 
 
 # One path component each. Not an alternation of every name: Snakemake matches every file of the DAG against
@@ -108,16 +107,6 @@ def grid_segment(cell, trunk, span):
     if job not in SEGMENTS:
         raise WorkflowError(f"trunk segment {job!r} is not in the grid of {PARAMS} (`ngptlab plan` lists them)")
     return SEGMENTS[job]
-
-
-def segment_of_run(run):
-    """The trunk segment a WSD run's branch starts from."""
-    spec = grid_run(run)
-    return _SEGMENT_AT[trunk_of(spec), branch_point(config["train"], spec.context, spec.budget)]
-
-
-def segment_record(segment):
-    return layout.trunk_record(segment.trunk.cell, segment.trunk.name, segment.span)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -196,7 +185,7 @@ def outputs_of(stage, job):
         cell, run = job.split("/")
         return list(train_outputs(run, cell).values())
     if stage == "trunk":
-        return [segment_record(SEGMENTS[job])]
+        return [SEGMENTS[job].record]
     if stage == "condition":
         return list(condition_outputs(job).values())
     if stage == "speedup":
@@ -306,7 +295,7 @@ def _train_job(cell, run):
         "gpu": job.gpus_per_node if job.nodes == 1 else 0,
         "gres": f"gpu:{job.gpus_per_node}" if job.nodes > 1 and job.gpus else "",
         "mem_mb": config["train"]["resources"][spec.scale]["mem_mb"],
-        "runtime": time_limit_min(config["train"], spec),
+        "runtime": time_limit_min(config["train"], spec.scale, job_tokens(config["train"], spec)),
     }
 
 
@@ -325,7 +314,8 @@ def _trunk_job(cell, trunk, span):
     """A trunk segment needs what a run of its scale needs, for its share of the largest budget's time."""
     segment = grid_segment(cell, trunk, span)
     resources = dict(_train_job(cell, runs_of_cell(cell)[0]))  # per scale: any run of the cell's
-    resources["runtime"] = segment_time_limit_min(config["train"], segment)
+    tokens = job_tokens(config["train"], segment)
+    resources["runtime"] = time_limit_min(config["train"], segment.trunk.scale, tokens)
     return resources
 
 
@@ -336,15 +326,15 @@ def trunk_resource(name):
 def segment_input(wildcards):
     """A segment trains after the segment before it (the record of its start; none for the first)."""
     segment = grid_segment(wildcards.cell, wildcards.trunk, wildcards.span)
-    before = _SEGMENT_AT.get((segment.trunk, segment.start))
-    return settled({"after": segment_record(before)} if before else {})
+    before = segment_before(_SEGMENT_ENDS, segment)
+    return settled({"after": before.record} if before else {})
 
 
 def branch_input(wildcards):
     """A WSD run starts from its trunk segment's kept state: after that segment (a cosine run: nothing)."""
     if grid_run(wildcards.run).schedule != "wsd":
         return {}
-    return settled({"trunk": segment_record(segment_of_run(wildcards.run))})
+    return settled({"trunk": branch_segment(_SEGMENT_ENDS, config["train"], grid_run(wildcards.run)).record})
 
 
 def process_memory(run):

@@ -118,6 +118,19 @@ def _wall(r: dict) -> str:
     return f"{r['wall_hours']:>7.3g}" if r["wall_hours"] is not None else f"{'cpu':>7}"
 
 
+def _trained(r: dict) -> str:
+    return f" {r['trained_tokens']:>8.3g}"
+
+
+def print_table(header: str, lines: list[str]) -> None:
+    """A fixed-width table: its header, a rule, its lines, a rule."""
+    print(header)
+    print("-" * len(header))
+    for line in lines:
+        print(line)
+    print("-" * len(header))
+
+
 def print_runs(rows: list[dict], wsd: bool) -> None:
     """The run table; a WSD grid's has a `trained` column, the tokens of each run's own job."""
     width = max([52, *(len(r["run"]) for r in rows)])
@@ -125,16 +138,12 @@ def print_runs(rows: list[dict], wsd: bool) -> None:
     header = (f"{'run':<{width}} {'arm':<12} {'ctx':>5} {'params':>9} {'tokens':>8}{trained} {'tok/step':>9} "
               f"{'steps':>7} {'warmup':>6} {'lr':>8} {'FLOPs':>9} {'GPU-h':>8} {'nodes x GPUs':>12} "
               f"{'wall-h':>7} {'limit-h':>7} {'mem-GB':>7}")
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        trained = f" {r['trained_tokens']:>8.3g}" if wsd else ""
-        print(f"{r['run']:<{width}} {r['arm']:<12} {r['context']:>5} {r['n_params'] / 1e6:>8.1f}M "
-              f"{r['budget']:>8.3g}{trained} {r['tokens_per_step']:>9,} {r['steps']:>7,} "
-              f"{r['warmup_steps']:>6,} {r['lr']:>8.3g} {r['train_flops']:>9.2e} {r['gpu_hours']:>8.3g} "
-              f"{r['nodes']:>6} x {r['gpus_per_node']:<3} {_wall(r)} {r['time_limit_min'] / 60:>7.3g} "
-              f"{r['memory_gb']:>7.3g}")
-    print("-" * len(header))
+    print_table(header, [
+        f"{r['run']:<{width}} {r['arm']:<12} {r['context']:>5} {r['n_params'] / 1e6:>8.1f}M "
+        f"{r['budget']:>8.3g}{_trained(r) if wsd else ''} {r['tokens_per_step']:>9,} "
+        f"{r['steps']:>7,} {r['warmup_steps']:>6,} {r['lr']:>8.3g} {r['train_flops']:>9.2e} "
+        f"{r['gpu_hours']:>8.3g} {r['nodes']:>6} x {r['gpus_per_node']:<3} {_wall(r)} "
+        f"{r['time_limit_min'] / 60:>7.3g} {r['memory_gb']:>7.3g}" for r in rows])
 
 
 def print_segments(segments: list[dict]) -> None:
@@ -143,14 +152,11 @@ def print_segments(segments: list[dict]) -> None:
     header = (f"{'trunk segment':<{width}} {'arm':<12} {'ctx':>5} {'params':>9} {'from':>7} {'to':>7} "
               f"{'tokens':>8} {'warmup':>6} {'FLOPs':>9} {'GPU-h':>8} {'nodes x GPUs':>12} {'wall-h':>7} "
               f"{'limit-h':>7} {'state-GB':>8}")
-    print(header)
-    print("-" * len(header))
-    for s in segments:
-        print(f"{s['segment']:<{width}} {s['arm']:<12} {s['context']:>5} {s['n_params'] / 1e6:>8.1f}M "
-              f"{s['start']:>7,} {s['step']:>7,} {s['trained_tokens']:>8.3g} {s['warmup_steps']:>6,} "
-              f"{s['train_flops']:>9.2e} {s['gpu_hours']:>8.3g} {s['nodes']:>6} x {s['gpus_per_node']:<3} "
-              f"{_wall(s)} {s['time_limit_min'] / 60:>7.3g} {s['state_gb']:>8.3g}")
-    print("-" * len(header))
+    print_table(header, [
+        f"{s['segment']:<{width}} {s['arm']:<12} {s['context']:>5} {s['n_params'] / 1e6:>8.1f}M "
+        f"{s['start']:>7,} {s['step']:>7,} {s['trained_tokens']:>8.3g} {s['warmup_steps']:>6,} "
+        f"{s['train_flops']:>9.2e} {s['gpu_hours']:>8.3g} {s['nodes']:>6} x {s['gpus_per_node']:<3} "
+        f"{_wall(s)} {s['time_limit_min'] / 60:>7.3g} {s['state_gb']:>8.3g}" for s in segments])
 
 
 def refuse_grid_change(before: dict, after: dict, path: str) -> None:

@@ -17,7 +17,6 @@ from ngptlab.params import (
     enumerate_runs,
     run_shape,
     scale_layout,
-    segment_time_limit_min,
     steps_per_run,
     time_limit_min,
     tokens_per_step,
@@ -25,7 +24,7 @@ from ngptlab.params import (
 )
 from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
 from ngptlab.plan.sharing import sharing_summary, state_bytes
-from ngptlab.trunks import Segment, branch_point, enumerate_segments, trunk_warmup
+from ngptlab.trunks import Segment, branch_point, enumerate_segments, job_tokens, trunk_warmup
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
 
@@ -49,13 +48,12 @@ def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: flo
         shape, vocab_rows, n_params = _size(train, run.scale, run.arm)
         steps = steps_per_run(train, run.context, run.budget)
         warms_up = run.arm not in ARMS_WITHOUT_WARMUP
+        trained = job_tokens(train, run)  # a WSD run: its branch; the steps before are its trunk's segments
         if run.schedule == "wsd":
-            # the branch trains from its branch point; the steps before it are its trunk's segments
             start = branch_point(train, run.context, run.budget)
-            trained = (steps - start) * tokens_per_step(train, run.context)
             warmup = trunk_warmup(train, run.context, warms_up)  # the trunk's, shared by every budget
         else:
-            start, trained, warmup = None, run.budget, warmup_steps(train, steps, warms_up)
+            start, warmup = None, warmup_steps(train, steps, warms_up)
         flops = train_flops_per_token(run.arm, shape, VOCAB_SIZE, run.context) * trained
         gpu_hours = _gpu_hours(flops, mfu, peak_tflops)
         rows.append({"run": run.name, **run.as_dict(), "cell": run.cell,
@@ -64,7 +62,7 @@ def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: flo
                      "tokens_per_step": tokens_per_step(train, run.context), "steps": steps,
                      "warmup_steps": warmup, "branch_point": start, "trained_tokens": trained,
                      "train_flops": flops,
-                     **_placement(train, run.scale, gpu_hours, time_limit_min(train, run)),
+                     **_placement(train, run.scale, gpu_hours, time_limit_min(train, run.scale, trained)),
                      **_memory(train, run, shape, n_params, vocab_rows, gpu_memory_gb)})
     return rows
 
@@ -76,7 +74,7 @@ def estimate_segments(train: dict, segments: list[Segment], mfu: float, peak_tfl
     for segment in segments:
         trunk = segment.trunk
         shape, _, n_params = _size(train, trunk.scale, trunk.arm)
-        tokens = (segment.step - segment.start) * tokens_per_step(train, trunk.context)
+        tokens = job_tokens(train, segment)
         flops = train_flops_per_token(trunk.arm, shape, VOCAB_SIZE, trunk.context) * tokens
         gpu_hours = _gpu_hours(flops, mfu, peak_tflops)
         rows.append({"segment": segment.name, "trunk": trunk.name, **trunk.as_dict(), "cell": trunk.cell,
@@ -85,7 +83,7 @@ def estimate_segments(train: dict, segments: list[Segment], mfu: float, peak_tfl
                      "warmup_steps": trunk_warmup(train, trunk.context, trunk.arm not in ARMS_WITHOUT_WARMUP),
                      "trained_tokens": tokens, "train_flops": flops,
                      "state_gb": state_bytes(n_params) / 1e9,
-                     **_placement(train, trunk.scale, gpu_hours, segment_time_limit_min(train, segment))})
+                     **_placement(train, trunk.scale, gpu_hours, time_limit_min(train, trunk.scale, tokens))})
     return rows
 
 

@@ -25,7 +25,7 @@ from ngptlab.files import write_text_atomic
 from ngptlab.params import RunSpec, enumerate_runs
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, key_of, made_from
 from ngptlab.revision import code_fingerprint
-from ngptlab.trunks import Segment, branch_point, enumerate_segments, trunk_of
+from ngptlab.trunks import Segment, branch_segment, by_end, enumerate_segments, segment_before
 
 GENERATED_BY = "`ngptlab plan --write` from the params file and the code; do not edit. dvc.yaml reads it."
 
@@ -53,21 +53,18 @@ def lineage_keys(sources: dict) -> dict:
     return {stage: keys(stage, value) for stage, value in sources.items()}
 
 
-def run_after(params: dict, run: RunSpec, segments: dict[tuple, Segment]) -> str:
+def run_after(params: dict, run: RunSpec, ends: dict[tuple, Segment]) -> str:
     """The file a run's training comes after, its DVC dependency that orders it: the training shard (from
     step 0), or for a WSD run the record of the trunk segment that ends at its branch point."""
     if run.schedule != "wsd":
         return f"data/tokens/{params['prepare']['source']['name']}/train.bin"
-    segment = segments[trunk_of(run), branch_point(params["train"], run.context, run.budget)]
-    return layout.trunk_record(segment.trunk.cell, segment.trunk.name, segment.span)
+    return branch_segment(ends, params["train"], run).record
 
 
-def segment_after(params: dict, segment: Segment, segments: dict[tuple, Segment]) -> str:
+def segment_after(params: dict, segment: Segment, ends: dict[tuple, Segment]) -> str:
     """A segment's DVC dependency that orders it: the record of the segment before (or the shard)."""
-    if segment.start == 0:
-        return f"data/tokens/{params['prepare']['source']['name']}/train.bin"
-    before = segments[segment.trunk, segment.start]
-    return layout.trunk_record(before.trunk.cell, before.trunk.name, before.span)
+    before = segment_before(ends, segment)
+    return before.record if before else f"data/tokens/{params['prepare']['source']['name']}/train.bin"
 
 
 def resolved_grid(params: dict, root: str | Path = ".") -> dict:
@@ -80,7 +77,7 @@ def resolved_grid(params: dict, root: str | Path = ".") -> dict:
                           "rename a scale")
     code = stage_code(root)
     segments = enumerate_segments(params)
-    by_end = {(segment.trunk, segment.step): segment for segment in segments}
+    ends = by_end(segments)
     # A run maps to its cell, schedule and start only: its name already encodes every grid coordinate, and
     # DVC parses this file on every command (a full spec per run made it ~3x larger and added ~1 s to
     # `dvc status` on the paper preset's 1296 runs).
@@ -88,9 +85,9 @@ def resolved_grid(params: dict, root: str | Path = ".") -> dict:
         "generated_by": GENERATED_BY,
         "source": params["prepare"]["source"]["name"],
         "runs": {run.name: {"cell": run.cell, "schedule": run.schedule,
-                            "after": run_after(params, run, by_end)} for run in runs},
+                            "after": run_after(params, run, ends)} for run in runs},
         "trunks": {segment.name: {"cell": segment.trunk.cell, "trunk": segment.trunk.name,
-                                  "span": segment.span, "after": segment_after(params, segment, by_end)}
+                                  "span": segment.span, "after": segment_after(params, segment, ends)}
                    for segment in segments},
         "cells": cells,
         "lineage": lineage_keys(made_from(params, code)),

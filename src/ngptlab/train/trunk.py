@@ -64,7 +64,7 @@ class TrunkPaths:
     def for_segment(cls, root: str | Path, source: str, segment: Segment) -> TrunkPaths:
         root, trunk = Path(root), segment.trunk
         return cls(root / "data" / "tokens" / source, root / layout.trunk_dir(trunk.cell, trunk.name),
-                   root / layout.trunk_record(trunk.cell, trunk.name, segment.span),
+                   root / segment.record,
                    root / layout.timing_file(trunk.cell, segment.name))
 
     @property
