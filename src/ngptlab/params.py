@@ -158,6 +158,9 @@ def _cross_field_problem(params: dict) -> str | None:
         problem = _layout_problem(train, scale)
         if problem:
             return problem
+    problem = _growth_problem(train)
+    if problem:
+        return problem
     from ngptlab.trunks import wsd_problem  # beside the trunks whose rules it checks (it imports this module)
 
     problem = wsd_problem(train)
@@ -166,6 +169,57 @@ def _cross_field_problem(params: dict) -> str | None:
     if params["speedup"]["baseline"] not in train["arms"]:
         return (f"speedup.baseline {params['speedup']['baseline']!r} is not among train.arms: "
                 f"{', '.join(train['arms'])}")
+    return None
+
+
+def _growth_problem(train: dict) -> str | None:
+    """What `ngptlab plan --prune-sweeps` and `--add-seeds` write (train.pruned_sweeps, train.added_seeds) and
+    train.protocol must name points of the grid; the first one that does not, as one line."""
+    def outside(key: str, entry: dict) -> str | None:
+        for field, listed in (("scale", "scales"), ("context", "contexts"), ("arm", "arms")):
+            if entry[field] not in train[listed]:
+                return f"{key}: {field} {entry[field]!r} is not in train.{listed}"
+        return None
+
+    seen: set[tuple] = set()
+    for i, entry in enumerate(train.get("pruned_sweeps", [])):
+        key = f"train.pruned_sweeps[{i}]"
+        where = (entry["scale"], entry["context"], entry["arm"], entry["after_budget"])
+        problem = outside(key, entry)
+        if problem:
+            return problem
+        if entry["after_budget"] not in train["budgets"]:
+            return f"{key}: after_budget {entry['after_budget']} is not in train.budgets"
+        full = lr_sweep(train, entry["scale"], entry["context"], entry["arm"])
+        stray = [lr for lr in entry["learning_rates"] if float(lr) not in full]
+        if stray:
+            return f"{key}: learning rate {stray[0]:g} is not in the sweep {[f'{x:g}' for x in full]}"
+        if where in seen:
+            return f"{key}: a second entry for {entry['arm']} after budget {entry['after_budget']}"
+        seen.add(where)
+    seen = set()
+    for i, entry in enumerate(train.get("added_seeds", [])):
+        key = f"train.added_seeds[{i}]"
+        where = (entry["scale"], entry["context"], entry["arm"], entry["budget"])
+        problem = outside(key, entry)
+        if problem:
+            return problem
+        if entry["budget"] not in train["budgets"]:
+            return f"{key}: budget {entry['budget']} is not in train.budgets"
+        twice = sorted(set(entry["seeds"]) & set(train["seeds"]))
+        if twice:
+            return f"{key}: seed {twice[0]} is already in train.seeds"
+        sweep = lr_sweep(train, *where)
+        if float(entry["lr"]) not in sweep:
+            return (f"{key}: lr {entry['lr']:g} is not swept at budget {entry['budget']} "
+                    f"({[f'{x:g}' for x in sweep]})")
+        if where in seen:
+            return f"{key}: a second entry for {entry['arm']} at budget {entry['budget']}"
+        seen.add(where)
+    prune = train.get("protocol", {}).get("prune_sweeps")
+    if prune and prune["after_budget"] not in sorted(train["budgets"])[:-1]:
+        return (f"train.protocol.prune_sweeps.after_budget: {prune['after_budget']} must be one of "
+                f"train.budgets below the largest")
     return None
 
 
@@ -188,7 +242,8 @@ def _layout_problem(train: dict, scale: str) -> str | None:
 # Runs and cells
 
 # The train keys that shape the grid: which runs and cells exist, and under which schedule.
-GRID_KEYS = ("scales", "contexts", "arms", "budgets", "seeds", "learning_rates", "schedule", "calibrate")
+GRID_KEYS = ("scales", "contexts", "arms", "budgets", "seeds", "learning_rates", "schedule", "calibrate",
+             "pruned_sweeps", "added_seeds", "protocol")
 
 
 def format_lr(lr: float) -> str:
@@ -239,16 +294,24 @@ def calibration_budgets(train: dict) -> list[int]:
 
 
 def enumerate_runs(params: dict) -> list[RunSpec]:
-    """Every run the grid describes, in a stable order (scale, context, arm, budget, lr, seed): the runs of
-    train.schedule, then the cosine calibration runs of a WSD grid (train.calibrate)."""
+    """Every run the grid describes, in a stable order: the runs of train.schedule, then the cosine
+    calibration runs of a WSD grid (train.calibrate), each in (scale, context, arm, budget, seed, lr) order,
+    then the runs of train.added_seeds. Budgets that train.protocol holds back until the sweep is pruned
+    (held_back) are left out."""
     train = params["train"]
     runs = []
     for schedule, budgets in ((schedule_of(train), train["budgets"]), ("cosine", calibration_budgets(train))):
         for scale, context, arm, budget, seed in itertools.product(
             train["scales"], train["contexts"], train["arms"], budgets, train["seeds"]
         ):
-            for lr in lr_sweep(train, scale, context, arm):
+            if held_back(train, scale, context, arm, budget):
+                continue
+            for lr in lr_sweep(train, scale, context, arm, budget):
                 runs.append(RunSpec(scale, context, arm, budget, float(lr), seed, schedule))
+    for added in train.get("added_seeds", []):
+        for seed in added["seeds"]:
+            runs.append(RunSpec(added["scale"], added["context"], added["arm"], added["budget"],
+                                float(added["lr"]), seed, schedule_of(train)))
     return runs
 
 
@@ -263,10 +326,31 @@ def enumerate_cells(params: dict) -> list[str]:
     return [cell_name(s, c) for s, c in itertools.product(train["scales"], train["contexts"])]
 
 
-def lr_sweep(train: dict, scale: str, context: int, arm: str) -> list[float]:
-    """The learning rates swept for (scale, context, arm): the arm's list, or its list for this context."""
+def lr_sweep(train: dict, scale: str, context: int, arm: str, budget: int | None = None) -> list[float]:
+    """The learning rates swept for (scale, context, arm): the arm's list, or its list for this context; at a
+    budget that train.pruned_sweeps prunes, the learning rates it kept."""
+    pruned = pruning_of(train, scale, context, arm, budget) if budget is not None else None
+    if pruned is not None:
+        return [float(lr) for lr in pruned["learning_rates"]]
     sweep = train["learning_rates"][scale][arm]
     return [float(lr) for lr in (sweep[f"ctx{context}"] if isinstance(sweep, dict) else sweep)]
+
+
+def pruning_of(train: dict, scale: str, context: int, arm: str, budget: int) -> dict | None:
+    """The train.pruned_sweeps entry that sets the sweep at this budget: of those of (scale, context, arm)
+    whose after_budget is below it, the one with the largest after_budget (successive halving prunes in
+    rounds); None where the whole sweep runs."""
+    entries = [e for e in train.get("pruned_sweeps", []) if (e["scale"], e["context"], e["arm"]) ==
+               (scale, context, arm) and e["after_budget"] < budget]
+    return max(entries, key=lambda e: e["after_budget"]) if entries else None
+
+
+def held_back(train: dict, scale: str, context: int, arm: str, budget: int) -> bool:
+    """A budget above train.protocol.prune_sweeps.after_budget waits, outside the grid, until
+    `ngptlab plan --prune-sweeps` has pruned the arm's sweep from the results up to there."""
+    prune = train.get("protocol", {}).get("prune_sweeps")
+    return bool(prune) and budget > prune["after_budget"] and pruning_of(train, scale, context, arm,
+                                                                         budget) is None
 
 
 def lopsided_sweeps(train: dict) -> list[str]:

@@ -112,6 +112,12 @@ def wsd_runs(params: dict) -> list[RunSpec]:
     return [run for run in enumerate_runs(params) if run.schedule == "wsd"]
 
 
+def trunk_budgets(train: dict, trunk: TrunkSpec) -> list[int]:
+    """The budgets that branch from this trunk: not every budget of the grid once a sweep is pruned
+    (train.pruned_sweeps) or a seed is added at some budgets only (train.added_seeds)."""
+    return sorted(run.budget for run in wsd_runs({"train": train}) if trunk_of(run) == trunk)
+
+
 def enumerate_segments(params: dict) -> list[Segment]:
     """Every trunk segment of the grid, each trunk's in order of its steps."""
     points: dict[TrunkSpec, set[int]] = {}

@@ -19,6 +19,9 @@ from ngptlab.plan.estimate import estimate_plan
 from ngptlab.plan.extend import DEFAULT_CAP, extend_sweeps
 from ngptlab.plan.grid import check_grid_file, read_grid_file, write_grid_file
 from ngptlab.plan.memory import GPU_MEMORY_GB
+from ngptlab.plan.protocol import describe, has_protocol, projected_params
+from ngptlab.plan.prune import DEFAULT_KEEP, prune_sweeps
+from ngptlab.plan.seeds import add_seeds
 from ngptlab.plan.sharing import sharing_lines
 
 
@@ -47,6 +50,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="add the x2 / /2 neighbouring learning rate to every sweep whose best is at an "
                              "edge (results under --root), edit the params file in place and rewrite the "
                              "grid file (--write, default results/plan.json)")
+    parser.add_argument("--prune-sweeps", type=int, nargs="?", const=DEFAULT_KEEP, metavar="K",
+                        help="successive halving: once every budget up to B has results (results under "
+                             "--root; B is train.protocol's when it names one), the budgets above B keep "
+                             f"each arm's K best learning rates (default {DEFAULT_KEEP}: the best and the "
+                             "one below it); edits the params file and rewrites the grid file")
+    parser.add_argument("--add-seeds", type=int, metavar="N",
+                        help="once train.seeds have results, add N seeds at every arm's best learning rate "
+                             "per budget (wsd: the best trunk); edits the params file and rewrites the grid "
+                             "file")
     parser.add_argument("--root", default=".", metavar="DIR",
                         help="the project directory: its src/ is the code --write fingerprints and --check "
                              "compares, and with --extend-sweeps its results/ are read (default: .)")
@@ -73,6 +85,18 @@ def run(args: argparse.Namespace, params: dict) -> int:
                   f"which already has {args.max_sweep} values (--max-sweep); not extended")
         print(f"{len(added)} learning rate(s) added to {args.params}; wrote {plan_file}")
         return 0
+    if args.prune_sweeps is not None:
+        entries, notes = prune_sweeps(args.params, args.root, plan_file, keep=args.prune_sweeps)
+        for e in entries:
+            print(f"{e['scale']} ctx{e['context']} {e['arm']}: above {e['after_budget']:,} keeps "
+                  f"{', '.join(f'{lr:g}' for lr in e['learning_rates'])} (best there {e['best_lr']:g})")
+        return _grown(notes, f"{len(entries)} sweep(s) pruned in {args.params}", plan_file)
+    if args.add_seeds is not None:
+        entries, notes = add_seeds(args.params, args.root, plan_file, args.add_seeds)
+        for e in entries:
+            print(f"{e['scale']} ctx{e['context']} {e['arm']} at {e['budget']:,}: seeds "
+                  f"{', '.join(map(str, e['seeds']))} at lr {e['lr']:g}")
+        return _grown(notes, f"{len(entries)} (arm, budget) point(s) given seeds in {args.params}", plan_file)
     if args.write:
         before = read_grid_file(args.write)
         write_grid_file(params, args.write, args.root)
@@ -83,12 +107,13 @@ def run(args: argparse.Namespace, params: dict) -> int:
     if args.check:
         check_grid_file(params, args.check, args.root)
         return 0
-    plan = estimate_plan(params, mfu=args.mfu, peak_tflops=args.peak_tflops, gpu_memory_gb=args.gpu_memory_gb)
+    estimate = {"mfu": args.mfu, "peak_tflops": args.peak_tflops, "gpu_memory_gb": args.gpu_memory_gb}
+    plan, projected = estimate_plan(params, **estimate), projection(params, **estimate)
     rows, segments = plan["runs"], plan["trunks"]
     total_flops, total_gpu_hours = plan["total_train_flops"], plan["total_gpu_hours"]
     if args.json:
         print(json.dumps({"params_file": args.params, "mfu": args.mfu, "peak_tflops": args.peak_tflops,
-                          "cells": enumerate_cells(params), **plan}, indent=1))
+                          "cells": enumerate_cells(params), **plan, "projected": projected}, indent=1))
         return 0
     print_runs(rows, wsd=bool(segments))
     print(f"batch: {params['train']['batch_sequences']} sequences per step at every context")
@@ -111,7 +136,27 @@ def run(args: argparse.Namespace, params: dict) -> int:
     jobs = f"{len(rows)} runs and {len(segments)} trunk segments" if segments else f"{len(rows)} runs"
     print(f"{jobs} in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
           f"{total_gpu_hours:.4g} GPU-hours at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")
+    if projected:
+        print(f"projected over the whole protocol (train.protocol: {describe(params['train'])}): "
+              f"{projected['runs']} runs, {projected['total_gpu_hours']:,.0f} GPU-hours; which learning "
+              "rates survive and where the seeds go does not change the cost")
     return 0
+
+
+def _grown(notes: list[str], summary: str, plan_file: str) -> int:
+    for note in notes:
+        print(f"note: {note}")
+    print(f"{summary}; wrote {plan_file}")
+    return 0
+
+
+def projection(params: dict, **estimate) -> dict | None:
+    """The protocol's projected size and cost (plan/protocol.py), or None for a grid without a protocol."""
+    if not has_protocol(params["train"]):
+        return None
+    plan = estimate_plan(projected_params(params), **estimate)
+    return {"runs": len(plan["runs"]), "trunk_segments": len(plan["trunks"]),
+            "total_train_flops": plan["total_train_flops"], "total_gpu_hours": plan["total_gpu_hours"]}
 
 
 def _wall(r: dict) -> str:

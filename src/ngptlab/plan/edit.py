@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
@@ -60,3 +60,24 @@ def set_value(document: CommentedMap, key: str, value: object) -> None:
             raise ParamsError(f"--set {key}: no key {'.'.join(path)} in the params file")
         else:
             node = node[name]
+
+
+def add_entries(document: CommentedMap, key: str, entries: list[dict], match: tuple[str, ...]) -> None:
+    """Append each entry to the list train.<key> (created at the end of train if absent), one flow-style
+    mapping per line; an entry equal to an existing one on the `match` fields replaces it in place."""
+    train = document["train"]
+    if key not in train:
+        train[key] = CommentedSeq()
+    listed = train[key]
+    for entry in entries:
+        row = CommentedMap(entry)
+        row.fa.set_flow_style()
+        for field, value in entry.items():
+            if isinstance(value, list):
+                row[field] = CommentedSeq(value)
+                row[field].fa.set_flow_style()
+        same = [i for i, old in enumerate(listed) if match and all(old[f] == entry[f] for f in match)]
+        if same:
+            listed[same[0]] = row
+        else:
+            listed.append(row)

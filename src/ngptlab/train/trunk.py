@@ -40,7 +40,7 @@ from ngptlab.files import write_json_atomic
 from ngptlab.params import RunSpec
 from ngptlab.train import state
 from ngptlab.train.outputs import RunPaths, fingerprint
-from ngptlab.trunks import Segment, TrunkSpec, branch_point, trunk_of, trunk_warmup
+from ngptlab.trunks import Segment, TrunkSpec, branch_point, trunk_budgets, trunk_of, trunk_warmup
 
 RECORD_FORMAT = "ngptlab.trunk/1"
 KEPT = re.compile(r"^to(\d+)$")
@@ -129,10 +129,9 @@ def read_record(path: Path) -> dict | None:
 
 
 def branches_at(root: str | Path, train: dict, trunk: TrunkSpec) -> dict[int, list[Path]]:
-    """The summaries of the trunk's branches, by branch point: every budget of the grid (a trunk is one
-    (scale, context, arm, lr, seed), and the grid trains it at every budget)."""
+    """The summaries of the trunk's branches, by branch point."""
     found: dict[int, list[Path]] = {}
-    for budget in train["budgets"]:
+    for budget in trunk_budgets(train, trunk):
         run = RunSpec(trunk.scale, trunk.context, trunk.arm, budget, trunk.lr, trunk.seed, "wsd")
         found.setdefault(branch_point(train, trunk.context, budget), []).append(
             RunPaths.for_run(root, train["source"], run.cell, run.name).summary)

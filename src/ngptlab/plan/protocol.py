@@ -1,0 +1,64 @@
+"""The projected cost of the whole protocol (train.protocol), not only of the runs listed so far.
+
+A grid that prunes its sweeps and adds seeds grows in steps that depend on results: which learning rates
+survive the pruning, and at which learning rate the seeds go. Their cost does not depend on it: every
+learning rate of a run costs the same, and with train.schedule wsd each surviving learning rate continues
+one trunk and each added seed trains one trunk (ngptlab.plan.seeds). So the projection applies the steps
+still to come with stand-in choices (the lowest learning rates of each sweep survive; the seeds go to the
+first of them) and prices the result with the same estimate as the grid itself: exact, whatever the results.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ngptlab.params import lr_sweep, pruning_of
+from ngptlab.plan.seeds import new_seeds
+from ngptlab.plan.sweeps import grid_budgets
+
+
+def has_protocol(train: dict) -> bool:
+    return bool(train.get("protocol"))
+
+
+def projected_params(params: dict) -> dict:
+    """params with train.protocol's remaining steps applied (the pruning, then the seeds)."""
+    projected = copy.deepcopy(params)
+    train = projected["train"]
+    protocol = train.get("protocol", {})
+    cells = [(s, c, a) for s in train["scales"] for c in train["contexts"] for a in train["arms"]]
+    prune = protocol.get("prune_sweeps")
+    if prune:
+        after, keep = prune["after_budget"], prune["keep"]
+        above = min([b for b in train["budgets"] if b > after])
+        for scale, context, arm in cells:
+            if pruning_of(train, scale, context, arm, above) is None:
+                sweep = sorted(lr_sweep(train, scale, context, arm, after))
+                train.setdefault("pruned_sweeps", []).append(
+                    {"scale": scale, "context": context, "arm": arm, "after_budget": after, "keep": keep,
+                     "learning_rates": sweep[:keep]})
+    if protocol.get("add_seeds"):
+        wanted = set(new_seeds(train, protocol["add_seeds"]))
+        added = {(e["scale"], e["context"], e["arm"], e["budget"]): e for e in train.get("added_seeds", [])}
+        for scale, context, arm in cells:
+            budgets = grid_budgets(train, scale, context, arm)
+            lr = min(lr_sweep(train, scale, context, arm, budgets[-1]))
+            for budget in budgets:
+                entry = added.setdefault((scale, context, arm, budget), {
+                    "scale": scale, "context": context, "arm": arm, "budget": budget, "lr": lr, "seeds": []})
+                entry["seeds"] = sorted(set(entry["seeds"]) | wanted)
+        train["added_seeds"] = list(added.values())
+    return projected
+
+
+def describe(train: dict) -> str:
+    """The protocol's steps in words, for the plan's output."""
+    protocol, steps = train.get("protocol", {}), []
+    if protocol.get("prune_sweeps"):
+        prune = protocol["prune_sweeps"]
+        steps.append(f"the budgets above {prune['after_budget']:,} keep {prune['keep']} learning rates "
+                     f"(`ngptlab plan --prune-sweeps {prune['keep']}` once the results up to there are in)")
+    if protocol.get("add_seeds"):
+        steps.append(f"{protocol['add_seeds']} seeds added at every arm's best learning rate per budget "
+                     f"(`ngptlab plan --add-seeds {protocol['add_seeds']}` once train.seeds are in)")
+    return "; then ".join(steps)

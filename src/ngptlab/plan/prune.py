@@ -1,0 +1,89 @@
+"""`ngptlab plan --prune-sweeps K`: successive halving of the learning-rate sweeps (Jamieson and Talwalkar
+2016, "Non-stochastic best arm identification and hyperparameter optimization").
+
+Once every budget up to B has results for every arm of a cell, the budgets above B keep, for every arm
+alike, K learning rates of its sweep: the best at B and the K - 1 below it, since the optimal learning rate
+falls as runs get longer (Bjorck et al. 2024, arXiv 2409.19913); at the bottom of the sweep the window moves
+up. B is train.protocol.prune_sweeps.after_budget when the protocol names one (the budgets above it are held
+out of the grid until then: ngptlab.params.held_back), else the largest budget below the grid's largest
+whose results, and those of every budget below it, are in.
+
+Each decision is one train.pruned_sweeps entry {scale, context, arm, after_budget, keep, best_lr,
+learning_rates}, written into the params file (comments kept), and the grid file is rewritten, so Snakemake
+and `dvc repro` train only what the pruned grid holds: with train.schedule wsd a pruned learning rate's trunk
+stops at the last budget it serves (its segments derive from the runs). A second call with the same K
+changes nothing: the budgets above B already sweep K learning rates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ngptlab.params import load_params, lr_sweep, pruning_of
+from ngptlab.plan.edit import add_entries, edit_params_file
+from ngptlab.plan.grid import write_grid_file
+from ngptlab.plan.sweeps import best_lr, mean_losses
+
+DEFAULT_KEEP = 2
+
+
+def kept_window(sweep: list[float], best: float, keep: int) -> list[float]:
+    """The best learning rate and the keep - 1 below it in the sorted sweep, moved up at its bottom."""
+    ordered = sorted(sweep)
+    i = ordered.index(best)
+    lo = max(0, min(i - keep + 1, len(ordered) - keep))
+    return ordered[lo:lo + keep]
+
+
+def decision_budget(params: dict, root: str | Path, scale: str, context: int) -> tuple[int | None, str]:
+    """(B, why): the budget whose results decide the pruning of this cell, or None and what it waits for."""
+    train = params["train"]
+    budgets = sorted(train["budgets"])
+    protocol = train.get("protocol", {}).get("prune_sweeps")
+    candidates = [protocol["after_budget"]] if protocol else budgets[:-1][::-1]
+    for candidate in candidates:
+        below = [b for b in budgets if b <= candidate]
+        if all(mean_losses(params, root, scale, context, arm, b) is not None
+               for arm in train["arms"] for b in below):
+            return candidate, ""
+    if protocol:
+        return None, f"results up to budget {protocol['after_budget']:,} (train.protocol) are not all in"
+    return None, "no budget below the largest has all its results (and those below it) in"
+
+
+def proposed_prunes(params: dict, root: str | Path, keep: int) -> tuple[list[dict], list[str]]:
+    """(train.pruned_sweeps entries to add, one line per cell or arm left as it is and why)."""
+    train, entries, notes = params["train"], [], []
+    for scale in train["scales"]:
+        for context in train["contexts"]:
+            budget, why = decision_budget(params, root, scale, context)
+            if budget is None:
+                notes.append(f"{scale} ctx{context}: not pruned: {why}")
+                continue
+            above = [b for b in train["budgets"] if b > budget]
+            for arm in train["arms"]:
+                current = lr_sweep(train, scale, context, arm, min(above))
+                decided = pruning_of(train, scale, context, arm, min(above))
+                if len(current) <= keep or (decided and decided["after_budget"] >= budget):
+                    continue  # already K or fewer above B: nothing to halve
+                losses = mean_losses(params, root, scale, context, arm, budget)
+                best = best_lr(losses)
+                if best is None:
+                    notes.append(f"{scale} ctx{context} {arm}: not pruned: every run at {budget:,} diverged")
+                    continue
+                entries.append({"scale": scale, "context": context, "arm": arm, "after_budget": budget,
+                                "keep": keep, "best_lr": best,
+                                "learning_rates": kept_window(current, best, keep)})
+    return entries, notes
+
+
+def prune_sweeps(params_path: str | Path, root: str | Path, plan_file: str | Path,
+                 keep: int = DEFAULT_KEEP) -> tuple[list[dict], list[str]]:
+    """Prune the sweeps of the params file in place and rewrite plan_file; return (entries, notes)."""
+    params = load_params(params_path)
+    entries, notes = proposed_prunes(params, root, keep)
+    if entries:
+        edit_params_file(params_path, lambda document: add_entries(document, "pruned_sweeps", entries, ()))
+        params = load_params(params_path)
+    write_grid_file(params, plan_file, root)
+    return entries, notes

@@ -1,0 +1,90 @@
+"""`ngptlab plan --add-seeds N`: more seeds where they count, at each arm's best learning rate.
+
+One seed gives a speed-up without an interval; the interval comes from seeds, and a seed costs a run per
+(arm, budget) only at the learning rate that enters the speed-up. So once train.seeds' sweep at a budget
+has results, each (scale, context, arm, budget) gets seeds max(train.seeds) + 1 .. + N at its best learning
+rate there (lowest mean final loss over train.seeds): one train.added_seeds entry. With train.schedule wsd
+the seeds go to the best trunk instead, the learning rate best at the arm's largest budget, at every budget
+of the arm: each added seed then trains one trunk and its branches, as the projected plan assumes.
+
+The entries are written into the params file (comments kept) and the grid file is rewritten, so Snakemake
+and `dvc repro` train only the new runs. An (arm, budget) still waiting for results is left alone, and so is
+a cell whose budgets train.protocol still holds back (prune first: the best learning rate above the pruning
+budget is not known yet). A second call with the same N changes nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ngptlab.params import held_back, load_params, schedule_of
+from ngptlab.plan.edit import add_entries, edit_params_file
+from ngptlab.plan.grid import write_grid_file
+from ngptlab.plan.sweeps import best_lr, grid_budgets, mean_losses
+
+ENTRY_KEY = ("scale", "context", "arm", "budget")  # one train.added_seeds entry per grid point
+
+
+def new_seeds(train: dict, n: int) -> list[int]:
+    first = max(train["seeds"]) + 1
+    return list(range(first, first + n))
+
+
+def chosen_lrs(params: dict, root: str | Path, scale: str, context: int,
+               arm: str) -> tuple[dict[int, float], str]:
+    """({budget: the learning rate its added seeds run}, why some budget has none)."""
+    train = params["train"]
+    budgets = grid_budgets(train, scale, context, arm)
+    losses = {b: mean_losses(params, root, scale, context, arm, b) for b in budgets}
+    if schedule_of(train) == "wsd":
+        largest = budgets[-1]
+        if losses[largest] is None:
+            return {}, f"waiting for the results at its largest budget {largest:,} (the best trunk)"
+        best = best_lr(losses[largest])
+        if best is None:
+            return {}, f"every run at its largest budget {largest:,} diverged"
+        return {b: best for b in budgets}, ""
+    chosen = {b: best_lr(losses[b]) for b in budgets if losses[b] is not None}
+    chosen = {b: lr for b, lr in chosen.items() if lr is not None}
+    waiting = [f"{b:,}" for b in budgets if b not in chosen]
+    return chosen, f"no best learning rate yet at {', '.join(waiting)}" if waiting else ""
+
+
+def proposed_seeds(params: dict, root: str | Path, n: int) -> tuple[list[dict], list[str]]:
+    """(train.added_seeds entries, new or with more seeds, one line per (cell, arm) left short and why)."""
+    train = params["train"]
+    wanted = new_seeds(train, n)
+    existing = {tuple(e[k] for k in ENTRY_KEY): e for e in train.get("added_seeds", [])}
+    entries, notes = [], []
+    for scale in train["scales"]:
+        for context in train["contexts"]:
+            if any(held_back(train, scale, context, a, b) for a in train["arms"] for b in train["budgets"]):
+                notes.append(f"{scale} ctx{context}: no seeds added: train.protocol holds budgets back until "
+                             "`ngptlab plan --prune-sweeps` has pruned them")
+                continue
+            for arm in train["arms"]:
+                chosen, why = chosen_lrs(params, root, scale, context, arm)
+                if why:
+                    notes.append(f"{scale} ctx{context} {arm}: {why}")
+                for budget, lr in sorted(chosen.items()):
+                    before = existing.get((scale, context, arm, budget))
+                    if before is not None and set(wanted) <= set(before["seeds"]):
+                        continue
+                    seeds = sorted(set(before["seeds"]) | set(wanted)) if before else wanted
+                    # seeds added earlier keep their learning rate: the runs they trained stay in the grid
+                    entries.append({"scale": scale, "context": context, "arm": arm, "budget": budget,
+                                    "lr": before["lr"] if before else lr, "seeds": seeds})
+    return entries, notes
+
+
+def add_seeds(params_path: str | Path, root: str | Path, plan_file: str | Path,
+              n: int) -> tuple[list[dict], list[str]]:
+    """Add the seeds to the params file in place and rewrite plan_file; return (entries, notes)."""
+    params = load_params(params_path)
+    entries, notes = proposed_seeds(params, root, n)
+    if entries:
+        edit_params_file(params_path, lambda document: add_entries(document, "added_seeds", entries,
+                                                                   ENTRY_KEY))
+        params = load_params(params_path)
+    write_grid_file(params, plan_file, root)
+    return entries, notes

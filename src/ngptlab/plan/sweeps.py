@@ -1,0 +1,42 @@
+"""What the finished runs say about a sweep, for `ngptlab plan --prune-sweeps` and `--add-seeds`: per
+(scale, context, arm, budget), the mean final validation loss of each learning rate over train.seeds, and
+the best of them. Added seeds never enter it: they run one learning rate, the one chosen here."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+from ngptlab.params import RunSpec, held_back, lr_sweep, schedule_of
+from ngptlab.results import read_run_result, train_dir
+
+
+def mean_losses(params: dict, root: str | Path, scale: str, context: int, arm: str,
+                budget: int) -> dict[float, float] | None:
+    """{lr: mean final loss over train.seeds} of the sweep at this budget; inf for a learning rate with a
+    diverged run (it cannot be the best); None while any of its runs has no result yet."""
+    train = params["train"]
+    losses: dict[float, float] = {}
+    for lr in lr_sweep(train, scale, context, arm, budget):
+        values = []
+        for seed in train["seeds"]:
+            spec = RunSpec(scale, context, arm, budget, lr, seed, schedule_of(train))
+            if not (train_dir(root, spec) / "summary.json").is_file():
+                return None
+            result = read_run_result(root, spec, with_curve=False)
+            values.append(result.final_val_loss if result.usable else math.inf)
+        losses[lr] = statistics.fmean(values) if all(math.isfinite(v) for v in values) else math.inf
+    return losses
+
+
+def best_lr(losses: dict[float, float]) -> float | None:
+    """The learning rate of the lowest mean loss (ties to the smaller, as the speed-up stage breaks them);
+    None when every one diverged."""
+    finite = [(loss, lr) for lr, loss in losses.items() if math.isfinite(loss)]
+    return min(finite)[1] if finite else None
+
+
+def grid_budgets(train: dict, scale: str, context: int, arm: str) -> list[int]:
+    """The budgets of (scale, context, arm) in the grid now: those train.protocol holds back are not."""
+    return sorted(b for b in train["budgets"] if not held_back(train, scale, context, arm, b))
