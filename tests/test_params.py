@@ -71,7 +71,8 @@ def test_default_params_are_valid():
         (lambda p: p["train"].update(batch_sequences="512"),
          "train.batch_sequences: expected integer, got str '512'"),
         (lambda p: p["train"].update(learnig_rate=1e-3),
-         "unknown key train.learnig_rate; allowed keys: activation_checkpointing, arms, batch_sequences"),
+         "unknown key train.learnig_rate; allowed keys: activation_checkpointing, added_seeds, arms, "
+         "batch_sequences"),
         (lambda p: p["train"].update(warmup_steps=-1),
          "train.warmup_steps: -1 must be >= 0"),
         (lambda p: p["train"]["learning_rates"]["cpu-4l"].update(gpt={"ctx128": [0.0]}),

@@ -21,6 +21,7 @@ from ngptlab.report import schedule, synthetic, views
 from ngptlab.report.command import render_report, write_report
 from ngptlab.report.load import load_results
 from ngptlab.results import train_dir
+from ngptlab.stats import t_quantile
 from ngptlab.trunks import branch_point
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
@@ -189,6 +190,6 @@ def test_the_loss_figure_draws_one_trunk_with_its_branches(wsd):
 
 def test_t_quantile_matches_scipy():
     for df in range(1, 60):
-        assert schedule.t_quantile(0.95, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-9)
-        assert schedule.t_quantile(0.9, df) == pytest.approx(stats.t.ppf(0.95, df), rel=1e-9)
+        assert t_quantile(0.95, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-9)
+        assert t_quantile(0.9, df) == pytest.approx(stats.t.ppf(0.95, df), rel=1e-9)
     assert schedule.t_interval([1.0]) is None

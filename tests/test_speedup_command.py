@@ -67,13 +67,20 @@ def speedup(params_file: Path, root: Path, cell: str = "cpu-4l-ctx64") -> int:
     return main(["speedup", "--params", str(params_file), "--cell", cell, "--root", str(root)])
 
 
+def read_strict(path: Path) -> dict:
+    """The document, refusing NaN and Infinity (strict JSON: "inf" is a string there, nan null)."""
+    def refuse(name: str):
+        raise AssertionError(f"{path}: non-strict JSON constant {name}")
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
 def test_speedup_cell_from_train_results(tmp_path, grid):
     params, params_file = grid
     for spec in enumerate_runs(params):
         diverged = spec.arm == "ngpt" and spec.lr == 1e-2 and spec.budget == 65536
         write_train_results(tmp_path, spec, "diverged" if diverged else "completed")
     assert speedup(params_file, tmp_path) == 0
-    doc = json.loads((tmp_path / "results" / "speedup" / "cpu-4l-ctx64.json").read_text())
+    doc = read_strict(tmp_path / "results" / "speedup" / "cpu-4l-ctx64.json")
     assert doc["cell"] == "cpu-4l-ctx64" and doc["baseline"] == "gpt" and doc["budgets"] == BUDGETS
     assert doc["targets"][0]["budget"] == 65536 and doc["targets"][0]["lr"] == BEST_LR
     for arm, k in PLANTED.items():
@@ -85,6 +92,29 @@ def test_speedup_cell_from_train_results(tmp_path, grid):
     cheap = doc["arms"]["ngpt"]["cheap"]["speedup"]["value"]
     assert 1.0 < cheap < 3.0
     assert len(doc["runs"]) == len(enumerate_runs(params))
+    # inference over one seed: a geometric mean of one, no interval, no verdict yet
+    assert doc["bootstrap"] == {"resamples": 100, "seed": 0, "level": 0.95, "min_seeds": 10}
+    assert (doc["equivalence_margin"], doc["resolve_ratio"]) == (1.25, 1.5)
+    assert "equivalent within x1.25" in doc["verdict_rule"]
+    ngpt = doc["arms"]["ngpt"]["speedup"]
+    assert (ngpt["method"], ngpt["log"], ngpt["interval"], ngpt["bootstrap_interval"]) == ("t on ln S", None,
+                                                                                          None, None)
+    assert (ngpt["verdict"], ngpt["seeds_needed"]) == ("not resolved (no interval)", None)
+    assert doc["arms"]["gpt"]["speedup"]["verdict"] is None
+    [orth_vs_ngpt] = doc["contrasts"]  # gpt-rownorm is not in this cell
+    assert orth_vs_ngpt["label"] == "gpt-orth vs ngpt" and orth_vs_ngpt["ratio"] == pytest.approx(0.5)
+    assert orth_vs_ngpt["interval"] is None and orth_vs_ngpt["seeds"] == [0]
+    # interpolation: gpt and ngpt's best lr is the bottom of a 2-point sweep, gpt-orth has 1: nothing moves
+    for arm in PLANTED:
+        interpolated = doc["arms"][arm]["interpolated"]
+        assert interpolated["speedup"]["value"] == pytest.approx(PLANTED[arm], rel=1e-9)
+        assert interpolated["log_difference"] == pytest.approx(0.0, abs=1e-12)
+        assert interpolated["seed_noise_log"] is None and interpolated["differs"] is None
+        assert [b["correction"] for b in interpolated["per_budget"]] == [0.0] * len(BUDGETS)
+    statuses = {arm: {b["status"] for b in doc["arms"][arm]["interpolated"]["per_budget"]} for arm in PLANTED}
+    assert statuses == {"gpt": {"best at the bottom edge of the sweep"},
+                        "ngpt": {"best at the bottom edge of the sweep"},
+                        "gpt-orth": {"no seed swept more than one learning rate"}}
 
 
 # Planted sweeps around BEST_LR: gpt's best inside, ngpt's at the bottom edge, gpt-orth's at the top edge.
@@ -113,6 +143,32 @@ def test_speedup_flags_every_best_learning_rate_at_an_edge_of_its_sweep(tmp_path
     out = capsys.readouterr().out
     assert "untuned: ngpt at budget 16384 (seed 0): best lr 0.003 is the bottom of its sweep" in out
     assert "untuned: gpt " not in out
+
+
+def test_seeds_beyond_train_seeds_enter_the_speedup_but_not_the_sweep(tmp_path, grid):
+    params, params_file = edge_grid(tmp_path, grid)
+    # seed 1 runs only the best learning rate of every arm and budget; the verdict params left to defaults
+    params["train"]["added_seeds"] = [{"scale": "cpu-4l", "context": 64, "arm": arm, "budget": budget,
+                                       "lr": BEST_LR, "seeds": [1]} for arm in PLANTED for budget in BUDGETS]
+    for key in ("equivalence_margin", "resolve_ratio"):
+        params["speedup"].pop(key, None)
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    for spec in enumerate_runs(params):
+        write_train_results(tmp_path, spec)
+    assert speedup(params_file, tmp_path) == 0
+    doc = read_strict(tmp_path / "results" / "speedup" / "cpu-4l-ctx64.json")
+    assert {e["seed"] for e in doc["tuning"]["edges"]} == {0}  # seed 1 has no sweep to be at an edge of
+    assert doc["tuning"]["tuned"] == {"gpt": True, "gpt-orth": False, "ngpt": False}
+    assert doc["seeds"] == [0, 1] and (doc["equivalence_margin"], doc["resolve_ratio"]) == (1.25, 1.5)
+    ngpt = doc["arms"]["ngpt"]
+    assert ngpt["speedup"]["n_seeds"] == 2 and ngpt["speedup"]["value"] == pytest.approx(3.0, rel=1e-9)
+    # two identical seeds: no noise, so the interval is the point and the verdict is resolved at 2 seeds
+    assert ngpt["speedup"]["verdict"] == "faster" and ngpt["speedup"]["seeds_needed"] == 2
+    # gpt's best lr is interior: its V-shaped loss in ln(lr) has a parabola whose vertex lies below the grid
+    gpt = doc["arms"]["gpt"]["interpolated"]["per_budget"]
+    assert all(b["status"] == "interpolated" and b["seeds"] == [0] and b["correction"] < 0 for b in gpt)
+    # a lower target: every other arm needs more tokens to reach it
+    assert doc["arms"]["ngpt"]["interpolated"]["speedup"]["value"] < ngpt["speedup"]["value"]
 
 
 def test_missing_train_result_is_a_clear_error(tmp_path, grid, capsys):

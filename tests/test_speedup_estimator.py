@@ -16,9 +16,10 @@ from ngptlab.speedup.estimator import (
     estimate_cell,
     measurable_range,
     speedup_from_tokens,
-    summarize_seeds,
     tokens_to_target,
 )
+from ngptlab.speedup.inference import summarize_seeds
+from ngptlab.stats import t_quantile
 
 BUDGETS = [2**k for k in range(10, 17)]  # 1024 ... 65536 tokens
 LRS = [1e-3, 3e-3, 1e-2]
@@ -145,9 +146,9 @@ def test_measurable_range_is_set_by_the_budget_range():
     assert out["targets"][0]["at_largest_budget"] is True
     assert out["targets"][0]["measurable"] == [1.0, 64.0]  # budgets 1024 .. 65536
     assert summarize_seeds([Estimate(1.0, "<")], 100, 0)["note"] == "a bound: no interval"  # one seed
-    two = summarize_seeds([Estimate(1.0, "<"), Estimate(0.5)], 100, 0)
-    assert (two["display"], two["note"]) == ("<0.75", "mean of bounds and point estimates is itself a bound; "
-                                                      "no interval")
+    two = summarize_seeds([Estimate(1.0, "<"), Estimate(0.5)], 100, 0)  # geometric mean sqrt(0.5)
+    assert (two["display"], two["note"]) == ("<0.707", "geometric mean of bounds and point estimates is "
+                                                       "itself a bound; no interval")
     assert measurable_range(32768, [8192, 32768]) == [1.0, 4.0]  # budgets 4x apart: only (1, 4)
     # a speed-up outside the range is a bound, never a number
     out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 5.0}, curve=log_linear, budgets=[16384, 65536]),
@@ -155,33 +156,36 @@ def test_measurable_range_is_set_by_the_budget_range():
     assert out["arms"]["ngpt"]["speedup"]["display"] == ">4"
 
 
-def test_seeds_mean_and_bootstrap_interval():
+def test_seeds_geometric_mean_and_t_interval_on_log_speedup():
     # planted speed-up 4 * (1 + 0.1 s) per seed s, baseline identical across seeds
     seeds = (0, 1, 2, 3)
     results = make_results({"gpt": 1.0}, curve=log_linear, seeds=seeds)
     results += make_results({"ngpt": 4.0}, curve=log_linear, seeds=seeds, seed_scale=lambda s: 1 + 0.1 * s)
     out = estimate_cell(results, "gpt", 2000, 0)
     s = out["arms"]["ngpt"]["speedup"]
-    per_seed = [4.0 * (1 + 0.1 * i) for i in seeds]
-    assert s["value"] == pytest.approx(np.mean(per_seed))
-    assert s["n_seeds"] == 4 and s["bound"] is None
-    lo, hi = s["interval"]
-    assert min(per_seed) <= lo < s["value"] < hi <= max(per_seed)
-    # percentile bootstrap of the mean, checked against an independent computation
-    rng = np.random.default_rng(0)
-    means = np.array(per_seed)[rng.integers(0, 4, size=(2000, 4))].mean(axis=1)
-    assert (lo, hi) == pytest.approx((np.percentile(means, 2.5), np.percentile(means, 97.5)), rel=1e-9)
-    # the same bootstrap seed gives the same interval
-    assert estimate_cell(results, "gpt", 2000, 0)["arms"]["ngpt"]["speedup"]["interval"] == [lo, hi]
-    # no resamples requested: the mean without an interval
-    assert estimate_cell(results, "gpt", 0, 0)["arms"]["ngpt"]["speedup"]["interval"] is None
+    logs = np.log([4.0 * (1 + 0.1 * i) for i in seeds])
+    assert s["value"] == pytest.approx(math.exp(logs.mean()), rel=1e-9)  # geometric, not arithmetic, mean
+    assert s["n_seeds"] == 4 and s["bound"] is None and s["method"] == "t on ln S"
+    # the textbook interval on ln S, mean +- t_{0.975, 3} s / sqrt(4), exponentiated
+    half = t_quantile(0.95, 3) * logs.std(ddof=1) / 2
+    assert s["interval"] == pytest.approx([math.exp(logs.mean() - half), math.exp(logs.mean() + half)],
+                                          rel=1e-9)
+    assert s["log"] == pytest.approx({"mean": logs.mean(), "sd": logs.std(ddof=1),
+                                      "se": logs.std(ddof=1) / 2, "df": 3}, rel=1e-9)
+    # 4 seeds: too few distinct resamples for a bootstrap, whatever the resamples asked for
+    assert s["bootstrap_interval"] is None
+    # the interval does not depend on the bootstrap's settings
+    assert estimate_cell(results, "gpt", 0, 3)["arms"]["ngpt"]["speedup"]["interval"] == s["interval"]
+    assert s["verdict"] == "faster" and out["arms"]["gpt"]["speedup"]["verdict"] is None
 
 
 def test_summaries_with_bounds():
-    assert summarize_seeds([Estimate(3.0), Estimate(5.0, ">")], 100, 0)["display"] == ">4"
+    assert summarize_seeds([Estimate(3.0), Estimate(5.0, ">")], 100, 0)["display"] == ">3.87"  # sqrt(15)
     assert summarize_seeds([Estimate(3.0, "<"), Estimate(5.0, ">")], 100, 0)["value"] is None
     one = summarize_seeds([Estimate(3.0)], 100, 0)
-    assert one["value"] == 3.0 and one["interval"] is None and one["n_seeds"] == 1
+    assert one["value"] == 3.0 and one["interval"] is None and one["n_seeds"] == 1 and one["log"] is None
+    assert (one["verdict"], one["seeds_needed"]) == ("not resolved (no interval)", None)
+    assert one["seeds_needed_note"] == "needs 2 seeds to measure the noise"
     assert summarize_seeds([], 100, 0)["display"] == "n/a"
 
 

@@ -154,7 +154,9 @@ def test_completed_run_writes_the_contract(done):
     assert timing["mfu"] is None and timing["peak_tflops"] is None
     assert timing["peak_source"].startswith("unknown (cpu)") and timing["device_name"] == "cpu"
     assert [r["tokens"] for r in rows if "val_loss" in r] == [2048, 4096, 6144, 8192]
-    assert rows[-1]["val_loss"] == s["final_val_loss"]
+    # the curve's last point is the cheap eval windows' loss; final_val_loss, the final evaluation's
+    # (tests/test_final_eval.py): close, not equal
+    assert abs(rows[-1]["val_loss"] - s["final_val_loss"]) < 0.5
     assert rows[-1]["train_loss"] < rows[0]["train_loss"] - 0.5  # it learned
     assert s["final_val_loss"] < math.log(256) - 0.5
 

@@ -56,8 +56,8 @@ def make_params(**train_overrides) -> dict:
     train.update(source=SOURCE, scales=["cpu-4l"], contexts=[CONTEXT], arms=["gpt", "ngpt"], budgets=[8192],
                  seeds=[0], learning_rates={"cpu-4l": {"gpt": [3e-3], "ngpt": [3e-3]}}, batch_sequences=16,
                  micro_batch_tokens=256, warmup_steps=2, warmup_max_fraction=0.5, grad_clip=1.0,
-                 eval_every_tokens=2048, eval_windows=8, eval_seed=0, diverge_loss=20.0, device="cpu",
-                 compile=False, checkpoint_every_tokens=4096)
+                 eval_every_tokens=2048, eval_windows=8, eval_seed=0, final_eval_tokens="all",
+                 diverge_loss=20.0, device="cpu", compile=False, checkpoint_every_tokens=4096)
     train.update(train_overrides)
     params["speedup"]["baseline"] = "gpt"
     return params

@@ -143,7 +143,7 @@ def test_the_committed_plan_is_the_plan_of_the_committed_params():
 
 
 def test_presets_are_complete_params_files():
-    assert PRESETS == ["paper", "small"]
+    assert PRESETS == ["paper", "pilot", "settle", "small"]
     for preset in PRESETS:
         load_params(REPO / "workflow" / "presets" / f"{preset}.yaml")  # the same schema and checks
     paper = load_params(REPO / "workflow" / "presets" / "paper.yaml")
@@ -197,7 +197,7 @@ def test_bad_params_stop_the_workflow_with_one_line_naming_the_key(tmp_path):
     out = snakemake(work, "--dry-run", "--nolock", check=False)
     assert out.returncode != 0
     expected = ("invalid params: params.yaml: unknown key speedup.boostrap; "
-                "allowed keys: baseline, bootstrap, seed")
+                "allowed keys: baseline, bootstrap, equivalence_margin, resolve_ratio, seed")
     assert expected in out.stdout + out.stderr
 
 

@@ -92,7 +92,7 @@ STAGE_CODE = {
     "train": ("src/ngptlab/train", "src/ngptlab/models", "src/ngptlab/checkpoint.py",
               "src/ngptlab/trunks.py"),  # trunks: where a WSD run's branch starts
     "condition": ("src/ngptlab/condition", "src/ngptlab/checkpoint.py"),
-    "speedup": ("src/ngptlab/speedup",),
+    "speedup": ("src/ngptlab/speedup", "src/ngptlab/stats.py"),  # stats: the intervals over seeds
     "evaluate": ("src/ngptlab/evaluate", "src/ngptlab/checkpoint.py"),
-    "report": ("src/ngptlab/report",),
+    "report": ("src/ngptlab/report", "src/ngptlab/stats.py"),
 }

@@ -365,6 +365,12 @@ def lopsided_sweeps(train: dict) -> list[str]:
     return lines
 
 
+def final_eval_setting(train: dict) -> int | str:
+    """train.final_eval_tokens: the tokens of a run's final evaluation, or `all` (the default) for the whole
+    validation split up to a cap (ngptlab.train.final_eval)."""
+    return train.get("final_eval_tokens", "all")
+
+
 def tokens_per_step(train: dict, context: int) -> int:
     """Tokens per optimizer step: the global batch is a number of sequences at every context."""
     return train["batch_sequences"] * context

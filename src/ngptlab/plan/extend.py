@@ -29,7 +29,9 @@ DEFAULT_CAP = 6  # learning rates per sweep at most: beyond that, a sweep that s
 
 def proposed_extensions(params: dict, root: str | Path, cap: int) -> tuple[list[dict], list[dict]]:
     """([{scale, context, arm, edge, lr}] to add, [{scale, context, arm, edge}] held back by the cap)."""
-    train, runs = params["train"], compared_runs(params)
+    train = params["train"]
+    # seeds added beyond train.seeds (plan/seeds.py) run one learning rate: they have no sweep to extend
+    runs = [run for run in compared_runs(params) if run.seed in train["seeds"]]
     added: dict[tuple, dict] = {}
     capped: dict[tuple, dict] = {}
     for cell in enumerate_cells(params):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ngptlab.params import GRID_KEYS, enumerate_runs
+from ngptlab.params import GRID_KEYS, enumerate_runs, final_eval_setting
 from ngptlab.trunks import cooldown_fraction, cooldown_shape
 
 # prepare settings that change how fast the shards are written, never their bytes.
@@ -61,7 +61,10 @@ def made_from(params: dict, code: dict[str, str]) -> dict:
     # shape. The cosine runs' key has none of these, so a WSD setting never retrains a cosine run.
     trunk = {**common, "warmup_budget": min(train_params["budgets"]),
              "cooldown_fraction": cooldown_fraction(train_params)}
-    train = {"cosine": common, "wsd": {**trunk, "cooldown_shape": cooldown_shape(train_params)}}
+    # A run's final evaluation is its own (a trunk segment has none): its windows change runs, not trunks.
+    run_end = {"final_eval_tokens": final_eval_setting(train_params)}
+    train = {"cosine": {**common, **run_end},
+             "wsd": {**trunk, "cooldown_shape": cooldown_shape(train_params), **run_end}}
     trained = {schedule: key_of(inputs) for schedule, inputs in train.items()}
     runs_of_cell: dict[str, list[str]] = {}
     schedules_of_cell: dict[str, set[str]] = {}

@@ -20,9 +20,9 @@ from ngptlab.report import views
 from ngptlab.report.document import Bullets, Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.load import Results, RunRecord
 from ngptlab.report.table import MISSING, Table, fmt_int, fmt_loss, fmt_text
+from ngptlab.stats import LEVEL, t_interval
 from ngptlab.trunks import branch_point, cooldown_fraction, cooldown_shape, enumerate_segments
 
-LEVEL = 0.95  # of the t-intervals, as the speed-up's bootstrap
 CITATION = "Hägele et al. 2024, arXiv 2405.18392"
 
 
@@ -94,43 +94,6 @@ def loss_caption(results: Results) -> str:
 
 # ----------------------------------------------------------------------------------------------------------
 # Calibration: WSD against cosine
-
-
-def t_quantile(level: float, df: int) -> float:
-    """The two-sided Student t quantile: P(|T| <= t) = level with df degrees of freedom, by bisection on the
-    closed-form CDF for integer df (Abramowitz and Stegun 26.7.3-4; no scipy at run time)."""
-
-    def within(t: float) -> float:
-        theta = math.atan(t / math.sqrt(df))
-        s, c = math.sin(theta), math.cos(theta)
-        if df % 2:  # 2/pi (theta + sin(theta) (cos + 2/3 cos^3 + ... up to cos^(df-2)))
-            term = total = c if df > 1 else 0.0
-            for k in range(3, df - 1, 2):
-                term *= (k - 1) / k * c * c
-                total += term
-            return 2 / math.pi * (theta + s * total)
-        term = total = 1.0  # sin(theta) (1 + 1/2 cos^2 + 1.3/(2.4) cos^4 + ... up to cos^(df-2))
-        for k in range(2, df - 1, 2):
-            term *= (k - 1) / k * c * c
-            total += term
-        return s * total
-
-    lo, hi = 0.0, 1.0
-    while within(hi) < level:
-        hi *= 2
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if within(mid) < level else (lo, mid)
-    return (lo + hi) / 2
-
-
-def t_interval(values: list[float]) -> tuple[float, float] | None:
-    """Mean +- t(LEVEL, n - 1) s / sqrt(n); None for fewer than two values."""
-    if len(values) < 2:
-        return None
-    mean = statistics.fmean(values)
-    half = t_quantile(LEVEL, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return mean - half, mean + half
 
 
 def fmt_shift(x: float | None) -> str:

@@ -1,7 +1,11 @@
 """The `speedup` stage: tokens to reach the baseline's loss, per arm, in one (scale, context) cell.
 
-estimator.py  the paper's speed-up measure as pure functions: best over lr, log-token interpolation, bounds,
-              seeds with a bootstrap interval, and the cheaper within-run estimate
-command.py    `ngptlab speedup --cell CELL`: writes results/speedup/<cell>.json (schema in its docstring)
+estimate.py     a number or a one-sided bound on it (Estimate)
+estimator.py    the paper's speed-up measure as pure functions: best over lr, log-token interpolation,
+                bounds, and the cheaper within-run estimate
+inference.py    over seeds: geometric mean and t-interval on ln S, paired contrasts of arms, verdicts
+interpolate.py  the best loss between learning-rate grid points (a parabola in ln lr) and its speed-up
+tuning.py       whether each arm's best learning rate is inside its sweep
+command.py      `ngptlab speedup --cell CELL`: writes results/speedup/<cell>.json (schema in its docstring)
 Reading the train stage's outputs and writing strict JSON is ngptlab.results, shared with condition/.
 """

@@ -11,9 +11,10 @@ For one (scale, context) cell and one seed:
    the answer is a bound ("<" smallest budget, ">" largest budget), never an extrapolation.
 4. speedup = baseline_tokens / tokens_to_target; a bound on tokens becomes the opposite bound on speed-up.
 With several seeds each seed is estimated on its own (seed s of every arm saw the same batches), then
-summarized: the mean, and a percentile bootstrap interval of the mean (resampling seeds) when every seed
-gave a point estimate. A mean over point estimates and lower bounds is itself a lower bound (likewise upper);
-seeds whose bounds point in opposite directions give no estimate.
+summarized on the log scale by ngptlab.speedup.inference: the geometric mean with a t-interval on ln S, a
+verdict against the baseline, and paired contrasts between arms. A mean over point estimates and lower
+bounds is itself a lower bound (likewise upper); seeds whose bounds point in opposite directions give no
+estimate.
 
 The cheaper estimate replaces step 3's budget sweep with one run's own validation curve (the arm's best run
 at its largest budget): the tokens at which the curve first reaches the target. Mid-run losses are not
@@ -24,33 +25,20 @@ reported separately and labelled as such.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-
-import numpy as np
+from collections.abc import Iterable, Mapping, Sequence
 
 from ngptlab.results import RunResult
+from ngptlab.speedup.estimate import FLIP, Estimate
+from ngptlab.speedup.inference import (
+    EQUIVALENCE_MARGIN,
+    RESOLVE_RATIO,
+    cell_contrasts,
+    summarize_seeds,
+    verdict_rule,
+)
 
 CHEAP_METHOD = ("within-run validation curve of the arm's best run at its largest budget (cheaper estimate; "
                 "mid-schedule losses are not annealed, so it is biased toward smaller speed-ups)")
-FLIP = {">": "<", "<": ">", None: None}
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A number, or a bound on it: bound ">" means the true value exceeds `value`, "<" that it is below it."""
-
-    value: float | None
-    bound: str | None = None
-
-    def display(self) -> str:
-        if self.value is None:
-            return "n/a"
-        number = f"{self.value:.0f}" if 1e3 <= abs(self.value) < 1e7 else f"{self.value:.3g}"  # tokens: 8192
-        return f"{self.bound or ''}{number}"
-
-    def as_dict(self) -> dict:
-        return {"value": self.value, "bound": self.bound, "display": self.display()}
 
 
 def tokens_to_target(points: Iterable[tuple[float, float]], target: float) -> Estimate:
@@ -77,6 +65,13 @@ def speedup_from_tokens(baseline_tokens: float, tokens: Estimate) -> Estimate:
     return Estimate(baseline_tokens / tokens.value, FLIP[tokens.bound])
 
 
+def seed_speedup(losses: Mapping[int, float], target_loss: float, target_tokens: float
+                 ) -> tuple[Estimate, Estimate]:
+    """(tokens to target, speed-up) of one seed of one arm from its best loss per budget (steps 3-4)."""
+    tokens = tokens_to_target(losses.items(), target_loss)
+    return tokens, speedup_from_tokens(target_tokens, tokens)
+
+
 def best_per_budget(results: Iterable[RunResult]) -> dict[tuple[str, int], dict[int, RunResult]]:
     """{(arm, seed): {budget: the usable run with the lowest final loss over the lr sweep}}."""
     best: dict[tuple[str, int], dict[int, RunResult]] = {}
@@ -90,32 +85,6 @@ def best_per_budget(results: Iterable[RunResult]) -> dict[tuple[str, int], dict[
     return best
 
 
-def summarize_seeds(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, level: float = 0.95) -> dict:
-    """Mean over seeds and a percentile bootstrap interval of the mean (estimates given in seed order)."""
-    known = [e for e in estimates if e.value is not None]
-    out = {"value": None, "bound": None, "display": "n/a", "interval": None, "level": level,
-           "n_seeds": len(known), "note": None}
-    if not known:
-        out["note"] = "no seed reached an estimate"
-        return out
-    bounds = {e.bound for e in known} - {None}
-    if len(bounds) > 1:
-        out["note"] = "seeds give bounds in opposite directions; no estimate"
-        return out
-    values = np.array([e.value for e in known], dtype=np.float64)
-    mean = Estimate(float(values.mean()), bounds.pop() if bounds else None)
-    out.update(mean.as_dict())
-    if mean.bound is not None:
-        out["note"] = ("a bound: no interval" if len(values) == 1
-                       else "mean of bounds and point estimates is itself a bound; no interval")
-    elif len(values) >= 2 and n_bootstrap > 0:
-        rng = np.random.default_rng(seed)
-        means = values[rng.integers(0, len(values), size=(n_bootstrap, len(values)))].mean(axis=1)
-        tail = 100 * (1 - level) / 2
-        out["interval"] = [float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))]
-    return out
-
-
 def measurable_range(target_budget: int, budgets: Sequence[int]) -> list[float]:
     """The speed-ups a grid can measure as numbers: target budget / largest .. target budget / smallest.
 
@@ -125,8 +94,10 @@ def measurable_range(target_budget: int, budgets: Sequence[int]) -> list[float]:
     return [target_budget / max(budgets), target_budget / min(budgets)]
 
 
-def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int, seed: int) -> dict:
-    """The speed-up of every arm in one cell (see the module docstring); JSON-ready apart from inf/nan."""
+def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int, seed: int,
+                  margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO) -> dict:
+    """The speed-up of every arm in one cell (see the module docstring); JSON-ready apart from inf/nan.
+    margin and resolve_ratio feed the verdicts and seeds_needed (ngptlab.speedup.inference)."""
     results = sorted(results, key=lambda r: r.spec)  # order-invariant from here on
     best = best_per_budget(results)
     arms = sorted({r.spec.arm for r in results}, key=lambda a: (a != baseline, a))
@@ -151,8 +122,8 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
             if s not in targets or not runs:
                 continue
             target, base_tokens = targets[s]["loss"], targets[s]["budget"]
-            tokens = tokens_to_target(((b, r.final_val_loss) for b, r in runs.items()), target)
-            speedup = speedup_from_tokens(base_tokens, tokens)
+            losses = {b: r.final_val_loss for b, r in runs.items()}
+            tokens, speedup = seed_speedup(losses, target, base_tokens)
             best_runs = [{"budget": b, "lr": r.spec.lr, "loss": r.final_val_loss, "run": r.spec.name}
                          for b, r in sorted(runs.items())]
             per_seed.append({"seed": s, "tokens_to_target": tokens.as_dict(), "speedup": speedup.as_dict(),
@@ -162,8 +133,9 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
             cheap_per_seed.append({"seed": s, "run": longest.spec.name,
                                    "tokens_to_target": cheap_tokens.as_dict(),
                                    "speedup": speedup_from_tokens(base_tokens, cheap_tokens).as_dict()})
-        summary = summarize_seeds([_estimate(p["speedup"]) for p in per_seed], n_bootstrap, seed)
-        cheap = summarize_seeds([_estimate(p["speedup"]) for p in cheap_per_seed], n_bootstrap, seed)
+        summary, cheap = (summarize_seeds([Estimate.from_dict(p["speedup"]) for p in entries], n_bootstrap,
+                                          seed, margin, resolve_ratio, baseline=arm == baseline)
+                          for entries in (per_seed, cheap_per_seed))
         arms_out[arm] = {
             "speedup": summary,
             "per_seed": per_seed,
@@ -193,11 +165,14 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
         "budgets": sorted({r.spec.budget for r in results}),
         "targets": [targets[s] for s in seeds if s in targets],
         "arms": arms_out,
+        "contrasts": cell_contrasts({arm: {p["seed"]: Estimate.from_dict(p["speedup"])
+                                           for p in entry["per_seed"]} for arm, entry in arms_out.items()},
+                                    margin, resolve_ratio),
+        "equivalence_margin": margin,
+        "resolve_ratio": resolve_ratio,
+        "verdict_rule": verdict_rule(margin),
         "runs": per_run,
         "ignored": [{"run": r.spec.name, "reason": r.status if r.status != "completed" else "non-finite loss"}
                     for r in results if not r.usable],
     }
 
-
-def _estimate(d: dict) -> Estimate:
-    return Estimate(d["value"], d["bound"])

@@ -5,7 +5,8 @@ Two properties make runs comparable and resumable:
   with both, so a resumed run draws exactly the batches the uninterrupted run would have drawn, with no
   data-loader state to save. Every arm and budget with the same seed sees the same data in the same order.
 - The validation windows depend only on (eval_seed, context): every arm, budget, learning rate and seed of a
-  cell is scored on the same tokens.
+  cell is scored on the same tokens. The final evaluation of a run reads windows of its own, more of them
+  (train.final_eval_tokens), which depend only on the val shard and the context.
 Batches are global; each DDP rank takes its own contiguous slice, so the data do not depend on world size.
 """
 
@@ -23,6 +24,10 @@ from ngptlab.prepare.shards import load_meta, open_tokens, verify_shards
 # Stream tags keep the training and evaluation generators independent even when seed == eval_seed.
 _TRAIN_STREAM = 0x7472
 _EVAL_STREAM = 0x6576
+
+# A run's final evaluation (train.final_eval_tokens, ngptlab.train.final_eval) reads at most this many val
+# tokens, `all` included (2^22: about OpenWebText's validation split at the paper's val_fraction).
+FINAL_EVAL_CAP_TOKENS = 4_194_304
 
 
 @dataclass
@@ -75,6 +80,26 @@ def eval_offsets(n_tokens: int, context: int, n_windows: int, seed: int) -> np.n
                         f"but train.eval_windows asks for {n_windows}")
     chosen = _generator(_EVAL_STREAM, seed, context).choice(slots, size=n_windows, replace=False)
     return np.sort(chosen).astype(np.int64) * (context + 1)
+
+
+def final_eval_offsets(n_tokens: int, context: int, requested: int | str) -> np.ndarray:
+    """Start offsets of a run's final-evaluation windows: consecutive, non-overlapping windows of context+1
+    tokens tiling the val shard from offset 0, min(requested, cap, n_tokens) // (context+1) of them, where
+    the cap is FINAL_EVAL_CAP_TOKENS = 4,194,304 and `all` requests the whole shard. No seed: the same
+    windows for every run of a cell.
+
+    An explicit number of tokens the shard cannot hold, or fewer than two windows (no standard error), is a
+    DataError, raised before a run trains."""
+    window = context + 1
+    wanted = FINAL_EVAL_CAP_TOKENS if requested == "all" else min(requested, FINAL_EVAL_CAP_TOKENS)
+    if requested != "all" and wanted > n_tokens:
+        raise DataError(f"train.final_eval_tokens {requested} is more than the val shard's {n_tokens} tokens "
+                        f"(context {context})")
+    n_windows = min(wanted, n_tokens) // window
+    if n_windows < 2:
+        raise DataError(f"train.final_eval_tokens {requested} at context {context} gives {n_windows} "
+                        f"windows of {window} tokens (val shard: {n_tokens}); a standard error needs 2")
+    return np.arange(n_windows, dtype=np.int64) * window
 
 
 def gather(tokens: np.ndarray, offsets: np.ndarray, context: int,

@@ -2,8 +2,9 @@
 
 The training loop (train/loop.py) is the same for all three; a job says what differs: its schedule, where it
 stops, where it starts when it has no checkpoint of its own, when it is already done, and what it writes at
-its end. A run ends at its budget, evaluates there and writes the run's outputs (train/outputs.py); a segment
-ends at its branch point and keeps its state there for the branches (train/trunk.py).
+its end. A run ends at its budget, evaluates there (its final evaluation too: train/final_eval.py) and writes
+the run's outputs (train/outputs.py); a segment ends at its branch point and keeps its state there for the
+branches (train/trunk.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic
 from ngptlab.models import ARMS
 from ngptlab.params import RunSpec, find_run, steps_per_run, warmup_steps
-from ngptlab.train import state, trunk
+from ngptlab.train import final_eval, state, trunk
 from ngptlab.train.outputs import RunPaths, fingerprint, finished, unmeasured_timing, write_run_outputs
 from ngptlab.train.schedule import WarmupStable, make_schedule, make_wsd
 from ngptlab.trunks import Segment, find_segment, trunk_of, trunk_warmup
@@ -40,9 +41,10 @@ class RunJob:
 
     def fingerprint(self, data: dict) -> dict:
         # the run's own warmup (0 for an arm that does not warm up, capped for small budgets), as its summary
-        # records it: a finished nGPT run must compare equal to itself
+        # records it: a finished nGPT run must compare equal to itself; so for final_eval_tokens's default
         params = {**self.train, "steps": self.steps, "warmup_steps": self.schedule.warmup_steps,
-                  "schedule": self.spec.schedule, **self.schedule.record()}
+                  "final_eval_tokens": final_eval.setting(self.train), "schedule": self.spec.schedule,
+                  **self.schedule.record()}
         return fingerprint(self.spec.as_dict(), params, data)
 
     def done(self, expected: dict, main: bool) -> bool:

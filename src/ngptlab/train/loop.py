@@ -1,5 +1,5 @@
 """Train one job (a run, or a WSD trunk segment: train/jobs.py): AdamW with the arm's recipe, its schedule,
-fixed eval windows, checkpoints.
+fixed eval windows, checkpoints, and a run's final evaluation on windows of its own.
 
 Read top to bottom: batch arithmetic, the Trainer (one step, evaluation), then train_run, which resumes,
 loops, handles SIGTERM/SIGINT and divergence, and writes the outputs.
@@ -33,7 +33,7 @@ from ngptlab.models import build_seeded, train_flops_per_token
 from ngptlab.params import RunSpec, run_shape, split_batch, steps_per_run
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
-from ngptlab.train import dist, state
+from ngptlab.train import dist, final_eval, state
 from ngptlab.train.data import Shards, batch_offsets, data_record, eval_offsets, gather, open_shards
 from ngptlab.train.jobs import RunJob, SegmentJob, make_job
 from ngptlab.train.outputs import finite_or_none
@@ -123,6 +123,8 @@ class Trainer:
         self.schedule = schedule  # the job's (train/jobs.py)
         self.eval_offsets = eval_offsets(len(shards.val), spec.context, train["eval_windows"],
                                          train["eval_seed"])
+        # every job computes them, so a val shard too small for them fails before any training
+        self.final_offsets = final_eval.windows(train, len(shards.val), spec.context)
         self.flops_per_token = train_flops_per_token(spec.arm, self.shape, shards.vocab_size, spec.context)
         self.peak = detect_peak(self.device, train.get("peak_tflops"))  # for MFU; None on an unknown device
         self.precision = resolve_precision(train.get("precision", "auto"), self.device)
@@ -172,14 +174,14 @@ class Trainer:
         return self.spec.lr * factor
 
     @torch.no_grad()
-    def evaluate(self) -> float:
-        """Mean over the fixed windows of each window's mean next-token loss; windows split over ranks."""
-        n, context = len(self.eval_offsets), self.plan.context
+    def evaluate(self, offsets: np.ndarray) -> tuple[float, float]:
+        """Mean over `offsets`' windows of each one's mean loss, and its standard error; split over ranks."""
+        n, context = len(offsets), self.plan.context
         losses = torch.zeros(n, dtype=torch.float64, device=self.device)
         mine = np.arange(self.topo.rank, n, self.topo.world_size)
         for start in range(0, len(mine), self.plan.micro_seqs):
             chunk = mine[start:start + self.plan.micro_seqs]
-            x, y = gather(self.shards.val, self.eval_offsets[chunk], context, self.shards.vocab_size)
+            x, y = gather(self.shards.val, offsets[chunk], context, self.shards.vocab_size)
             x, y = self._to_device(x), self._to_device(y)
             with self.autocast:
                 logits, _ = self.forward(x)
@@ -187,7 +189,7 @@ class Trainer:
                                         reduction="none")
             per_window = per_token.view(len(chunk), context).mean(1)
             losses[torch.as_tensor(chunk, device=self.device)] = per_window.double()
-        return dist.all_sum(losses, self.topo).mean().item()
+        return final_eval.mean_and_se(dist.all_sum(losses, self.topo))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -200,6 +202,7 @@ def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.T
             "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "compile",
             "checkpoint_every_tokens")
     return {**{k: train[k] for k in keys}, "log_every_tokens": log_every_tokens(train),
+            "final_eval_tokens": final_eval.setting(train),
             "vocab_multiple": vocab_multiple(train),
             "activation_checkpointing": trainer.model.activation_checkpointing,
             "device": topo.device.type,
@@ -317,7 +320,7 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
     step = info["step"]
     first_step = step
     window_s, window_tokens = 0.0, 0
-    diagnostics = None
+    diagnostics, loss, grad_norm = None, math.nan, math.nan  # nan: no step here (resumed at the end)
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
                desc=job.name, disable=not (main and progress), dynamic_ncols=True, file=sys.stderr)
     if main:
@@ -369,7 +372,7 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
             if utilisation is not None:
                 row["mfu"] = utilisation
             if evaluate:
-                val = trainer.evaluate()
+                val, _ = trainer.evaluate(trainer.eval_offsets)  # the curve: the cheap windows, at every eval
                 row["val_loss"] = finite_or_none(val)
                 if not math.isfinite(val):
                     diagnostics = stop_diagnostics(f"val loss is {val}", step, batch_tokens, loss, grad_norm,
@@ -404,11 +407,16 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
     bar.close()
 
     wall_s = wall_before + time.perf_counter() - started
+    if job.ends_run and not diagnostics:  # the run's final loss (after wall_s: not training time)
+        info["final_eval"] = final = final_eval.evaluate(trainer)
+        if not math.isfinite(final["loss"]):  # a completed run always has a finite final loss
+            diagnostics = stop_diagnostics(f"final val loss is {final['loss']}", step, batch_tokens, loss,
+                                           grad_norm, info)
     if main:
         written = job.finish(trainer, params, config, info, step, wall_s, diagnostics, expected)
-        final = info["last_val_loss"]
+        final = info.get("final_eval")
         outcome = (f"diverged at step {step} ({diagnostics['reason']})" if diagnostics else
-                   f"completed {step} steps, final val loss {final:.4f}" if final is not None and job.ends_run
+                   f"completed {step} steps, final val loss {final['loss']:.4f} ± {final['se']:.4f}" if final
                    else f"completed {step} steps")
         say(f"end {job.name}: {outcome}; {clock(wall_s)} of training in all; outputs {written}")
     dist.barrier(topo)

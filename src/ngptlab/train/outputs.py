@@ -10,6 +10,11 @@ means the run is done and a rerun is a no-op):
 
 (paths from ngptlab.layout).
 
+The summary's final_val_loss (with final_val_loss_se and final_eval: which windows) is the run's final
+evaluation, on windows of its own (ngptlab.train.final_eval). The metrics' val_loss is the cheap eval windows'
+loss at every evaluation, the last one at the budget included, so the curve stays one series: its last point
+is not final_val_loss.
+
 Everything under runs/ and results/train/ is a pure function of the run's inputs (the same run trained twice
 gives the same bytes), so downstream stages that read it rerun only when it really changed. Timings differ
 every time: they go to results/timing/, which only the report (the last stage) reads.
@@ -30,7 +35,7 @@ from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic, write_text_atomic
 from ngptlab.models import count_parameters
 from ngptlab.params import RunSpec
-from ngptlab.train import state
+from ngptlab.train import final_eval, state
 from ngptlab.train.throughput import mfu_of
 
 # Measured, not computed: they differ from one identical run to the next, so they are written to the run's
@@ -44,6 +49,9 @@ TIMING_KEYS = ("tokens_per_s", "mfu")
 TRAJECTORY_KEYS = ("batch_sequences", "steps", "warmup_steps", "grad_clip", "diverge_loss",
                    "eval_windows", "eval_seed", "vocab_multiple")
 TRAJECTORY_DEFAULTS = {"vocab_multiple": 1}  # optional keys: absent (older runs included) = this value
+# What only a run's end reads: a trunk has no end, so a new final evaluation keeps its kept states. Absent
+# in a summary (a run from before final evaluations) it differs from any setting: such a run is retrained.
+RUN_END_KEYS = ("final_eval_tokens",)
 # A schedule other than the paper's cosine adds its keys (ngptlab.train.schedule, its record()); a cosine
 # run's fingerprint has none, as before other schedules existed.
 SCHEDULE_KEYS = {"cosine": (), "wsd-trunk": ("schedule",),
@@ -86,7 +94,8 @@ class RunPaths:
 
 def fingerprint(spec: dict, params: dict, data: dict) -> dict[str, Any]:
     """The identity of a run's (or a trunk's) trajectory: spec, trajectory settings, data hashes."""
-    keys = TRAJECTORY_KEYS + SCHEDULE_KEYS[params.get("schedule", "cosine")]
+    schedule = params.get("schedule", "cosine")
+    keys = TRAJECTORY_KEYS + SCHEDULE_KEYS[schedule] + (() if schedule == "wsd-trunk" else RUN_END_KEYS)
     return {**spec, **{key: params.get(key, TRAJECTORY_DEFAULTS.get(key)) for key in keys},
             "train_sha256": data.get("train_sha256"), "val_sha256": data.get("val_sha256")}
 
@@ -132,7 +141,8 @@ def timing_record(run: str, trainer, params: dict, tokens: int, steps: int, wall
     tokens it trained itself (a WSD branch: from its trunk's state on).
 
     tokens_per_s is the tokens of all steps over the time spent in them (forward, backward, update; not the
-    evaluations and checkpoints, which wall_s includes); mfu divides that by the peak named beside it.
+    evaluations and checkpoints, which wall_s includes); mfu divides that by the peak named beside it. The
+    final evaluation, after the last step, is in neither: final_eval_s is its own.
     """
     train_s = info.get("train_s") or 0.0
     tokens_per_s = tokens / train_s if train_s > 0 else None
@@ -144,6 +154,7 @@ def timing_record(run: str, trainer, params: dict, tokens: int, steps: int, wall
             "tokens": tokens, "started_at_step": started,
             "trained_tokens": tokens - started * params["batch_tokens"],  # by this run's own jobs
             "tokens_per_s": tokens_per_s, "mfu": utilisation,
+            "final_eval_s": round(info["final_eval"]["seconds"], 6) if "final_eval" in info else None,
             "flops_per_token": trainer.flops_per_token, "world_size": world, "device": params["device"],
             "precision": params["precision"], "compile": params["compile"], **trainer.peak.as_dict(),
             "rows": [{key: row[key] for key in ("step", "tokens", *TIMING_KEYS) if key in row}
@@ -163,11 +174,14 @@ def write_run_outputs(spec: RunSpec, paths: RunPaths, trainer, params: dict, con
         json.dumps({k: v for k, v in row.items() if k not in TIMING_KEYS}, allow_nan=False) + "\n"
         for row in rows))
     eval_hash = hashlib.sha256(trainer.eval_offsets.tobytes()).hexdigest()
+    final = None if diagnostics else info["final_eval"]  # a completed run's (train/final_eval.py)
     summary = {
         "run": spec.name,
         "spec": spec.as_dict(),
         "status": status,
-        "final_val_loss": None if diagnostics else finite_or_none(info["last_val_loss"]),
+        "final_val_loss": None if final is None else final["loss"],  # finite, or the run diverged
+        "final_val_loss_se": None if final is None else finite_or_none(final["se"]),
+        "final_eval": final_eval.record(trainer.final_offsets, spec.context),  # diverged: never read
         "tokens": tokens,
         "steps": steps,
         "n_params": count_parameters(trainer.model),

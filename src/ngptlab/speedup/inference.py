@@ -1,0 +1,175 @@
+"""Inference over seeds: one arm's speed-up, paired contrasts between arms, and a verdict for each.
+
+A speed-up is a ratio of tokens, so seeds are combined on the log scale, where a ratio's noise is roughly
+symmetric and a contrast between two arms is a difference:
+- per seed, ln S (S the seed's speed-up over the baseline; seed s of every arm saw the same batches);
+- over seeds, the mean of ln S and the t-interval mean +- t_{(1+level)/2, n-1} sd / sqrt(n) on it
+  (ngptlab.stats), reported back on the S scale: value = exp(mean ln S), the geometric mean of the seeds'
+  speed-ups, and interval = [exp(lo), exp(hi)], at level 0.95 (method "t on ln S");
+- a percentile bootstrap of the mean of ln S (resampling seeds), only with at least BOOTSTRAP_MIN_SEEDS
+  point estimates, as bootstrap_interval: with n seeds a bootstrap has only C(2n-1, n) distinct resamples
+  (10 at n = 3), too few for its percentiles to mean anything; below that it is null.
+A seed's bound (">": the arm beat the target already at the smallest budget; "<": it never reached it)
+keeps the rule of the estimator: a geometric mean over bounds and point estimates is itself a bound in the
+same direction, with no interval; bounds in opposite directions give no estimate.
+
+A paired contrast of arms a and b uses the seeds both share where both are point estimates:
+D_s = ln S_a,s - ln S_b,s, its mean, sd and t-interval, and the ratio exp(mean D) = S_a / S_b with its
+interval. A shared seed with a bound for either arm leaves the contrast without an interval.
+
+Verdict, from the interval of a mean log ratio (ln S against the baseline's 0, or D) and an equivalence
+margin M > 1: "faster" when it lies above 0, "slower" below 0, "equivalent within xM" inside
+(-ln M, ln M), else "not resolved"; without an interval "not resolved (no interval)".
+seeds_needed = ngptlab.stats.seeds_to_resolve(sd, resolve_ratio): the seeds that would give 80% power to
+exclude no difference if the true ratio were resolve_ratio, from the sd measured over at least 2 seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ngptlab.speedup.estimate import Estimate
+from ngptlab.stats import LEVEL, mean_sd_interval, seeds_to_resolve
+
+BOOTSTRAP_MIN_SEEDS = 10
+METHOD = "t on ln S"
+STATISTIC = "geometric mean over seeds: exp(mean of ln S)"
+EQUIVALENCE_MARGIN = 1.25  # speedup.equivalence_margin when a params file has none
+RESOLVE_RATIO = 1.5  # speedup.resolve_ratio when a params file has none
+# The contrasts the document gives besides every arm against the baseline: the norm-only controls
+# against nGPT, and against each other (each pair only where both arms are in the cell).
+CONTRASTS = (("gpt-orth", "ngpt"), ("gpt-rownorm", "ngpt"), ("gpt-orth", "gpt-rownorm"))
+NO_INTERVAL = "not resolved (no interval)"
+NEEDS_TWO = "needs 2 seeds to measure the noise"
+
+
+def verdict_rule(margin: float, level: float = LEVEL) -> str:
+    """The verdict rule, in one sentence for the document."""
+    return (f"From the {level:.0%} t-interval of a mean log ratio (ln S against the baseline, or the paired "
+            f"difference ln S_a - ln S_b): faster if it lies above 0, slower if below 0, equivalent within "
+            f"x{margin:g} if it lies inside (-ln {margin:g}, ln {margin:g}), otherwise not resolved; without "
+            f"an interval (one seed, or a bound) not resolved.")
+
+
+def verdict(log_interval: Sequence[float] | None, margin: float) -> str:
+    """faster | slower | equivalent within xM | not resolved, from an interval on a log ratio."""
+    if log_interval is None:
+        return NO_INTERVAL
+    lo, hi = log_interval
+    if lo > 0:
+        return "faster"
+    if hi < 0:
+        return "slower"
+    if -math.log(margin) < lo and hi < math.log(margin):
+        return f"equivalent within x{margin:g}"
+    return "not resolved"
+
+
+def seeds_needed(sd: float | None, ratio: float) -> tuple[int | None, str | None]:
+    """(seeds to resolve `ratio`, None) from a measured sd; (None, why) when it cannot be said."""
+    if sd is None:
+        return None, NEEDS_TWO
+    n = seeds_to_resolve(sd, ratio=ratio)
+    return n, None if n is not None else f"more than a thousand seeds to resolve x{ratio:g}"
+
+
+def bootstrap_interval(logs: Sequence[float], n_bootstrap: int, seed: int, level: float = LEVEL
+                       ) -> list[float] | None:
+    """Percentile bootstrap of the mean of ln S (resampling seeds), on the S scale; None below
+    BOOTSTRAP_MIN_SEEDS values or without resamples."""
+    if len(logs) < BOOTSTRAP_MIN_SEEDS or n_bootstrap <= 0:
+        return None
+    values = np.asarray(logs, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(n_bootstrap, len(values)))].mean(axis=1)
+    tail = 100 * (1 - level) / 2
+    return [math.exp(float(np.percentile(means, tail))), math.exp(float(np.percentile(means, 100 - tail)))]
+
+
+def summarize_seeds(estimates: Sequence[Estimate], n_bootstrap: int, seed: int,
+                    margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO,
+                    level: float = LEVEL, baseline: bool = False) -> dict:
+    """One arm's speed-up over seeds (estimates in seed order), as the module docstring says:
+    {value, bound, display, interval, level, n_seeds, note, method, statistic, log {mean, sd, se, df} | None,
+    bootstrap_interval, verdict, seeds_needed, seeds_needed_note}; log is None for a bound or below two
+    point estimates. The baseline's own entry (speed-up 1 by construction) has no verdict or seeds_needed."""
+    out = _summary(estimates, n_bootstrap, seed, margin, resolve_ratio, level)
+    if baseline:
+        out.update(verdict=None, seeds_needed=None, seeds_needed_note=None)
+    return out
+
+
+def _summary(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, margin: float, resolve_ratio: float,
+             level: float) -> dict:
+    known = [e for e in estimates if e.value is not None]
+    out = {"value": None, "bound": None, "display": "n/a", "interval": None, "level": level,
+           "n_seeds": len(known), "note": None, "method": METHOD, "statistic": STATISTIC, "log": None,
+           "bootstrap_interval": None, "verdict": NO_INTERVAL, "seeds_needed": None,
+           "seeds_needed_note": NEEDS_TWO}
+    if not known:
+        out["note"] = "no seed reached an estimate"
+        return out
+    bounds = {e.bound for e in known} - {None}
+    if len(bounds) > 1:
+        out["note"] = "seeds give bounds in opposite directions; no estimate"
+        return out
+    logs = [math.log(e.value) for e in known]
+    summary = mean_sd_interval(logs, level)
+    value = known[0].value if len(known) == 1 else math.exp(summary["mean"])  # one seed: its own number
+    out.update(Estimate(value, bounds.pop() if bounds else None).as_dict())
+    if out["bound"] is not None:
+        out["note"] = ("a bound: no interval" if len(logs) == 1
+                       else "geometric mean of bounds and point estimates is itself a bound; no interval")
+        out["seeds_needed_note"] = "a bound: the seed noise is not measured"
+        return out
+    if summary["sd"] is not None:
+        out["log"] = {k: summary[k] for k in ("mean", "sd", "se", "df")}
+        out["interval"] = [math.exp(x) for x in summary["interval"]]
+    out["bootstrap_interval"] = bootstrap_interval(logs, n_bootstrap, seed, level)
+    out["verdict"] = verdict(summary["interval"], margin)
+    out["seeds_needed"], out["seeds_needed_note"] = seeds_needed(summary["sd"], resolve_ratio)
+    return out
+
+
+def contrast(a: str, b: str, per_seed_a: Mapping[int, Estimate], per_seed_b: Mapping[int, Estimate],
+             margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO,
+             level: float = LEVEL) -> dict:
+    """Arm a against arm b, paired by seed (per_seed_*: seed -> that seed's speed-up over the baseline):
+    {a, b, label, n_seeds, seeds, difference_log {mean, sd, interval}, ratio, interval, level, verdict,
+    seeds_needed, note}; ratio = S_a / S_b (geometric), interval on the ratio scale."""
+    shared = sorted(s for s in set(per_seed_a) & set(per_seed_b)
+                    if per_seed_a[s].value is not None and per_seed_b[s].value is not None)
+    bounded = [s for s in shared if per_seed_a[s].bound or per_seed_b[s].bound]
+    seeds = [s for s in shared if s not in bounded]
+    diffs = [math.log(per_seed_a[s].value) - math.log(per_seed_b[s].value) for s in seeds]
+    summary = mean_sd_interval(diffs, level)
+    log_interval = None if bounded else summary["interval"]
+    notes = []
+    if bounded:
+        notes.append(f"seed{'s' if len(bounded) > 1 else ''} {', '.join(map(str, bounded))} give"
+                     f"{'' if len(bounded) > 1 else 's'} a bound for {a} or {b}: no interval"
+                     + ("; the mean is over the other seeds" if seeds else ""))
+    if not seeds:
+        notes.append(f"no shared seed with a point estimate for both {a} and {b}")
+    elif len(seeds) == 1 and not bounded:
+        notes.append("one seed: the difference, no interval")
+    needed, why = seeds_needed(summary["sd"], resolve_ratio)
+    if why and seeds:
+        notes.append(why)
+    mean = summary["mean"]
+    return {"a": a, "b": b, "label": f"{a} vs {b}", "n_seeds": len(seeds), "seeds": seeds,
+            "difference_log": {"mean": mean, "sd": summary["sd"], "interval": log_interval},
+            "ratio": None if mean is None else math.exp(mean),
+            "interval": None if log_interval is None else [math.exp(x) for x in log_interval],
+            "level": level, "verdict": verdict(log_interval, margin), "seeds_needed": needed,
+            "note": "; ".join(notes) or None}
+
+
+def cell_contrasts(per_seed: Mapping[str, Mapping[int, Estimate]], margin: float = EQUIVALENCE_MARGIN,
+                   resolve_ratio: float = RESOLVE_RATIO, level: float = LEVEL) -> list[dict]:
+    """The CONTRASTS whose two arms are both in the cell (per_seed: arm -> seed -> speed-up), in order."""
+    return [contrast(a, b, per_seed[a], per_seed[b], margin, resolve_ratio, level)
+            for a, b in CONTRASTS if a in per_seed and b in per_seed]

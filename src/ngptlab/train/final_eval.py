@@ -1,0 +1,63 @@
+"""A run's final evaluation: its setting, its windows, its loss with a standard error.
+
+Intermediate evaluations read the few seeded eval windows (train.eval_windows), cheap enough to repeat along
+the curve. The evaluation at a run's budget, whose loss is the run's final_val_loss, reads windows of its own:
+train.final_eval_tokens tokens (`all`, the default: the whole val split up to data.FINAL_EVAL_CAP_TOKENS =
+4,194,304), tiled from the split's start (data.final_eval_offsets), so every arm, learning rate, seed and
+budget of a cell is scored on the same tokens, enough of them to put an interval on the loss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from ngptlab.errors import ParamsError
+from ngptlab.params import final_eval_setting
+from ngptlab.train.data import final_eval_offsets
+
+if TYPE_CHECKING:
+    from ngptlab.train.loop import Trainer
+
+
+def setting(train: dict) -> int | str:
+    """train.final_eval_tokens: a number of tokens (1 or more) or `all` (the default when absent)."""
+    value = final_eval_setting(train)
+    if value != "all" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ParamsError(f"train.final_eval_tokens must be a positive number of tokens or 'all', "
+                          f"got {value!r}")
+    return value
+
+
+def windows(train: dict, val_tokens: int, context: int) -> np.ndarray:
+    """The start offsets of the final-eval windows of a run at `context` over a val split of `val_tokens`."""
+    return final_eval_offsets(val_tokens, context, setting(train))
+
+
+def mean_and_se(window_losses: torch.Tensor) -> tuple[float, float]:
+    """The mean of per-window losses and its standard error: sd over windows / sqrt(n) (nan for one window).
+
+    Adjacent windows are neighbouring text, not independent draws, so the standard error is a lower bound on
+    the sampling error of the split's loss."""
+    n = window_losses.numel()
+    se = window_losses.std(correction=1).item() / math.sqrt(n) if n > 1 else math.nan
+    return window_losses.mean().item(), se
+
+
+def record(offsets: np.ndarray, context: int) -> dict:
+    """What a summary says about the windows: the val tokens they cover, their number, the offsets' sha256."""
+    return {"tokens": len(offsets) * (context + 1), "windows": len(offsets),
+            "sha256": hashlib.sha256(offsets.tobytes()).hexdigest()}
+
+
+def evaluate(trainer: Trainer) -> dict[str, float]:
+    """The trained model's loss on its final-eval windows, its standard error, and the seconds it took (not
+    training time). Every rank calls it: the windows are split over them (Trainer.evaluate)."""
+    started = time.perf_counter()
+    loss, se = trainer.evaluate(trainer.final_offsets)
+    return {"loss": loss, "se": se, "seconds": time.perf_counter() - started}

@@ -1,0 +1,194 @@
+"""Grids that grow by their results: `ngptlab plan --prune-sweeps K` and `--add-seeds N`, train.protocol, and
+the presets pilot and settle that use them (their projected totals within the stated limits).
+
+Results are planted (report/synthetic.py: a power law per arm, best learning rate 3e-3) and written as the
+train stage writes them; the params file and the grid file are the real ones, edited by the real command.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ngptlab.errors import ParamsError
+from ngptlab.params import enumerate_runs, load_params, lr_sweep, validate_params
+from ngptlab.plan.protocol import projected_params
+from ngptlab.plan.prune import kept_window, prune_sweeps
+from ngptlab.plan.seeds import add_seeds
+from ngptlab.report.synthetic import synthetic_params, write_run
+from ngptlab.trunks import enumerate_segments
+
+REPO = Path(__file__).resolve().parents[1]
+SWEEP = [1.0e-3, 3.0e-3, 1.0e-2]  # the planted optimum is 3e-3: interior
+BUDGETS = (16384, 65536, 262144)
+
+
+def grid(schedule: str = "cosine", protocol: dict | None = None) -> dict:
+    params = synthetic_params(seeds=(0,), budgets=BUDGETS, schedule=schedule)
+    train = params["train"]
+    train.update(contexts=[64], arms=["gpt", "ngpt", "gpt-orth"],
+                 learning_rates={"cpu-4l": {arm: list(SWEEP) for arm in ("gpt", "ngpt", "gpt-orth")}})
+    if protocol:
+        train["protocol"] = protocol
+    validate_params(params)
+    return params
+
+
+def project(tmp_path: Path, params: dict) -> Path:
+    """A project directory: its params file, and its code (the grid file fingerprints it)."""
+    (tmp_path / "src").symlink_to(REPO / "src")
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return path
+
+
+def finish(root: Path, params_path: Path, budgets=None) -> None:
+    """Planted results for every run of the grid now in the params file (at these budgets only)."""
+    params = load_params(params_path)
+    for spec in enumerate_runs(params):
+        if budgets is None or spec.budget in budgets:
+            write_run(root, spec, params)
+
+
+def run_names(params_path: Path) -> set[str]:
+    return {run.name for run in enumerate_runs(load_params(params_path))}
+
+
+def test_the_kept_window_is_the_best_and_the_learning_rates_below_it():
+    assert kept_window([1, 2, 4], 2, 2) == [1, 2]
+    assert kept_window([1, 2, 4], 4, 2) == [2, 4]
+    assert kept_window([1, 2, 4], 1, 2) == [1, 2]  # at the bottom the window moves up
+    assert kept_window([4, 1, 2, 8], 8, 3) == [2, 4, 8]
+    assert kept_window([1, 2], 2, 3) == [1, 2]
+
+
+def test_prune_sweeps_drops_exactly_the_pruned_runs_and_a_second_call_changes_nothing(tmp_path):
+    path = project(tmp_path, grid())
+    finish(tmp_path, path, budgets=BUDGETS[:2])
+    before = run_names(path)
+    entries, notes = prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2)
+    assert notes == []
+    assert [(e["arm"], e["after_budget"], e["best_lr"], e["learning_rates"]) for e in entries] == [
+        (arm, BUDGETS[1], 3.0e-3, [1.0e-3, 3.0e-3]) for arm in ("gpt", "ngpt", "gpt-orth")]
+    dropped = before - run_names(path)
+    assert dropped == {f"cpu-4l-ctx64-{arm}-t262144-lr0.01-s0" for arm in ("gpt", "ngpt", "gpt-orth")}
+    assert run_names(path) <= before
+    grid_file = json.loads((tmp_path / "plan.json").read_text())
+    assert set(grid_file["runs"]) == run_names(path)
+    text = path.read_text()
+    assert prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2) == ([], [])
+    assert path.read_text() == text
+    assert lr_sweep(load_params(path)["train"], "cpu-4l", 64, "gpt", BUDGETS[0]) == SWEEP  # below: whole
+
+
+def test_prune_sweeps_waits_for_every_budget_up_to_the_decision(tmp_path):
+    path = project(tmp_path, grid())
+    finish(tmp_path, path, budgets=BUDGETS[1:2])  # the smallest budget has no results
+    entries, notes = prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2)
+    assert entries == [] and notes == ["cpu-4l ctx64: not pruned: no budget below the largest has all its "
+                                       "results (and those below it) in"]
+
+
+def test_add_seeds_adds_exactly_the_best_runs_and_a_second_call_changes_nothing(tmp_path):
+    path = project(tmp_path, grid())
+    finish(tmp_path, path)
+    before = run_names(path)
+    entries, notes = add_seeds(path, tmp_path, tmp_path / "plan.json", 2)
+    assert notes == [] and len(entries) == 3 * len(BUDGETS)
+    added = run_names(path) - before
+    assert added == {f"cpu-4l-ctx64-{arm}-t{b}-lr0.003-s{s}" for arm in ("gpt", "ngpt", "gpt-orth")
+                     for b in BUDGETS for s in (1, 2)}
+    assert before <= run_names(path)
+    text = path.read_text()
+    assert add_seeds(path, tmp_path, tmp_path / "plan.json", 2) == ([], [])
+    assert path.read_text() == text
+    finish(tmp_path, path)
+    entries, _ = add_seeds(path, tmp_path, tmp_path / "plan.json", 3)  # one more seed: only seed 3 is new
+    assert run_names(path) - before - added == {f"cpu-4l-ctx64-{arm}-t{b}-lr0.003-s3"
+                                                for arm in ("gpt", "ngpt", "gpt-orth") for b in BUDGETS}
+
+
+def test_with_wsd_a_pruned_trunk_stops_at_its_last_budget_and_seeds_go_to_the_best_trunk(tmp_path):
+    path = project(tmp_path, grid("wsd"))
+    finish(tmp_path, path, budgets=BUDGETS[:2])
+    prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2)
+    params = load_params(path)
+    ends = {}
+    for segment in enumerate_segments(params):
+        ends[segment.trunk.lr, segment.trunk.arm] = max(ends.get((segment.trunk.lr, segment.trunk.arm), 0),
+                                                        segment.step)
+    last = {lr: {ends[lr, arm] for arm in ("gpt", "ngpt", "gpt-orth")} for lr in SWEEP}
+    assert last[1.0e-2] == {round(0.8 * 65536 / 256)} and last[3.0e-3] == {round(0.8 * 262144 / 256)}
+    finish(tmp_path, path)
+    add_seeds(path, tmp_path, tmp_path / "plan.json", 1)
+    seeded = {s.trunk for s in enumerate_segments(load_params(path)) if s.trunk.seed == 1}
+    assert {(t.arm, t.lr) for t in seeded} == {(arm, 3.0e-3) for arm in ("gpt", "ngpt", "gpt-orth")}
+
+
+def test_the_protocol_holds_budgets_back_until_the_sweep_is_pruned(tmp_path):
+    path = project(tmp_path, grid(protocol={"prune_sweeps": {"after_budget": BUDGETS[1], "keep": 2},
+                                            "add_seeds": 2}))
+    assert {run.budget for run in enumerate_runs(load_params(path))} == set(BUDGETS[:2])
+    finish(tmp_path, path)
+    entries, notes = add_seeds(path, tmp_path, tmp_path / "plan.json", 2)
+    assert entries == [] and notes[0].startswith("cpu-4l ctx64: no seeds added: train.protocol holds")
+    prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2)
+    runs = enumerate_runs(load_params(path))
+    assert sorted(run.lr for run in runs if run.budget == BUDGETS[2] and run.arm == "gpt") == SWEEP[:2]
+
+
+def test_the_projection_applies_the_protocol_and_matches_the_grid_it_becomes(tmp_path):
+    protocol = {"prune_sweeps": {"after_budget": BUDGETS[1], "keep": 2}, "add_seeds": 2}
+    path = project(tmp_path, grid(protocol=protocol))
+    projected = projected_params(load_params(path))
+    finish(tmp_path, path)
+    prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2)
+    finish(tmp_path, path)
+    add_seeds(path, tmp_path, tmp_path / "plan.json", 2)
+    assert len(enumerate_runs(projected)) == len(enumerate_runs(load_params(path))) == 3 * (3 * 2 + 2 + 2 * 3)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.update(added_seeds=[{"scale": "cpu-4l", "context": 64, "arm": "gpt", "budget": 16384,
+                                      "lr": 3.0e-3, "seeds": [0]}]),
+     "train.added_seeds[0]: seed 0 is already in train.seeds"),
+    (lambda t: t.update(added_seeds=[{"scale": "cpu-4l", "context": 64, "arm": "gpt", "budget": 16384,
+                                      "lr": 5.0e-3, "seeds": [1]}]),
+     "train.added_seeds[0]: lr 0.005 is not swept at budget 16384"),
+    (lambda t: t.update(pruned_sweeps=[{"scale": "cpu-4l", "context": 64, "arm": "gpt", "after_budget": 1000,
+                                        "keep": 2, "learning_rates": [1.0e-3]}]),
+     "train.pruned_sweeps[0]: after_budget 1000 is not in train.budgets"),
+    (lambda t: t.update(pruned_sweeps=[{"scale": "cpu-4l", "context": 64, "arm": "ngpt-freew",
+                                        "after_budget": 16384, "keep": 2, "learning_rates": [1.0e-3]}]),
+     "train.pruned_sweeps[0]: arm 'ngpt-freew' is not in train.arms"),
+    (lambda t: t.update(protocol={"prune_sweeps": {"after_budget": 262144, "keep": 2}}),
+     "train.protocol.prune_sweeps.after_budget: 262144 must be one of train.budgets below the largest"),
+])
+def test_a_bad_record_is_refused_with_one_line_naming_it(change, message):
+    params = copy.deepcopy(grid())
+    change(params["train"])
+    with pytest.raises(ParamsError, match="^params: " + re.escape(message)):
+        validate_params(params)
+
+
+def plan_json(preset: str) -> dict:
+    out = subprocess.run([str(Path(sys.executable).parent / "ngptlab"), "plan", "--json", "--params",
+                          str(REPO / "workflow" / "presets" / f"{preset}.yaml")],
+                         capture_output=True, text=True, check=True, cwd=REPO)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("preset, limit", [("settle", 14_000), ("pilot", 2_500)])
+def test_the_presets_that_settle_it_stay_within_their_limits(preset, limit):
+    plan = plan_json(preset)
+    assert plan["projected"]["total_gpu_hours"] <= limit
+    assert plan["projected"]["runs"] > len(plan["runs"])  # the seeds (and pruned budgets) still to come
+    header = (REPO / "workflow" / "presets" / f"{preset}.yaml").read_text().split("\n\n")[0]
+    assert f"{plan['projected']['total_gpu_hours']:,.0f} GPU-hours" in header  # the header states its cost
