@@ -5,11 +5,15 @@ Order: what was run; the speed-up; the loss curves; calibration (a WSD grid with
 only); zero-shot accuracy; conditioning (embeddings, every layer, trained vs init vs random, layers 3 and 4,
 post-hoc renormalization); settle it; caveats; provenance.
 
+The speed-up section (report/speedup.py) and the settle-it section (report/settle.py) are modules of their
+own, each with its tables and text; this module orders the sections and writes the others.
+
 Claims are guarded twice. A grid whose largest budget is below report.min_budget_for_claims says, at the
 top and in the settle-it section, that it is too small to conclude anything. And a comparison is called
-"faster" or "slower" only when its whole interval (or bound) lies on one side of 1
-(tables.compare_to_baseline): a '<1' bound is "slower"; a single seed's point estimate has no interval and
-is not resolved.
+"faster", "slower" or "equivalent" only by the speed-up stage's rule (speedup/inference.py, stated in the
+settle-it section): from the 95% t-interval on the mean log ratio over seeds, faster or slower when it lies
+wholly above or below 0, equivalent when it lies within the equivalence margin; a single seed or a bound has
+no interval and is not resolved.
 """
 
 from __future__ import annotations
@@ -18,7 +22,18 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ngptlab.report import crossarm, evaluation, figures, paper, schedule, tables, views
+from ngptlab.report import (
+    crossarm,
+    evaluation,
+    figures,
+    paper,
+    schedule,
+    settle,
+    speedup,
+    sweeps,
+    tables,
+    views,
+)
 from ngptlab.report.document import (
     Bullets,
     Callout,
@@ -30,7 +45,7 @@ from ngptlab.report.document import (
     Text,
 )
 from ngptlab.report.load import Results
-from ngptlab.report.table import fmt_short
+from ngptlab.report.table import Table, fmt_short
 
 
 @dataclass
@@ -59,17 +74,17 @@ def _shown_path(results: Results) -> str:
 
 def build_document(results: Results, analysis: Analysis, code_revision: str) -> Document:
     doc = Document(results.params["report"]["title"])
-    long = tables.speedup_table(results)
-    comparisons = tables.comparisons_table(results)
+    long = speedup.speedup_table(results)
+    comparisons = settle.comparisons_table(results)
     _summary(doc, results, long, comparisons)
     doc.add(Contents())
     _what_was_run(doc, results)
-    _speedup(doc, results, long)
+    speedup.section(doc, results, long)
     _loss(doc, results)
     schedule.section(doc, results)
     evaluation.section(doc, results)
     _conditioning(doc, results)
-    _settle(doc, results, analysis, comparisons)
+    settle.section(doc, results, analysis, comparisons, too_small(results))
     _caveats(doc, results, long)
     _provenance(doc, results, code_revision)
     return doc
@@ -78,7 +93,7 @@ def build_document(results: Results, analysis: Analysis, code_revision: str) -> 
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _summary(doc: Document, results: Results, long: tables.Table, comparisons: tables.Table) -> None:
+def _summary(doc: Document, results: Results, long: Table, comparisons: Table) -> None:
     counts = views.status_counts(list(results.runs.values()))
     train = results.params["train"]
     largest = max(train["budgets"])
@@ -124,11 +139,12 @@ def _summary(doc: Document, results: Results, long: tables.Table, comparisons: t
             "faster or why. No conclusion is drawn below."))
     else:
         sure = ("one seed: point estimates without intervals, so no comparison below is called resolved"
-                if seeds == 1 else f"{seeds} seeds: bootstrap intervals over seeds")
+                if seeds == 1 else f"{seeds} seeds: 95% t-intervals on ln S over seeds")
         verdict = comparisons.columns.index("verdict")
-        resolved = [r for r in comparisons.rows if r[verdict] in ("faster", "slower")]
+        resolved = [r for r in comparisons.rows if settle.resolved(r[verdict])]
         doc.add(Callout(f"**How sure.** {sure}; {len(resolved)} of {len(comparisons)} probe-arm comparisons "
-                        "are resolved (interval on one side of 1). See [Caveats](#caveats).", kind="note"))
+                        "are resolved (faster, slower or equivalent by the rule of [Settle it](#settle-it)). "
+                        "See [Caveats](#caveats).", kind="note"))
 
 
 def _names(names: list[str], limit: int = 12) -> str:
@@ -148,6 +164,7 @@ def _what_was_run(doc: Document, results: Results) -> None:
                      f"{crossarm.arm_design(arm)[1]}" for arm in views.arms(results)]))
     doc.add(TableBlock(tables.grid_table(results)), TableBlock(tables.data_table(results)),
             TableBlock(tables.compute_table(results)))
+    sweeps.section(doc, results)
     missing = results.missing("train")
     diverged = [n for n, r in results.runs.items() if r.status == "diverged"]
     if missing:
@@ -163,26 +180,6 @@ def _what_was_run(doc: Document, results: Results) -> None:
     doc.add(TableBlock(tables.status_table(results)))
     doc.add(Text("Every run, with its final loss, tokens and steps: [Table: every run](#table-runs) in "
                  "the provenance appendix."))
-
-
-def _speedup(doc: Document, results: Results, long: tables.Table) -> None:
-    doc.add(Heading("The speed-up", "speedup"))
-    method = next((d["method"] for d in results.speedups.values() if d), None)
-    doc.add(Text(
-        "The paper's measure: how many fewer tokens an arm needs to reach the baseline's final validation "
-        f"loss. Method (ngptlab.speedup): {method or 'see ngptlab.speedup.estimator'}. A value with `>` or "
-        "`<` is a bound (the arm never reached the target within the grid, or beat it already at the "
-        "smallest budget): never an extrapolation. The within-run estimate reads the same target off one "
-        "run's own validation curve; mid-schedule losses are not annealed, so it is biased toward smaller "
-        "speed-ups and is shown only beside the main estimate."))
-    for cell, cell_doc in results.speedups.items():
-        for target in tables.moved_targets(cell_doc):
-            doc.add(Callout(f"{cell}, seed {target['seed']}: the speed-up target is not at the largest "
-                            f"budget ({max(cell_doc['budgets']):,} tokens) but at {target['budget']:,}: "
-                            f"every {target['arm']} run at the largest budget diverged. Its speed-ups "
-                            "measure against a weaker baseline.", kind="note"))
-    doc.add(TableBlock(tables.speedup_pivot(results, long)), TableBlock(tables.target_table(results)),
-            TableBlock(long))
 
 
 def _loss(doc: Document, results: Results) -> None:
@@ -248,51 +245,7 @@ def _conditioning(doc: Document, results: Results) -> None:
             doc.add(TableBlock(make_table(results)))
 
 
-def _settle(doc: Document, results: Results, analysis: Analysis, comparisons: tables.Table) -> None:
-    doc.add(Heading("Settle it: is conditioning why?", "settle-it"))
-    doc.add(Text(
-        "The paper's evidence is correlational: nGPT is both faster and better conditioned. The 2x2 arms "
-        "break the correlation with everything else equal: `gpt-rownorm` fixes the weight norms (nGPT's "
-        "unit rows) but leaves conditioning free; `gpt-orth` fixes the conditioning (κ = 1) but not the "
-        "norms. If conditioning is the cause, gpt-orth should be fast and gpt-rownorm fast only insofar as "
-        "its conditioning improves too. gpt-nowd, gpt-lrm and gpt-scalar control for weight decay and for "
-        "learnable norms."))
-    fig = figures.settle(results, analysis.arm_rows, tables.SETTLE_METRICS)
-    doc.add(FigureBlock(fig) if fig else Text("No cell has both a speed-up and conditioning results yet."))
-    doc.add(TableBlock(tables.settle_table(analysis.arm_rows, analysis.cross)), TableBlock(comparisons))
-    if not analysis.tracking.empty:
-        doc.add(TableBlock(tables.tracking_table(results, analysis.tracking, analysis.cross)))
-    doc.add(Text("**What the data show.** " + _verdict(results, comparisons)))
-
-
-def _verdict(results: Results, comparisons: tables.Table) -> str:
-    if too_small(results):
-        return ("Nothing, by design: the budgets are below report.min_budget_for_claims, so no comparison "
-                "above is evidence for or against either account.")
-    if not len(comparisons):
-        return "No cell has a speed-up estimate yet; nothing to conclude."
-    lines = []
-    for cell in results.cells:
-        verdicts = {r[1]: r[comparisons.columns.index("verdict")] for r in comparisons.rows if r[0] == cell}
-        if not verdicts:
-            continue
-        orth, rownorm = verdicts.get("gpt-orth"), verdicts.get("gpt-rownorm")
-        if orth == "faster" and rownorm in ("slower", "not distinguishable from 1"):
-            lines.append(f"{cell}: fixing conditioning alone sped training up and fixing norms alone did "
-                         "not: consistent with the conditioning account.")
-        elif rownorm == "faster" and orth in ("slower", "not distinguishable from 1"):
-            lines.append(f"{cell}: fixing norms alone sped training up and fixing conditioning alone did "
-                         "not: against the conditioning account.")
-        elif orth == "faster" and rownorm == "faster":
-            lines.append(f"{cell}: both probe arms are faster than the baseline; the 2x2 does not separate "
-                         "the accounts here (compare their conditioning in the table).")
-        else:
-            lines.append(f"{cell}: gpt-orth {orth or 'missing'}, gpt-rownorm {rownorm or 'missing'}: "
-                         "the data do not separate the two accounts.")
-    return " ".join(lines)
-
-
-def _caveats(doc: Document, results: Results, long: tables.Table) -> None:
+def _caveats(doc: Document, results: Results, long: Table) -> None:
     doc.add(Heading("Caveats", "caveats"))
     train = results.params["train"]
     items = []
@@ -303,9 +256,12 @@ def _caveats(doc: Document, results: Results, long: tables.Table) -> None:
     if len(train["seeds"]) == 1:
         items.append("One seed: every speed-up is a point estimate without an interval; differences between "
                      "arms may be noise.")
-    elif len(train["seeds"]) < 5:
-        items.append(f"{len(train['seeds'])} seeds: the bootstrap intervals resample only "
-                     f"{len(train['seeds'])} values and understate the uncertainty.")
+    elif len(train["seeds"]) < speedup.min_seeds(results):
+        n = len(train["seeds"])
+        items.append(f"{n} seeds: every interval is a t-interval on ln S with {n - 1} degree"
+                     f"{'s' if n > 2 else ''} of freedom, wide at so few seeds and resting on ln S being "
+                     "roughly normal over seeds; no bootstrap interval below "
+                     f"{speedup.min_seeds(results)} seeds.")
     paper_scales = set(paper.paper_numbers()["paper"]["scales"])
     other = [s for s in train["scales"] if s not in paper_scales]
     if other:

@@ -534,7 +534,7 @@ def settle(results: Results, arm_rows: pd.DataFrame, metrics: dict[str, str]) ->
     return Figure("settle", "Speed-up against conditioning, across arms and scales",
                   "One point per (cell, arm): the arm's speed-up over the baseline against the conditioning "
                   "of its best runs at its largest budget. Outlined and labelled: the 2x2 arms (gpt, "
-                  "gpt-rownorm, gpt-orth, ngpt). Vertical lines: bootstrap intervals over seeds. Hollow "
+                  "gpt-rownorm, gpt-orth, ngpt). Vertical lines: 95% t-intervals on ln S over seeds. Hollow "
                   "triangles with arrows: bounds; the true speed-up lies in the arrow's direction. If "
                   "conditioning drives the speed-up, the points fall from upper left (well conditioned, "
                   "fast) to lower right.", svg, sorted(set(runs)))

@@ -2,14 +2,15 @@
 
 Nothing here trains a model. Loss curves follow a power law in tokens, L(t) = L_inf + A (k t)^-alpha, where k
 is the arm's planted speed-up (so the true speed-up of an arm is known), plus a learning-rate penalty (so the
-sweep matters) and a little seed noise. In a WSD grid (synthetic_params(schedule="wsd")) the budgets of a
-trunk share its curve up to their branch points, and each WSD run ends a planted shift (wsd_shift) away from
-its cosine calibration twin. Conditioning results come from the real analysis
-(ngptlab.condition.analyse) run on matrices with planted spectra: each arm gets its own planted condition
-number. The speed-up files come from the real speed-up stage (ngptlab.speedup.command.speedup_cell). Holes
-(missing runs, diverged runs, runs without conditioning or without a timing file) can be punched in on
-request, as a Snakemake --keep-going run or an older run would leave them. Timings are planted too: a
-tokens/s per arm and context, and an MFU against a declared peak (none: n/a, as on a CPU).
+sweep matters: a parabola in ln(lr) with its minimum at BEST_LR) and a little seed noise. In a WSD grid
+(synthetic_params(schedule="wsd")) the budgets of a trunk share its curve up to their branch points, and each
+WSD run ends a planted shift (wsd_shift) away from its cosine calibration twin. Conditioning results come
+from the real analysis (ngptlab.condition.analyse) run on matrices with planted spectra: each arm gets its
+own planted condition number. The speed-up files come from the real speed-up stage
+(ngptlab.speedup.command.speedup_cell). Holes (missing runs, diverged runs, runs without conditioning or
+without a timing file) can be punched in on request, as a Snakemake --keep-going run or an older run would
+leave them. Timings are planted too: a tokens/s per arm and context, and an MFU against a declared peak
+(none: n/a, as on a CPU).
 """
 
 from __future__ import annotations
@@ -57,16 +58,22 @@ VOCAB = 256  # embeddings are [VOCAB, d]: small, so the analysis stays fast
 FAKE_TRAIN_SHA = hashlib.sha256(b"synthetic train.bin").hexdigest()
 FAKE_VAL_SHA = hashlib.sha256(b"synthetic val.bin").hexdigest()
 FLOPS_PER_TOKEN = 6.0 * 123456  # the summaries' n_params x 6
+BEST_LR = 3.0e-3  # every arm's planted optimum: the final loss is a parabola in ln(lr) around it
 
 
 def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int | None = None,
                      budgets: tuple[int, ...] = (16384, 65536, 262144), schedule: str = "cosine",
-                     calibrate: tuple[int, ...] = ()) -> dict:
+                     calibrate: tuple[int, ...] = (),
+                     learning_rates: tuple[float, ...] | None = None) -> dict:
     """The repo's default params with its own grid: two contexts, the planted arms, more budgets and seeds
     (validated like any params file), so the report tests do not follow edits of the default grid.
-    schedule "wsd" makes it a WSD grid, with cosine calibration runs at the budgets of `calibrate`."""
+    schedule "wsd" makes it a WSD grid, with cosine calibration runs at the budgets of `calibrate`.
+    learning_rates: every arm's sweep (default: gpt and ngpt 3e-3 and 1e-2, the others 3e-3 only); three
+    that bracket BEST_LR off the grid, e.g. (1.5e-3, 4e-3, 1.2e-2), give every arm an interior best whose
+    parabola's vertex is BEST_LR itself."""
     params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
-    sweeps = {arm: [3.0e-3, 1.0e-2] if arm in ("gpt", "ngpt") else [3.0e-3] for arm in PLANTED}
+    sweeps = {arm: list(learning_rates) if learning_rates else
+              [BEST_LR, 1.0e-2] if arm in ("gpt", "ngpt") else [BEST_LR] for arm in PLANTED}
     params["train"].update(contexts=[64, 128], arms=list(PLANTED), learning_rates={"cpu-4l": sweeps},
                            micro_batch_tokens=8192)  # a multiple of every context the report tests use
     params["train"]["seeds"] = list(seeds)
@@ -84,8 +91,7 @@ def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int
 
 def _loss(spec: RunSpec, tokens: float) -> float:
     speedup, _ = PLANTED[spec.arm]
-    best_lr = 3.0e-3
-    lr_penalty = 0.05 * math.log(spec.lr / best_lr) ** 2
+    lr_penalty = 0.05 * math.log(spec.lr / BEST_LR) ** 2
     noise = 0.003 * math.sin(17.0 * spec.seed + spec.context + 5.0 * list(PLANTED).index(spec.arm))
     ctx_bonus = 0.1 * math.log2(spec.context / 64)
     return 3.0 - ctx_bonus + 40.0 * (speedup * tokens) ** -0.3 + lr_penalty + noise

@@ -1,21 +1,19 @@
-"""Every table of the report, built from the loaded results (report/load.py) and the cross-arm table
-(report/crossarm.py), which the settle-it section reads as is rather than re-joining.
+"""The tables of the report's sections that have no module of their own (what was run, the loss curves,
+conditioning, provenance), built from the loaded results (report/load.py). The speed-up and settle-it
+sections keep theirs beside their text: report/speedup.py and report/settle.py.
 
 Each builder returns a report.table.Table whose rows carry the runs behind them, for the provenance.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterator
-
-import pandas as pd
 
 from ngptlab.params import lr_sweep
 from ngptlab.report import figures, paper, schedule, views
 from ngptlab.report.load import Results, RunRecord
-from ngptlab.report.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_sha, fmt_text
+from ngptlab.report.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_sha, fmt_text
 from ngptlab.results import read_float
 
 PAPER_LAYERS = (3, 4)
@@ -164,152 +162,6 @@ def compute_table(results: Results) -> Table:
         total = {c: sum(v[c] for v, _ in rows) for c in summed}
         t.add({"cell": "all", **total, "tokens_per_s": _median_timing(done, "tokens_per_s"),
                "mfu": _median_timing(done, "mfu")}, [r for _, runs in rows for r in runs])
-    return t
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The speed-up
-
-
-def _speedup_text(s: dict) -> str:
-    """'4.2 [3.1, 5.3]' or '>8 (bound)' or 'n/a (reason)'."""
-    if s.get("value") is None:
-        return f"n/a ({s['note']})" if s.get("note") else "n/a"
-    text = s.get("display") or fmt_num(s["value"])
-    if s.get("bound"):
-        return f"{text} (bound)"
-    interval = s.get("interval")
-    if interval:
-        text += f" [{fmt_num(read_float(interval[0]))}, {fmt_num(read_float(interval[1]))}]"
-    return text
-
-
-def tuned_text(doc: dict, arm: str) -> str | None:
-    """'yes' when every best learning rate of the arm is inside its sweep, else where it sits on an edge
-    (speedup/tuning.py); None for a speed-up file without tuning (older files)."""
-    if "tuning" not in doc:
-        return None
-    edges = [e for e in doc["tuning"]["edges"] if e["arm"] == arm]
-    at_edge = [e for e in edges if e["edge"] in ("top", "bottom")]
-    if at_edge:
-        where = ", ".join(f"{e['edge']} at {e['budget']:,}" for e in at_edge)
-        return f"no: best lr at the sweep's {where} (extend: ngptlab plan --extend-sweeps)"
-    if any(e["edge"] is not None for e in edges):
-        return "unknown: " + ", ".join(sorted({e["edge"] for e in edges if e["edge"] is not None}))
-    return "yes"
-
-
-def speedup_table(results: Results) -> Table:
-    cols = ["cell", "scale", "context", "arm", "speedup", "bound", "interval_lo", "interval_hi", "level",
-            "n_seeds", "display", "cheap_display", "tuned", "paper", "paper_where", "note"]
-    t = Table("speedup", "Speed-up over the baseline (tokens the baseline needs / tokens the arm needs)",
-              cols, key=["cell", "arm"],
-              headers={"display": "speed-up [95% interval]", "cheap_display": "within-run estimate",
-                       "tuned": "lr tuned (best inside its sweep)", "paper": "paper (nGPT)",
-                       "paper_where": "paper source"},
-              formats={c: fmt_text for c in ("cell", "scale", "arm", "display", "cheap_display", "tuned",
-                                             "paper", "paper_where", "note", "bound")} | {"context": fmt_int},
-              shown=["cell", "arm", "display", "cheap_display", "tuned", "paper", "note"])
-    for cell, doc in results.speedups.items():
-        records = results.compared_runs(cell)  # the runs a speed-up rests on
-        if doc is None:
-            t.add({"cell": cell, "scale": records[0].spec.scale, "context": records[0].spec.context,
-                   "display": "missing",
-                   "note": "no results/speedup file: some run of this cell has not finished"},
-                  [r.name for r in records if r.summary])
-            continue
-        ref = paper.paper_speedup(doc["context"])
-        for arm in views.arms(results):
-            entry = doc["arms"].get(arm)
-            if entry is None:
-                continue
-            s = entry["speedup"]
-            interval = s.get("interval") or [None, None]
-            runs = [b["run"] for p in entry.get("per_seed", []) for b in p.get("best", [])]
-            runs += [tg["run"] for tg in doc.get("targets", [])]
-            is_ngpt = arm == "ngpt" and ref is not None
-            t.add({"cell": cell, "scale": doc["scale"], "context": doc["context"], "arm": arm,
-                   "speedup": None if s["value"] is None else read_float(s["value"]), "bound": s.get("bound"),
-                   "interval_lo": None if interval[0] is None else read_float(interval[0]),
-                   "interval_hi": None if interval[1] is None else read_float(interval[1]),
-                   "level": s.get("level"), "n_seeds": s.get("n_seeds"),
-                   "display": "1 (baseline)" if arm == doc["baseline"] else _speedup_text(s),
-                   "cheap_display": (_speedup_text(entry["cheap"]["speedup"])
-                                     if arm != doc["baseline"] else None),
-                   "tuned": tuned_text(doc, arm),
-                   "paper": f"~{ref['factor']}x" if is_ngpt else None,
-                   "paper_where": paper.where(ref) if is_ngpt else None,
-                   "note": s.get("note")}, runs)
-    return t
-
-
-def measurable_text(doc: dict | None) -> str | None:
-    """'1 to 4': the speed-ups a cell's budget range can give as numbers (per target; seeds that differ are
-    listed); anything outside comes out as a bound."""
-    if not doc or not doc.get("targets"):
-        return None
-    ranges = []
-    for target in doc["targets"]:
-        text = " to ".join(fmt_num(read_float(x)) for x in target["measurable"])
-        if text not in ranges:
-            ranges.append(text)
-    return "; ".join(ranges)
-
-
-def moved_targets(doc: dict | None) -> list[dict]:
-    """The targets (one per seed) not at the grid's largest budget: every baseline run there diverged."""
-    return [t for t in (doc or {}).get("targets", []) if not t["at_largest_budget"]]
-
-
-def target_table(results: Results) -> Table:
-    """The loss every speed-up is measured against: per cell and seed, its value, arm, budget and lr."""
-    cols = ["cell", "seed", "loss", "arm", "budget", "lr", "run", "measurable", "note"]
-    t = Table("speedup_target", "The speed-up target: the baseline's best final validation loss", cols,
-              key=["cell", "seed"],
-              headers={"loss": "target loss", "measurable": "measurable speed-ups"},
-              formats={"cell": fmt_text, "seed": fmt_int, "loss": fmt_loss, "arm": fmt_text,
-                       "budget": fmt_int, "lr": fmt_lr, "run": fmt_text, "measurable": fmt_text,
-                       "note": fmt_text},
-              shown=["cell", "seed", "loss", "arm", "budget", "lr", "measurable", "note"],
-              note="measurable = target budget / largest budget to target budget / smallest budget: the "
-                   "speed-ups the budgets run can give as numbers; outside that range only a bound exists.")
-    for cell, doc in results.speedups.items():
-        largest = max(doc["budgets"]) if doc else None
-        for target in (doc or {}).get("targets", []):
-            moved = not target["at_largest_budget"]
-            t.add({"cell": cell, "seed": target["seed"], "loss": read_float(target["loss"]),
-                   "arm": target["arm"], "budget": target["budget"], "lr": target["lr"], "run": target["run"],
-                   "measurable": " to ".join(fmt_num(read_float(x)) for x in target["measurable"]),
-                   "note": (f"not at the largest budget ({largest:,}): every {target['arm']} run there "
-                            "diverged" if moved else None)}, [target["run"]])
-    return t
-
-
-def speedup_pivot(results: Results, long: Table) -> Table:
-    """Cells x arms, with the range of speed-ups the cell can measure and the paper's nGPT factor beside."""
-    arm_list = [a for a in views.arms(results) if a != results.params["speedup"]["baseline"]]
-    cols = ["cell", *arm_list, "measurable", "paper_ngpt"]
-    t = Table("speedup_by_cell", "Speed-up per cell beside the paper's", cols, key=["cell"],
-              headers={"paper_ngpt": "paper: nGPT", "measurable": "measurable speed-ups (budget range)"},
-              formats={c: fmt_text for c in cols})
-    for cell in results.cells:
-        rows = [(row, runs) for row, runs in zip(long.rows, long.runs, strict=True)
-                if row[long.columns.index("cell")] == cell]
-        values: dict = {"cell": cell}
-        runs_all: list[str] = []
-        for row, runs in rows:
-            arm = row[long.columns.index("arm")]
-            if arm in arm_list:
-                values[arm] = row[long.columns.index("display")]
-                runs_all += runs
-        if rows and rows[0][0][long.columns.index("arm")] is None:
-            values.update({a: "missing" for a in arm_list})
-        spec = results.cell_runs(cell)[0].spec
-        ref = paper.paper_speedup(spec.context)
-        values["measurable"] = measurable_text(results.speedups.get(cell))
-        values["paper_ngpt"] = (f"~{ref['factor']}x at {ref['context']:,} ({'/'.join(ref['scales'])})" if ref
-                                else f"none at context {spec.context:,}")
-        t.add(values, runs_all)
     return t
 
 
@@ -479,137 +331,6 @@ def _analysed_representatives(results: Results) -> Iterator[tuple[str, str, RunR
         for rep in views.representatives(results, cell):
             if rep.record is not None and rep.record.conditioning is not None:
                 yield cell, rep.arm, rep.record
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Settle it: which property tracks the speed-up
-
-
-SETTLE_METRICS = {"eff_attn_head_condition_median": "κ attention, median over heads",
-                  "eff_embed_in_cov_condition": "κ input emb. cov."}
-
-
-def settle_table(arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
-    """Per (cell, arm): place in the design, speed-up and conditioning (crossarm.arm_table)."""
-    cols = ["cell", "arm", "norms", "conditioning", "speedup", "speedup_display", *SETTLE_METRICS,
-            "final_val_loss", "n_seeds"]
-    t = Table("settle", "Speed-up against conditioning, per arm", cols, key=["cell", "arm"],
-              headers={"speedup_display": "speed-up", "final_val_loss": "final val loss (mean)",
-                       "n_seeds": "seeds",
-                       "norms": "weight norms", "conditioning": "conditioning", **SETTLE_METRICS},
-              formats={"cell": fmt_text, "arm": fmt_text, "norms": fmt_text, "conditioning": fmt_text,
-                       "speedup_display": fmt_text, "final_val_loss": fmt_loss, "n_seeds": fmt_int},
-              shown=["cell", "arm", "norms", "conditioning", "speedup_display", *SETTLE_METRICS,
-                     "final_val_loss", "n_seeds"],
-              note="Conditioning of each arm's best-learning-rate runs at its largest budget, mean over "
-                   "seeds (report/crossarm.py arm_table).")
-    for _, row in arm_rows.iterrows():
-        chosen = cross[(cross["cell"] == row["cell"]) & (cross["arm"] == row["arm"])
-                       & cross["best_lr_for_budget"] & (cross["budget"] == row["budget"])]
-        t.add({"cell": row["cell"], "arm": row["arm"], "norms": row["norms"],
-               "conditioning": row["conditioning"],
-               "speedup": _float(row["speedup"]), "speedup_display": row["speedup_display"] or None,
-               **{m: _float(row.get(m)) for m in SETTLE_METRICS},
-               "final_val_loss": _float(row["final_val_loss"]), "n_seeds": int(row["n_seeds"])},
-              list(chosen["run"]))
-    return t
-
-
-def _float(x) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return None if math.isnan(x) else x
-
-
-def tracking_table(results: Results, rho: pd.DataFrame, cross: pd.DataFrame) -> Table:
-    cols = ["cell", "metric", "rho", "n_arms", "bounds"]
-    t = Table("tracking", "Rank correlation across arms of the speed-up with each conditioning number", cols,
-              key=["cell", "metric"], headers={"rho": "Spearman ρ", "n_arms": "arms",
-                                               "bounds": "arms entering as a bound"},
-              formats={"cell": fmt_text, "metric": fmt_text, "n_arms": fmt_int, "bounds": fmt_text,
-                       "rho": lambda x: fmt_num(x, 2)},
-              note="report/crossarm.py tracking: within a cell, across arms. A bound enters at its bound "
-                   "value, which can misplace that arm's rank: read a ρ whose cell has bounds with care. A "
-                   "negative ρ means: the better conditioned (smaller κ), the larger the speed-up.")
-    chosen = cross[cross["best_lr_for_budget"]]
-    chosen = chosen[chosen["budget"] == chosen.groupby(["cell", "arm"])["budget"].transform("max")]
-    # The report shows the headline numbers of the effective matrices (the speed-up package has them all).
-    rho = rho[rho["metric"].isin([f"eff_{k}" for k in CONDITION_COLUMNS])]
-    for _, row in rho.iterrows():
-        doc = results.speedups.get(row["cell"]) or {}
-        bounds = [f"{arm} ({entry['speedup']['display']})" for arm, entry in doc.get("arms", {}).items()
-                  if entry["speedup"].get("bound")]
-        runs = chosen[chosen["cell"] == row["cell"]]["run"]  # the runs arm_table averaged
-        t.add({"cell": row["cell"], "metric": row["metric"], "rho": float(row["rho"]),
-               "n_arms": int(row["n_arms"]), "bounds": ", ".join(bounds) or None}, list(runs))
-    return t
-
-
-# The comparisons that separate the two accounts, each arm against the baseline, within a cell.
-COMPARISONS = (
-    ("gpt-orth", "conditioning fixed, norms free"),
-    ("gpt-rownorm", "norms fixed, conditioning free"),
-    ("ngpt", "norms fixed, conditioning good"),
-)
-
-
-def _interval(s: dict) -> tuple[float, float] | None:
-    """The range the speed-up is known to lie in: the interval, a half-line for a bound, a point otherwise."""
-    if s.get("value") is None:
-        return None
-    v = read_float(s["value"])
-    if s.get("bound") == ">":
-        return (v, math.inf)
-    if s.get("bound") == "<":
-        return (0.0, v)
-    if s.get("interval"):
-        return (read_float(s["interval"][0]), read_float(s["interval"][1]))
-    return (v, v)
-
-
-def compare_to_baseline(s: dict) -> str:
-    """faster | slower | not distinguishable from 1 (only when the interval or bound spans 1), from one
-    arm's speed-up entry."""
-    rng = _interval(s)
-    if rng is None:
-        return "no estimate"
-    lo, hi = rng
-    if s.get("bound") is None and not s.get("interval"):
-        # A point estimate without an interval (one seed): report the direction but not as resolved.
-        return f"{'faster' if lo > 1 else 'slower' if lo < 1 else 'equal'} (one seed: no interval)"
-    # A bound is strict: "<1" (the arm never reached the baseline's loss) means below 1, i.e. slower;
-    # ">1" (it beat the target already at the smallest budget) means faster.
-    if lo > 1 or (s.get("bound") == ">" and lo >= 1):
-        return "faster"
-    if hi < 1 or (s.get("bound") == "<" and hi <= 1):
-        return "slower"
-    return "not distinguishable from 1"
-
-
-def comparisons_table(results: Results) -> Table:
-    cols = ["cell", "arm", "design", "speedup_display", "verdict", "measurable"]
-    t = Table("comparisons", "The 2x2: each probe arm against the baseline", cols, key=["cell", "arm"],
-              headers={"speedup_display": "speed-up", "design": "what it fixes",
-                       "measurable": "measurable speed-ups"},
-              formats={c: fmt_text for c in cols},
-              note="If conditioning is what speeds nGPT up, gpt-orth should be faster than gpt and "
-                   "gpt-rownorm should not be, unless its conditioning improved too. 'faster' and 'slower' "
-                   "are claimed only when the whole interval (or bound) lies on one side of 1: a '<1' bound "
-                   "(the arm never reached the baseline's loss) is 'slower'.")
-    for cell, doc in results.speedups.items():
-        if doc is None:
-            continue
-        for arm, design in COMPARISONS:
-            entry = doc["arms"].get(arm)
-            if entry is None:
-                continue
-            s = entry["speedup"]
-            runs = [b["run"] for p in entry.get("per_seed", []) for b in p.get("best", [])]
-            t.add({"cell": cell, "arm": arm, "design": design, "speedup_display": _speedup_text(s),
-                   "verdict": compare_to_baseline(s), "measurable": measurable_text(doc)},
-                  runs + [tg["run"] for tg in doc.get("targets", [])])
-    return t
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ interval. A shared seed with a bound for either arm leaves the contrast without 
 
 Verdict, from the interval of a mean log ratio (ln S against the baseline's 0, or D) and an equivalence
 margin M > 1: "faster" when it lies above 0, "slower" below 0, "equivalent within xM" inside
-(-ln M, ln M), else "not resolved"; without an interval "not resolved (no interval)".
+(-ln M, ln M), else "not resolved"; without an interval "not resolved (no interval)", except a speed-up
+that is a bound on the side of 1 it points to ("<1" slower, ">1" faster: bound_verdict).
 seeds_needed = ngptlab.stats.seeds_to_resolve(sd, resolve_ratio): the seeds that would give 80% power to
 exclude no difference if the true ratio were resolve_ratio, from the sd measured over at least 2 seeds.
 """
@@ -50,8 +51,9 @@ def verdict_rule(margin: float, level: float = LEVEL) -> str:
     """The verdict rule, in one sentence for the document."""
     return (f"From the {level:.0%} t-interval of a mean log ratio (ln S against the baseline, or the paired "
             f"difference ln S_a - ln S_b): faster if it lies above 0, slower if below 0, equivalent within "
-            f"x{margin:g} if it lies inside (-ln {margin:g}, ln {margin:g}), otherwise not resolved; without "
-            f"an interval (one seed, or a bound) not resolved.")
+            f"x{margin:g} if it lies inside (-ln {margin:g}, ln {margin:g}), otherwise not resolved; a "
+            f"speed-up that is a bound below 1 (the arm never reached the baseline's loss) is slower and one "
+            f"above 1 faster; without an interval (one seed) not resolved.")
 
 
 def verdict(log_interval: Sequence[float] | None, margin: float) -> str:
@@ -66,6 +68,17 @@ def verdict(log_interval: Sequence[float] | None, margin: float) -> str:
     if -math.log(margin) < lo and hi < math.log(margin):
         return f"equivalent within x{margin:g}"
     return "not resolved"
+
+
+def bound_verdict(bound: str, value: float) -> str:
+    """A bound on the side of 1 it points to is a verdict without an interval: "<1" (the arm never reached
+    the baseline's loss within the grid) is slower, ">1" (it beat it already at its smallest budget)
+    faster."""
+    if bound == "<" and value <= 1:
+        return "slower"
+    if bound == ">" and value >= 1:
+        return "faster"
+    return NO_INTERVAL
 
 
 def seeds_needed(sd: float | None, ratio: float) -> tuple[int | None, str | None]:
@@ -124,6 +137,7 @@ def _summary(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, margin:
         out["note"] = ("a bound: no interval" if len(logs) == 1
                        else "geometric mean of bounds and point estimates is itself a bound; no interval")
         out["seeds_needed_note"] = "a bound: the seed noise is not measured"
+        out["verdict"] = bound_verdict(out["bound"], out["value"])
         return out
     if summary["sd"] is not None:
         out["log"] = {k: summary[k] for k in ("mean", "sd", "se", "df")}

@@ -1,0 +1,343 @@
+"""The settle-it section: is conditioning why nGPT trains faster?
+
+The 2x2 arms break the paper's correlation: gpt-rownorm fixes the weight norms and leaves conditioning free,
+gpt-orth fixes conditioning and leaves the norms free. Every verdict here is the speed-up stage's
+(speedup/inference.py), read from results/speedup/<cell>.json, never re-derived: from the 95% t-interval of
+a mean log ratio, "faster", "slower", "equivalent within xM" or "not resolved". Read top to bottom:
+
+  settle_table        per (cell, arm): place in the design, speed-up and conditioning (crossarm.arm_table)
+  tracking_table      rank correlation across arms of the speed-up with each conditioning number
+  comparisons_table   each probe arm against the baseline, with the seeds a 1.5x difference would need
+  contrasts_table     the paired contrasts: gpt-orth and gpt-rownorm against nGPT, and against each other
+  verdict_text        what the contrasts say about the conditioning account, cell by cell
+  section             the section: its text, the figure, the tables, the verdict
+A grid below report.min_budget_for_claims concludes nothing, whatever the intervals say.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ngptlab.report import figures
+from ngptlab.report.document import Document, FigureBlock, Heading, TableBlock, Text
+from ngptlab.report.load import Results
+from ngptlab.report.speedup import arm_runs, measurable_text, speedup_text
+from ngptlab.report.table import Table, fmt_int, fmt_loss, fmt_num, fmt_text
+from ngptlab.report.tables import CONDITION_COLUMNS
+from ngptlab.results import read_float
+from ngptlab.speedup.inference import RESOLVE_RATIO
+
+if TYPE_CHECKING:
+    from ngptlab.report.build import Analysis
+
+SETTLE_METRICS = {"eff_attn_head_condition_median": "κ attention, median over heads",
+                  "eff_embed_in_cov_condition": "κ input emb. cov."}
+
+# The comparisons that separate the two accounts, each arm against the baseline, within a cell.
+COMPARISONS = (
+    ("gpt-orth", "conditioning fixed, norms free"),
+    ("gpt-rownorm", "norms fixed, conditioning free"),
+    ("ngpt", "norms fixed, conditioning good"),
+)
+# The rule of speed-up files without verdicts (an older speed-up stage), as compare_to_baseline applies it.
+OLD_RULE = ("'faster' and 'slower' only when the whole interval (or bound) lies on one side of 1: a '<1' "
+            "bound (the arm never reached the baseline's loss) is 'slower'.")
+
+
+def settle_table(arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
+    """Per (cell, arm): place in the design, speed-up and conditioning (crossarm.arm_table)."""
+    cols = ["cell", "arm", "norms", "conditioning", "speedup", "speedup_display", *SETTLE_METRICS,
+            "final_val_loss", "n_seeds"]
+    t = Table("settle", "Speed-up against conditioning, per arm", cols, key=["cell", "arm"],
+              headers={"speedup_display": "speed-up", "final_val_loss": "final val loss (mean)",
+                       "n_seeds": "seeds",
+                       "norms": "weight norms", "conditioning": "conditioning", **SETTLE_METRICS},
+              formats={"cell": fmt_text, "arm": fmt_text, "norms": fmt_text, "conditioning": fmt_text,
+                       "speedup_display": fmt_text, "final_val_loss": fmt_loss, "n_seeds": fmt_int},
+              shown=["cell", "arm", "norms", "conditioning", "speedup_display", *SETTLE_METRICS,
+                     "final_val_loss", "n_seeds"],
+              note="Conditioning of each arm's best-learning-rate runs at its largest budget, mean over "
+                   "seeds (report/crossarm.py arm_table).")
+    for _, row in arm_rows.iterrows():
+        chosen = cross[(cross["cell"] == row["cell"]) & (cross["arm"] == row["arm"])
+                       & cross["best_lr_for_budget"] & (cross["budget"] == row["budget"])]
+        t.add({"cell": row["cell"], "arm": row["arm"], "norms": row["norms"],
+               "conditioning": row["conditioning"],
+               "speedup": _float(row["speedup"]), "speedup_display": row["speedup_display"] or None,
+               **{m: _float(row.get(m)) for m in SETTLE_METRICS},
+               "final_val_loss": _float(row["final_val_loss"]), "n_seeds": int(row["n_seeds"])},
+              list(chosen["run"]))
+    return t
+
+
+def _float(x) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def tracking_table(results: Results, rho: pd.DataFrame, cross: pd.DataFrame) -> Table:
+    cols = ["cell", "metric", "rho", "n_arms", "bounds"]
+    t = Table("tracking", "Rank correlation across arms of the speed-up with each conditioning number", cols,
+              key=["cell", "metric"], headers={"rho": "Spearman ρ", "n_arms": "arms",
+                                               "bounds": "arms entering as a bound"},
+              formats={"cell": fmt_text, "metric": fmt_text, "n_arms": fmt_int, "bounds": fmt_text,
+                       "rho": lambda x: fmt_num(x, 2)},
+              note="report/crossarm.py tracking: within a cell, across arms. A bound enters at its bound "
+                   "value, which can misplace that arm's rank: read a ρ whose cell has bounds with care. A "
+                   "negative ρ means: the better conditioned (smaller κ), the larger the speed-up.")
+    chosen = cross[cross["best_lr_for_budget"]]
+    chosen = chosen[chosen["budget"] == chosen.groupby(["cell", "arm"])["budget"].transform("max")]
+    # The report shows the headline numbers of the effective matrices (the speed-up package has them all).
+    rho = rho[rho["metric"].isin([f"eff_{k}" for k in CONDITION_COLUMNS])]
+    for _, row in rho.iterrows():
+        doc = results.speedups.get(row["cell"]) or {}
+        bounds = [f"{arm} ({entry['speedup']['display']})" for arm, entry in doc.get("arms", {}).items()
+                  if entry["speedup"].get("bound")]
+        runs = chosen[chosen["cell"] == row["cell"]]["run"]  # the runs arm_table averaged
+        t.add({"cell": row["cell"], "metric": row["metric"], "rho": float(row["rho"]),
+               "n_arms": int(row["n_arms"]), "bounds": ", ".join(bounds) or None}, list(runs))
+    return t
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The verdicts
+
+
+def rule(results: Results) -> dict:
+    """{verdict_rule, equivalence_margin, resolve_ratio} of the speed-up files (one params file: the same in
+    every cell); verdict_rule None when no file has one (an older speed-up stage)."""
+    docs = [d for d in results.speedups.values() if d and "verdict_rule" in d]
+    if not docs:
+        return {"verdict_rule": None, "equivalence_margin": None, "resolve_ratio": RESOLVE_RATIO}
+    return {k: docs[0][k] for k in ("verdict_rule", "equivalence_margin", "resolve_ratio")}
+
+
+def _interval(s: dict) -> tuple[float, float] | None:
+    """The range the speed-up is known to lie in: the interval, a half-line for a bound, a point otherwise."""
+    if s.get("value") is None:
+        return None
+    v = read_float(s["value"])
+    if s.get("bound") == ">":
+        return (v, math.inf)
+    if s.get("bound") == "<":
+        return (0.0, v)
+    if s.get("interval"):
+        return (read_float(s["interval"][0]), read_float(s["interval"][1]))
+    return (v, v)
+
+
+def compare_to_baseline(s: dict) -> str:
+    """faster | slower | not distinguishable from 1 (only when the interval or bound spans 1), from one
+    arm's speed-up entry: the rule of speed-up files written before the speed-up stage gave verdicts."""
+    rng = _interval(s)
+    if rng is None:
+        return "no estimate"
+    lo, hi = rng
+    if s.get("bound") is None and not s.get("interval"):
+        # A point estimate without an interval (one seed): report the direction but not as resolved.
+        return f"{'faster' if lo > 1 else 'slower' if lo < 1 else 'equal'} (one seed: no interval)"
+    # A bound is strict: "<1" (the arm never reached the baseline's loss) means below 1, i.e. slower;
+    # ">1" (it beat the target already at the smallest budget) means faster.
+    if lo > 1 or (s.get("bound") == ">" and lo >= 1):
+        return "faster"
+    if hi < 1 or (s.get("bound") == "<" and hi <= 1):
+        return "slower"
+    return "not distinguishable from 1"
+
+
+def resolved(verdict: str | None) -> bool:
+    """A verdict that says something: faster, slower or equivalent."""
+    return verdict is not None and verdict.startswith(("faster", "slower", "equivalent"))
+
+
+def _seeds_needed_text(s: dict) -> str | None:
+    if "verdict" not in s:
+        return None  # an older speed-up file: no seed count
+    return str(s["seeds_needed"]) if s.get("seeds_needed") is not None else s.get("seeds_needed_note")
+
+
+def comparisons_table(results: Results) -> Table:
+    ratio = rule(results)["resolve_ratio"]
+    cols = ["cell", "arm", "design", "speedup_display", "verdict", "seeds_needed", "seeds_needed_text",
+            "measurable"]
+    t = Table("comparisons", "The 2x2: each probe arm against the baseline", cols, key=["cell", "arm"],
+              headers={"speedup_display": "speed-up [95% t-interval on ln S]", "design": "what it fixes",
+                       "verdict": "against the baseline", "seeds_needed_text": f"seeds to resolve x{ratio:g}",
+                       "measurable": "measurable speed-ups"},
+              formats={c: fmt_text for c in cols} | {"seeds_needed": fmt_int},
+              shown=["cell", "arm", "design", "speedup_display", "verdict", "seeds_needed_text",
+                     "measurable"],
+              note="If conditioning is what speeds nGPT up, gpt-orth should be faster than gpt and "
+                   "gpt-rownorm should not be, unless its conditioning improved too. The verdict follows the "
+                   "rule stated above, from the t-interval of mean ln S against 0 (the baseline's); seeds to "
+                   f"resolve x{ratio:g}: the seeds that would give 80% power to tell a x{ratio:g} speed-up "
+                   "from none, at the seed noise measured here.")
+    for cell, doc in results.speedups.items():
+        if doc is None:
+            continue
+        for arm, design in COMPARISONS:
+            entry = doc["arms"].get(arm)
+            if entry is None:
+                continue
+            s = entry["speedup"]
+            t.add({"cell": cell, "arm": arm, "design": design, "speedup_display": speedup_text(s),
+                   "verdict": s["verdict"] if "verdict" in s else compare_to_baseline(s),
+                   "seeds_needed": s.get("seeds_needed"), "seeds_needed_text": _seeds_needed_text(s),
+                   "measurable": measurable_text(doc)}, arm_runs(doc, arm))
+    return t
+
+
+def contrast_seeds_text(c: dict) -> str:
+    """The seeds a contrast needs, or why that is not known."""
+    if c["seeds_needed"] is not None:
+        return str(c["seeds_needed"])
+    if c["difference_log"]["sd"] is None:
+        return "not measured (one seed)" if c["n_seeds"] == 1 else "not measured (no seed to pair)"
+    return "more than a thousand"
+
+
+def _ratio_text(c: dict) -> str:
+    if c["ratio"] is None:
+        return "n/a"
+    text = fmt_num(c["ratio"])
+    if c["interval"]:
+        return f"{text} [{fmt_num(c['interval'][0])}, {fmt_num(c['interval'][1])}]"
+    return f"{text} (no interval)"
+
+
+def contrasts_table(results: Results) -> Table:
+    ratio = rule(results)["resolve_ratio"]
+    cols = ["cell", "label", "a", "b", "n_seeds", "seeds", "ratio", "interval_lo", "interval_hi", "log_mean",
+            "log_sd", "ratio_display", "verdict", "seeds_needed", "seeds_needed_text", "note"]
+    t = Table("contrasts", "Paired contrasts: the probe arms against nGPT and each other", cols,
+              key=["cell", "label"],
+              headers={"label": "contrast", "n_seeds": "seeds", "ratio_display": "S_a / S_b [95% t-interval]",
+                       "seeds_needed_text": f"seeds to resolve x{ratio:g}"},
+              formats={c: fmt_text for c in ("cell", "label", "a", "b", "seeds", "ratio_display", "verdict",
+                                             "seeds_needed_text", "note")}
+              | {"n_seeds": fmt_int, "seeds_needed": fmt_int},
+              shown=["cell", "label", "n_seeds", "ratio_display", "verdict", "seeds_needed_text", "note"],
+              note="Paired by seed: D = ln S_a − ln S_b over the seeds where both arms have a point estimate "
+                   "(seed s of every arm saw the same batches); ratio = exp(mean D) = S_a / S_b, with the "
+                   "95% t-interval on mean D, exponentiated. The verdict reads a as against b. Seeds to "
+                   f"resolve x{ratio:g}: the seeds that would give 80% power to exclude no difference were "
+                   f"the true ratio x{ratio:g}, at the sd of D measured here (two seeds at least).")
+    for cell, doc in results.speedups.items():
+        for c in (doc or {}).get("contrasts", []):
+            seeds = set(c["seeds"]) or None  # no paired seed: the contrast rests on every seed's runs
+            d = c["difference_log"]
+            lo, hi = c["interval"] or (None, None)
+            t.add({"cell": cell, "label": c["label"], "a": c["a"], "b": c["b"], "n_seeds": c["n_seeds"],
+                   "seeds": ", ".join(map(str, c["seeds"])) or None, "ratio": c["ratio"],
+                   "interval_lo": lo, "interval_hi": hi, "log_mean": d["mean"], "log_sd": d["sd"],
+                   "ratio_display": _ratio_text(c), "verdict": c["verdict"],
+                   "seeds_needed": c["seeds_needed"],
+                   "seeds_needed_text": contrast_seeds_text(c), "note": c["note"]},
+                  arm_runs(doc, c["a"], seeds) + arm_runs(doc, c["b"], seeds))
+    return t
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What the data show
+
+
+def _side(c: dict | None) -> str | None:
+    """'matches' (equivalent to nGPT, or faster), 'slower', or None (missing or not resolved)."""
+    if c is None:
+        return None
+    if c["verdict"] == "faster" or c["verdict"].startswith("equivalent"):
+        return "matches"
+    return "slower" if c["verdict"] == "slower" else None
+
+
+def reading(orth: dict | None, rownorm: dict | None) -> str:
+    """What gpt-orth vs ngpt and gpt-rownorm vs ngpt say together about the conditioning account."""
+    o, r = _side(orth), _side(rownorm)
+    if o == "matches" and r == "slower":
+        return ("the conditioning account is supported: fixing conditioning alone (gpt-orth) matches nGPT's "
+                "speed-up and fixing the norms alone (gpt-rownorm) falls short of it.")
+    if r == "matches" and o == "slower":
+        return ("the conditioning account is contradicted: fixing the norms alone matches nGPT's speed-up "
+                "and fixing conditioning alone falls short of it.")
+    if o == r == "matches":
+        return ("both fixes suffice: each probe arm matches nGPT's speed-up, so the 2x2 does not separate "
+                "the accounts here (compare their conditioning in the table).")
+    if o == r == "slower":
+        return ("neither fix alone reaches nGPT's speed-up: the 2x2 does not separate the accounts here.")
+    return "not resolved: the data do not separate the two accounts."
+
+
+def _stated(c: dict | None, label: str) -> str:
+    return f"{label} missing" if c is None else f"{c['label']} {c['verdict']} ({_ratio_text(c)})"
+
+
+def _seeds_sentence(contrasts: list[dict | None], ratio: float, n_seeds: int) -> str:
+    parts = [f"{c['label']} {contrast_seeds_text(c)}" for c in contrasts if c is not None]
+    if not parts:
+        return ""
+    if all(c is None or c["difference_log"]["sd"] is None for c in contrasts):
+        return (f" Seeds to resolve a x{ratio:g} difference: not measured (one seed: the seed noise is "
+                "unmeasured).")
+    return (f" Seeds to resolve a x{ratio:g} difference at the seed noise measured: {'; '.join(parts)} "
+            f"(this grid has {n_seeds}).")
+
+
+def verdict_text(results: Results, comparisons: Table, too_small: bool) -> str:
+    if too_small:
+        return ("Nothing, by design: the budgets are below report.min_budget_for_claims, so no comparison "
+                "above is evidence for or against either account.")
+    if not len(comparisons):
+        return "No cell has a speed-up estimate yet; nothing to conclude."
+    lines = []
+    for cell, doc in results.speedups.items():
+        if doc is None:
+            continue
+        if "contrasts" not in doc:
+            lines.append(f"{cell}: its speed-up file has no paired contrasts (an older speed-up stage; rerun "
+                         f"`ngptlab speedup --cell {cell}`): nothing concluded.")
+            continue
+        pairs = {(c["a"], c["b"]): c for c in doc["contrasts"]}
+        orth, rownorm = pairs.get(("gpt-orth", "ngpt")), pairs.get(("gpt-rownorm", "ngpt"))
+        stated = f"{_stated(orth, 'gpt-orth vs ngpt')}, {_stated(rownorm, 'gpt-rownorm vs ngpt')}"
+        lines.append(f"{cell}: {stated}: " + reading(orth, rownorm)
+                     + _seeds_sentence([orth, rownorm], doc["resolve_ratio"], len(doc["seeds"])))
+    return " ".join(lines)
+
+
+def rule_text(results: Results) -> str:
+    r = rule(results)
+    if r["verdict_rule"] is None:
+        return "**The rule.** " + OLD_RULE
+    return (f"**The rule.** {r['verdict_rule']} The equivalence margin is x{r['equivalence_margin']:g} "
+            "(speedup.equivalence_margin): two arms within it of each other are called equivalent. The "
+            "conditioning account is supported in a cell when gpt-orth vs ngpt is equivalent (or gpt-orth "
+            "faster) and gpt-rownorm vs ngpt is slower; contradicted when gpt-rownorm vs ngpt is equivalent "
+            "(or faster) and gpt-orth vs ngpt is slower; both equivalent: both fixes suffice; otherwise not "
+            "resolved.")
+
+
+def section(doc: Document, results: Results, analysis: Analysis, comparisons: Table, too_small: bool) -> None:
+    """The settle-it section; `comparisons` is comparisons_table(results), which the summary reads too."""
+    doc.add(Heading("Settle it: is conditioning why?", "settle-it"))
+    doc.add(Text(
+        "The paper's evidence is correlational: nGPT is both faster and better conditioned. The 2x2 arms "
+        "break the correlation with everything else equal: `gpt-rownorm` fixes the weight norms (nGPT's "
+        "unit rows) but leaves conditioning free; `gpt-orth` fixes the conditioning (κ = 1) but not the "
+        "norms. If conditioning is the cause, gpt-orth should match nGPT's speed-up and gpt-rownorm fall "
+        "short of it, unless its conditioning improves too. gpt-nowd, gpt-lrm and gpt-scalar control for "
+        "weight decay and for learnable norms."))
+    doc.add(Text(rule_text(results)))
+    fig = figures.settle(results, analysis.arm_rows, SETTLE_METRICS)
+    doc.add(FigureBlock(fig) if fig else Text("No cell has both a speed-up and conditioning results yet."))
+    doc.add(TableBlock(settle_table(analysis.arm_rows, analysis.cross)), TableBlock(comparisons))
+    contrasts = contrasts_table(results)
+    if len(contrasts):
+        doc.add(TableBlock(contrasts))
+    if not analysis.tracking.empty:
+        doc.add(TableBlock(tracking_table(results, analysis.tracking, analysis.cross)))
+    doc.add(Text("**What the data show.** " + verdict_text(results, comparisons, too_small)))

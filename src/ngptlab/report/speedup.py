@@ -1,0 +1,407 @@
+"""The speed-up section: how many fewer tokens each arm needs to reach the baseline's loss, how sure that is
+over seeds, and how much it leans on the learning-rate grid.
+
+Everything here reads results/speedup/<cell>.json as the speed-up stage wrote it (ngptlab.speedup:
+estimator, inference, interpolate). Read top to bottom:
+
+  speedup_table       every (cell, arm): the geometric mean over seeds with its 95% t-interval on ln S, the
+                      seeds behind it, the verdict against the baseline, the within-run estimate, whether the
+                      learning rate was tuned, the paper's number
+  target_table        the loss every speed-up is measured against, per cell and seed
+  speedup_pivot       cells x arms, beside the paper's nGPT factor
+  per_seed_table      S and ln S per (cell, arm, seed): the interval can be recomputed from it by hand
+  minima_table        per (cell, arm, budget): the grid's best learning rate and loss beside the vertex of a
+                      parabola in ln(lr) through it and its neighbours
+  interpolated_table  per (cell, arm): the speed-up on the grid and interpolated, flagged where the two differ
+                      by more than the seed noise
+  section             the section: its text, then those tables in that order
+"""
+
+from __future__ import annotations
+
+import math
+
+from ngptlab.report import paper, views
+from ngptlab.report.document import Callout, Document, Heading, TableBlock, Text
+from ngptlab.report.load import Results
+from ngptlab.report.table import MISSING, Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_text
+from ngptlab.results import read_float
+from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
+
+INTERVAL_HOW = "95% t-interval on ln S over seeds; the value is the geometric mean"
+ONE_SEED = "one seed: no interval"
+
+
+def _number(x) -> float | None:
+    return None if x is None else read_float(x)
+
+
+def _bracket(interval: list) -> str:
+    return f"[{fmt_num(read_float(interval[0]))}, {fmt_num(read_float(interval[1]))}]"
+
+
+def fmt_log(x: float | None) -> str:
+    """A log ratio to four decimals with its sign, so a hand computation can start from it."""
+    return MISSING if x is None else f"{x:+.4f}"
+
+
+def speedup_text(s: dict) -> str:
+    """'4.2 [3.1, 5.3]', '>8 (bound)', '2.9 (one seed: no interval)' or 'n/a (reason)'."""
+    if s.get("value") is None:
+        return f"n/a ({s['note']})" if s.get("note") else "n/a"
+    text = s.get("display") or fmt_num(s["value"])
+    if s.get("bound"):
+        return f"{text} (bound)"
+    if s.get("interval"):
+        return f"{text} {_bracket(s['interval'])}"
+    return f"{text} ({ONE_SEED})" if s.get("n_seeds") == 1 else text
+
+
+def bootstrap_text(s: dict) -> str | None:
+    return _bracket(s["bootstrap_interval"]) if s.get("bootstrap_interval") else None
+
+
+def min_seeds(results: Results) -> int:
+    """The fewest seeds with which the speed-up stage gives a bootstrap interval (bootstrap.min_seeds)."""
+    found = [d["bootstrap"]["min_seeds"] for d in results.speedups.values()
+             if d and "min_seeds" in d.get("bootstrap", {})]
+    return found[0] if found else BOOTSTRAP_MIN_SEEDS
+
+
+def tuned_text(doc: dict, arm: str) -> str | None:
+    """'yes' when every best learning rate of the arm is inside its sweep, else where it sits on an edge
+    (speedup/tuning.py); None for a speed-up file without tuning (older files)."""
+    if "tuning" not in doc:
+        return None
+    edges = [e for e in doc["tuning"]["edges"] if e["arm"] == arm]
+    at_edge = [e for e in edges if e["edge"] in ("top", "bottom")]
+    if at_edge:
+        where = ", ".join(f"{e['edge']} at {e['budget']:,}" for e in at_edge)
+        return f"no: best lr at the sweep's {where} (extend: ngptlab plan --extend-sweeps)"
+    if any(e["edge"] is not None for e in edges):
+        return "unknown: " + ", ".join(sorted({e["edge"] for e in edges if e["edge"] is not None}))
+    return "yes"
+
+
+def arm_runs(doc: dict, arm: str, seeds: set[int] | None = None) -> list[str]:
+    """The runs an arm's speed-up rests on: its best run at every budget, and the baseline's target runs
+    (only those of `seeds` when given)."""
+    entry = doc["arms"].get(arm) or {}
+    runs = [b["run"] for p in entry.get("per_seed", []) if seeds is None or p["seed"] in seeds
+            for b in p.get("best", [])]
+    return runs + [t["run"] for t in doc.get("targets", []) if seeds is None or t["seed"] in seeds]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The speed-up per arm
+
+
+def speedup_table(results: Results) -> Table:
+    cols = ["cell", "scale", "context", "arm", "speedup", "bound", "interval_lo", "interval_hi", "level",
+            "n_seeds", "method", "log_mean", "log_sd", "bootstrap_lo", "bootstrap_hi", "verdict",
+            "seeds_needed", "display", "bootstrap_display", "cheap_display", "tuned", "paper", "paper_where",
+            "note"]
+    summaries = [d["arms"][a]["speedup"] for d in results.speedups.values() if d for a in d["arms"]]
+    has_bootstrap = any(s.get("bootstrap_interval") for s in summaries)
+    least = min_seeds(results)
+    t = Table("speedup", "Speed-up over the baseline (tokens the baseline needs / tokens the arm needs)",
+              cols, key=["cell", "arm"],
+              headers={"display": "speed-up [95% t-interval on ln S]", "n_seeds": "seeds",
+                       "bootstrap_display": "bootstrap 95% interval", "verdict": "against the baseline",
+                       "cheap_display": "within-run estimate", "tuned": "lr tuned (best inside its sweep)",
+                       "paper": "paper (nGPT)", "paper_where": "paper source"},
+              formats={c: fmt_text for c in ("cell", "scale", "arm", "method", "verdict", "display",
+                                             "bootstrap_display", "cheap_display", "tuned", "paper",
+                                             "paper_where", "note", "bound")}
+              | {"context": fmt_int, "n_seeds": fmt_int, "seeds_needed": fmt_int},
+              shown=["cell", "arm", "display", "n_seeds", *(["bootstrap_display"] if has_bootstrap else []),
+                     "verdict", "cheap_display", "tuned", "paper", "note"],
+              note=f"{INTERVAL_HOW}: exp(mean ± t·sd/√n) of the seeds' ln S, with the t quantile at n − 1 "
+                   f"degrees of freedom (the numbers: [Table: per seed](#table-speedup_per_seed)); "
+                   f"{ONE_SEED}. A bound (`>`/`<`) has no interval either. A percentile bootstrap of mean "
+                   f"ln S is shown only with at least {least} seeds (bootstrap.min_seeds): with fewer, too "
+                   "few distinct resamples exist for its percentiles to mean anything"
+                   + ("." if has_bootstrap else "; no arm here has that many.")
+                   + " Against the baseline: the verdict rule of the [settle-it section](#settle-it).")
+    for cell, doc in results.speedups.items():
+        records = results.compared_runs(cell)  # the runs a speed-up rests on
+        if doc is None:
+            t.add({"cell": cell, "scale": records[0].spec.scale, "context": records[0].spec.context,
+                   "display": "missing",
+                   "note": "no results/speedup file: some run of this cell has not finished"},
+                  [r.name for r in records if r.summary])
+            continue
+        ref = paper.paper_speedup(doc["context"])
+        for arm in views.arms(results):
+            entry = doc["arms"].get(arm)
+            if entry is None:
+                continue
+            s = entry["speedup"]
+            interval, boot = s.get("interval") or [None, None], s.get("bootstrap_interval") or [None, None]
+            log = s.get("log") or {}
+            is_ngpt, is_baseline = arm == "ngpt" and ref is not None, arm == doc["baseline"]
+            t.add({"cell": cell, "scale": doc["scale"], "context": doc["context"], "arm": arm,
+                   "speedup": _number(s["value"]), "bound": s.get("bound"),
+                   "interval_lo": _number(interval[0]), "interval_hi": _number(interval[1]),
+                   "level": s.get("level"), "n_seeds": s.get("n_seeds"), "method": s.get("method"),
+                   "log_mean": log.get("mean"), "log_sd": log.get("sd"),
+                   "bootstrap_lo": _number(boot[0]), "bootstrap_hi": _number(boot[1]),
+                   "verdict": s.get("verdict"), "seeds_needed": s.get("seeds_needed"),
+                   "display": "1 (baseline)" if is_baseline else speedup_text(s),
+                   "bootstrap_display": None if is_baseline else bootstrap_text(s),
+                   "cheap_display": None if is_baseline else speedup_text(entry["cheap"]["speedup"]),
+                   "tuned": tuned_text(doc, arm),
+                   "paper": f"~{ref['factor']}x" if is_ngpt else None,
+                   "paper_where": paper.where(ref) if is_ngpt else None,
+                   "note": s.get("note")}, arm_runs(doc, arm))
+    return t
+
+
+def measurable_text(doc: dict | None) -> str | None:
+    """'1 to 4': the speed-ups a cell's budget range can give as numbers (per target; seeds that differ are
+    listed); anything outside comes out as a bound."""
+    if not doc or not doc.get("targets"):
+        return None
+    ranges = []
+    for target in doc["targets"]:
+        text = " to ".join(fmt_num(read_float(x)) for x in target["measurable"])
+        if text not in ranges:
+            ranges.append(text)
+    return "; ".join(ranges)
+
+
+def moved_targets(doc: dict | None) -> list[dict]:
+    """The targets (one per seed) not at the grid's largest budget: every baseline run there diverged."""
+    return [t for t in (doc or {}).get("targets", []) if not t["at_largest_budget"]]
+
+
+def target_table(results: Results) -> Table:
+    """The loss every speed-up is measured against: per cell and seed, its value, arm, budget and lr."""
+    cols = ["cell", "seed", "loss", "arm", "budget", "lr", "run", "measurable", "note"]
+    t = Table("speedup_target", "The speed-up target: the baseline's best final validation loss", cols,
+              key=["cell", "seed"],
+              headers={"loss": "target loss", "measurable": "measurable speed-ups"},
+              formats={"cell": fmt_text, "seed": fmt_int, "loss": fmt_loss, "arm": fmt_text,
+                       "budget": fmt_int, "lr": fmt_lr, "run": fmt_text, "measurable": fmt_text,
+                       "note": fmt_text},
+              shown=["cell", "seed", "loss", "arm", "budget", "lr", "measurable", "note"],
+              note="measurable = target budget / largest budget to target budget / smallest budget: the "
+                   "speed-ups the budgets run can give as numbers; outside that range only a bound exists.")
+    for cell, doc in results.speedups.items():
+        largest = max(doc["budgets"]) if doc else None
+        for target in (doc or {}).get("targets", []):
+            moved = not target["at_largest_budget"]
+            t.add({"cell": cell, "seed": target["seed"], "loss": read_float(target["loss"]),
+                   "arm": target["arm"], "budget": target["budget"], "lr": target["lr"], "run": target["run"],
+                   "measurable": " to ".join(fmt_num(read_float(x)) for x in target["measurable"]),
+                   "note": (f"not at the largest budget ({largest:,}): every {target['arm']} run there "
+                            "diverged" if moved else None)}, [target["run"]])
+    return t
+
+
+def speedup_pivot(results: Results, long: Table) -> Table:
+    """Cells x arms, with the range of speed-ups the cell can measure and the paper's nGPT factor beside."""
+    arm_list = [a for a in views.arms(results) if a != results.params["speedup"]["baseline"]]
+    cols = ["cell", *arm_list, "measurable", "paper_ngpt"]
+    t = Table("speedup_by_cell", "Speed-up per cell beside the paper's", cols, key=["cell"],
+              headers={"paper_ngpt": "paper: nGPT", "measurable": "measurable speed-ups (budget range)"},
+              formats={c: fmt_text for c in cols})
+    for cell in results.cells:
+        rows = [(row, runs) for row, runs in zip(long.rows, long.runs, strict=True)
+                if row[long.columns.index("cell")] == cell]
+        values: dict = {"cell": cell}
+        runs_all: list[str] = []
+        for row, runs in rows:
+            arm = row[long.columns.index("arm")]
+            if arm in arm_list:
+                values[arm] = row[long.columns.index("display")]
+                runs_all += runs
+        if rows and rows[0][0][long.columns.index("arm")] is None:
+            values.update({a: "missing" for a in arm_list})
+        spec = results.cell_runs(cell)[0].spec
+        ref = paper.paper_speedup(spec.context)
+        values["measurable"] = measurable_text(results.speedups.get(cell))
+        values["paper_ngpt"] = (f"~{ref['factor']}x at {ref['context']:,} ({'/'.join(ref['scales'])})" if ref
+                                else f"none at context {spec.context:,}")
+        t.add(values, runs_all)
+    return t
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Seed by seed
+
+
+def per_seed_table(results: Results) -> Table:
+    """S and ln S of every seed of every arm but the baseline (whose S is 1 by construction)."""
+    cols = ["cell", "arm", "seed", "speedup", "bound", "log_speedup", "tokens_to_target", "display"]
+    t = Table("speedup_per_seed", "The speed-up of every seed", cols, key=["cell", "arm", "seed"],
+              headers={"log_speedup": "ln S", "tokens_to_target": "tokens to target", "display": "S"},
+              formats={"cell": fmt_text, "arm": fmt_text, "seed": fmt_int, "bound": fmt_text,
+                       "log_speedup": fmt_log, "tokens_to_target": fmt_int, "display": fmt_text},
+              shown=["cell", "arm", "seed", "display", "log_speedup", "tokens_to_target"],
+              note="The speed-up table's interval from these: over an arm's n seeds, mean m and sample sd s "
+                   "of ln S; interval = exp(m ± t·s/√n), t the 97.5% quantile of Student's t with n − 1 "
+                   "degrees of freedom (12.71 at n = 2, 4.30 at 3, 3.18 at 4); value = exp(m). Seed s of "
+                   "every arm saw the same batches. A bound's ln S is that of its bound value, and any bound "
+                   "leaves its arm without an interval.")
+    for cell, doc in results.speedups.items():
+        if doc is None:
+            continue
+        for arm in views.arms(results):
+            entry = doc["arms"].get(arm)
+            if entry is None or arm == doc["baseline"]:
+                continue
+            for p in entry["per_seed"]:
+                s, tokens = p["speedup"], p["tokens_to_target"]
+                value = _number(s["value"])
+                t.add({"cell": cell, "arm": arm, "seed": p["seed"], "speedup": value, "bound": s.get("bound"),
+                       "log_speedup": None if value is None or value <= 0 else math.log(value),
+                       "tokens_to_target": _number(tokens["value"]), "display": s.get("display")},
+                      arm_runs(doc, arm, {p["seed"]}))
+    return t
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Between the grid's learning rates
+
+
+def _sweep_runs(doc: dict, arm: str, budget: int, seeds: list[int]) -> list[str]:
+    """The runs of one (arm, budget) sweep at its swept seeds: the points the parabola was drawn through."""
+    return [r["run"] for r in doc.get("runs", [])
+            if r["arm"] == arm and r["budget"] == budget and r["seed"] in seeds]
+
+
+def minima_table(results: Results) -> Table:
+    cols = ["cell", "arm", "budget", "seeds", "lr_grid", "lr_best", "loss_best", "lr_vertex", "loss_vertex",
+            "correction", "status"]
+    t = Table("speedup_minima", "The best loss between the grid's learning rates", cols,
+              key=["cell", "arm", "budget"],
+              headers={"seeds": "swept seeds", "lr_grid": "learning rates", "lr_best": "grid best lr",
+                       "loss_best": "grid best loss", "lr_vertex": "vertex lr", "loss_vertex": "vertex loss",
+                       "correction": "correction"},
+              formats={"cell": fmt_text, "arm": fmt_text, "budget": fmt_int, "seeds": fmt_text,
+                       "lr_grid": fmt_text, "lr_best": fmt_lr, "loss_best": fmt_loss, "lr_vertex": fmt_lr,
+                       "loss_vertex": fmt_loss, "correction": fmt_log, "status": fmt_text},
+              note="Losses are means over the swept seeds (those that ran the (arm, budget) at more than one "
+                   "learning rate). The vertex is that of the parabola in ln(lr) through the grid's best "
+                   "learning rate and its two neighbours; correction = vertex loss − grid best loss (≤ 0), "
+                   "added to every seed's best loss at that (arm, budget) before the speed-up is recomputed. "
+                   "No vertex where the best is at an edge of the sweep, a neighbour is missing or the three "
+                   "points have no upward curvature: the status says which (speedup/interpolate.py).")
+    for cell, doc in results.speedups.items():
+        for arm in views.arms(results):
+            entry = ((doc or {}).get("arms", {}).get(arm) or {}).get("interpolated")
+            for m in (entry or {}).get("per_budget", []):
+                grid = m["lr_grid"]
+                best = m["loss_grid"][grid.index(m["lr_best"])] if m["lr_best"] in grid else None
+                t.add({"cell": cell, "arm": arm, "budget": m["budget"],
+                       "seeds": ", ".join(map(str, m["seeds"])) or None,
+                       "lr_grid": ", ".join(fmt_lr(x) for x in grid) or None, "lr_best": m["lr_best"],
+                       "loss_best": _number(best), "lr_vertex": m["lr_vertex"],
+                       "loss_vertex": _number(m["loss_vertex"]), "correction": _number(m["correction"]),
+                       "status": m["status"]}, _sweep_runs(doc, arm, m["budget"], m["seeds"]))
+    return t
+
+
+def differs_text(entry: dict) -> str:
+    """The flag of the interpolated table: whether interpolation moves ln S by more than the seed noise."""
+    if entry["differs"] is not None:
+        return "differs: more than the seed noise" if entry["differs"] else "within the seed noise"
+    if entry["log_difference"] is None:
+        return "no point estimate to compare"
+    return "seed noise not measured (one seed)"
+
+
+def interpolated_table(results: Results) -> Table:
+    cols = ["cell", "arm", "grid_speedup", "interpolated_speedup", "grid_display", "interpolated_display",
+            "log_difference", "seed_noise_log", "differs", "flag", "note"]
+    t = Table("speedup_interpolated", "The speed-up on the grid and between its learning rates", cols,
+              key=["cell", "arm"],
+              headers={"grid_display": "on the grid", "interpolated_display": "interpolated",
+                       "log_difference": "Δ mean ln S", "seed_noise_log": "seed sd of ln S",
+                       "flag": "difference"},
+              formats={"cell": fmt_text, "arm": fmt_text, "grid_display": fmt_text,
+                       "interpolated_display": fmt_text, "log_difference": fmt_log, "seed_noise_log": fmt_num,
+                       "flag": fmt_text, "note": fmt_text},
+              shown=["cell", "arm", "grid_display", "interpolated_display", "log_difference",
+                     "seed_noise_log", "flag", "note"],
+              note=f"Both columns: {INTERVAL_HOW}. Interpolated: every (arm, budget)'s best loss, the "
+                   "target's included, moved to the vertex of the table above. Δ mean ln S = interpolated "
+                   "minus grid; it differs when larger in size than the seeds' sd of ln S on the grid.")
+    for cell, doc in results.speedups.items():
+        if doc is None:
+            continue
+        for arm in views.arms(results):
+            entry = (doc["arms"].get(arm) or {}).get("interpolated")
+            if entry is None or arm == doc["baseline"]:
+                continue
+            grid = doc["arms"][arm]["speedup"]
+            runs = [r["run"] for r in doc.get("runs", []) if r["arm"] in (arm, doc["baseline"])]
+            t.add({"cell": cell, "arm": arm, "grid_speedup": _number(grid["value"]),
+                   "interpolated_speedup": _number(entry["speedup"]["value"]),
+                   "grid_display": speedup_text(grid), "interpolated_display": speedup_text(entry["speedup"]),
+                   "log_difference": entry["log_difference"], "seed_noise_log": entry["seed_noise_log"],
+                   "differs": entry["differs"], "flag": differs_text(entry), "note": entry["note"]}, runs)
+    return t
+
+
+def interpolation_sentence(table: Table) -> str:
+    """One sentence naming the arms whose speed-up moves by more than the seed noise when interpolated."""
+    col = table.columns.index
+    flagged = [f"{r[col('cell')]} {r[col('arm')]}" for r in table.rows if r[col("differs")] is True]
+    unmeasured = [r for r in table.rows if r[col("differs")] is None]
+    if flagged:
+        text = ("Interpolating between learning rates moves the speed-up by more than the seed noise for "
+                + ", ".join(f"`{f}`" for f in flagged) + ": the grid's spacing matters there")
+    else:
+        text = "Interpolating between learning rates moves no arm's speed-up by more than the seed noise"
+    if unmeasured:
+        text += f" ({len(unmeasured)} of {len(table)} without a measured seed noise or estimate)"
+    return text + "."
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The section
+
+
+def section(doc: Document, results: Results, long: Table) -> None:
+    """The speed-up section; `long` is speedup_table(results), which the summary and caveats read too."""
+    doc.add(Heading("The speed-up", "speedup"))
+    method = next((d["method"] for d in results.speedups.values() if d), None)
+    doc.add(Text(
+        "The paper's measure: how many fewer tokens an arm needs to reach the baseline's final validation "
+        f"loss. Method (ngptlab.speedup): {method or 'see ngptlab.speedup.estimator'}. A value with `>` or "
+        "`<` is a bound (the arm never reached the target within the grid, or beat it already at the "
+        "smallest budget): never an extrapolation. The within-run estimate reads the same target off one "
+        "run's own validation curve; mid-schedule losses are not annealed, so it is biased toward smaller "
+        "speed-ups and is shown only beside the main estimate."))
+    doc.add(Text(
+        "Over seeds (seed s of every arm saw the same batches) each speed-up S is combined on the log "
+        "scale: the value is the geometric mean exp(mean ln S), with a 95% t-interval on ln S over seeds, "
+        f"exponentiated; {ONE_SEED}. A percentile bootstrap interval is given only with at least "
+        f"{min_seeds(results)} seeds."))
+    for cell, cell_doc in results.speedups.items():
+        for target in moved_targets(cell_doc):
+            doc.add(Callout(f"{cell}, seed {target['seed']}: the speed-up target is not at the largest "
+                            f"budget ({max(cell_doc['budgets']):,} tokens) but at {target['budget']:,}: "
+                            f"every {target['arm']} run at the largest budget diverged. Its speed-ups "
+                            "measure against a weaker baseline.", kind="note"))
+    doc.add(TableBlock(speedup_pivot(results, long)), TableBlock(target_table(results)), TableBlock(long))
+
+    doc.add(Heading("Seed by seed", "speedup-per-seed", level=3))
+    seeds = per_seed_table(results)
+    doc.add(TableBlock(seeds) if len(seeds) else Text("No speed-up file yet: no seed to show."))
+
+    doc.add(Heading("Between the grid's learning rates", "speedup-interpolated", level=3))
+    doc.add(Text(
+        "Each arm's best loss is the best over a grid of learning rates, which can miss the arm's optimum "
+        "by up to half a grid step; arms that fall differently on the grid then have their speed-ups "
+        "shifted. Near its optimum the final loss is close to a parabola in ln(lr), so the speed-up is "
+        "recomputed from the parabola's minimum through the best grid point and its neighbours."))
+    minima, both = minima_table(results), interpolated_table(results)
+    if not len(both):
+        doc.add(Text("No speed-up file has an interpolated estimate (written by an older speed-up stage)."))
+        return
+    if len(minima):
+        doc.add(TableBlock(minima))
+    doc.add(TableBlock(both), Text(interpolation_sentence(both)))
