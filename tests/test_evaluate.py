@@ -107,6 +107,31 @@ def test_adapter_loglikelihood_equals_the_models_logits_by_hand(arm):
         assert greedy == all(logprobs[p].argmax().item() == ids[0, p + 1].item() for p in positions)
 
 
+@pytest.mark.parametrize("arm", ["gpt", "ngpt"])
+def test_adapter_scores_bf16_blocks_with_a_float32_head(arm):
+    # The blocks under bf16 autocast (as on a GPU, here on the CPU), the LM head and log-softmax in fp32 on
+    # the last hidden state, which autocast leaves in fp32: the scores are the fp32 head's, not bf16 logits'.
+    model, _ = build_seeded(arm, SHAPE, VOCAB, CONTEXT, 0)
+    lm = NgptlabLM(model, encode, batch_size=2, bf16=True)
+    pairs = [("the cat sat", " on"), ("hello wor", "ld")]
+    got = lm.token_loglikelihoods([lm.encode_pair(c, x) for c, x in pairs])
+    moved = []
+    for (ctx, cont), (ll, _) in zip(pairs, got, strict=True):
+        ids = torch.tensor([encode(ctx + cont)])
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            hidden = model.hidden_states(ids[:, :-1])
+            bf16_logits = model.head(hidden)
+        assert hidden.dtype == torch.float32 and bf16_logits.dtype == torch.bfloat16
+        with torch.no_grad():
+            fp32_logits = model.head(hidden)
+        positions = range(len(encode(ctx)) - 1, ids.shape[1] - 1)
+        by_hand = [sum(F.log_softmax(logits.float(), -1)[0, p, ids[0, p + 1]].item() for p in positions)
+                   for logits in (fp32_logits, bf16_logits)]
+        assert ll == pytest.approx(by_hand[0], abs=1e-5)
+        moved.append(abs(by_hand[1] - by_hand[0]))
+    assert max(moved) > 1e-4  # what a bf16 head would have moved the scores by
+
+
 def test_adapter_moves_trailing_space_and_keeps_the_continuation_when_too_long():
     model, _ = build_seeded("gpt", SHAPE, VOCAB, CONTEXT, 0)
     lm = NgptlabLM(model, encode)

@@ -143,7 +143,7 @@ def test_the_committed_plan_is_the_plan_of_the_committed_params():
 
 
 def test_presets_are_complete_params_files():
-    assert PRESETS == ["paper", "pilot", "settle", "small"]
+    assert PRESETS == ["first-light", "paper", "pilot", "settle", "small"]
     for preset in PRESETS:
         load_params(REPO / "workflow" / "presets" / f"{preset}.yaml")  # the same schema and checks
     paper = load_params(REPO / "workflow" / "presets" / "paper.yaml")

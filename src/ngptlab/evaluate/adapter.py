@@ -4,8 +4,11 @@ lm-eval asks for log P(continuation | context) and whether the continuation is t
 encoded with the GPT-2 BPE the models trained on (encode_ordinary, as prepare does); as in lm-eval's own HF
 adapter, trailing spaces of the context move to the continuation (BPE attaches a space to the next word) and
 an empty context is the end-of-text token. A request longer than the model's context keeps its last
-`context + 1` tokens (the continuation is never cut). On CUDA the forward pass runs under bf16 autocast and
-the log-softmax in float32.
+`context + 1` tokens (the continuation is never cut). On CUDA the blocks run under bf16 autocast; the LM
+head and the log-softmax run in float32 (autocast off, full-precision fp32 matmuls: no TF32) on the last
+hidden state, which every arm keeps in float32 under autocast (the residual stream, nGPT's normalised h), so
+the logits are the ones a CPU computes from that state: bf16 logits (8 bits of mantissa) would move
+near-tie choices against a CPU run.
 
 Only log-likelihood tasks are served (every task of the paper's Table/figures is one); generation raises.
 """
@@ -24,10 +27,12 @@ from ngptlab.evaluate.tasks import EOT_TOKEN
 
 class NgptlabLM(LM):
     def __init__(self, model: torch.nn.Module, encode: Callable[[str], list[int]], device: str = "cpu",
-                 batch_size: int = 32) -> None:
+                 batch_size: int = 32, bf16: bool | None = None) -> None:
+        """bf16: the blocks under bf16 autocast (default: on CUDA only)."""
         super().__init__()
         self.model = model.to(device).eval()
         self.encode, self.torch_device, self.batch_size = encode, torch.device(device), batch_size
+        self.bf16 = self.torch_device.type == "cuda" if bf16 is None else bf16
         self.max_length = int(model.context)
 
     # -- the one computation: summed continuation log-probabilities of token pairs, in batches --------------
@@ -59,10 +64,10 @@ class NgptlabLM(LM):
         # The LM head (the vocabulary) dominates the cost: apply it only where a continuation is predicted.
         rows_at = torch.tensor([i for i, (first, cont) in enumerate(spans) for _ in cont])
         cols_at = torch.tensor([first + j for first, cont in spans for j in range(len(cont))])
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.torch_device.type == "cuda"):
+        with torch.autocast(self.torch_device.type, dtype=torch.bfloat16, enabled=self.bf16):
             hidden = self.model.hidden_states(idx)
-            logits = self.model.head(hidden[rows_at.to(hidden.device), cols_at.to(hidden.device)])
-        logprobs = F.log_softmax(logits.float(), dim=-1)
+        logprobs = F.log_softmax(self.head_fp32(hidden[rows_at.to(hidden.device), cols_at.to(hidden.device)]),
+                                 dim=-1)
         results, offset = [], 0
         for _, cont in spans:
             lp = logprobs[offset:offset + len(cont)]
@@ -71,6 +76,16 @@ class NgptlabLM(LM):
             total = lp.gather(-1, target[:, None]).sum().item()
             results.append((float(total), bool((lp.argmax(-1) == target).all().item())))
         return results
+
+    def head_fp32(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The model's logits of hidden states in float32: autocast off and fp32 matmuls at full precision."""
+        precision = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")
+        try:
+            with torch.autocast(self.torch_device.type, enabled=False):
+                return self.model.head(hidden.float()).float()
+        finally:
+            torch.set_float32_matmul_precision(precision)
 
     # -- lm-eval's interface ---------------------------------------------------------------------------
 

@@ -196,6 +196,9 @@ class Attention(nn.Module):
         q, k, v = self.q(x).view(heads), self.k(x).view(heads), self.v(x).view(heads)
         q, k = self.transform_qk(apply_rotary(q, cos, sin), apply_rotary(k, cos, sin))
         q, k = q.type_as(v), k.type_as(v)  # sdpa wants one dtype; v carries the autocast dtype
+        # torch picks the kernel per call (CUDA: flash, memory-efficient, cuDNN or math; CPU: flash or math).
+        # Training records which, and computes a non-finite step again on another (train/attention.py):
+        # cuDNN's bf16 backward has returned NaN on torch 2.13 (huggingface/trl#7181, pocket-tts#264).
         y = F.scaled_dot_product_attention(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=self.softmax_scale
         )

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from ngptlab.errors import DataError, ParamsError
@@ -33,8 +32,10 @@ from ngptlab.models import build_seeded, train_flops_per_token
 from ngptlab.params import RunSpec, run_shape, split_batch, steps_per_run
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
-from ngptlab.train import dist, final_eval, state
-from ngptlab.train.data import Shards, batch_offsets, data_record, eval_offsets, gather, open_shards
+from ngptlab.train import dist, final_eval, nonfinite, state
+from ngptlab.train.attention import Attention
+from ngptlab.train.batches import Batches
+from ngptlab.train.data import Shards, data_record, eval_offsets, gather, open_shards
 from ngptlab.train.jobs import RunJob, SegmentJob, make_job
 from ngptlab.train.outputs import finite_or_none
 from ngptlab.train.progress import clock, eval_line, say
@@ -42,6 +43,7 @@ from ngptlab.train.schedule import Schedule, WarmupStable, WarmupStableDecay
 from ngptlab.train.stop import StopRequest, divergence
 from ngptlab.train.stop import diagnostics as stop_diagnostics
 from ngptlab.train.throughput import detect_peak, mfu_of
+from ngptlab.train.timing import StepTimer, memory_record
 from ngptlab.trunks import Segment, TrunkSpec
 
 EXIT_RESUMABLE = os.EX_TEMPFAIL  # 75
@@ -130,37 +132,40 @@ class Trainer:
         self.precision = resolve_precision(train.get("precision", "auto"), self.device)
         self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision == "bf16"
                          else contextlib.nullcontext())
-        self.forward = torch.compile(self.model) if train["compile"] else self.model
-        self.wrapped = (DistributedDataParallel(self.forward, device_ids=[topo.local_rank] if
-                                                self.device.type == "cuda" else None)
+        self.compiled = bool(train["compile"])
+        self.forward = torch.compile(self.model) if self.compiled else self.model
+        self.wrapped = (dist.ddp(self.forward, topo, sum(p.numel() for p in self.model.parameters()))
                         if topo.distributed else self.forward)
+        self.batches = Batches(shards, plan, spec.seed, topo.rank, self.device)
+        self.attention = Attention(self.device, (plan.micro_seqs, self.shape.n_head, spec.context,
+                                                 self.shape.d_model // self.shape.n_head),
+                                   torch.bfloat16 if self.precision == "bf16" else torch.float32)
 
-    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
-        if self.device.type == "cuda":
-            return t.pin_memory().to(self.device, non_blocking=True)
-        return t
-
-    def forward_backward(self, step: int) -> tuple[float, float]:
-        """Gradients of the global batch of `step`; returns (mean train loss, grad norm before clipping)."""
-        plan, rank = self.plan, self.topo.rank
-        offsets = batch_offsets(len(self.shards.train), plan.context, plan.seqs_global, self.spec.seed, step)
-        mine = offsets[rank * plan.seqs_per_rank:(rank + 1) * plan.seqs_per_rank]
+    def forward_backward(self, step: int, stop_requested: bool = False) -> tuple[float, float, bool]:
+        """Gradients of the global batch of `step`; returns (mean train loss, grad norm before clipping, a
+        stop asked on some rank). The loss, the norm and the stop flag come to the host together, once: the
+        step's one synchronisation, before any update, after the next step's batch is staged. The stop flag
+        rides on the loss's all-reduce: no collective of its own (train/stop.py)."""
+        plan = self.plan
         loss_sum = torch.zeros((), device=self.device)
-        for micro in range(plan.accum_steps):
-            x, y = gather(self.shards.train, mine[micro * plan.micro_seqs:(micro + 1) * plan.micro_seqs],
-                          plan.context, self.shards.vocab_size)
+        for micro, (x, y) in enumerate(self.batches.get(step)):
             last = micro == plan.accum_steps - 1
             # DDP all-reduces gradients only on the last micro-batch of the step.
             sync = self.wrapped.no_sync() if self.topo.distributed and not last else contextlib.nullcontext()
             with sync:
                 with self.autocast:
-                    _, loss = self.wrapped(self._to_device(x), self._to_device(y))
+                    _, loss = self.wrapped(x, y)
                 (loss / plan.accum_steps).backward()
             loss_sum += loss.detach().float()
-        loss = dist.all_mean(loss_sum / plan.accum_steps, self.topo)
+        self.batches.prefetch(step + 1)
+        flag = torch.full((), float(stop_requested), device=self.device)
+        summed = dist.all_sum(torch.stack([loss_sum / plan.accum_steps, flag]), self.topo)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.recipe.clip_parameters(self.model),
                                                    self.train["grad_clip"])
-        return loss.item(), grad_norm.item()
+        norm = grad_norm.float().to(summed.device)  # already there, unless no parameter had a gradient
+        host = torch.stack([summed[0] / self.topo.world_size, norm, summed[1]]).tolist()
+        loss, norm, stop = host
+        return loss, norm, stop > 0
 
     def update(self, step: int) -> float:
         """Apply the step's learning rate, step AdamW, then the arm's constraint (renorm, polar...)."""
@@ -182,7 +187,7 @@ class Trainer:
         for start in range(0, len(mine), self.plan.micro_seqs):
             chunk = mine[start:start + self.plan.micro_seqs]
             x, y = gather(self.shards.val, offsets[chunk], context, self.shards.vocab_size)
-            x, y = self._to_device(x), self._to_device(y)
+            x, y = self.batches.to_device(x), self.batches.to_device(y)
             with self.autocast:
                 logits, _ = self.forward(x)
             per_token = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1),
@@ -309,6 +314,7 @@ def _train_locked(job: Job, train: dict, topo: dist.Topology, fresh: bool, progr
         return _loop(job, train, topo, plan, trainer, params, config, info, metrics, stop, progress, expected)
     finally:
         stop.restore()
+        trainer.attention.close()  # torch's attention settings as they were before this job
         if metrics:
             metrics.close()
 
@@ -319,7 +325,10 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
     started, wall_before = time.perf_counter(), info["wall_s"]
     step = info["step"]
     first_step = step
-    window_s, window_tokens = 0.0, 0
+    timer = StepTimer(trainer.device, trainer.compiled, info)  # which steps count: train/timing.py
+    retries = info.setdefault("nonfinite_retries", [])  # steps computed again: train/attention.py
+    for name in info.get("attention_disabled", []):  # kernels an earlier start of this job disabled
+        trainer.attention.disable(name)
     diagnostics, loss, grad_norm = None, math.nan, math.nan  # nan: no step here (resumed at the end)
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
                desc=job.name, disable=not (main and progress), dynamic_ncols=True, file=sys.stderr)
@@ -327,18 +336,22 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
         resumed = f"resumed from step {step}" if step else "from step 0"
         say(f"start {job.name}: {resumed} of {plan.steps} ({plan.steps * batch_tokens:,} tokens, "
             f"{plan.batch_tokens:,} per step), arm {spec.arm}, lr {spec.lr:g}, on {topo.device.type} "
-            f"x{topo.world_size}")
+            f"x{topo.world_size}, attention {trainer.attention.chosen()}")
 
     def checkpoint() -> None:
-        info.update(step=step, wall_s=wall_before + time.perf_counter() - started)
+        timer.read(wait=True)
+        info.update(step=step, wall_s=wall_before + time.perf_counter() - started,
+                    attention_disabled=list(trainer.attention.disabled))
+        memory_record(trainer.device, info)
         if main:
             metrics.flush()
             state.save_state(paths.state_dir, trainer.model, trainer.optimizer, config, info)
         dist.barrier(topo)
 
     while step < plan.steps:
-        t0 = time.perf_counter()
-        loss, grad_norm = trainer.forward_backward(step)
+        timer.begin()
+        loss, grad_norm, stopping, retried = nonfinite.forward_backward(trainer, step, retries,
+                                                                         stop.signal is not None)
         problem = divergence(loss, grad_norm, train["diverge_loss"])
         if problem:  # no update: the weights stay the last finite state
             diagnostics = stop_diagnostics(problem, step, batch_tokens, loss, grad_norm, info)
@@ -350,22 +363,19 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
                 metrics.flush()
             break
         lr = trainer.update(step)
+        timer.end(retried)
         step += 1
         tokens = step * batch_tokens
-        if trainer.device.type == "cuda":
-            torch.cuda.synchronize()
-        step_s = time.perf_counter() - t0
-        window_s += step_s
-        info["train_s"] = info.get("train_s", 0.0) + step_s
-        window_tokens += batch_tokens
-        tokens_per_s = window_tokens / window_s
+        timer.read()  # the steps whose CUDA events have completed: no synchronisation
         bar.update(batch_tokens)
-        bar.set_postfix_str(f"loss {loss:.3f} tok/s {tokens_per_s:,.0f}", refresh=False)
+        overall = info["timed_steps"] * batch_tokens / info["train_s"] if info["train_s"] > 0 else 0.0
+        bar.set_postfix_str(f"loss {loss:.3f} tok/s {overall:,.0f}", refresh=False)
 
         # a run evaluates at its budget too; a trunk segment's end is no budget (its branches evaluate there)
         evaluate = crossed(tokens, batch_tokens, train["eval_every_tokens"]) or (step == plan.steps
                                                                                   and job.ends_run)
         if evaluate or crossed(tokens, batch_tokens, log_every_tokens(train)):
+            tokens_per_s = timer.take_window().rate(batch_tokens)  # the timed steps read since the last row
             row = {"step": step, "tokens": tokens, "train_loss": loss, "lr": lr, "grad_norm": grad_norm,
                    "tokens_per_s": tokens_per_s}
             utilisation = mfu_of(trainer.flops_per_token, tokens_per_s, trainer.peak.flops, topo.world_size)
@@ -388,7 +398,6 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
                     rate = (step - first_step) * batch_tokens / elapsed if elapsed > 0 else 0.0
                     say(eval_line(job.name, step, plan, row, rate))
             info["metrics_rows"] += 1
-            window_s, window_tokens = 0.0, 0
             if diagnostics:
                 break
         if crossed(tokens, batch_tokens, train["checkpoint_every_tokens"]) or step == plan.steps:
@@ -396,7 +405,8 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
             checkpointed = True
         else:
             checkpointed = False
-        if dist.any_rank(stop.signal is not None, topo):
+        # every rank saw the same flag, on the step's own all-reduce; one process reads its own at once
+        if stopping if topo.distributed else stop.signal is not None:
             if not checkpointed:
                 checkpoint()
             bar.close()
@@ -406,6 +416,9 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
             return EXIT_RESUMABLE
     bar.close()
 
+    timer.read(wait=True)
+    info.update(attention_backend=trainer.attention.record(), timing_method=timer.method)
+    memory_record(trainer.device, info)
     wall_s = wall_before + time.perf_counter() - started
     if job.ends_run and not diagnostics:  # the run's final loss (after wall_s: not training time)
         info["final_eval"] = final = final_eval.evaluate(trainer)

@@ -6,7 +6,8 @@ means the run is done and a rerun is a no-op):
     runs/<cell>/<run>/config.json            the same config, for people and DVC
     results/train/<cell>/<run>/metrics.jsonl one row per logged step
     results/train/<cell>/<run>/summary.json  status, final val loss, tokens, provenance
-    results/timing/<cell>/<run>.json                wall time, tokens/s and MFU per logged step
+    results/timing/<cell>/<run>.json         wall time, tokens/s and MFU per logged step, how they were
+                                             measured, peak GPU memory
 
 (paths from ngptlab.layout).
 
@@ -35,8 +36,8 @@ from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic, write_text_atomic
 from ngptlab.models import count_parameters
 from ngptlab.params import RunSpec
-from ngptlab.train import final_eval, state
-from ngptlab.train.throughput import mfu_of
+from ngptlab.train import final_eval, state, timing
+from ngptlab.train.throughput import MFU_NOTE, mfu_of
 
 # Measured, not computed: they differ from one identical run to the next, so they are written to the run's
 # timing file (RunPaths.timing), which only the report reads, never to the metrics or summary that the
@@ -140,23 +141,36 @@ def timing_record(run: str, trainer, params: dict, tokens: int, steps: int, wall
     """results/timing/<cell>/<run>.json: the run's throughput and MFU overall and per logged row, and the
     tokens it trained itself (a WSD branch: from its trunk's state on).
 
-    tokens_per_s is the tokens of all steps over the time spent in them (forward, backward, update; not the
-    evaluations and checkpoints, which wall_s includes); mfu divides that by the peak named beside it. The
-    final evaluation, after the last step, is in neither: final_eval_s is its own.
+    tokens_per_s is the tokens of the timed steps over the time spent in them (forward, backward, update;
+    not the evaluations and checkpoints, which wall_s includes, nor the steps of excluded_steps: compiling,
+    recompiling, warming up a GPU, computed twice; train/timing.py), so train_s times timed_steps = steps -
+    the excluded ones; timing_method says how they were timed, mfu_note what FLOPs MFU counts. mfu divides
+    tokens_per_s by the peak named beside it. The final evaluation, after the last step, is in neither:
+    final_eval_s is its own. A row's tokens_per_s covers the timed steps read since the row before it (on a
+    GPU, up to the one before the row's own step, whose CUDA events may not have completed yet); null if
+    none (a row of compile steps only).
     """
     train_s = info.get("train_s") or 0.0
-    tokens_per_s = tokens / train_s if train_s > 0 else None
+    timed = int(info.get("timed_steps", steps))
+    tokens_per_s = timed * params["batch_tokens"] / train_s if train_s > 0 and timed else None
     world = params["world_size"]
-    utilisation = None if tokens_per_s is None else mfu_of(trainer.flops_per_token, tokens_per_s,
-                                                              trainer.peak.flops, world)
+    utilisation = mfu_of(trainer.flops_per_token, tokens_per_s, trainer.peak.flops, world)
     started = info.get("started_at", 0)  # a WSD branch: the trunk's step it started from
+    excluded = {reason: int(info.get("excluded_steps", {}).get(reason, 0)) for reason in timing.REASONS}
     return {"run": run, "wall_s": round(wall_s, 3), "train_s": round(train_s, 6), "steps": steps,
             "tokens": tokens, "started_at_step": started,
             "trained_tokens": tokens - started * params["batch_tokens"],  # by this run's own jobs
-            "tokens_per_s": tokens_per_s, "mfu": utilisation,
+            "timed_steps": timed, "excluded_steps": excluded,
+            "excluded_s": round(info.get("excluded_s") or 0.0, 6),
+            "timing_method": info.get("timing_method") or timing.timing_method(
+                params["device"] == "cuda", params["compile"]),
+            "tokens_per_s": tokens_per_s, "mfu": utilisation, "mfu_note": MFU_NOTE,
             "final_eval_s": round(info["final_eval"]["seconds"], 6) if "final_eval" in info else None,
             "flops_per_token": trainer.flops_per_token, "world_size": world, "device": params["device"],
             "precision": params["precision"], "compile": params["compile"], **trainer.peak.as_dict(),
+            "attention_backend": info.get("attention_backend"),
+            "nonfinite_retries": len(info.get("nonfinite_retries", [])),
+            **{key: info.get(key) for key in ("max_memory_allocated_mib", "max_memory_reserved_mib")},
             "rows": [{key: row[key] for key in ("step", "tokens", *TIMING_KEYS) if key in row}
                      for row in rows]}
 
@@ -194,6 +208,10 @@ def write_run_outputs(spec: RunSpec, paths: RunPaths, trainer, params: dict, con
         "params": params,
         "resumed_from": info["resumed_from"],
         "diagnostics": diagnostics,
+        # the attention kernel the run ended on, and the steps computed again after a non-finite loss or
+        # gradient norm (train/attention.py): [{step, tokens, backend_before, backend_after, outcome, ...}]
+        "attention_backend": info.get("attention_backend"),
+        "nonfinite_retries": info.get("nonfinite_retries", []),
     }
     write_json_atomic(paths.summary, summary)
     state.discard_state(paths.state_dir)

@@ -1,8 +1,19 @@
 """When a training job stops early: a signal asks for a checkpoint, or the run diverges.
 
 SIGTERM (Slurm preemption or time limit) and SIGINT ask for a checkpoint at the next step boundary; a second
-signal acts as usual. A non-finite or too-large train loss, or a non-finite gradient norm, ends the run as
-diverged, with the diagnostics its summary records.
+signal acts as usual.
+
+Over several processes every rank must stop after the same step. The flag travels with the step's loss: the
+trainer all-reduces [loss, stop flag] in one collective it makes anyway (train/loop.py), so no step pays a
+collective or a host synchronisation for the flag. The flag is sampled before the step's forward pass and
+acted on after its update: a signal that arrives during a step stops the run after the next one, at most
+one step later than a check after each update would. That fits in Slurm's grace between SIGTERM and
+SIGKILL (KillWait, 30 s by default) for the step times here; a run whose steps and checkpoint take longer
+needs `--signal=TERM@<seconds>` ahead of its time limit anyway. A single process reads its own flag after
+every update.
+
+A too-large train loss, or a train loss or gradient norm still non-finite after a second try on another
+attention kernel (train/attention.py), ends the run as diverged, with the diagnostics its summary records.
 """
 
 from __future__ import annotations
