@@ -141,10 +141,16 @@ def compute_table(results: Results) -> Table:
                        "tokens_per_s": "tokens/s (median)", "mfu": "MFU (median)"},
               formats={"cell": fmt_text, "completed": fmt_int, "diverged": fmt_int, "missing": fmt_int,
                        "tokens": fmt_int, "tokens_per_s": fmt_int, "mfu": fmt_mfu},
-              note="tokens/s and MFU: as each run measured them (results/timing/; tokens/s of "
-                   "all the run's processes together), median over the cell's runs that have a timing file; "
-                   "MFU against the device's dense bf16 peak, n/a where that is unknown (a CPU or an "
-                   "unlisted GPU; train.peak_tflops declares one).")
+              note="tokens/s and MFU: each run's timed steps only (results/timing/: timed_steps of steps), "
+                   "from forward to update, without evaluations or checkpoints: CUDA events on a GPU, "
+                   "time.perf_counter on a CPU (timing_method). Left out, and counted by reason in "
+                   "excluded_steps: the first step after every start or resume of a compiled run, steps that "
+                   "recompiled, the first steps of each start on a GPU, and steps computed twice after a "
+                   "non-finite loss. tokens/s is of all the run's processes together; each figure is the "
+                   "median over the cell's runs with a timing file. MFU is against the exact GPU model's "
+                   "dense bf16 peak, n/a for an unlisted model or a CPU (train.peak_tflops declares one); "
+                   "its FLOP count includes the full T x T attention square, about twice what a causal "
+                   "kernel computes at long contexts.")
     rows = []
     for cell in results.cells:
         records = results.cell_runs(cell)
