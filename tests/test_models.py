@@ -26,7 +26,7 @@ from ngptlab.models import (
     parameter_count,
     train_flops_per_token,
 )
-from ngptlab.models.gpt_orth import OrthLinear, polar_factor
+from ngptlab.models.gpt_orth import TOLERANCE, OrthLinear, polar_factor
 from ngptlab.models.layers import RMSNorm, Rotary, apply_rotary
 from ngptlab.models.ngpt import LearnedScale
 
@@ -402,7 +402,7 @@ def test_gpt_orth_applied_maps_have_condition_number_one_after_real_steps():
         if info.kind in ("embed_in", "embed_out"):
             continue  # the baseline's embeddings and LM head
         sv = torch.linalg.svdvals(w)
-        assert (sv.max() / sv.min()).item() == pytest.approx(1.0, abs=1e-6), name
+        assert (sv.max() / sv.min()).item() - 1 <= TOLERANCE, name  # float32 Q: kappa - 1 <= ||Q^T Q - I||_F
         checked += 1
     assert checked == 4 * 7
     assert named_parameter(model, "norm_out.weight").requires_grad  # the LM head's norm stays the baseline's
