@@ -137,6 +137,13 @@ def test_a_matrix_that_cannot_be_projected_raises_naming_it():
         recipe.post_step(model)
 
 
+def test_a_matrix_the_exact_projection_cannot_bring_within_the_tolerance_raises():
+    # bf16 holds U V^T only to ~4e-3 an entry: even the float64 SVD's result, rounded, misses 1e-4
+    w = planted((64, 64), torch.linspace(0.9, 1.1, 64)).to(torch.bfloat16)
+    with pytest.raises(OrthogonalityError, match=r"low: .* after the exact projection, over the tolerance"):
+        project_orthogonal_([w], ["low"])
+
+
 def test_the_caller_matmul_precision_is_kept():
     before = torch.get_float32_matmul_precision()
     try:
