@@ -18,11 +18,11 @@ from ngptlab.params import (
     run_shape,
     scale_layout,
     steps_per_run,
-    time_limit_min,
     tokens_per_step,
     warmup_steps,
 )
 from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
+from ngptlab.plan.runtime import JobTime, train_job
 from ngptlab.plan.sharing import sharing_summary, state_bytes
 from ngptlab.trunks import Segment, branch_point, enumerate_segments, job_tokens, trunk_warmup
 
@@ -33,7 +33,7 @@ def _gpu_hours(flops: float, mfu: float, peak_tflops: float) -> float:
     return flops / (peak_tflops * 1e12 * mfu) / 3600
 
 
-def _size(train: dict, scale: str, arm: str) -> tuple[Scale, int, int]:
+def model_size(train: dict, scale: str, arm: str) -> tuple[Scale, int, int]:
     """The shape, padded vocabulary rows and parameter count of `arm` at `scale`."""
     shape = run_shape(train, scale)
     vocab_rows = padded_vocab(VOCAB_SIZE, train.get("vocab_multiple", 1))
@@ -45,7 +45,7 @@ def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: flo
     """One row per run: its size, steps, warmup, the tokens it trains and their FLOPs and GPU-hours."""
     rows = []
     for run in runs:
-        shape, vocab_rows, n_params = _size(train, run.scale, run.arm)
+        shape, vocab_rows, n_params = model_size(train, run.scale, run.arm)
         steps = steps_per_run(train, run.context, run.budget)
         warms_up = run.arm not in ARMS_WITHOUT_WARMUP
         trained = job_tokens(train, run)  # a WSD run: its branch; the steps before are its trunk's segments
@@ -56,13 +56,14 @@ def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: flo
             start, warmup = None, warmup_steps(train, steps, warms_up)
         flops = train_flops_per_token(run.arm, shape, VOCAB_SIZE, run.context) * trained
         gpu_hours = _gpu_hours(flops, mfu, peak_tflops)
+        job = train_job(train, run.scale, trained, n_params)
         rows.append({"run": run.name, **run.as_dict(), "cell": run.cell,
                      "n_params": n_params,
                      "batch_sequences": train["batch_sequences"],
                      "tokens_per_step": tokens_per_step(train, run.context), "steps": steps,
                      "warmup_steps": warmup, "branch_point": start, "trained_tokens": trained,
                      "train_flops": flops,
-                     **_placement(train, run.scale, gpu_hours, time_limit_min(train, run.scale, trained)),
+                     **_placement(train, run.scale, gpu_hours, job),
                      **_memory(train, run, shape, n_params, vocab_rows, gpu_memory_gb)})
     return rows
 
@@ -73,17 +74,18 @@ def estimate_segments(train: dict, segments: list[Segment], mfu: float, peak_tfl
     rows = []
     for segment in segments:
         trunk = segment.trunk
-        shape, _, n_params = _size(train, trunk.scale, trunk.arm)
+        shape, _, n_params = model_size(train, trunk.scale, trunk.arm)
         tokens = job_tokens(train, segment)
         flops = train_flops_per_token(trunk.arm, shape, VOCAB_SIZE, trunk.context) * tokens
         gpu_hours = _gpu_hours(flops, mfu, peak_tflops)
+        job = train_job(train, trunk.scale, tokens, n_params)
         rows.append({"segment": segment.name, "trunk": trunk.name, **trunk.as_dict(), "cell": trunk.cell,
                      "start": segment.start, "step": segment.step, "n_params": n_params,
                      "tokens_per_step": tokens_per_step(train, trunk.context),
                      "warmup_steps": trunk_warmup(train, trunk.context, trunk.arm not in ARMS_WITHOUT_WARMUP),
                      "trained_tokens": tokens, "train_flops": flops,
                      "state_gb": state_bytes(n_params) / 1e9,
-                     **_placement(train, trunk.scale, gpu_hours, time_limit_min(train, trunk.scale, tokens))})
+                     **_placement(train, trunk.scale, gpu_hours, job)})
     return rows
 
 
@@ -117,11 +119,12 @@ def _memory(train: dict, run: RunSpec, shape: Scale, n_params: int, vocab_rows: 
             "memory_on": "gpu" if on_gpu else "cpu", "fits": memory.total / 2**30 <= limit}
 
 
-def _placement(train: dict, scale: str, gpu_hours: float, limit_min: int) -> dict:
+def _placement(train: dict, scale: str, gpu_hours: float, job: JobTime) -> dict:
     """Where the job trains (train.resources: nodes x GPUs per node) and how long: the estimated wall time
-    on all its GPUs (assuming the MFU holds across nodes; None for a CPU scale) and its Slurm time limit."""
+    on all its GPUs (assuming the MFU holds across nodes; None for a CPU scale), the Slurm time limit of
+    each of its jobs and how many jobs it takes (plan/runtime.py)."""
     layout = scale_layout(train, scale)
     return {"nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "gpus": layout.gpus,
             "processes": layout.world_size, "gpu_hours": gpu_hours,
             "wall_hours": gpu_hours / layout.gpus if layout.gpus else None,
-            "time_limit_min": limit_min}
+            "time_limit_min": job.limit_min, "jobs": job.jobs}

@@ -29,6 +29,8 @@ from ngptlab.trunks import cooldown_fraction, cooldown_shape
 
 # prepare settings that change how fast the shards are written, never their bytes.
 PREPARE_SPEED_KNOBS = ("workers", "batch_documents")
+# A stage's Slurm time limit (plan/runtime.py): how long its job may take, never what it makes.
+WORKFLOW_KNOBS = ("runtime_min",)
 
 # The train settings that change a run's results. The grid lists are not among them (a run's name encodes its
 # scale, context, arm, budget, lr and seed, so adding a run retrains no other), nor the speed-only knobs
@@ -47,13 +49,17 @@ def key_of(made_from: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def settings(params: dict, stage: str, knobs: tuple[str, ...] = ()) -> dict:
+    """A stage's section without the keys that never change its results."""
+    return {k: v for k, v in params[stage].items() if k not in (*knobs, *WORKFLOW_KNOBS)}
+
+
 def made_from(params: dict, code: dict[str, str]) -> dict:
     """What each stage's results are made from: {stage: inputs}; per schedule (cosine, wsd) for train and
     condition, per cell (by name) for speedup and evaluate. `code` maps each stage to the fingerprint of its
     code (ngptlab.layout.STAGE_CODE)."""
     train_params = params["train"]
-    prepare = {"prepare": {k: v for k, v in params["prepare"].items() if k not in PREPARE_SPEED_KNOBS},
-               "code": code["prepare"]}
+    prepare = {"prepare": settings(params, "prepare", PREPARE_SPEED_KNOBS), "code": code["prepare"]}
     data = key_of(prepare)
     common = {"data": data, "train": {k: train_params[k] for k in TRAIN_SETTINGS}, "code": code["train"]}
     # A trunk shares the warmup of the smallest budget (ngptlab.trunks), and the cooldown fraction places
@@ -74,14 +80,15 @@ def made_from(params: dict, code: dict[str, str]) -> dict:
     speedup = {cell: {"train": {s: trained[s] for s in sorted(schedules_of_cell[cell])}, "runs": runs,
                       "speedup": params["speedup"], "code": code["speedup"]}
                for cell, runs in runs_of_cell.items()}
-    evaluate = {cell: {"speedup": key_of(speedup[cell]), "data": data, "evaluate": params["evaluate"],
-                       "code": code["evaluate"]} for cell in runs_of_cell}
-    condition = {schedule: {"train": key, "condition": params["condition"], "code": code["condition"]}
-                 for schedule, key in trained.items()}
+    evaluate = {cell: {"speedup": key_of(speedup[cell]), "data": data,
+                       "evaluate": settings(params, "evaluate"), "code": code["evaluate"]}
+                for cell in runs_of_cell}
+    condition = {schedule: {"train": key, "condition": settings(params, "condition"),
+                            "code": code["condition"]} for schedule, key in trained.items()}
     in_grid = set().union(*schedules_of_cell.values())
     report = {"condition": {s: key_of(condition[s]) for s in sorted(in_grid)},
               "cells": {cell: key_of(evaluate[cell]) for cell in runs_of_cell},  # each includes its speed-up
-              "grid": {k: train_params.get(k) for k in GRID_KEYS}, "report": params["report"],
+              "grid": {k: train_params.get(k) for k in GRID_KEYS}, "report": settings(params, "report"),
               "code": code["report"]}
     return {"prepare": prepare, "trunk": trunk, "train": train, "condition": condition, "speedup": speedup,
             "evaluate": evaluate, "report": report}

@@ -5,7 +5,8 @@ Read top to bottom: batch arithmetic, the Trainer (one step, evaluation), then t
 loops, handles SIGTERM/SIGINT and divergence, and writes the outputs.
 
 Exit codes: 0 = done (completed or diverged, outputs written; also a rerun of a finished run),
-EXIT_RESUMABLE (75, EX_TEMPFAIL) = interrupted by SIGTERM/SIGINT after a checkpoint; rerun to resume.
+EXIT_RESUMABLE (75, EX_TEMPFAIL) = stopped after a checkpoint, by SIGTERM/SIGINT or by the job's own clock
+(train.max_job_minutes: train/job_limit.py); rerun to resume.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import contextlib
 import fcntl
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_text_atomic
+from ngptlab.jobclock import EXIT_RESUMABLE
 from ngptlab.models import build_seeded, train_flops_per_token
 from ngptlab.params import RunSpec, run_shape, split_batch, steps_per_run
 from ngptlab.prepare.shards import load_meta
@@ -36,6 +37,7 @@ from ngptlab.train import dist, final_eval, nonfinite, state
 from ngptlab.train.attention import Attention
 from ngptlab.train.batches import Batches
 from ngptlab.train.data import Shards, data_record, eval_offsets, gather, open_shards
+from ngptlab.train.job_limit import JobLimit
 from ngptlab.train.jobs import RunJob, SegmentJob, make_job
 from ngptlab.train.outputs import finite_or_none
 from ngptlab.train.progress import clock, eval_line, say
@@ -46,7 +48,6 @@ from ngptlab.train.throughput import detect_peak, mfu_of
 from ngptlab.train.timing import StepTimer, memory_record
 from ngptlab.trunks import Segment, TrunkSpec
 
-EXIT_RESUMABLE = os.EX_TEMPFAIL  # 75
 Job = RunJob | SegmentJob
 
 
@@ -326,6 +327,7 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
     step = info["step"]
     first_step = step
     timer = StepTimer(trainer.device, trainer.compiled, info)  # which steps count: train/timing.py
+    limit = JobLimit(train, sum(p.numel() for p in trainer.model.parameters()))  # the job's own clock
     retries = info.setdefault("nonfinite_retries", [])  # steps computed again: train/attention.py
     for name in info.get("attention_disabled", []):  # kernels an earlier start of this job disabled
         trainer.attention.disable(name)
@@ -339,6 +341,7 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
             f"x{topo.world_size}, attention {trainer.attention.chosen()}")
 
     def checkpoint() -> None:
+        began = time.perf_counter()
         timer.read(wait=True)
         info.update(step=step, wall_s=wall_before + time.perf_counter() - started,
                     attention_disabled=list(trainer.attention.disabled))
@@ -347,11 +350,14 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
             metrics.flush()
             state.save_state(paths.state_dir, trainer.model, trainer.optimizer, config, info)
         dist.barrier(topo)
+        limit.checkpoint_done(time.perf_counter() - began)
+
+    def must_stop() -> bool:
+        return stop.signal is not None or limit.must_stop()
 
     while step < plan.steps:
         timer.begin()
-        loss, grad_norm, stopping, retried = nonfinite.forward_backward(trainer, step, retries,
-                                                                         stop.signal is not None)
+        loss, grad_norm, stopping, retried = nonfinite.forward_backward(trainer, step, retries, must_stop())
         problem = divergence(loss, grad_norm, train["diverge_loss"])
         if problem:  # no update: the weights stay the last finite state
             diagnostics = stop_diagnostics(problem, step, batch_tokens, loss, grad_norm, info)
@@ -400,18 +406,20 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
             info["metrics_rows"] += 1
             if diagnostics:
                 break
+        limit.step_done()
         if crossed(tokens, batch_tokens, train["checkpoint_every_tokens"]) or step == plan.steps:
             checkpoint()
             checkpointed = True
         else:
             checkpointed = False
         # every rank saw the same flag, on the step's own all-reduce; one process reads its own at once
-        if stopping if topo.distributed else stop.signal is not None:
+        if stopping if topo.distributed else must_stop():
             if not checkpointed:
                 checkpoint()
             bar.close()
             if main:
-                print(f"\nngptlab train: {job.name} interrupted at step {step}/{plan.steps}; checkpoint "
+                why = f"signal {stop.signal}" if stop.signal is not None else limit.reason()
+                print(f"\nngptlab train: {job.name} stopped at step {step}/{plan.steps} ({why}); checkpoint "
                       f"saved, rerun the same command to resume (exit {EXIT_RESUMABLE})", file=sys.stderr)
             return EXIT_RESUMABLE
     bar.close()
