@@ -165,3 +165,15 @@ def test_a_hub_builder_hash_is_the_commit():
     assert resolved_revision(sha, "Skylion007/openwebtext") == {"resolved_revision": sha}
     cached = resolved_revision("auto", "Skylion007/openwebtext")  # datasets' offline fallback to its cache
     assert cached["resolved_revision"] is None and "'auto'" in cached["resolved_revision_reason"]
+
+
+def test_presets_reading_openwebtext_pin_a_revision_and_its_full_count():
+    """The parquet export holds about an eighth of OpenWebText: every preset that reads it must ask for all
+    8,013,769 documents (or all of its cap), so that prepare refuses the export rather than train on it."""
+    sources = {p.stem: yaml.safe_load(p.read_text())["prepare"]["source"]
+               for p in sorted((REPO / "workflow" / "presets").glob("*.yaml"))}
+    owt = {name: s for name, s in sources.items() if s.get("dataset") == "Skylion007/openwebtext"}
+    assert {"paper", "pilot", "settle", "small"} <= set(owt)
+    for name, source in owt.items():
+        assert source.get("revision"), name
+        assert source.get("min_documents") == source.get("max_documents", 8_013_769), name
