@@ -111,6 +111,11 @@ def _describe(err: jsonschema.ValidationError) -> str:
 
 
 def _cross_field_problem(params: dict) -> str | None:
+    source = params["prepare"]["source"]
+    cap, floor = source.get("max_documents"), source.get("min_documents")
+    if cap is not None and floor is not None and cap < floor:  # the words of ngptlab.prepare.counts
+        return (f"prepare.source.max_documents ({cap}) is below prepare.source.min_documents ({floor}): the "
+                f"cap stops reading before the floor is reached")
     train = params["train"]
     if train["source"] != params["prepare"]["source"]["name"]:
         return (f"train.source {train['source']!r} must name the prepared source "

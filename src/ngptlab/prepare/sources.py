@@ -11,9 +11,13 @@ kind: local      local files through the datasets `text` / `json` / `parquet` / 
                  Text format: one document per file by default; `sample_by: paragraph` makes each
                  blank-line-separated paragraph a document, `sample_by: line` each line.
 
+Any kind: min_documents (null = no floor; counts.py): prepare refuses a source that yields fewer.
+
 Empty documents are skipped. Each source also describes itself for meta.json, including a fingerprint of
 its raw input: the pinned archive hashes (embedded), the sha256 of every file in reading order (local), or
 the dataset id, config, split and revision (hf: a remote dataset cannot be hashed without reading it all).
+That description is cheap (it decides whether there is anything to do); what only reading can tell, the
+commit an hf revision resolved to, comes from resolved() afterwards.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from typing import Protocol
 from ngptlab.errors import DataError
 from ngptlab.files import sha256_file
 from ngptlab.prepare import embedded
-from ngptlab.prepare.hf import import_datasets
+from ngptlab.prepare.counts import document_bounds
+from ngptlab.prepare.hf import import_datasets, resolved_revision
 
 KINDS = ("embedded", "hf", "local")
 LOCAL_FORMATS = ("text", "json", "parquet", "csv")
@@ -49,6 +54,9 @@ class Source(Protocol):
     def expected_documents(self) -> int | None:
         """An upper bound for the progress bar, when one is known."""
 
+    def resolved(self) -> dict:
+        """What reading found out that describe() cannot know cheaply; call after documents() is exhausted."""
+
 
 def open_source(spec: dict, cache_dir: Path) -> Source:
     """Build the source that `prepare.source` describes; DataError naming the key on a bad spec."""
@@ -59,6 +67,7 @@ def open_source(spec: dict, cache_dir: Path) -> Source:
         raise DataError(f"prepare.source.kind: {kind!r} is not one of {', '.join(KINDS)}")
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise DataError(f"prepare.source.name: {name!r} must be a directory name (letters, digits, . _ -)")
+    document_bounds(spec)
     if kind == "embedded":
         return EmbeddedSource(name, cache_dir)
     if kind == "hf":
@@ -96,6 +105,9 @@ class EmbeddedSource:
     def expected_documents(self) -> int | None:
         return None
 
+    def resolved(self) -> dict:
+        return {}
+
 
 class HFSource:
     def __init__(self, name: str, spec: dict):
@@ -107,10 +119,8 @@ class HFSource:
         self.split = spec.get("split", "train")
         self.text_field = spec.get("text_field", "text")
         self.revision = spec.get("revision")
-        self.max_documents = spec.get("max_documents")
-        cap = self.max_documents
-        if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
-            raise DataError(f"prepare.source.max_documents: {cap!r} must be a positive integer or null")
+        self.max_documents = document_bounds(spec).max_documents
+        self._resolved: dict = {}
 
     def describe(self) -> dict:
         info = {"kind": "hf", "name": self.name, "dataset": self.dataset, "config": self.config,
@@ -123,8 +133,10 @@ class HFSource:
 
         where = f"HF dataset {self.dataset}" + (f" ({self.config})" if self.config else "")
         try:
-            ds = datasets.load_dataset(self.dataset, self.config, split=self.split, streaming=True,
-                                       revision=self.revision)
+            # what load_dataset(streaming=True) does, keeping the builder: its hash is the commit read
+            builder = datasets.load_dataset_builder(self.dataset, self.config, revision=self.revision)
+            self._resolved = resolved_revision(builder.hash, self.dataset)
+            ds = builder.as_streaming_dataset(split=self.split)
             if self.max_documents is not None:
                 ds = ds.take(self.max_documents)
             yield from iter_texts(ds, self.text_field, where)
@@ -135,12 +147,17 @@ class HFSource:
             if "scripts are no longer supported" in str(err) and self.revision is None:
                 # datasets >= 4 runs no loading scripts (OpenWebText's main branch was one); the Hub's
                 # automatic parquet conversion of the same data lives on another revision
-                hint = " (set prepare.source.revision: refs/convert/parquet to read the Hub's parquet export)"
+                hint = (" (prepare.source.revision: refs/convert/parquet reads the Hub's parquet export, "
+                        "which covers only a dataset's first 5 GB: set prepare.source.min_documents to the "
+                        "full count, or read a full download with kind: local)")
             raise DataError(f"{where}, split {self.split!r}: cannot be read: {type(err).__name__}: "
                             f"{err}{hint}") from None
 
     def expected_documents(self) -> int | None:
         return self.max_documents
+
+    def resolved(self) -> dict:
+        return self._resolved
 
 
 class LocalSource:
@@ -189,6 +206,9 @@ class LocalSource:
 
     def expected_documents(self) -> int | None:
         return None
+
+    def resolved(self) -> dict:
+        return {}
 
 
 def _expand(patterns: list[str]) -> list[Path]:
