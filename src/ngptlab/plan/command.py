@@ -21,6 +21,7 @@ from ngptlab.plan.grid import check_grid_file, read_grid_file, write_grid_file
 from ngptlab.plan.memory import GPU_MEMORY_GB
 from ngptlab.plan.protocol import describe, has_protocol, projected_params
 from ngptlab.plan.prune import DEFAULT_KEEP, prune_sweeps
+from ngptlab.plan.runtime import describe_runtimes
 from ngptlab.plan.seeds import add_seeds
 from ngptlab.plan.sharing import sharing_lines
 
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace, params: dict) -> int:
     print_runs(rows, wsd=bool(segments))
     print(f"batch: {params['train']['batch_sequences']} sequences per step at every context")
     print("nodes x GPUs: per run (train.resources; GPUs per node); wall-h: GPU-h over all the run's GPUs; "
-          "limit-h: its Slurm time limit")
+          "limit-h: the Slurm time limit of each of its jobs; jobs: how many (train.max_job_minutes)")
     print("mem-GB: estimated peak memory of one process (weights, gradients, AdamW state, activations at the "
           "micro-batch; plan/memory.py)")
     if segments:
@@ -127,6 +128,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
         print()
         print_segments(segments)
         print("state-GB: the training state the segment keeps at its end, which branches start from")
+    for line in describe_runtimes(params, rows, segments, plan["stages"]):
+        print(line)
     for line in memory_warnings(rows):
         print(f"warning: {line}")
     for line in lopsided_sweeps(params["train"]):
@@ -182,13 +185,13 @@ def print_runs(rows: list[dict], wsd: bool) -> None:
     trained = f" {'trained':>8}" if wsd else ""
     header = (f"{'run':<{width}} {'arm':<12} {'ctx':>5} {'params':>9} {'tokens':>8}{trained} {'tok/step':>9} "
               f"{'steps':>7} {'warmup':>6} {'lr':>8} {'FLOPs':>9} {'GPU-h':>8} {'nodes x GPUs':>12} "
-              f"{'wall-h':>7} {'limit-h':>7} {'mem-GB':>7}")
+              f"{'wall-h':>7} {'limit-h':>7} {'jobs':>4} {'mem-GB':>7}")
     print_table(header, [
         f"{r['run']:<{width}} {r['arm']:<12} {r['context']:>5} {r['n_params'] / 1e6:>8.1f}M "
         f"{r['budget']:>8.3g}{_trained(r) if wsd else ''} {r['tokens_per_step']:>9,} "
         f"{r['steps']:>7,} {r['warmup_steps']:>6,} {r['lr']:>8.3g} {r['train_flops']:>9.2e} "
         f"{r['gpu_hours']:>8.3g} {r['nodes']:>6} x {r['gpus_per_node']:<3} {_wall(r)} "
-        f"{r['time_limit_min'] / 60:>7.3g} {r['memory_gb']:>7.3g}" for r in rows])
+        f"{r['time_limit_min'] / 60:>7.3g} {r['jobs']:>4} {r['memory_gb']:>7.3g}" for r in rows])
 
 
 def print_segments(segments: list[dict]) -> None:
@@ -196,12 +199,13 @@ def print_segments(segments: list[dict]) -> None:
     width = max(len(s["segment"]) for s in segments)
     header = (f"{'trunk segment':<{width}} {'arm':<12} {'ctx':>5} {'params':>9} {'from':>7} {'to':>7} "
               f"{'tokens':>8} {'warmup':>6} {'FLOPs':>9} {'GPU-h':>8} {'nodes x GPUs':>12} {'wall-h':>7} "
-              f"{'limit-h':>7} {'state-GB':>8}")
+              f"{'limit-h':>7} {'jobs':>4} {'state-GB':>8}")
     print_table(header, [
         f"{s['segment']:<{width}} {s['arm']:<12} {s['context']:>5} {s['n_params'] / 1e6:>8.1f}M "
         f"{s['start']:>7,} {s['step']:>7,} {s['trained_tokens']:>8.3g} {s['warmup_steps']:>6,} "
         f"{s['train_flops']:>9.2e} {s['gpu_hours']:>8.3g} {s['nodes']:>6} x {s['gpus_per_node']:<3} "
-        f"{_wall(s)} {s['time_limit_min'] / 60:>7.3g} {s['state_gb']:>8.3g}" for s in segments])
+        f"{_wall(s)} {s['time_limit_min'] / 60:>7.3g} {s['jobs']:>4} {s['state_gb']:>8.3g}"
+        for s in segments])
 
 
 def refuse_grid_change(before: dict, after: dict, path: str) -> None:

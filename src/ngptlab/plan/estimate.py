@@ -22,7 +22,7 @@ from ngptlab.params import (
     warmup_steps,
 )
 from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
-from ngptlab.plan.runtime import JobTime, train_job
+from ngptlab.plan.runtime import JobTime, stage_runtimes, train_job
 from ngptlab.plan.sharing import sharing_summary, state_bytes
 from ngptlab.trunks import Segment, branch_point, enumerate_segments, job_tokens, trunk_warmup
 
@@ -89,6 +89,12 @@ def estimate_segments(train: dict, segments: list[Segment], mfu: float, peak_tfl
     return rows
 
 
+def largest_models(train: dict) -> dict[str, int]:
+    """The parameter count of each scale's largest arm."""
+    return {scale: max(model_size(train, scale, arm)[2] for arm in train["arms"])
+            for scale in train["scales"]}
+
+
 def estimate_plan(params: dict, mfu: float, peak_tflops: float,
                   gpu_memory_gb: float = GPU_MEMORY_GB) -> dict:
     """The whole grid priced at what trains: its runs, its trunk segments, their totals and the sharing
@@ -97,7 +103,7 @@ def estimate_plan(params: dict, mfu: float, peak_tflops: float,
     runs = estimate_runs(train, enumerate_runs(params), mfu, peak_tflops, gpu_memory_gb)
     trunks = estimate_segments(train, enumerate_segments(params), mfu, peak_tflops)
     jobs = runs + trunks
-    return {"runs": runs, "trunks": trunks,
+    return {"runs": runs, "trunks": trunks, "stages": stage_runtimes(params, largest_models(train)),
             "total_train_flops": sum(r["train_flops"] for r in jobs),
             "total_gpu_hours": sum(r["gpu_hours"] for r in jobs),
             **sharing_summary(train, runs, trunks)}

@@ -59,7 +59,10 @@ def made_from(params: dict, code: dict[str, str]) -> dict:
     condition, per cell (by name) for speedup and evaluate. `code` maps each stage to the fingerprint of its
     code (ngptlab.layout.STAGE_CODE)."""
     train_params = params["train"]
-    prepare = {"prepare": settings(params, "prepare", PREPARE_SPEED_KNOBS), "code": code["prepare"]}
+    prepare_settings = settings(params, "prepare", PREPARE_SPEED_KNOBS)
+    # min_documents is a check of what the source yields, not a setting of it: it never changes the shards
+    prepare_settings["source"] = {k: v for k, v in prepare_settings["source"].items() if k != "min_documents"}
+    prepare = {"prepare": prepare_settings, "code": code["prepare"]}
     data = key_of(prepare)
     common = {"data": data, "train": {k: train_params[k] for k in TRAIN_SETTINGS}, "code": code["train"]}
     # A trunk shares the warmup of the smallest budget (ngptlab.trunks), and the cooldown fraction places
