@@ -1,9 +1,10 @@
 """`ngptlab plan`'s disk figures (plan/storage.py): final checkpoints, resume state at the Slurm profile's
-concurrency, DVC's cache and remote."""
+concurrency, DVC's cache and remote; and resume state that DVC never hashes (.dvcignore)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import yaml
@@ -104,3 +105,38 @@ def test_plan_prints_the_disk_lines_and_json_has_storage(tmp_path, capsys):
     assert isinstance(storage["final_checkpoints"]["bytes"], int)
     assert storage["final_checkpoints"]["bytes"] == storage["dvc"]["remote_bytes"]
 
+
+def test_dvc_never_hashes_a_runs_resume_state(tmp_path):
+    """A stage that depends on a cell's run directory, as dvc.yaml's evaluate does, stays up to date when an
+    interrupted run leaves resume state (or a half-written temporary file) there, with the project's
+    .dvcignore; a new file that is not ignored does change it."""
+    from workflow_support import dvc, git
+
+    assert "runs/${key}" in yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())[
+        "stages"]["evaluate"]["do"]["deps"]
+    work = tmp_path / "repo"
+    run_dir = work / "runs" / "0.5B-ctx1024" / "0.5B-ctx1024-gpt-t1-lr0.001-s0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "model.safetensors").write_bytes(b"weights")
+    (run_dir / "config.json").write_text("{}")
+    shutil.copy2(REPO_ROOT / ".dvcignore", work / ".dvcignore")
+    (work / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"evaluate": {
+        "cmd": "echo done > evaluate.txt", "deps": ["runs/0.5B-ctx1024"],
+        "outs": [{"evaluate.txt": {"cache": False}}]}}}))
+    git(work, "init", "-q")
+    dvc(work, "init", "-q")
+    dvc(work, "repro", "-q")
+    lock = yaml.safe_load((work / "dvc.lock").read_text())
+    assert lock["stages"]["evaluate"]["deps"][0]["nfiles"] == 2
+
+    state = run_dir / "state" / "ckpt-00000040-1"
+    state.mkdir(parents=True)
+    (state / "optimizer.safetensors").write_bytes(b"moments")
+    (run_dir / "state" / "latest.json").write_text('{"step": 40}')
+    (run_dir / ".model.safetensors.abc123.tmp").write_bytes(b"half")
+    assert "Data and pipelines are up to date" in dvc(work, "status").stdout
+    assert "runs/*/*/state/" in dvc(work, "check-ignore", "-d",
+                                   str((run_dir / "state" / "latest.json").relative_to(work))).stdout
+
+    (run_dir / "notes.txt").write_text("not ignored")
+    assert "modified" in dvc(work, "status").stdout
