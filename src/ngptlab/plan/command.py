@@ -3,7 +3,8 @@
 Compute is estimated, not measured: GPU-hours = training FLOPs / (peak FLOP/s x MFU). The defaults are an
 H100/H200's dense bf16 peak (989 TFLOP/s) and an MFU of 40%, both stated in the output. Each job is priced
 at the tokens it trains (plan/estimate.py): with train.schedule wsd a trunk that several budgets share is
-counted once, in its segments' rows, and each WSD run at its cooldown branch.
+counted once, in its segments' rows, and each WSD run at its cooldown branch. Disk (final checkpoints,
+resume state, DVC's cache and remote) is plan/storage.py's, also from the rows.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ngptlab.plan.prune import DEFAULT_KEEP, prune_sweeps
 from ngptlab.plan.runtime import describe_runtimes
 from ngptlab.plan.seeds import add_seeds
 from ngptlab.plan.sharing import sharing_lines
+from ngptlab.plan.storage import PROFILE, describe_storage, plan_storage
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-memory-gb", type=float, default=GPU_MEMORY_GB,
                         help=f"memory of one GPU, for the memory check (default {GPU_MEMORY_GB:g}: an H100; "
                              "141 for an H200)")
+    parser.add_argument("--profile-config", metavar="FILE",
+                        help="the Snakemake profile whose `jobs` bound how many runs train at once, for the "
+                             f"disk their resume state takes (default: {PROFILE} under --root)")
     parser.add_argument("--write", metavar="FILE",
                         help="write the resolved grid (runs, cells) and the stages' lineage keys to FILE, "
                              "which dvc.yaml reads")
@@ -112,9 +117,11 @@ def run(args: argparse.Namespace, params: dict) -> int:
     plan, projected = estimate_plan(params, **estimate), projection(params, **estimate)
     rows, segments = plan["runs"], plan["trunks"]
     total_flops, total_gpu_hours = plan["total_train_flops"], plan["total_gpu_hours"]
+    storage = plan_storage(plan, args.root, args.profile_config)
     if args.json:
         print(json.dumps({"params_file": args.params, "mfu": args.mfu, "peak_tflops": args.peak_tflops,
-                          "cells": enumerate_cells(params), **plan, "projected": projected}, indent=1))
+                          "cells": enumerate_cells(params), **plan, "projected": projected,
+                          "storage": storage}, indent=1))
         return 0
     print_runs(rows, wsd=bool(segments))
     print(f"batch: {params['train']['batch_sequences']} sequences per step at every context")
@@ -139,6 +146,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
     jobs = f"{len(rows)} runs and {len(segments)} trunk segments" if segments else f"{len(rows)} runs"
     print(f"{jobs} in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
           f"{total_gpu_hours:.4g} GPU-hours at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")
+    for line in describe_storage(storage):
+        print(line)
     if projected:
         print(f"projected over the whole protocol (train.protocol: {describe(params['train'])}): "
               f"{projected['runs']} runs, {projected['total_gpu_hours']:,.0f} GPU-hours; which learning "
