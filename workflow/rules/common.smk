@@ -23,9 +23,10 @@ from ngptlab.params import (
     load_params,
     max_restarts,
     scale_layout,
-    time_limit_min,
     validate_params,
 )
+from ngptlab.plan import runtime
+from ngptlab.plan.estimate import largest_models, model_size
 from ngptlab.plan.grid import cell_key, lineage_keys, stage_code
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, STAGES, made_from
 from ngptlab.trunks import branch_segment, by_end, enumerate_segments, job_tokens, segment_before
@@ -271,32 +272,57 @@ def cell_files(kind):
 # ----------------------------------------------------------------------------------------------------------
 # Resources. train.resources.<scale> in params says what the scale's runs need, per node: GPUs, processes
 # (>1 on one node, or any run over several nodes, means torchrun), memory, plus the number of nodes and the
-# wall time of its largest run. A run's Slurm time limit is its budget's share of that time
-# (ngptlab.params.time_limit_min, which `ngptlab plan` prints too), so a Slurm profile can place the small
-# budgets in shorter slots; a run cut off by the time limit exits 75 after a checkpoint and the profile's
-# retry resumes it.
+# wall time of its largest run. Every job's Slurm time limit comes from the plan (ngptlab/plan/runtime.py,
+# which `ngptlab plan` prints): a run's is its budget's share of that time, capped at train.max_job_minutes;
+# a run longer than that stops by its own clock before it, with a checkpoint and exit 75, and the rule's next
+# attempt resumes it, so the train, trunk and evaluate rules retry as often as their longest job needs.
+#
+# Slurm signals a training job signal_lead_s before its limit (sbatch --signal, to every process of the job;
+# a run checkpoints and exits 75 on it if its own clock has not stopped it first), and torchrun gives its
+# processes as long to finish before it kills them.
+
+
+def plan_value(compute, what):
+    try:
+        return compute()
+    except ValueError as err:  # a partition limit that leaves no time to train
+        raise WorkflowError(f"invalid params: {what}: {err}") from None
+
+
+LARGEST = largest_models(config["train"])
+STAGE_TIMES = plan_value(lambda: runtime.stage_runtimes(config, LARGEST), "stage time limits")
 
 
 # What the Slurm plugin turns into sbatch options: on one node `gpu` (--gpus, the job's total); over several
 # `gres` gpu:N (--gres, per node), so that every node gets its GPUs. `tasks` (--ntasks) is one per node for
 # CPU jobs and 0 (left out) for GPU jobs, where the plugin would make it --ntasks-per-gpu: Slurm's default is
 # then one task per node.
-@functools.cache
-def _train_job(cell, run):
-    """Every resource of one train job, computed once (Snakemake asks for each one separately)."""
-    spec = grid_run(run)
-    if cell != spec.cell:
-        raise WorkflowError(f"run {run} belongs to cell {spec.cell}, not {cell}")
-    job = scale_layout(config["train"], spec.scale)
+def _training_job(scale, arm, tokens):
+    job = scale_layout(config["train"], scale)
+    n_params = model_size(config["train"], scale, arm)[2]
+    time = plan_value(lambda: runtime.train_job(config["train"], scale, tokens, n_params), f"train {scale}")
+    lead = runtime.signal_lead_s(config["train"], n_params, time.limit_min)
     return {
         "nodes": job.nodes,
         "processes": job.processes_per_node,
         "tasks": 0 if job.gpus else job.nodes,
         "gpu": job.gpus_per_node if job.nodes == 1 else 0,
         "gres": f"gpu:{job.gpus_per_node}" if job.nodes > 1 and job.gpus else "",
-        "mem_mb": config["train"]["resources"][spec.scale]["mem_mb"],
-        "runtime": time_limit_min(config["train"], spec.scale, job_tokens(config["train"], spec)),
+        "mem_mb": config["train"]["resources"][scale]["mem_mb"],
+        "runtime": time.limit_min,
+        "jobs": time.jobs,
+        "signal_lead_s": lead,
+        "slurm_extra": f"--signal=TERM@{lead}",
     }
+
+
+@functools.cache
+def _train_job(cell, run):
+    """Every resource of one train job, computed once (Snakemake asks for each one separately)."""
+    spec = grid_run(run)
+    if cell != spec.cell:
+        raise WorkflowError(f"run {run} belongs to cell {spec.cell}, not {cell}")
+    return _training_job(spec.scale, spec.arm, job_tokens(config["train"], spec))
 
 
 # A resource that every run of the grid has alike is given as that value: Snakemake calls a resource function
@@ -313,14 +339,34 @@ def train_resource(name):
 def _trunk_job(cell, trunk, span):
     """A trunk segment needs what a run of its scale needs, for its share of the largest budget's time."""
     segment = grid_segment(cell, trunk, span)
-    resources = dict(_train_job(cell, runs_of_cell(cell)[0]))  # per scale: any run of the cell's
-    tokens = job_tokens(config["train"], segment)
-    resources["runtime"] = time_limit_min(config["train"], segment.trunk.scale, tokens)
-    return resources
+    return _training_job(segment.trunk.scale, segment.trunk.arm, job_tokens(config["train"], segment))
 
 
 def trunk_resource(name):
     return per_job(lambda wildcards: _trunk_job(wildcards.cell, wildcards.trunk, wildcards.span)[name])
+
+
+def rule_retries(jobs):
+    """A rule's retries when train.max_job_minutes splits jobs (plan/runtime.py); 0 (none set here: the
+    profile's) without a partition limit."""
+    if config["train"].get("max_job_minutes") is None:
+        return 0
+    return runtime.retries([runtime.JobTime(0, 0, n) for n in jobs])
+
+
+TRAIN_RETRIES = rule_retries(_train_job(spec.cell, run)["jobs"] for run, spec in RUNS.items())
+TRUNK_RETRIES = rule_retries(_trunk_job(*job.split("/"))["jobs"] for job in SEGMENTS)
+EVALUATE_RETRIES = rule_retries(entry["jobs"] for entry in STAGE_TIMES["evaluate"].values())
+
+
+def stage_runtime(stage):
+    """The time limit of a stage's job (minutes): one value, or per scale (condition) or cell (evaluate)."""
+    if stage == "condition":
+        times = STAGE_TIMES["condition"]
+        return per_job(lambda wildcards: times[grid_run(wildcards.run).scale]["limit_min"])
+    if stage == "evaluate":
+        return per_job(lambda wildcards: STAGE_TIMES["evaluate"][wildcards.cell]["limit_min"])
+    return STAGE_TIMES[stage]["limit_min"]
 
 
 def segment_input(wildcards):

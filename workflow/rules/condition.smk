@@ -12,6 +12,7 @@ rule condition:
     params:
         file=PARAMS,
     resources:
+        runtime=stage_runtime("condition"),
         gpu=1 if config["condition"]["device"] == "cuda" else 0,
         mem_mb=condition_memory(),
     conda:

@@ -17,7 +17,9 @@ rule evaluate:
     priority: 2  # a long job on one core: started while condition jobs remain, not last and alone
     params:
         file=PARAMS,
+    retries: EVALUATE_RETRIES  # a long evaluation continues over jobs (train.max_job_minutes)
     resources:
+        runtime=stage_runtime("evaluate"),
         gpu=evaluate_gpus,
         mem_mb=lambda wildcards: process_memory(runs_of_cell(wildcards.cell)[0]),
     conda:

@@ -30,6 +30,8 @@ rule report:
         "logs/report/report.log",
     params:
         file=PARAMS,
+    resources:
+        runtime=stage_runtime("report"),
     conda:
         CONDA_ENV
     shell:

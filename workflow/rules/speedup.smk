@@ -14,6 +14,8 @@ rule speedup:
     priority: 2  # with evaluate, as soon as the cell's runs are trained, beside the condition jobs
     params:
         file=PARAMS,
+    resources:
+        runtime=stage_runtime("speedup"),
     conda:
         CONDA_ENV
     shell:

@@ -1,6 +1,13 @@
 # train: one run of the grid (src/ngptlab/train). Exit 0 also for a diverged run (its summary says so);
-# exit 75 after SIGTERM (a Slurm time limit or preemption) with a checkpoint under runs/<cell>/<run>/state/,
-# which is not a declared output, so Snakemake keeps it and a retry resumes the run.
+# exit 75 with a checkpoint under runs/<cell>/<run>/state/ when the job's own clock (train.max_job_minutes)
+# or a SIGTERM (Slurm's early signal, a preemption, a requeue, scancel) stopped it. The state is not a
+# declared output, so Snakemake keeps it, and the next attempt (the rule's retries: as many as the plan's
+# longest run needs, common.smk) resumes the run.
+#
+# `trap : TERM` keeps the job's shell alive when Slurm signals every process of the job: without it the
+# shell dies at once, the jobstep's Snakemake reports the job failed and leaves, and the job step ends,
+# killing the run halfway through its checkpoint. The trap is the shell's own; the run (exec'd by launch.sh)
+# has Python's handler (train/stop.py).
 #
 # How a run is launched is workflow/scripts/launch.sh, the one place for it: one process, torchrun on one
 # node when the scale has processes > 1, or over nodes > 1 one torchrun agent per Slurm node (srun) meeting
@@ -23,7 +30,9 @@ rule train:
     priority: 1  # before the condition jobs, so a cell's speedup and evaluate can start while they run
     params:
         file=PARAMS,
+        lead=train_resource("signal_lead_s"),
     threads: train_resource("processes")
+    retries: TRAIN_RETRIES
     resources:
         nodes=train_resource("nodes"),
         tasks=train_resource("tasks"),
@@ -32,12 +41,14 @@ rule train:
         gres=train_resource("gres"),
         mem_mb=train_resource("mem_mb"),
         runtime=train_resource("runtime"),
+        slurm_extra=train_resource("slurm_extra"),  # --signal=TERM@<signal_lead_s>
         max_restarts=max_restarts(config["train"]),
     conda:
         CONDA_ENV
     shell:
-        "bash workflow/scripts/launch.sh {resources.nodes} {resources.processes} {resources.max_restarts}"
-        " train --params {params.file} --no-progress {wildcards.run} > {log} 2>&1"
+        "trap : TERM; NGPTLAB_SHUTDOWN_TIMEOUT={params.lead} bash workflow/scripts/launch.sh {resources.nodes}"
+        " {resources.processes} {resources.max_restarts} train --params {params.file} --no-progress"
+        " {wildcards.run} > {log} 2>&1"
 
 
 # trunk: one segment of a WSD trunk (src/ngptlab/train/trunk.py), from the branch point before it to its own,
@@ -59,7 +70,9 @@ rule trunk:
     priority: 2  # before the branches and runs that wait for it
     params:
         file=PARAMS,
+        lead=trunk_resource("signal_lead_s"),
     threads: train_resource("processes")
+    retries: TRUNK_RETRIES
     resources:
         nodes=trunk_resource("nodes"),
         tasks=trunk_resource("tasks"),
@@ -68,9 +81,11 @@ rule trunk:
         gres=trunk_resource("gres"),
         mem_mb=trunk_resource("mem_mb"),
         runtime=trunk_resource("runtime"),
+        slurm_extra=trunk_resource("slurm_extra"),  # --signal=TERM@<signal_lead_s>
         max_restarts=max_restarts(config["train"]),
     conda:
         CONDA_ENV
     shell:
-        "bash workflow/scripts/launch.sh {resources.nodes} {resources.processes} {resources.max_restarts}"
-        " train --params {params.file} --no-progress {wildcards.trunk}-{wildcards.span} > {log} 2>&1"
+        "trap : TERM; NGPTLAB_SHUTDOWN_TIMEOUT={params.lead} bash workflow/scripts/launch.sh {resources.nodes}"
+        " {resources.processes} {resources.max_restarts} train --params {params.file} --no-progress"
+        " {wildcards.trunk}-{wildcards.span} > {log} 2>&1"

@@ -16,6 +16,11 @@
 # torchrun gives ngptlab RANK (global over all nodes: rank 0 alone writes outputs), LOCAL_RANK and
 # WORLD_SIZE = N x P.
 #
+# Time: NGPTLAB_JOB_STARTED (seconds since the epoch) is set once, here, unless an enclosing launch set it,
+# so the run's own clock (train.max_job_minutes, src/ngptlab/jobclock.py) counts from the job's start across
+# torchrun restarts and nodes. On SIGTERM torchrun gives its processes NGPTLAB_SHUTDOWN_TIMEOUT seconds
+# (train.signal_lead_s: enough for a checkpoint; default 120) to checkpoint and exit before it kills them.
+#
 # Faults: a process that dies makes its agent stop its other processes and the other agents restart theirs
 # too; torchrun restarts the whole group up to MAX_RESTARTS times (counted per agent), each time resuming
 # from the last checkpoint. Past that it fails with the failed rank, host, exit code and traceback at the
@@ -33,18 +38,21 @@ shift 3
 # Each rendezvous round gets a fresh store for the processes: torchrun's default shares the agents' store
 # across rounds, and after a restart the processes can read the dead round's gloo addresses and hang.
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+export NGPTLAB_JOB_STARTED=${NGPTLAB_JOB_STARTED:-$(date +%s)}
+shutdown=${NGPTLAB_SHUTDOWN_TIMEOUT:-120}
 
 if [ "$nodes" -eq 1 ] && [ "$processes" -eq 1 ]; then
     export OMP_NUM_THREADS=1
     exec ngptlab "$@"
 fi
 if [ "$nodes" -eq 1 ]; then
-    exec torchrun --standalone --nproc_per_node "$processes" --max-restarts "$restarts" -m ngptlab.cli "$@"
+    exec torchrun --standalone --nproc_per_node "$processes" --max-restarts "$restarts" \
+        --shutdown-timeout "$shutdown" -m ngptlab.cli "$@"
 fi
 if [ -n "${NGPTLAB_RDZV_ENDPOINT:-}" ]; then  # one node's agent
     exec torchrun --nnodes "$nodes" --nproc_per_node "$processes" --rdzv_backend c10d \
         --rdzv_endpoint "$NGPTLAB_RDZV_ENDPOINT" --rdzv_id "${NGPTLAB_RDZV_ID:-ngptlab}" \
-        --max-restarts "$restarts" -m ngptlab.cli "$@"
+        --max-restarts "$restarts" --shutdown-timeout "$shutdown" -m ngptlab.cli "$@"
 fi
 
 if [ -z "${SLURM_JOB_ID:-}" ]; then

@@ -101,12 +101,13 @@ def retries(jobs: list[JobTime]) -> int:
     return max((j.jobs for j in jobs), default=1) - 1 + FAILURE_RETRIES
 
 
-def signal_lead_s(train: dict, n_params: int) -> int:
+def signal_lead_s(train: dict, n_params: int, limit_min: float | None = None) -> int:
     """How long before its time limit Slurm signals a training job (sbatch --signal=TERM@lead): enough to
-    finish the step and write a checkpoint twice over, at least two minutes; train.signal_lead_s sets it."""
-    if train.get("signal_lead_s"):
-        return int(train["signal_lead_s"])
-    return max(120, math.ceil(2 * 60 * checkpoint_minutes(train, n_params) + 60))
+    finish the step and write a checkpoint twice over, at least two minutes; train.signal_lead_s sets it.
+    Never more than half of a job's `limit_min`."""
+    lead = int(train["signal_lead_s"]) if train.get("signal_lead_s") else \
+        max(120, math.ceil(2 * 60 * checkpoint_minutes(train, n_params) + 60))
+    return min(lead, int(30 * limit_min)) if limit_min else lead
 
 
 # ----------------------------------------------------------------------------------------------------------
