@@ -4,19 +4,32 @@ The models here read bytes (vocabulary 256) so that they train in seconds; the a
 the stage gives it GPT-2's BPE. Documents are words over disjoint letter sets per topic, so a model that has
 learned anything picks the continuation in its passage's letters: the continuation task separates a trained
 model from one at initialisation.
+
+The tests of a whole cell (evaluate_cell, its partial files and its own clock) use GPT-2's BPE, as the stage
+does, on models at initialisation: they compare documents, not accuracies.
 """
 
+# ruff: noqa: F811  (pytest fixtures imported from conftest_prepare are redefined as parameters)
 from __future__ import annotations
 
+import argparse
+import copy
+import hashlib
 import json
+import shutil
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest_prepare import gpt2_enc, prepare_cache  # noqa: F401
 
+from ngptlab import layout
+from ngptlab.checkpoint import save_model
 from ngptlab.errors import ParamsError
+from ngptlab.evaluate import command, partial
 from ngptlab.evaluate.adapter import NgptlabLM
 from ngptlab.evaluate.command import check_tasks, evaluate_model, select_runs, task_manager
 from ngptlab.evaluate.tasks import (
@@ -28,12 +41,17 @@ from ngptlab.evaluate.tasks import (
     build_offline_tasks,
     split_documents,
 )
+from ngptlab.jobclock import EXIT_RESUMABLE, STARTED_ENV
 from ngptlab.models import build_seeded
 from ngptlab.models.scales import shape_from_dict
+from ngptlab.params import REPO_ROOT, load_params
+from ngptlab.prepare.tokenizer import EOT_TOKEN as GPT2_EOT
+from ngptlab.prepare.tokenizer import VOCAB_SIZE as GPT2_VOCAB
 
 torch.set_num_threads(1)
 VOCAB, CONTEXT = 256, 64
-SHAPE = shape_from_dict("tiny", {"n_layer": 2, "d_model": 32, "n_head": 2, "mlp_ratio": 4})
+SHAPE_DICT = {"n_layer": 2, "d_model": 32, "n_head": 2, "mlp_ratio": 4}
+SHAPE = shape_from_dict("tiny", SHAPE_DICT)
 TOPICS = ["abcdef", "ghijkl", "mnopqr", "stuvwx"]
 CFG = {"batch_size": 16, "limit": 40, "seed": 0}
 
@@ -297,3 +315,149 @@ def test_cli_names_an_unknown_cell_and_a_missing_speedup(tmp_path, capsys):
     assert main(["evaluate", "--params", params, "--cell", "cpu-4l-ctx128", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "results/speedup/cpu-4l-ctx128.json" in err and err.count("\n") == 1
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A whole cell: two selected runs (gpt and ngpt at one budget), one offline task, GPT-2's BPE.
+CELL = "cpu-4l-ctx128"
+SENTINEL = {LASTWORD: {"acc": 0.5, "acc_stderr": 0.125, "n": 20}}  # results no model here would get
+
+
+def cell_params() -> dict:
+    params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
+    params["train"].update(source="evaltest", arms=["gpt", "ngpt"], budgets=[2048], seeds=[0],
+                           learning_rates={"cpu-4l": {"gpt": [1e-2], "ngpt": [1e-2]}})
+    params["evaluate"].update(budgets="largest", tasks=[LASTWORD], task_dirs=[], limit=20, seed=0,
+                              context_words=12, continuation_words=4, batch_size=16, device="cpu")
+    return params
+
+
+@pytest.fixture(scope="module")
+def cell(tmp_path_factory, gpt2_enc) -> tuple[Path, dict]:
+    """A project root with the cell's token shards, its speed-up and a checkpoint for each selected run."""
+    root, params = tmp_path_factory.mktemp("cell"), cell_params()
+    tokens_dir = root / "data" / "tokens" / params["train"]["source"]
+    tokens_dir.mkdir(parents=True)
+    val = np.array([t for d in corpus(2, 30) for t in (*gpt2_enc.encode_ordinary(d), GPT2_EOT)], dtype="<u2")
+    splits = {}
+    for split in ("train", "val"):
+        (tokens_dir / f"{split}.bin").write_bytes(val.tobytes())
+        splits[split] = {"file": f"{split}.bin", "tokens": int(val.size), "documents": 30,
+                         "bytes": val.nbytes, "sha256": hashlib.sha256(val.tobytes()).hexdigest()}
+    (tokens_dir / "meta.json").write_text(json.dumps({"splits": splits}))
+    runs = []
+    for arm in params["train"]["arms"]:
+        name = f"{CELL}-{arm}-t2048-lr0.01-s0"
+        model, _ = build_seeded(arm, SHAPE, GPT2_VOCAB, CONTEXT, 0)
+        save_model(root / layout.run_dir(CELL, name) / "model.safetensors", model,
+                   {"arm": arm, "scale": "tiny", "shape": SHAPE_DICT, "vocab_size": GPT2_VOCAB,
+                    "context": CONTEXT})
+        runs.append({"run": name, "arm": arm, "budget": 2048, "lr": 0.01, "seed": 0, "status": "completed",
+                     "final_val_loss": 5.0, "best_lr_for_budget": True})
+    (root / layout.speedup_file(CELL)).parent.mkdir(parents=True)
+    (root / layout.speedup_file(CELL)).write_text(json.dumps({"runs": runs}))
+    return root, params
+
+
+def copy_of(cell: tuple[Path, dict], tmp_path: Path) -> Path:
+    return Path(shutil.copytree(cell[0], tmp_path / "root"))
+
+
+def evaluate(root: Path, params: dict, capsys) -> tuple[int, str]:
+    """One evaluate job, through the CLI's `run`: its exit status and its log."""
+    code = command.run(argparse.Namespace(cell=CELL, root=str(root)), params)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@pytest.fixture
+def job_env(monkeypatch, prepare_cache):
+    monkeypatch.setenv("NGPTLAB_CACHE", str(prepare_cache))
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)  # the clock is train.max_job_minutes' alone
+    monkeypatch.delenv(STARTED_ENV, raising=False)
+    return monkeypatch
+
+
+@pytest.fixture(scope="module")
+def reference(cell, prepare_cache, tmp_path_factory) -> dict:
+    """The cell's document from one uninterrupted job."""
+    root = Path(shutil.copytree(cell[0], tmp_path_factory.mktemp("reference") / "root"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NGPTLAB_CACHE", str(prepare_cache))
+        mp.delenv("SLURM_JOB_ID", raising=False)
+        outcome = command.evaluate_cell(cell[1], CELL, root)
+    assert outcome.document is not None and outcome.reused == 0
+    assert not partial.partial_dir(root, CELL).exists()  # removed once the document is written
+    return json.loads((root / layout.evaluate_file(CELL)).read_text())
+
+
+def test_a_job_stopped_by_its_clock_leaves_its_runs_and_the_next_job_continues(cell, reference, tmp_path,
+                                                                               job_env, capsys):
+    root, params = copy_of(cell, tmp_path), cell[1]
+    first, second = (r["run"] for r in reference["runs"])
+    limited = copy.deepcopy(params)
+    limited["train"]["max_job_minutes"] = 1.0
+    job_env.setenv(STARTED_ENV, str(time.time() - 3600))  # the job's minute is long over: one run, then stop
+    code, log = evaluate(root, limited, capsys)
+    assert code == EXIT_RESUMABLE == 75, log
+    assert "1 of 2 runs done, 1 remain" in log
+    assert [p.name for p in partial.partial_dir(root, CELL).iterdir()] == [f"{first}.json"]
+    assert not (root / layout.evaluate_file(CELL)).exists()
+
+    job_env.delenv(STARTED_ENV)
+    code, log = evaluate(root, params, capsys)
+    assert code == 0, log
+    assert f"{first}: reused from an earlier job" in log and f"{first}: {LASTWORD} acc" not in log
+    assert f"{second}: {LASTWORD} acc" in log and "1 reused" in log
+    assert json.loads((root / layout.evaluate_file(CELL)).read_text()) == reference
+    assert not partial.partial_dir(root, CELL).exists()
+
+
+def test_a_partial_of_another_checkpoint_is_evaluated_again(cell, reference, tmp_path, job_env, capsys):
+    root = copy_of(cell, tmp_path)
+    first, second = reference["runs"]
+    partial.write(root, CELL, {**first, "results": SENTINEL}, partial.made_from(reference, "0" * 64))
+    partial.write(root, CELL, {**second, "results": SENTINEL},
+                  partial.made_from(reference, second["checkpoint_sha256"]))
+    code, log = evaluate(root, cell[1], capsys)
+    assert code == 0, log
+    said = f"{first['run']}: evaluating again: checkpoint_sha256 changed since its partial results were made"
+    assert said in log
+    assert f"{second['run']}: reused from an earlier job" in log
+    assert json.loads((root / layout.evaluate_file(CELL)).read_text())["runs"] == \
+        [first, {**second, "results": SENTINEL}]
+
+
+def test_a_corrupt_partial_is_evaluated_again_with_one_line(cell, reference, tmp_path, job_env, capsys):
+    root = copy_of(cell, tmp_path)
+    first, second = reference["runs"]
+    corrupt = partial.partial_file(root, CELL, first["run"])
+    corrupt.parent.mkdir(parents=True)
+    corrupt.write_text('{"made_from": {"checkpoint_sha')  # a write cut off (not by partial.write)
+    partial.write(root, CELL, {**second, "results": SENTINEL},
+                  partial.made_from(reference, second["checkpoint_sha256"]))
+    code, log = evaluate(root, cell[1], capsys)
+    assert code == 0, log
+    said = [line for line in log.splitlines() if str(corrupt) in line]
+    assert len(said) == 1 and said[0].startswith(f"{first['run']}: evaluating again: {corrupt} is unreadable "
+                                                 "(JSONDecodeError: "), log
+    assert json.loads((root / layout.evaluate_file(CELL)).read_text())["runs"] == \
+        [first, {**second, "results": SENTINEL}]
+
+
+def test_partial_read_reuses_only_an_entry_of_the_same_basis(tmp_path):
+    head = {"lm_eval_version": "0.4.9", "settings": {"tasks": [LASTWORD], "limit": 20, "device": "cpu"},
+            "tasks": {LASTWORD: {"kind": "offline", "data": {"sha256": "ab"}}}}
+    basis = partial.made_from(head, "c0")
+    entry = {"run": "r", "results": SENTINEL, "checkpoint_sha256": "c0"}
+    assert partial.read(tmp_path, CELL, "r", basis) == (None, None)  # no file: evaluated, nothing to say
+    partial.write(tmp_path, CELL, entry, basis)
+    assert partial.read(tmp_path, CELL, "r", basis) == (entry, None)
+    changed = partial.made_from({**head, "settings": {**head["settings"], "limit": 40},
+                                 "lm_eval_version": "0.4.10"}, "c0")
+    assert partial.read(tmp_path, CELL, "r", changed) == \
+        (None, "lm_eval_version, settings changed since its partial results were made")
+    partial.partial_file(tmp_path, CELL, "r").write_text(json.dumps({"made_from": basis, "entry": []}))
+    assert "is unreadable" in partial.read(tmp_path, CELL, "r", basis)[1]
+    partial.remove(tmp_path, CELL)
+    assert not partial.partial_dir(tmp_path, CELL).exists()

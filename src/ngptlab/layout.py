@@ -14,6 +14,8 @@ wildcards, here cell and run):
     results/conditioning/<run>.json         + <run>.spectra.parquet (condition)
     results/speedup/<cell>.json             (speedup)
     results/evaluate/<cell>.json            (evaluate)
+    results/evaluate/<cell>.partial/<run>.json  a run's results while its cell's job runs (evaluate; never
+                                            DVC-tracked, removed once <cell>.json is written)
     results/lineage/<stage>/<job>/<key>     what the job's results are made from (the lineage rule)
 
 With train.schedule wsd, a trunk's segments (ngptlab/train/trunk.py) add
@@ -72,6 +74,15 @@ def speedup_file(cell: str) -> str:
 
 def evaluate_file(cell: str) -> str:
     return f"results/evaluate/{cell}.json"
+
+
+def evaluate_partial_dir(cell: str) -> str:
+    """The runs an evaluate job has finished, so that its retry continues (ngptlab.evaluate.partial)."""
+    return f"results/evaluate/{cell}.partial"
+
+
+def evaluate_partial_file(cell: str, run: str) -> str:
+    return f"{evaluate_partial_dir(cell)}/{run}.json"
 
 
 def lineage_dir(stage: str, job: str) -> str:

@@ -19,6 +19,15 @@ results/evaluate/<cell>.json:
   runs [{run, arm, budget, lr, seed, final_val_loss, checkpoint_sha256,
          results{<task>: {acc, acc_stderr, acc_norm?, acc_norm_stderr?, n}}}],
   holes [{arm, budget, seed, reason}]
+
+Partial results and exit 75 (evaluate/partial.py): each run's entry is written, as soon as the run is done,
+to results/evaluate/<cell>.partial/<run>.json with what it was made from (the checkpoint's sha256, settings,
+tasks, lm_eval version). A job reuses an entry only when all of those equal its own, and says in its log
+which runs it reused and which it evaluated again and why. The job keeps its own clock (ngptlab.jobclock:
+`train.max_job_minutes`, the partition's limit, and the Slurm job's end time): before each run after its
+first, when less than 1.5 times its longest run so far is left, it stops without the document and exits
+75 (EXIT_RESUMABLE); the workflow's retry continues from the partial files. Once the document is written,
+the partial directory is removed.
 """
 
 from __future__ import annotations
@@ -26,8 +35,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -35,15 +47,23 @@ from ngptlab import layout
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.device import resolve_device
 from ngptlab.errors import CheckpointError, NgptlabError, ParamsError
+from ngptlab.evaluate import partial
 from ngptlab.evaluate.tasks import OFFLINE_TASKS, TaskSettings, build_offline_tasks
+from ngptlab.jobclock import EXIT_RESUMABLE, job_clock
 from ngptlab.params import compared_runs, enumerate_cells
 from ngptlab.results import read_json, write_json
+
+if TYPE_CHECKING:  # lm-eval takes seconds to import; the CLI loads it only when it evaluates
+    from lm_eval.tasks import TaskManager
 
 METRICS = ("acc", "acc_norm")
 # lm-eval reports no stderr with 0 bootstrap iterations; acc and acc_norm are means, whose stderr it computes
 # in closed form, so the count only matters for other metrics.
 BOOTSTRAP_ITERS = 100
 OFFLINE_EXAMPLES = 1000  # examples per offline task when evaluate.limit is null (every example)
+# Another run starts only while the job has this many times its longest run so far left: a margin for a run
+# slower than those before it (another arm, a busier machine).
+RESERVE_FACTOR = 1.5
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -151,8 +171,41 @@ def evaluate_model(model: torch.nn.Module, encode, manager, tasks: list[str], cf
     return results
 
 
-def evaluate_cell(params: dict, cell: str, root: str | Path) -> dict:
-    """Evaluate the cell's selected runs and write results/evaluate/<cell>.json; return the document."""
+def ready_tasks(params: dict, root: Path) -> tuple[dict[str, dict], TaskManager]:
+    """The requested tasks, described and built, and the lm-eval TaskManager that finds every one."""
+    cfg = params["evaluate"]
+    tasks = prepare_tasks(params, root)
+    offline_dir = root / "data" / "evaluate" / params["train"]["source"]
+    has_offline = any(info["kind"] == "offline" for info in tasks.values())
+    only_offline = all(info["kind"] == "offline" for info in tasks.values()) and not cfg["task_dirs"]
+    manager = task_manager([*cfg["task_dirs"], *([str(offline_dir)] if has_offline else [])],
+                           include_defaults=not only_offline)
+    check_tasks(manager, list(tasks))
+    return tasks, manager
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    """What one evaluate job got done. `document` is None when the job's clock stopped it before every
+    selected run had results; its finished runs wait in the partial files for the next job."""
+
+    document: dict | None
+    done: int  # selected runs with results: reused from an earlier job or evaluated in this one
+    remaining: int  # selected runs this job did not reach
+    reused: int
+
+
+def run_entry(run: dict, checkpoint_sha256: str, results: dict) -> dict:
+    """A run's entry in `runs[]`: its speed-up record's identity and loss, its checkpoint, its accuracies."""
+    return {"run": run["run"], "arm": run["arm"], "budget": run["budget"], "lr": run["lr"],
+            "seed": run["seed"], "final_val_loss": run["final_val_loss"],
+            "checkpoint_sha256": checkpoint_sha256, "results": results}
+
+
+def evaluate_cell(params: dict, cell: str, root: str | Path) -> CellOutcome:
+    """Evaluate the cell's selected runs, each stored as a partial file when done (reused by a later job
+    when made from the same checkpoint and settings), and write results/evaluate/<cell>.json; or stop
+    early, without the document, when the job's clock (train.max_job_minutes) would not fit another run."""
     import lm_eval
 
     from ngptlab.prepare.cache import default_cache_dir
@@ -165,42 +218,59 @@ def evaluate_cell(params: dict, cell: str, root: str | Path) -> dict:
     cfg = params["evaluate"]
     speedup = read_json(root / layout.speedup_file(cell), "the cell's speed-up")
     selected, holes = select_runs(params, cell, speedup)
-    tasks = prepare_tasks(params, root)
-    offline_dir = root / "data" / "evaluate" / params["train"]["source"]
-    has_offline = any(info["kind"] == "offline" for info in tasks.values())
-    only_offline = all(info["kind"] == "offline" for info in tasks.values()) and not cfg["task_dirs"]
-    manager = task_manager([*cfg["task_dirs"], *([str(offline_dir)] if has_offline else [])],
-                           include_defaults=not only_offline)
-    check_tasks(manager, list(tasks))
-
+    tasks, manager = ready_tasks(params, root)
     device = resolve_device(cfg["device"], "evaluate.device").type
     enc = gpt2_encoding(default_cache_dir())
     logging.getLogger("lm-eval").setLevel(logging.ERROR)
-    entries = []
+    head = {"cell": cell, "budgets_selected": cfg["budgets"], "lm_eval_version": lm_eval.__version__,
+            "settings": {k: cfg[k] for k in ("tasks", "limit", "seed", "context_words",
+                                             "continuation_words")} | {"device": device},
+            "tasks": tasks}
+    clock = job_clock(params["train"].get("max_job_minutes"))
+    entries, reused, longest_s = [], 0, None
     for run in selected:
+        started = time.perf_counter()
         ckpt = root / layout.run_dir(cell, run["run"]) / "model.safetensors"
         if not ckpt.is_file():
             raise CheckpointError(f"{ckpt}: missing (run {run['run']} is selected by the cell's speed-up)")
+        digest = sha256_file(ckpt)  # once per run: for the reuse check and for the entry
+        basis = partial.made_from(head, digest)
+        stored, why_not = partial.read(root, cell, run["run"], basis)
+        if stored is not None:  # its identity and loss as the speed-up has them now, its accuracies stored
+            entries.append(run_entry(run, digest, stored["results"]))
+            reused += 1
+            print(f"{run['run']}: reused from an earlier job", flush=True)
+            continue
+        # Every job evaluates at least one run, so that each makes progress however late it started.
+        if longest_s is not None and clock.must_stop(RESERVE_FACTOR * longest_s):
+            return CellOutcome(None, done=len(entries), remaining=len(selected) - len(entries), reused=reused)
+        if why_not:
+            print(f"{run['run']}: evaluating again: {why_not}", flush=True)
         model, _ = load_model(ckpt, device="cpu", expected_arm=run["arm"])
-        started = time.perf_counter()
         results = evaluate_model(model, enc.encode_ordinary, manager, list(tasks), cfg, device)
+        entries.append(run_entry(run, digest, results))
+        partial.write(root, cell, entries[-1], basis)
+        longest_s = max(longest_s or 0.0, time.perf_counter() - started)
         print(f"{run['run']}: " + ", ".join(f"{t} acc {r['acc']:.3f}" for t, r in results.items())
               + f" ({time.perf_counter() - started:.1f} s)", flush=True)
-        entries.append({"run": run["run"], "arm": run["arm"], "budget": run["budget"], "lr": run["lr"],
-                        "seed": run["seed"], "final_val_loss": run["final_val_loss"],
-                        "checkpoint_sha256": sha256_file(ckpt), "results": results})
-    document = {"cell": cell, "budgets_selected": cfg["budgets"], "lm_eval_version": lm_eval.__version__,
-                "settings": {k: cfg[k] for k in ("tasks", "limit", "seed", "context_words",
-                                                 "continuation_words")} | {"device": device},
-                "tasks": tasks, "runs": entries, "holes": holes}
+    document = {**head, "runs": entries, "holes": holes}
     write_json(output_path(root, cell), document)
-    return document
+    partial.remove(root, cell)  # only now: until the document exists, the partial files are the results
+    return CellOutcome(document, done=len(entries), remaining=0, reused=reused)
 
 
 def run(args: argparse.Namespace, params: dict) -> int:
     started = time.perf_counter()
-    doc = evaluate_cell(params, args.cell, args.root)
-    print(f"{args.cell}: {len(doc['runs'])} runs evaluated on {', '.join(doc['tasks'])}, "
-          f"{len(doc['holes'])} holes; {time.perf_counter() - started:.1f} s "
-          f"-> {output_path(args.root, args.cell)}")
+    outcome = evaluate_cell(params, args.cell, args.root)
+    if outcome.document is None:
+        print(f"{args.cell}: stopped by the job's clock (train.max_job_minutes or the Slurm time limit): "
+              f"{outcome.done} of {outcome.done + outcome.remaining} runs done, {outcome.remaining} remain, "
+              f"the done ones kept under "
+              f"{partial.partial_dir(args.root, args.cell)}; rerun to continue (exit {EXIT_RESUMABLE})",
+              file=sys.stderr, flush=True)
+        return EXIT_RESUMABLE
+    doc = outcome.document
+    print(f"{args.cell}: {len(doc['runs'])} runs evaluated on {', '.join(doc['tasks'])} "
+          f"({outcome.reused} reused from an earlier job), {len(doc['holes'])} holes; "
+          f"{time.perf_counter() - started:.1f} s -> {output_path(args.root, args.cell)}")
     return 0
