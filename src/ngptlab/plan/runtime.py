@@ -232,8 +232,12 @@ def describe_runtimes(params: dict, runs: list[dict], segments: list[dict], stag
                              f"train.max_job_minutes, and cannot continue in a second job: give it a "
                              f"partition with a longer limit ({stage}.runtime_min)")
     for scale in train["scales"]:
-        n_params = max(r["n_params"] for r in runs if r["scale"] == scale) if runs else 0
-        write_s, lead = 60 * checkpoint_minutes(train, n_params), signal_lead_s(train, n_params)
+        of_scale = [r for r in jobs if r["scale"] == scale]
+        if not of_scale:
+            continue
+        n_params = max(r["n_params"] for r in of_scale)
+        longest = max(r["time_limit_min"] for r in of_scale)
+        write_s, lead = 60 * checkpoint_minutes(train, n_params), signal_lead_s(train, n_params, longest)
         verdict = "fits" if 2 * write_s <= lead else "does NOT fit: raise train.signal_lead_s"
         size_gb = state_bytes(n_params) / 1e9
         gbps = train.get("checkpoint_write_gbps", WRITE_GBPS)

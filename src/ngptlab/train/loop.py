@@ -419,8 +419,9 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
             bar.close()
             if main:
                 why = f"signal {stop.signal}" if stop.signal is not None else limit.reason()
-                print(f"\nngptlab train: {job.name} stopped at step {step}/{plan.steps} ({why}); checkpoint "
-                      f"saved, rerun the same command to resume (exit {EXIT_RESUMABLE})", file=sys.stderr)
+                print(f"\nngptlab train: {job.name} interrupted at step {step}/{plan.steps} ({why}); "
+                      f"checkpoint saved, rerun the same command to resume (exit {EXIT_RESUMABLE})",
+                      file=sys.stderr)
             return EXIT_RESUMABLE
     bar.close()
 
