@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import platform
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -34,6 +33,7 @@ import tiktoken
 from tqdm import tqdm
 
 import ngptlab
+from ngptlab import runlock
 from ngptlab.errors import DataError
 from ngptlab.prepare import split
 from ngptlab.prepare.counts import MIN_KEY, check_min_documents, document_bounds
@@ -282,12 +282,12 @@ def _token_dir_kept_only_if_used(out_dir: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _exclusive(out_dir: Path) -> Iterator[None]:
-    """One writer per token directory; the OS drops the lock if the process dies."""
+    """One writer per token directory, also where flock does not work across nodes (ngptlab/runlock.py)."""
     path = lock_path(out_dir)
-    with open(path, "a") as lock:  # "a": neither truncates nor touches an existing file
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise DataError(f"{out_dir}: another `ngptlab prepare` is writing here ({path} is "
-                            f"locked)") from None
+    try:
+        lock = runlock.acquire(path)
+    except runlock.LockHeld as held:
+        raise DataError(f"{out_dir}: another `ngptlab prepare` is writing here ({path} is locked by "
+                        f"{held.holder})") from None
+    with lock:
         yield

@@ -12,7 +12,6 @@ EXIT_RESUMABLE (75, EX_TEMPFAIL) = stopped after a checkpoint, by SIGTERM/SIGINT
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import sys
@@ -26,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from ngptlab import runlock
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_text_atomic
 from ngptlab.jobclock import EXIT_RESUMABLE
@@ -237,17 +237,14 @@ def train_run(spec: RunSpec | Segment, train: dict, root: str | Path = ".", fres
         dist.teardown(topo)
 
 
-def _lock(lock_dir: Path, name: str):
-    """An exclusive lock so that two processes never train the same run (or trunk) at once."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(lock_dir / ".lock", "w")  # noqa: SIM115 (held for the whole run)
+def _lock(lock_dir: Path, name: str) -> runlock.RunLock:
+    """An exclusive lock so that two processes never train the same run (or trunk) at once, also where
+    flock does not work across nodes (ngptlab/runlock.py)."""
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
+        return runlock.acquire(lock_dir / ".lock")
+    except runlock.LockHeld as held:
         raise ParamsError(f"{name} is already being trained by another process "
-                          f"(lock {lock_dir / '.lock'})") from None
-    return handle
+                          f"(lock {held.path}, held by {held.holder})") from None
 
 
 def _train_run(job: Job, train: dict, topo: dist.Topology, fresh: bool, progress: bool) -> int:
@@ -261,7 +258,7 @@ def _train_run(job: Job, train: dict, topo: dist.Topology, fresh: bool, progress
         return _train_locked(job, train, topo, fresh, progress, plan, data, expected)
     finally:
         if lock:
-            lock.close()
+            lock.release()
 
 
 def _train_locked(job: Job, train: dict, topo: dist.Topology, fresh: bool, progress: bool, plan: BatchPlan,
@@ -271,7 +268,7 @@ def _train_locked(job: Job, train: dict, topo: dist.Topology, fresh: bool, progr
         for item in paths.state_dir.iterdir():
             if item.is_dir():
                 state.discard_state(item)
-            elif item.name != ".lock":
+            elif not item.name.startswith(".lock"):  # .lock and its owner record
                 item.unlink()
     # Rank 0 recomputes the shard hashes against meta.json; the others wait for its verdict.
     failure = None

@@ -26,15 +26,15 @@ step) only.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ngptlab import layout
+from ngptlab import layout, runlock
 from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic
 from ngptlab.params import RunSpec
@@ -44,6 +44,7 @@ from ngptlab.trunks import Segment, TrunkSpec, branch_point, trunk_budgets, trun
 
 RECORD_FORMAT = "ngptlab.trunk/1"
 KEPT = re.compile(r"^to(\d+)$")
+GC_WAIT_S = 1800  # collecting deletes whole kept states, which can take minutes on a network filesystem
 
 
 def trunk_fingerprint(trunk: TrunkSpec, train: dict, warms_up: bool, data: dict) -> dict[str, Any]:
@@ -144,8 +145,12 @@ def collect_garbage(root: str | Path, train: dict, trunk: TrunkSpec, expected: d
     trunk_dir = Path(root) / layout.trunk_dir(trunk.cell, trunk.name)
     if not trunk_dir.is_dir():
         return []
-    with open(trunk_dir / ".gc.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+        lock = runlock.acquire(trunk_dir / ".gc.lock", wait_s=GC_WAIT_S)
+    except runlock.LockHeld as held:  # the states stay until the next finisher collects them
+        print(f"ngptlab train: kept states of {trunk.name} not collected: {held}", file=sys.stderr)
+        return []
+    with lock:
         kept = kept_states(trunk_dir, expected)
         branches = branches_at(root, train, trunk)
         retired = [step for step, path in kept.items() if step < max(kept)
