@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as torch_dist
@@ -23,6 +23,9 @@ from ngptlab.train import state
 from ngptlab.train.dist import Topology
 from ngptlab.train.progress import say
 
+if TYPE_CHECKING:
+    from ngptlab.train.jobs import RunJob, SegmentJob
+
 
 @dataclass
 class Start:
@@ -31,8 +34,8 @@ class Start:
     loaded: bool  # weights, optimizer state and RNG came from a checkpoint (else: step 0, as built)
 
 
-def read_start(job, model: torch.nn.Module, optimizer: torch.optim.Optimizer, expected: dict,
-               data: dict) -> Start:
+def read_start(job: RunJob | SegmentJob, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               expected: dict, data: dict) -> Start:
     """Load the job's start into `model` and `optimizer` from the files (this process reads them)."""
     rows_from = job.paths.state_dir
     info = state.load_state(rows_from, model, optimizer, expected)
