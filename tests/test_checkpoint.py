@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import struct
@@ -65,6 +66,43 @@ def test_sha256_and_config_header(saved):
     path, _, sha = saved
     assert sha == sha256_file(path) == hashlib.sha256(path.read_bytes()).hexdigest()
     assert read_config(path)["data"] == {"train_sha256": "ab" * 32}
+
+
+def test_a_resume_checkpoint_hashes_each_byte_once(saved, tmp_path, monkeypatch):
+    """save_state feeds sha256 each tensor byte once (the headers' tensor hashes), never a whole file."""
+    from safetensors.torch import load_file
+
+    from ngptlab import checkpoint, files
+    from ngptlab.train import state
+
+    fed = []
+
+    class Counting:
+        def __init__(self):
+            self.digest = hashlib.sha256()
+
+        def update(self, data):
+            fed.append(memoryview(data).nbytes)
+            self.digest.update(data)
+
+        def hexdigest(self):
+            return self.digest.hexdigest()
+
+    model = copy.deepcopy(saved[1])  # stepped below: the fixture's stays as saved
+    opt = torch.optim.AdamW(model.parameters())
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    opt.step()
+    for module in (checkpoint, files):
+        monkeypatch.setattr(module, "hashlib", type("Hashlib", (), {"sha256": Counting}))
+    state.save_state(tmp_path, model, opt, config_for("ngpt"), {"step": 1})
+
+    ckpt = tmp_path / json.loads((tmp_path / "latest.json").read_text())["checkpoint"]
+    once = 0  # what one tensors_sha256 pass over each file's tensors feeds
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        for key, t in load_file(str(ckpt / name)).items():
+            once += len(f"{key}|{t.dtype}|{tuple(t.shape)}|".encode()) + t.numel() * t.element_size()
+    assert sum(fed) == once
 
 
 def test_loading_leaves_the_callers_rng_alone(saved):

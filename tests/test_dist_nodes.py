@@ -7,12 +7,16 @@ way each Slurm node starts one. Real processes throughout.
 - A process killed mid-run: with a restart allowed (train.max_restarts), torchrun restarts both agents'
   processes, which resume from the last checkpoint and end where the uninterrupted run ends; without one,
   both agents fail, naming the dead rank, and rerunning them resumes to the same end.
+- A resume reads the checkpoint on rank 0 alone, which broadcasts it: two processes on one node stopped by
+  SIGTERM on one rank both checkpoint at the same step, and the rerun ends with the uninterrupted weights.
+  Each rank logs its host and the GPUs it sees.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,6 +26,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from safetensors import safe_open
 from safetensors.torch import load_file
 from test_train_support import (
     cli_env,
@@ -93,8 +98,10 @@ def checkpoint_step(root: Path) -> int:
         return -1
 
 
-def kill_rank_after_checkpoint(agents: list[subprocess.Popen], root: Path, rank: int) -> int:
-    """SIGKILL the training process of global rank `rank` once a checkpoint exists; returns the step."""
+def kill_rank_after_checkpoint(agents: list[subprocess.Popen], root: Path, rank: int,
+                               sig: int = signal.SIGKILL) -> int:
+    """Signal (SIGKILL) the training process of global rank `rank` once a checkpoint exists; returns the
+    checkpoint's step."""
     deadline = time.monotonic() + TIMEOUT
     while checkpoint_step(root) < 8:
         assert all(a.poll() is None for a in agents), "an agent ended before the kill"
@@ -103,13 +110,19 @@ def kill_rank_after_checkpoint(agents: list[subprocess.Popen], root: Path, rank:
     for agent in agents:
         for child in psutil.Process(agent.pid).children(recursive=True):
             if child.environ().get("RANK") == str(rank):
-                child.send_signal(signal.SIGKILL)
+                child.send_signal(sig)
                 return checkpoint_step(root)
     raise AssertionError(f"no process of rank {rank} found")
 
 
 def weights(root: Path) -> dict:
     return load_file(str(run_dir(root, NAME) / "model.safetensors"))
+
+
+def tensors_sha256(root: Path) -> str:
+    """The final model's tensor hash, from its header."""
+    with safe_open(str(run_dir(root, NAME) / "model.safetensors"), framework="pt") as f:
+        return f.metadata()["tensors_sha256"]
 
 
 @pytest.fixture(scope="module")
@@ -153,10 +166,15 @@ def test_a_killed_process_is_restarted_by_torchrun_and_resumes(reference, tmp_pa
     root = fresh_root(tmp_path, "restarted")
     agents = start_agents(root, max_restarts=1)
     killed_at = kill_rank_after_checkpoint(agents, root, rank=1)
-    for code, err in finish(agents):
+    ended = finish(agents)
+    for code, err in ended:
         assert code == 0, err[-3000:]
     here, uninterrupted = summary(root, NAME), summary(reference["two-nodes"], NAME)
     assert here["resumed_from"] and here["resumed_from"][0] >= killed_at >= 8
+    # the restarted processes: rank 0 (on the first node) alone read the checkpoint, for both nodes
+    logs, resumed = "".join(err for _, err in ended), here["resumed_from"][0]
+    assert logs.count("read checkpoint") == 1 and f"read checkpoint step {resumed} (" in logs
+    assert f"all 2 ranks start at step {resumed}" in logs
     assert here["final_val_loss"] == uninterrupted["final_val_loss"]
     assert here["checkpoint_sha256"] == uninterrupted["checkpoint_sha256"]
     assert metrics(root, NAME) == metrics(reference["two-nodes"], NAME)
@@ -178,6 +196,35 @@ def test_a_killed_process_ends_both_nodes_and_the_retry_resumes(reference, tmp_p
     assert here["resumed_from"] and here["resumed_from"][0] >= killed_at >= 8
     assert here["final_val_loss"] == uninterrupted["final_val_loss"]
     assert here["checkpoint_sha256"] == uninterrupted["checkpoint_sha256"]
+
+
+def test_rank_0_alone_reads_the_checkpoint_of_an_interrupted_run_and_every_rank_resumes_there(reference,
+                                                                                              tmp_path):
+    """Two processes on one node, SIGTERM to rank 1 after a checkpoint: both stop at the same step with a
+    checkpoint; the rerun resumes with rank 0 alone reading it and broadcasting it, and ends with the
+    uninterrupted run's weights. Each rank logs which GPUs it sees."""
+    root = fresh_root(tmp_path, "sigterm")
+    agent = launch(root, 1, 2)
+    kill_rank_after_checkpoint([agent], root, rank=1, sig=signal.SIGTERM)
+    [(_, err)] = finish([agent])
+    stopped = checkpoint_step(root)
+    assert f"interrupted at step {stopped}/16; checkpoint saved" in err and 8 < stopped, err[-3000:]
+    assert not (results_dir(root, NAME) / "summary.json").exists()
+
+    [(code, err)] = finish([launch(root, 1, 2)])  # the workflow's retry
+    assert code == 0, err[-3000:]
+    assert err.count("read checkpoint") == 1
+    state_dir = run_dir(root, NAME) / "state"
+    assert f"rank 0 read checkpoint step {stopped} ({state_dir}); broadcast to 2 ranks" in err
+    assert f"all 2 ranks start at step {stopped}" in err
+    for rank in (0, 1):
+        line = rf"ngptlab train: host \S+ rank {rank}/2 local rank {rank}: CUDA_VISIBLE_DEVICES=\S+, "
+        assert re.search(line + r"(no GPU|\d+ GPUs? visible), on cpu\n", err), err[:2000]
+    here, uninterrupted = summary(root, NAME), summary(reference["one-node"], NAME)
+    assert here["resumed_from"] == [stopped]
+    assert tensors_sha256(root) == tensors_sha256(reference["one-node"])
+    assert here["checkpoint_sha256"] == uninterrupted["checkpoint_sha256"]
+    assert metrics(root, NAME) == metrics(reference["one-node"], NAME)
 
 
 def test_a_run_over_nodes_outside_slurm_says_how_to_start_it(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 
 import torch
@@ -52,6 +53,16 @@ def setup(device_setting: str) -> Topology:
             torch.cuda.set_device(device)
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return Topology(rank, world_size, local_rank, device)
+
+
+def visibility(topology: Topology) -> str:
+    """One line for the log: this process's host, ranks, and the GPUs it sees."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    count = torch.cuda.device_count()
+    gpus = f"{count} GPU{'s' if count > 1 else ''} visible" if count else "no GPU"
+    return (f"host {socket.gethostname()} rank {topology.rank}/{topology.world_size} local rank "
+            f"{topology.local_rank}: CUDA_VISIBLE_DEVICES={'unset' if visible is None else repr(visible)}, "
+            f"{gpus}, on {topology.device}")
 
 
 def teardown(topology: Topology) -> None:

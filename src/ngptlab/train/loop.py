@@ -33,7 +33,7 @@ from ngptlab.models import build_seeded, train_flops_per_token
 from ngptlab.params import RunSpec, run_shape, split_batch, steps_per_run
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
-from ngptlab.train import dist, final_eval, nonfinite, state
+from ngptlab.train import dist, final_eval, nonfinite, restore, state
 from ngptlab.train.attention import Attention
 from ngptlab.train.batches import Batches
 from ngptlab.train.data import Shards, data_record, eval_offsets, gather, open_shards
@@ -231,6 +231,7 @@ def train_run(spec: RunSpec | Segment, train: dict, root: str | Path = ".", fres
     """Train a run or a trunk segment with the `train` section of params; artifacts under `root`. Returns the
     exit code."""
     topo = dist.setup(train["device"])
+    say(dist.visibility(topo))  # every rank: which GPUs each node's processes see, in the run's log
     try:
         return _train_run(make_job(spec, train, root), train, topo, fresh, progress)
     finally:
@@ -288,17 +289,10 @@ def _train_locked(job: Job, train: dict, topo: dist.Topology, fresh: bool, progr
               "vocab_size": shards.vocab_size, "vocab_multiple": trainer.model.vocab_multiple,
               "context": spec.context, "spec": spec.as_dict(),
               "train": params, "data": data, "code_revision": code_revision()}
-    info = state.load_state(paths.state_dir, trainer.model, trainer.optimizer, expected)
-    rows_from = paths.state_dir
-    if info is None and (start := job.start(data)):  # a WSD branch or segment: from the trunk's kept state
-        rows_from, trunk_expected = start
-        info = state.load_state(rows_from, trainer.model, trainer.optimizer, trunk_expected)
-        info.update(started_at=info["step"], resumed_from=[])
-    elif info is not None:
-        info["resumed_from"] = [*info["resumed_from"], info["step"]]
-    if info is None:
-        info = {"step": 0, "wall_s": 0.0, "metrics_rows": 0, "last_val_loss": None, "last_val_step": None,
-                "resumed_from": []}
+    # its own checkpoint, a trunk's kept state or step 0; over several processes rank 0 alone reads it
+    start = restore.restore(topo, trainer.model, trainer.optimizer,
+                            lambda: restore.read_start(job, trainer.model, trainer.optimizer, expected, data))
+    info, rows_from = start.info, start.rows_from
     info["fingerprint"] = expected
     metrics_path = paths.state_dir / state.METRICS
     if main:  # the rows up to the checkpoint we start from; rows logged after it will be logged again

@@ -10,7 +10,8 @@ from tqdm import tqdm
 
 def say(line: str) -> None:
     """One line for the log, whether or not a progress bar is drawn (Slurm and Snakemake logs have none)."""
-    tqdm.write(f"ngptlab train: {line}", file=sys.stderr)
+    # the newline in the same write: the ranks of a node share one log, and their lines must not interleave
+    tqdm.write(f"ngptlab train: {line}\n", file=sys.stderr, end="")
 
 
 def eval_line(run: str, step: int, plan, row: dict, tokens_per_s: float) -> str:

@@ -28,8 +28,8 @@ from ngptlab.checkpoint import (
     load_weights,
     read_config,
     read_tensors,
-    save_model,
     tensors_sha256,
+    write_model,
 )
 from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic
@@ -44,7 +44,7 @@ def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torc
     for index, per_param in optimizer.state_dict()["state"].items():
         for key, value in per_param.items():
             if isinstance(value, torch.Tensor):
-                tensors[f"state.{index}.{key}"] = value.detach().to("cpu").clone().contiguous()
+                tensors[f"state.{index}.{key}"] = value.detach().to("cpu", copy=True).contiguous()  # one copy
             else:
                 scalars[f"{index}.{key}"] = value
     return tensors, scalars
@@ -64,7 +64,7 @@ def save_state(
     name = f"ckpt-{info['step']:08d}-{time.time_ns()}"
     ckpt = state_dir / name
     ckpt.mkdir()
-    save_model(ckpt / "model.safetensors", model, config)
+    write_model(ckpt / "model.safetensors", model, config)  # the tensor hash only: each byte hashed once
     tensors, scalars = _optimizer_tensors(optimizer)
     tensors["rng.cpu"] = torch.get_rng_state()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
