@@ -11,7 +11,15 @@ import sys
 import time
 
 import pytest
-from test_train_support import make_params, run_dir, run_name, write_params, write_shards
+from test_train_support import (
+    cli_env,
+    make_params,
+    run_dir,
+    run_name,
+    train_command,
+    write_params,
+    write_shards,
+)
 
 from ngptlab.jobclock import EXIT_RESUMABLE, STARTED_ENV, JobClock, job_clock
 from ngptlab.params import find_run, load_params
@@ -102,3 +110,19 @@ def test_the_plan_prints_jobs_per_run_and_every_stage_limit(tmp_path):
                           capture_output=True, text=True, check=True).stdout
     assert "no job asks for more than train.max_job_minutes = 0.2 min" in text
     assert "stage limits (min): prepare 1" in text and "Slurm signals 30 s before the limit" in text
+
+
+def test_torchrun_does_not_restart_a_run_its_clock_stopped(tmp_path):
+    """With train.max_restarts, torchrun restarts workers that exit non-zero; a stop by the job's clock asks
+    the agent to shut down instead, so the job ends (exit non-zero, for the workflow's next attempt) with
+    the checkpoint, rather than restarting in a job whose time is up."""
+    root, _ = run_root(tmp_path, "ddp", max_job_minutes=1.0, max_restarts=2)
+    command = train_command(root, NAME, nproc=2)
+    command[command.index("--nproc_per_node"):command.index("--nproc_per_node")] = ["--max-restarts", "2"]
+    env = {**cli_env(), STARTED_ENV: str(time.time() - 60 + 3 + 4.0)}  # 4 s: start-up, then some steps
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert proc.stderr.count("interrupted at step") == 1, proc.stderr[-3000:]
+    assert "Restarting workers" not in proc.stderr
+    stopped = json.loads((run_dir(root, NAME) / "state" / "latest.json").read_text())["step"]
+    assert 0 < stopped < 64

@@ -38,7 +38,11 @@ shift 3
 # Each rendezvous round gets a fresh store for the processes: torchrun's default shares the agents' store
 # across rounds, and after a restart the processes can read the dead round's gloo addresses and hang.
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
-export NGPTLAB_JOB_STARTED=${NGPTLAB_JOB_STARTED:-$(date +%s)}
+if [ -z "${NGPTLAB_JOB_STARTED:-}" ]; then
+    export NGPTLAB_JOB_STARTED=$(date +%s)
+    echo "launch.sh: $(date -Is) start on $(hostname -s) (Slurm job ${SLURM_JOB_ID:-none}," \
+         "restart ${SLURM_RESTART_COUNT:-0})" >&2
+fi
 shutdown=${NGPTLAB_SHUTDOWN_TIMEOUT:-120}
 
 if [ "$nodes" -eq 1 ] && [ "$processes" -eq 1 ]; then

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from dataclasses import dataclass
 
@@ -95,3 +96,11 @@ def any_rank(flag: bool, topology: Topology) -> bool:
 def barrier(topology: Topology) -> None:
     if topology.distributed:
         dist.barrier()
+
+
+def end_without_restart(topology: Topology) -> None:
+    """Before a stop by the job's own clock: ask this node's torchrun agent to shut down, as Slurm's signal
+    would, so that it does not take the workers' exit 75 for a fault and restart them (train.max_restarts)
+    in a job whose time is up. The agent is each worker's parent; one worker per node asks."""
+    if topology.distributed and topology.local_rank == 0 and os.environ.get("TORCHELASTIC_RUN_ID"):
+        os.kill(os.getppid(), signal.SIGTERM)

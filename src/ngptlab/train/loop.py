@@ -408,6 +408,8 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
             if not checkpointed:
                 checkpoint()
             bar.close()
+            if stop.signal is None:
+                dist.end_without_restart(topo)
             if main:
                 why = f"signal {stop.signal}" if stop.signal is not None else limit.reason()
                 print(f"\nngptlab train: {job.name} interrupted at step {step}/{plan.steps} ({why}); "
