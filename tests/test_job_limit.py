@@ -63,6 +63,7 @@ def test_the_signal_lead_covers_twice_the_checkpoint_write():
     assert signal_lead_s(train, 10_000_000) == 120  # 0.12 GB: the two-minute floor
     assert signal_lead_s(train, 5_000_000_000) == 2 * 120 + 60  # 60 GB at 0.5 GB/s: 120 s, twice, +60
     assert signal_lead_s(train, 5_000_000_000, limit_min=4) == 120  # at most half the job
+    assert signal_lead_s(train, 5_000_000_000, limit_min=2) == 0  # Slurm may signal a minute early
     assert signal_lead_s({"signal_lead_s": 900}, 1) == 900
 
 
@@ -81,8 +82,8 @@ def test_a_run_over_several_jobs_ends_with_the_bytes_of_one_that_ran_through(tmp
     split, params = run_root(tmp_path, "split", max_job_minutes=1.0)
     spec, jobs, stops = find_run(params, NAME), 0, []
     while True:
-        # Each job starts with 0.8 s of its minute left (after the 3 s margin): some steps, then a stop.
-        monkeypatch.setenv(STARTED_ENV, str(time.time() - 60 + 3 + 0.8))
+        # Each job starts with 0.6 s of its minute left (after the 3 s margin): some steps, then a stop.
+        monkeypatch.setenv(STARTED_ENV, str(time.time() - 60 + 3 + 0.6))
         jobs += 1
         code = train_run(spec, params["train"], root=split, progress=False)
         if code == 0:
@@ -90,7 +91,7 @@ def test_a_run_over_several_jobs_ends_with_the_bytes_of_one_that_ran_through(tmp
         assert code == EXIT_RESUMABLE
         stops.append(json.loads((run_dir(split, NAME) / "state" / "latest.json").read_text())["step"])
         assert jobs <= 64, "the run makes no progress from one job to the next"
-    assert jobs >= 3 and stops == sorted(set(stops)) and stops[-1] < 64  # each job moved the run on
+    assert jobs >= 2 and stops == sorted(set(stops)) and stops[-1] < 64  # each job moved the run on
     summary = json.loads(next(split.glob("results/train/*/*/summary.json")).read_text())
     assert summary["resumed_from"] == stops
     model = "model.safetensors"
@@ -109,7 +110,7 @@ def test_the_plan_prints_jobs_per_run_and_every_stage_limit(tmp_path):
     text = subprocess.run([sys.executable, "-m", "ngptlab.cli", "plan", "--params", "params.yaml"], cwd=root,
                           capture_output=True, text=True, check=True).stdout
     assert "no job asks for more than train.max_job_minutes = 0.2 min" in text
-    assert "stage limits (min): prepare 1" in text and "Slurm signals 30 s before the limit" in text
+    assert "stage limits (min): prepare 1" in text and "no early signal: jobs under 3 min" in text
 
 
 def test_torchrun_does_not_restart_a_run_its_clock_stopped(tmp_path):

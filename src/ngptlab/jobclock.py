@@ -5,13 +5,14 @@ time); a run or an evaluation longer than that stops by itself before it, saves 
 EXIT_RESUMABLE (75), and the workflow's next job continues it. Stopping by our own clock, not by Slurm's
 signal, means a job never depends on the signal arriving in time, and the checkpoint never races a kill.
 
-The clock starts when the job started: launch.sh exports NGPTLAB_JOB_STARTED (seconds since the epoch) once,
-so a torchrun restart inside the job, or a second node, counts from the same moment. Inside a Slurm job the
-deadline is also never later than the job's end time as Slurm has it (squeue), whichever comes first.
+The clock starts when the job started: inside a Slurm job when Slurm started it (squeue), and its deadline is
+never later than the job's end time; elsewhere launch.sh exports NGPTLAB_JOB_STARTED (seconds since the
+epoch) once, so a torchrun restart inside the job counts from the same moment.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -42,7 +43,11 @@ class JobClock:
 
 
 def job_started() -> float:
-    """When this job started: NGPTLAB_JOB_STARTED if launch.sh set it, else when this process started."""
+    """When this job started: inside Slurm the job's start (a requeued job's latest), else
+    NGPTLAB_JOB_STARTED if launch.sh set it, else when this process started."""
+    start, _ = slurm_times()
+    if start is not None:
+        return start
     value = os.environ.get(STARTED_ENV)
     try:
         return float(value) if value else _process_start
@@ -53,31 +58,36 @@ def job_started() -> float:
 def job_clock(max_job_minutes: float | None) -> JobClock:
     """The clock of the job running this process, limited by `max_job_minutes` (None: no limit of its own)
     and by the Slurm job's end time when it runs inside one."""
-    limits = []
-    if max_job_minutes:
-        limits.append(job_started() + 60.0 * float(max_job_minutes))
-    slurm_end = slurm_end_time()
+    started, (_, slurm_end) = job_started(), slurm_times()
+    limits = [started + 60.0 * float(max_job_minutes)] if max_job_minutes else []
     if slurm_end is not None:
         limits.append(slurm_end)
     if not limits:
         return JobClock(None)
     deadline = min(limits)
-    length = max(deadline - job_started(), 0.0)
-    return JobClock(deadline, min(MARGIN_MAX_S, MARGIN_FRACTION * length))
+    return JobClock(deadline, min(MARGIN_MAX_S, MARGIN_FRACTION * max(deadline - started, 0.0)))
 
 
-def slurm_end_time() -> float | None:
-    """The end time Slurm has for this job (its start plus its time limit), or None outside Slurm, for a job
-    without a limit, or where squeue cannot say."""
+@functools.cache
+def slurm_times() -> tuple[float | None, float | None]:
+    """(start, end) of this Slurm job as squeue has them (its end: the start plus its time limit); Nones
+    outside Slurm, for a job without a limit, or where squeue cannot say. Asked once per process."""
     job = os.environ.get("SLURM_JOB_ID")
     if not job or shutil.which("squeue") is None:
-        return None
+        return None, None
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%e"], capture_output=True, text=True,
-                             timeout=30, check=False).stdout.strip()
-        return datetime.fromisoformat(out).timestamp()  # local time, as squeue prints it
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None  # "UNLIMITED", "N/A", or no answer: no deadline of Slurm's
+        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%S %e"], capture_output=True, text=True,
+                             timeout=30, check=False).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return tuple(_timestamp(word) for word in out[:2]) if len(out) >= 2 else (None, None)
+
+
+def _timestamp(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text).timestamp()  # local time, as squeue prints it
+    except ValueError:
+        return None  # "Unknown", "N/A", "NONE": no such time
 
 
 _process_start = time.time()

@@ -312,7 +312,7 @@ def _training_job(scale, arm, tokens):
         "runtime": time.limit_min,
         "jobs": time.jobs,
         "signal_lead_s": lead,
-        "slurm_extra": f"--signal=TERM@{lead}",
+        "slurm_extra": f"--signal=TERM@{lead}" if lead else "",
     }
 
 
@@ -348,8 +348,9 @@ def trunk_resource(name):
 
 def rule_retries(jobs):
     """A rule's retries when train.max_job_minutes splits jobs (plan/runtime.py); 0 (none set here: the
-    profile's) without a partition limit."""
-    if config["train"].get("max_job_minutes") is None:
+    profile's) without a partition limit, and inside a cluster job: the Snakemake there runs the one job,
+    and the next attempt must be the controller's, a new job with a time limit of its own."""
+    if config["train"].get("max_job_minutes") is None or not workflow.is_main_process:
         return 0
     return runtime.retries([runtime.JobTime(0, 0, n) for n in jobs])
 

@@ -1,6 +1,8 @@
 # evaluate: zero-shot accuracy of a cell's selected runs through lm-eval (src/ngptlab/evaluate). One job per
 # cell: which runs are evaluated (each arm's best learning rate) is known only from the cell's speed-up, so
 # the job depends on every checkpoint of the cell and picks its runs at run time; the DAG stays static.
+# A cell longer than train.max_job_minutes stops by its own clock (exit 75) with each finished run's
+# accuracies kept, and the rule's next attempt continues; the log keeps every attempt's part.
 
 
 rule evaluate:
@@ -25,4 +27,5 @@ rule evaluate:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} ngptlab evaluate --params {params.file} --cell {wildcards.cell} > {log} 2>&1"
+        "NGPTLAB_JOB_STARTED=$(date +%s) OMP_NUM_THREADS={threads} ngptlab evaluate --params {params.file}"
+        " --cell {wildcards.cell} >> {log} 2>&1"

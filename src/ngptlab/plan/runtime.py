@@ -28,6 +28,7 @@ STARTUP_MIN = 3.0
 # A resume checkpoint's write rate when train.checkpoint_write_gbps is not set: a cautious figure for one
 # client of a cluster filesystem.
 WRITE_GBPS = 0.5
+SIGNAL_MIN_LIMIT_MIN = 3  # sbatch --signal only for jobs at least this long (signal_lead_s)
 
 # prepare: tiktoken encodes ~12 MB/s of English per thread here; 2 MB/s per worker leaves room for reading
 # parquet, splitting, writing and hashing. An average OpenWebText document is ~4.8 KB (~38 GB / 8.0M).
@@ -104,10 +105,13 @@ def retries(jobs: list[JobTime]) -> int:
 def signal_lead_s(train: dict, n_params: int, limit_min: float | None = None) -> int:
     """How long before its time limit Slurm signals a training job (sbatch --signal=TERM@lead): enough to
     finish the step and write a checkpoint twice over, at least two minutes; train.signal_lead_s sets it.
-    Never more than half of a job's `limit_min`."""
+    Never more than half of a job's `limit_min`; 0 (no signal) for a job shorter than SIGNAL_MIN_LIMIT_MIN:
+    Slurm may send it up to a minute early, and such a job stops by its own clock."""
     lead = int(train["signal_lead_s"]) if train.get("signal_lead_s") else \
         max(120, math.ceil(2 * 60 * checkpoint_minutes(train, n_params) + 60))
-    return min(lead, int(30 * limit_min)) if limit_min else lead
+    if limit_min is None:
+        return lead
+    return min(lead, int(30 * limit_min)) if limit_min >= SIGNAL_MIN_LIMIT_MIN else 0
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -239,9 +243,10 @@ def describe_runtimes(params: dict, runs: list[dict], segments: list[dict], stag
         longest = max(r["time_limit_min"] for r in of_scale)
         write_s, lead = 60 * checkpoint_minutes(train, n_params), signal_lead_s(train, n_params, longest)
         verdict = "fits" if 2 * write_s <= lead else "does NOT fit: raise train.signal_lead_s"
-        size_gb = state_bytes(n_params) / 1e9
-        gbps = train.get("checkpoint_write_gbps", WRITE_GBPS)
+        signal = (f"Slurm signals {lead} s before the limit (torchrun waits as long): twice the write "
+                  f"{verdict}" if lead else
+                  f"no early signal: jobs under {SIGNAL_MIN_LIMIT_MIN} min stop by their own clock")
+        gbps, size_gb = train.get("checkpoint_write_gbps", WRITE_GBPS), state_bytes(n_params) / 1e9
         lines.append(f"checkpoint {scale}: a resume checkpoint ({size_gb:.3g} GB) writes in ~{write_s:.0f} s "
-                     f"at {gbps:g} GB/s; Slurm "
-                     f"signals {lead} s before the limit (torchrun waits as long): twice the write {verdict}")
+                     f"at {gbps:g} GB/s; {signal}")
     return lines

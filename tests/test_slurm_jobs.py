@@ -1,0 +1,149 @@
+"""One run's first contact with a real Slurm cluster, through `snakemake --profile slurm`: a run longer than
+train.max_job_minutes completes over several Slurm jobs, each stopping itself before its limit; a job sent
+its early signal (what sbatch --signal delivers), a requeued job (`scontrol requeue`) and a cancelled one
+are all resumed, Snakemake does not hang on any of them, and the run ends with the bytes of a run that went
+through in one process.
+
+Needs the cluster that `.ci/setup-slurm.sh` starts (CI runs it before the tests).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from workflow_support import (
+    BIN,
+    E2E_BUDGETS,
+    REPO,
+    copy_tokens,
+    e2e_params,
+    environment,
+    make_workdir,
+    run,
+    snakemake,
+)
+
+from ngptlab import layout
+from ngptlab.params import enumerate_runs
+
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("sinfo") is None,
+                       reason="Slurm is not installed here (no sinfo); `bash .ci/setup-slurm.sh` starts one"),
+]
+
+# The profile, answering at once on this one-machine cluster: the first look at a job after 1 s, and no cap
+# on status checks (the profile's are a real cluster's).
+SLURM = ("--profile", "slurm", "--slurm-init-seconds-before-status-checks", "1",
+         "--max-status-checks-per-second", "10")
+BUDGET = 64 * max(E2E_BUDGETS)  # 1,024 steps of 512 tokens: ~25 s of training here, several checkpoints
+
+
+def one_run_params(**train) -> dict:
+    """The end-to-end grid cut to one long gpt run, checkpointing every 64 steps."""
+    params = e2e_params()
+    scale = params["train"]["scales"][0]
+    params["train"].update(arms=["gpt"], budgets=[BUDGET], learning_rates={scale: {"gpt": [3.0e-3]}},
+                           eval_every_tokens=BUDGET // 4, checkpoint_every_tokens=64 * 512, **train)
+    params["speedup"]["baseline"] = "gpt"
+    return params
+
+
+def workdir(base: Path, name: str, base_temp: Path, **train) -> tuple[Path, str, str]:
+    params = one_run_params(**train)
+    [spec] = enumerate_runs(params)
+    work = make_workdir(base / name, params)
+    copy_tokens(base_temp, work)
+    return work, spec.name, f"{layout.run_dir(spec.cell, spec.name)}/model.safetensors"
+
+
+def state_step(work: Path, model: str) -> int:
+    try:
+        return json.loads((work / Path(model).parent / "state" / "latest.json").read_text())["step"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return -1
+
+
+def train_jobs(work: Path) -> list[str]:
+    """The Slurm job ids of the train rule's jobs, in submission order (the profile keeps one log each)."""
+    return sorted((p.stem for p in (work / "logs" / "slurm" / "rule_train").rglob("*.log")), key=int)
+
+
+def job_field(job: str, field: str) -> str:
+    out = run(["scontrol", "show", "job", job], Path("."), check=False).stdout
+    return next((word.split("=", 1)[1] for word in out.split() if word.startswith(f"{field}=")), "")
+
+
+def wait_for(condition, what: str, proc: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(f"snakemake ended (exit {proc.returncode}) while waiting for {what}:\n"
+                                 f"{proc.stderr.read()[-4000:]}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The run trained through in one process, without Slurm and without a job limit."""
+    work, name, model = workdir(tmp_path_factory.mktemp("reference"), "work", tmp_path_factory.getbasetemp())
+    run(["bash", str(REPO / "workflow/scripts/launch.sh"), "1", "1", "0", "train", "--params", "params.yaml",
+         "--no-progress", name], work, timeout=600)
+    return (work / model).read_bytes()
+
+
+def test_a_run_longer_than_its_partition_limit_completes_over_several_slurm_jobs(reference, tmp_path,
+                                                                              tmp_path_factory):
+    work, name, model = workdir(tmp_path, "split", tmp_path_factory.getbasetemp(), max_job_minutes=0.3)
+    dry = snakemake(work, model, "--cores", "2", *SLURM, "--dry-run").stdout
+    assert "runtime=1," in dry and "slurm_extra=--signal=TERM@30" in dry  # 18 s jobs ask for a minute
+
+    snakemake(work, model, "--cores", "2", *SLURM, timeout=900)
+
+    jobs = train_jobs(work)
+    assert len(jobs) >= 2  # each stopped itself (exit 75) and the rule's next attempt resumed the run
+    log = (work / layout.train_log(name.split("-gpt-")[0], name)).read_text()
+    assert log.count("launch.sh: ") >= len(jobs) and log.count("s left of this job") == len(jobs) - 1
+    assert (work / model).read_bytes() == reference
+
+
+def test_an_early_signal_a_requeue_and_a_cancel_are_all_resumed(reference, tmp_path, tmp_path_factory):
+    work, name, model = workdir(tmp_path, "signals", tmp_path_factory.getbasetemp())
+    proc = subprocess.Popen([str(BIN / "snakemake"), model, "--cores", "2", *SLURM, "--retries", "2"],
+                            cwd=work, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        # 1. The early signal: SIGTERM to every process of the job, as sbatch --signal=TERM@lead sends it.
+        wait_for(lambda: state_step(work, model) >= 64, "a first checkpoint", proc)
+        [first] = train_jobs(work)
+        run(["scancel", "--signal=TERM", first], work)
+        wait_for(lambda: len(train_jobs(work)) == 2, "the next attempt after the signal", proc)
+        second = train_jobs(work)[1]
+        signalled_at = state_step(work, model)
+        # 2. A requeue: the same job again (Slurm holds a requeued job back for a while; release it now).
+        wait_for(lambda: job_field(second, "JobState") == "RUNNING"
+                 and state_step(work, model) > signalled_at, "the second job's progress", proc)
+        run(["scontrol", "requeue", second], work)
+        wait_for(lambda: job_field(second, "JobState") == "PENDING", "the requeued job to be pending", proc)
+        run(["scontrol", "update", f"JobId={second}", "StartTime=now"], work)
+        requeued_at = state_step(work, model)
+        wait_for(lambda: job_field(second, "Restarts") == "1" and job_field(second, "JobState") == "RUNNING"
+                 and state_step(work, model) > requeued_at, "the requeued job's progress", proc)
+        # 3. A cancel: the job fails, and the rule's retry resumes the run.
+        run(["scancel", second], work)
+        assert proc.wait(timeout=600) == 0, proc.stderr.read()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert len(train_jobs(work)) == 3 and job_field(first, "JobState") == "FAILED"
+    assert job_field(second, "JobState") == "CANCELLED"
+    summary = json.loads(next((work / "results" / "train").rglob("summary.json")).read_text())
+    assert len(summary["resumed_from"]) >= 3 and summary["status"] == "completed"
+    assert (work / model).read_bytes() == reference
