@@ -5,6 +5,8 @@ and (slow) the smoke pipeline runs end to end on this machine."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections import Counter
 
 import pytest
@@ -12,6 +14,7 @@ import yaml
 from dvc.dependency.param import ParamsDependency
 from dvc.repo import Repo
 from workflow_support import (
+    BIN,
     E2E_DIVERGING,
     REPO,
     apply_preset,
@@ -25,6 +28,7 @@ from workflow_support import (
     planned_jobs,
     snakemake,
 )
+from workflow_support import run as run_command
 
 from ngptlab import layout
 from ngptlab.params import enumerate_cells, enumerate_runs, load_params
@@ -160,6 +164,31 @@ def test_presets_are_complete_params_files():
     assert min(train["budgets"]) <= 10e9 and max(train["budgets"]) >= 500e9
     source = paper["prepare"]["source"]
     assert (source["kind"], source["dataset"], source["split"]) == ("hf", "Skylion007/openwebtext", "train")
+
+
+@pytest.mark.parametrize("preset", [p if p != "paper" else pytest.param(p, marks=pytest.mark.slow)
+                                    for p in PRESETS])
+def test_every_job_of_a_preset_asks_slurm_for_the_time_the_plan_gives_it(preset, tmp_path):
+    """Through the Slurm profile: every job's --time from the plan (no profile default), none over the
+    partition's limit, training jobs with their early signal, and the plan's jobs per run."""
+    work = make_workdir(tmp_path / "repo")
+    apply_preset(work, preset)
+    params = load_params(work / "params.yaml")
+    limit = params["train"]["max_job_minutes"]
+    dry = snakemake(work, "--dry-run", "--nolock", "--profile", "slurm", timeout=300).stdout
+    plan = json.loads(run_command([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--json"],
+                                  work).stdout)
+    jobs, cells = plan["runs"] + plan["trunks"], len(plan["cells"])
+    runtimes = [int(value) for value in re.findall(r"\bruntime=(\d+)", dry)]
+    # every job but the local lineage ones: train and trunk, condition per run, speedup and evaluate per cell,
+    # prepare and report
+    assert len(runtimes) == len(jobs) + len(plan["runs"]) + 2 * cells + 2
+    assert max(runtimes) <= limit
+    trained = re.findall(r"\bruntime=(\d+), slurm_extra=(--signal=TERM@\d+)", dry)
+    assert sorted(int(t) for t, _ in trained) == sorted(j["time_limit_min"] for j in jobs)
+    # each within its estimate (its share of runtime_min), rounded up to a minute, at least 10 minutes
+    assert all(j["time_limit_min"] <= max(10, math.ceil(j["estimate_min"])) for j in jobs)
+    assert all(j["jobs"] >= math.ceil(j["estimate_min"] / limit) for j in jobs)
 
 
 @pytest.mark.parametrize("preset", ["small", pytest.param("paper", marks=pytest.mark.slow)])

@@ -347,11 +347,13 @@ def trunk_resource(name):
 
 
 def rule_retries(jobs):
-    """A rule's retries when train.max_job_minutes splits jobs (plan/runtime.py); 0 (none set here: the
-    profile's) without a partition limit, and inside a cluster job: the Snakemake there runs the one job,
-    and the next attempt must be the controller's, a new job with a time limit of its own."""
-    if config["train"].get("max_job_minutes") is None or not workflow.is_main_process:
+    """A rule's retries when train.max_job_minutes splits jobs (plan/runtime.py); None (the profile's or
+    --retries) without a partition limit; 0 inside a cluster job: the Snakemake there runs the one job, and
+    the next attempt must be the controller's, a new job with a time limit of its own."""
+    if not workflow.is_main_process:
         return 0
+    if config["train"].get("max_job_minutes") is None:
+        return None
     return runtime.retries([runtime.JobTime(0, 0, n) for n in jobs])
 
 

@@ -2,7 +2,7 @@
 # cell: which runs are evaluated (each arm's best learning rate) is known only from the cell's speed-up, so
 # the job depends on every checkpoint of the cell and picks its runs at run time; the DAG stays static.
 # A cell longer than train.max_job_minutes stops by its own clock (exit 75) with each finished run's
-# accuracies kept, and the rule's next attempt continues; the log keeps every attempt's part.
+# accuracies kept, and the rule's next attempt continues.
 
 
 rule evaluate:
@@ -28,4 +28,4 @@ rule evaluate:
         CONDA_ENV
     shell:
         "NGPTLAB_JOB_STARTED=$(date +%s) OMP_NUM_THREADS={threads} ngptlab evaluate --params {params.file}"
-        " --cell {wildcards.cell} >> {log} 2>&1"
+        " --cell {wildcards.cell} > {log} 2>&1"

@@ -7,8 +7,8 @@
 # `trap : TERM` keeps the job's shell alive when Slurm signals every process of the job: without it the
 # shell dies at once, the jobstep's Snakemake reports the job failed and leaves, and the job step ends,
 # killing the run halfway through its checkpoint. The trap is the shell's own; the run (exec'd by launch.sh)
-# has Python's handler (train/stop.py). Each job appends to the run's log (launch.sh heads its part), so
-# the log tells the whole run, over all its jobs.
+# has Python's handler (train/stop.py). Snakemake removes a job's log before each attempt: the run's log is
+# its last job's; the Slurm profile keeps every job's sbatch log, and the summary lists where it resumed.
 #
 # How a run is launched is workflow/scripts/launch.sh, the one place for it: one process, torchrun on one
 # node when the scale has processes > 1, or over nodes > 1 one torchrun agent per Slurm node (srun) meeting
@@ -49,7 +49,7 @@ rule train:
     shell:
         "trap : TERM; NGPTLAB_SHUTDOWN_TIMEOUT={params.lead} bash workflow/scripts/launch.sh {resources.nodes}"
         " {resources.processes} {resources.max_restarts} train --params {params.file} --no-progress"
-        " {wildcards.run} >> {log} 2>&1"
+        " {wildcards.run} > {log} 2>&1"
 
 
 # trunk: one segment of a WSD trunk (src/ngptlab/train/trunk.py), from the branch point before it to its own,
@@ -89,4 +89,4 @@ rule trunk:
     shell:
         "trap : TERM; NGPTLAB_SHUTDOWN_TIMEOUT={params.lead} bash workflow/scripts/launch.sh {resources.nodes}"
         " {resources.processes} {resources.max_restarts} train --params {params.file} --no-progress"
-        " {wildcards.trunk}-{wildcards.span} >> {log} 2>&1"
+        " {wildcards.trunk}-{wildcards.span} > {log} 2>&1"

@@ -133,4 +133,4 @@ def _placement(train: dict, scale: str, gpu_hours: float, job: JobTime) -> dict:
     return {"nodes": layout.nodes, "gpus_per_node": layout.gpus_per_node, "gpus": layout.gpus,
             "processes": layout.world_size, "gpu_hours": gpu_hours,
             "wall_hours": gpu_hours / layout.gpus if layout.gpus else None,
-            "time_limit_min": job.limit_min, "jobs": job.jobs}
+            "estimate_min": job.estimate_min, "time_limit_min": job.limit_min, "jobs": job.jobs}
