@@ -358,7 +358,7 @@ def rule_retries(jobs):
 
 
 TRAIN_RETRIES = rule_retries(_train_job(spec.cell, run)["jobs"] for run, spec in RUNS.items())
-TRUNK_RETRIES = rule_retries(_trunk_job(*job.split("/"))["jobs"] for job in SEGMENTS)
+TRUNK_RETRIES = rule_retries(_trunk_job(s.trunk.cell, s.trunk.name, s.span)["jobs"] for s in SEGMENTS.values())
 EVALUATE_RETRIES = rule_retries(entry["jobs"] for entry in STAGE_TIMES["evaluate"].values())
 
 
