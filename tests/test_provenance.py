@@ -232,7 +232,8 @@ def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(
 
     # Without a progress bar (--no-progress, as in every rule), the log still says what happens.
     lines = [line for line in logs[0].splitlines() if line.startswith("ngptlab train: ")]
-    assert lines[0].startswith(f"ngptlab train: start {name}: from step 0 of 8 (4,096 tokens")
+    assert re.match(r"ngptlab train: host \S+ rank 0/1 local rank 0: CUDA_VISIBLE_DEVICES=", lines[0])
+    assert lines[1].startswith(f"ngptlab train: start {name}: from step 0 of 8 (4,096 tokens")
     evals = [line for line in lines if " step " in line and " ETA " in line]
     assert len(evals) == 2  # eval_every_tokens 2048 of 4096
     assert re.search(r"step 4/8 tokens 2,048/4,096 \(50%\) train loss \d+\.\d{4} val loss \d+\.\d{4} "

@@ -11,7 +11,6 @@ Slurm that does not answer is a failure.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -20,6 +19,8 @@ from safetensors import safe_open
 from workflow_support import (
     E2E_DIVERGING,
     REPO,
+    SLURM_MARKS,
+    SLURM_PROFILE,
     copy_tokens,
     e2e_params,
     job_counts,
@@ -34,17 +35,10 @@ from ngptlab.checkpoint import HASH_KEY
 from ngptlab.params import RunSpec, enumerate_cells, enumerate_runs
 from ngptlab.results import train_dir
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("sinfo") is None,
-                       reason="Slurm is not installed here (no sinfo); `bash .ci/setup-slurm.sh` starts one"),
-]
+pytestmark = SLURM_MARKS
 
 SUMMARY_KEYS = ("status", "tokens", "steps", "final_val_loss")
-# The profile, with Snakemake's first look at a job after 1 s instead of its 5: this one-machine cluster
-# answers at once, and the plugin waits 10 s longer after every look that finds nothing finished.
-SLURM = ("--profile", "slurm", "--slurm-init-seconds-before-status-checks", "1")
+SLURM = SLURM_PROFILE
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ Needs the cluster that `.ci/setup-slurm.sh` starts (CI runs it before the tests)
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +19,8 @@ from workflow_support import (
     BIN,
     E2E_BUDGETS,
     REPO,
+    SLURM_MARKS,
+    SLURM_PROFILE,
     copy_tokens,
     e2e_params,
     environment,
@@ -31,17 +32,8 @@ from workflow_support import (
 from ngptlab import layout
 from ngptlab.params import enumerate_runs
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("sinfo") is None,
-                       reason="Slurm is not installed here (no sinfo); `bash .ci/setup-slurm.sh` starts one"),
-]
-
-# The profile, answering at once on this one-machine cluster: the first look at a job after 1 s, and no cap
-# on status checks (the profile's are a real cluster's).
-SLURM = ("--profile", "slurm", "--slurm-init-seconds-before-status-checks", "1",
-         "--max-status-checks-per-second", "10")
+pytestmark = SLURM_MARKS
+SLURM = SLURM_PROFILE
 BUDGET = 4 * max(E2E_BUDGETS)  # 64 steps of 512 tokens: ~20 s of training on one Slurm CPU here
 
 
@@ -106,9 +98,9 @@ def reference(tmp_path_factory):
 
 def test_a_run_longer_than_its_partition_limit_completes_over_several_slurm_jobs(reference, tmp_path,
                                                                               tmp_path_factory):
-    work, name, model = workdir(tmp_path, "split", tmp_path_factory.getbasetemp(), max_job_minutes=0.3)
+    work, name, model = workdir(tmp_path, "split", tmp_path_factory.getbasetemp(), max_job_minutes=0.45)
     dry = snakemake(work, model, "--cores", "2", *SLURM, "--dry-run").stdout
-    # 18 s jobs ask Slurm for a minute, without an early signal (which Slurm may send up to a minute early)
+    # 27 s jobs ask Slurm for a minute, without an early signal (which Slurm may send up to a minute early)
     assert "runtime=1," in dry and "--signal" not in dry
 
     snakemake(work, model, "--cores", "2", *SLURM, timeout=900)

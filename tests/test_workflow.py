@@ -166,29 +166,32 @@ def test_presets_are_complete_params_files():
     assert (source["kind"], source["dataset"], source["split"]) == ("hf", "Skylion007/openwebtext", "train")
 
 
-@pytest.mark.parametrize("preset", [p if p != "paper" else pytest.param(p, marks=pytest.mark.slow)
-                                    for p in PRESETS])
-def test_every_job_of_a_preset_asks_slurm_for_the_time_the_plan_gives_it(preset, tmp_path):
-    """Through the Slurm profile: every job's --time from the plan (no profile default), none over the
-    partition's limit, training jobs with their early signal, and the plan's jobs per run."""
-    work = make_workdir(tmp_path / "repo")
-    apply_preset(work, preset)
-    params = load_params(work / "params.yaml")
-    limit = params["train"]["max_job_minutes"]
-    dry = snakemake(work, "--dry-run", "--nolock", "--profile", "slurm", timeout=300).stdout
+def assert_time_limits_of_the_plan(work, dry_run: str) -> None:
+    """Through the Slurm profile (`dry_run`: its --dry-run output): every job's --time from the plan (no
+    profile default), none over the partition's limit, training jobs with their early signal, and the
+    plan's jobs per run."""
+    limit = load_params(work / "params.yaml")["train"]["max_job_minutes"]
     plan = json.loads(run_command([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--json"],
                                   work).stdout)
     jobs, cells = plan["runs"] + plan["trunks"], len(plan["cells"])
-    runtimes = [int(value) for value in re.findall(r"\bruntime=(\d+)", dry)]
+    runtimes = [int(value) for value in re.findall(r"\bruntime=(\d+)", dry_run)]
     # every job but the local lineage ones: train and trunk, condition per run, speedup and evaluate per cell,
     # prepare and report
     assert len(runtimes) == len(jobs) + len(plan["runs"]) + 2 * cells + 2
     assert max(runtimes) <= limit
-    trained = re.findall(r"\bruntime=(\d+), slurm_extra=(--signal=TERM@\d+)", dry)
+    trained = re.findall(r"\bruntime=(\d+), slurm_extra=(--signal=TERM@\d+)", dry_run)
     assert sorted(int(t) for t, _ in trained) == sorted(j["time_limit_min"] for j in jobs)
     # each within its estimate (its share of runtime_min), rounded up to a minute, at least 10 minutes
     assert all(j["time_limit_min"] <= max(10, math.ceil(j["estimate_min"])) for j in jobs)
     assert all(j["jobs"] >= math.ceil(j["estimate_min"] / limit) for j in jobs)
+
+
+@pytest.mark.parametrize("preset", ["first-light", "pilot", "settle"])  # small and paper: the test below
+def test_every_job_of_a_preset_asks_slurm_for_the_time_the_plan_gives_it(preset, tmp_path):
+    work = make_workdir(tmp_path / "repo")
+    apply_preset(work, preset)
+    dry = snakemake(work, "--dry-run", "--nolock", "--profile", "slurm", timeout=300).stdout
+    assert_time_limits_of_the_plan(work, dry)
 
 
 @pytest.mark.parametrize("preset", ["small", pytest.param("paper", marks=pytest.mark.slow)])
@@ -197,8 +200,10 @@ def test_applied_preset_plans_its_grid_in_snakemake_and_dvc(preset, tmp_path):
     apply_preset(work, preset)
     git(work, "init", "-q")
     params = load_params(work / "params.yaml")
-    counts = job_counts(snakemake(work, "--dry-run", "--nolock", timeout=300).stdout)
+    dry = snakemake(work, "--dry-run", "--nolock", "--profile", "slurm", timeout=300).stdout
+    counts = job_counts(dry)
     assert counts == expected_counts(params)
+    assert_time_limits_of_the_plan(work, dry)
     assert len(dvc_stages(work)) == sum(counts.values()) - counts["lineage"]  # all jobs but `all`; plan
     if preset == "paper":
         # 2 scales x 3 contexts x 9 arms x 6 budgets x 4 learning rates = 1296 runs:

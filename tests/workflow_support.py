@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,6 +31,20 @@ BIN = Path(sys.executable).parent
 WORKFLOW_FILES = ("Snakefile", "dvc.yaml", "params.yaml", "slurm", "profiles", "workflow",
                   "results/plan.json", ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore", "src")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
+
+# The marks of a module that runs jobs on the Slurm cluster `.ci/setup-slurm.sh` starts (CI runs it before the
+# tests): skipped only where Slurm is not installed at all; an installed Slurm that does not answer is a
+# failure.
+SLURM_MARKS = [
+    pytest.mark.slurm,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("sinfo") is None,
+                       reason="Slurm is not installed here (no sinfo); `bash .ci/setup-slurm.sh` starts one"),
+]
+# The Slurm profile, answering at once on this one-machine cluster: Snakemake's first look at a job after 1 s
+# instead of its 60, and no cap on status checks (the profile's suit a real cluster's controller).
+SLURM_PROFILE = ("--profile", "slurm", "--slurm-init-seconds-before-status-checks", "1",
+                 "--max-status-checks-per-second", "10")
 
 # Downloads of `prepare` (pinned PyPI archives) are shared by every scratch copy and kept between sessions.
 DOWNLOAD_CACHE = REPO / "data" / "cache"

@@ -143,11 +143,11 @@ def run(args: argparse.Namespace, params: dict) -> int:
         print(f"note: {line}; a fair comparison gives every arm as many")
     for line in sharing_lines(plan):
         print(line)
+    for line in describe_storage(storage):
+        print(line)
     jobs = f"{len(rows)} runs and {len(segments)} trunk segments" if segments else f"{len(rows)} runs"
     print(f"{jobs} in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
           f"{total_gpu_hours:.4g} GPU-hours at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")
-    for line in describe_storage(storage):
-        print(line)
     if projected:
         print(f"projected over the whole protocol (train.protocol: {describe(params['train'])}): "
               f"{projected['runs']} runs, {projected['total_gpu_hours']:,.0f} GPU-hours; which learning "
