@@ -408,10 +408,12 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
             if not checkpointed:
                 checkpoint()
             bar.close()
-            if stop.signal is None:
+            by_clock = stop.signal is None and limit.must_stop()
+            if by_clock:
                 dist.end_without_restart(topo)
             if main:
-                why = f"signal {stop.signal}" if stop.signal is not None else limit.reason()
+                why = (f"signal {stop.signal}" if stop.signal is not None else limit.reason() if by_clock
+                       else "a stop asked on another rank")
                 print(f"\nngptlab train: {job.name} interrupted at step {step}/{plan.steps} ({why}); "
                       f"checkpoint saved, rerun the same command to resume (exit {EXIT_RESUMABLE})",
                       file=sys.stderr)
