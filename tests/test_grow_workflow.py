@@ -1,7 +1,7 @@
 """A grid that grows by its results, through both tools (real training, real Snakemake and DVC): a WSD grid
 whose train.protocol holds its largest budget back; `ngptlab plan --prune-sweeps` lets it in at each arm's
 best learning rate and `dvc repro` trains exactly that (the pruned learning rate's trunk stops); `ngptlab
-plan --add-seeds` adds a seed at each arm's best trunk and Snakemake trains exactly its runs; nothing
+plan --add-seeds` adds a seed at each arm's best trunk and Snakemake plans exactly its runs; nothing
 trained before trains again, and a second call of either command changes nothing.
 """
 
@@ -76,8 +76,10 @@ def test_pruned_and_seeded_grids_train_only_their_new_runs_in_both_tools(tmp_pat
         name: (3 if "trunk" in name else 2) * 512 for name in new}  # from3-to6, and a branch from 6 to 8
     git(work, "add", "-A")
     git(work, "commit", "-q", "-m", "pruned")
+    assert_nothing_to_do(work)
 
-    text = (work / "params.yaml").read_text()
+    # The seeds: Snakemake plans exactly their trunks and branches and the stages after them. (Training them
+    # is the same mechanism the pruning's runs just went through in DVC; left out for CI's time.)
     plan(work, "--add-seeds", "1")
     seeded = jobs(work) - jobs_before - new
     assert len(seeded) == len(ARMS) * (2 + 2)  # per arm: seed 1's trunk (two segments) and two branches
@@ -86,16 +88,8 @@ def test_pruned_and_seeded_grids_train_only_their_new_runs_in_both_tools(tmp_pat
     seeded_work = Counter(trunk=2 * len(ARMS), train=2 * len(ARMS), condition=2 * len(ARMS), speedup=1,
                           evaluate=1, report=1)
     assert planned == seeded_work + Counter(lineage=sum(seeded_work.values()), all=1)
-    snakemake(work, "--cores", "2", timeout=1800)
-    dvc(work, "commit", "--force")
-    final = trained_tokens(work)
-    assert {name: final[name] for name in after} == after
-    assert set(final) - set(after) == seeded
-    assert_nothing_to_do(work)
 
     text = (work / "params.yaml").read_text()
     plan(work, "--add-seeds", "1")
     plan(work, "--prune-sweeps", "1")
     assert (work / "params.yaml").read_text() == text  # a second call changes nothing
-    speedup = json.loads(next(work.glob("results/speedup/*.json")).read_text())
-    assert speedup["seeds"] == [0, 1]

@@ -55,7 +55,7 @@ def test_jobs_split_a_long_estimate_into_the_partition_limit():
     assert job_time(5, 0.2).limit_min == 1  # Slurm asks whole minutes
     with pytest.raises(ValueError, match="leaves no time to train"):
         job_time(600, 30, checkpoint_min=25)
-    assert retries([JobTime(0, 0, 1), JobTime(0, 0, 3)]) == 3  # two more jobs, and one for a failure
+    assert retries([1, 3]) == 3  # two more jobs, and one for a failure
 
 
 def test_the_signal_lead_covers_twice_the_checkpoint_write():

@@ -97,7 +97,7 @@ def test_plan_prints_the_disk_lines_and_json_has_storage(tmp_path, capsys):
     assert "resume state at the profile's 100 concurrent jobs" in out and "peak 1.29 TB" in out
     assert "DVC cache (dvc commit): +4.09 TB with cache.type copy" in out
     assert "0 with hardlink/symlink" in out and "remote (dvc push): 4.09 TB" in out
-    assert out.index("GPU-hours at 40% MFU") < out.index("disk (decimal")  # after the totals
+    assert out.index("disk (decimal") < out.index("GPU-hours at 40% MFU")  # the totals stay the last line
 
     assert main(["plan", "--json", "--params", str(PAPER), "--profile-config", _profile(tmp_path, 3)]) == 0
     storage = json.loads(capsys.readouterr().out)["storage"]

@@ -354,7 +354,7 @@ def rule_retries(jobs):
         return 0
     if config["train"].get("max_job_minutes") is None:
         return None
-    return runtime.retries([runtime.JobTime(0, 0, n) for n in jobs])
+    return runtime.retries(jobs)
 
 
 TRAIN_RETRIES = rule_retries(_train_job(spec.cell, run)["jobs"] for run, spec in RUNS.items())

@@ -48,7 +48,7 @@ from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.device import resolve_device
 from ngptlab.errors import CheckpointError, NgptlabError, ParamsError
 from ngptlab.evaluate import partial
-from ngptlab.evaluate.tasks import OFFLINE_TASKS, TaskSettings, build_offline_tasks
+from ngptlab.evaluate.tasks import OFFLINE_EXAMPLES, OFFLINE_TASKS, TaskSettings, build_offline_tasks
 from ngptlab.jobclock import EXIT_RESUMABLE, job_clock
 from ngptlab.params import compared_runs, enumerate_cells
 from ngptlab.results import read_json, write_json
@@ -60,7 +60,6 @@ METRICS = ("acc", "acc_norm")
 # lm-eval reports no stderr with 0 bootstrap iterations; acc and acc_norm are means, whose stderr it computes
 # in closed form, so the count only matters for other metrics.
 BOOTSTRAP_ITERS = 100
-OFFLINE_EXAMPLES = 1000  # examples per offline task when evaluate.limit is null (every example)
 # Another run starts only while the job has this many times its longest run so far left: a margin for a run
 # slower than those before it (another arm, a busier machine).
 RESERVE_FACTOR = 1.5

@@ -31,6 +31,7 @@ LASTWORD = "ngptlab_lastword"
 CONTINUATION = "ngptlab_continuation"
 OFFLINE_TASKS = (LASTWORD, CONTINUATION)
 N_CHOICES = 4
+OFFLINE_EXAMPLES = 1000  # examples per offline task when evaluate.limit is null (every example)
 # Stream tags keep the two tasks' generators independent for the same seed.
 _STREAMS = {LASTWORD: 0x6C77, CONTINUATION: 0x636F}
 

@@ -14,9 +14,10 @@ partition's limit, and never below MIN_RUNTIME_MIN.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ngptlab.evaluate.tasks import CONTINUATION, N_CHOICES, OFFLINE_TASKS
+from ngptlab.evaluate.tasks import CONTINUATION, N_CHOICES, OFFLINE_EXAMPLES, OFFLINE_TASKS
 from ngptlab.params import MIN_RUNTIME_MIN, compared_runs, run_shape, time_limit_min
 from ngptlab.plan.sharing import state_bytes
 
@@ -45,7 +46,6 @@ CONDITION_FLOPS = 10e9
 TASK_SIZES = {"arc_easy": (2376, 4), "hellaswag": (10042, 4), "winogrande": (1267, 2), "wsc273": (273, 2),
               "lambada_openai": (5153, 1)}  # (examples, choices)
 UNKNOWN_TASK_REQUESTS = 20_000
-OFFLINE_EXAMPLES = 1000  # evaluate/command.py's count when evaluate.limit is null
 REQUEST_TOKENS = 256  # tokens of one request's forward pass, at most the context
 EVAL_FLOPS = {"gpu": 989e12 * 0.1, "cpu": 20e9}  # small-batch inference: a tenth of an H100's peak; a CPU
 
@@ -60,10 +60,6 @@ class JobTime:
 
     def as_dict(self) -> dict:
         return {"estimate_min": self.estimate_min, "limit_min": self.limit_min, "jobs": self.jobs}
-
-
-def max_job_minutes(params: dict) -> float | None:
-    return params["train"].get("max_job_minutes")
 
 
 def job_time(estimate_min: float, partition_min: float | None, checkpoint_min: float = 0.0) -> JobTime:
@@ -97,9 +93,10 @@ def train_job(train: dict, scale: str, tokens: int, n_params: int) -> JobTime:
     return job_time(estimate, train.get("max_job_minutes"), checkpoint_minutes(train, n_params))
 
 
-def retries(jobs: list[JobTime]) -> int:
-    """The retries of a rule whose longest job takes max(jobs) jobs, plus FAILURE_RETRIES."""
-    return max((j.jobs for j in jobs), default=1) - 1 + FAILURE_RETRIES
+def retries(jobs: Iterable[int]) -> int:
+    """The retries of a rule whose jobs take `jobs` Slurm jobs each: the longest's less one, plus
+    FAILURE_RETRIES."""
+    return max(jobs, default=1) - 1 + FAILURE_RETRIES
 
 
 def signal_lead_s(train: dict, n_params: int, limit_min: float | None = None) -> int:
@@ -220,9 +217,9 @@ def describe_runtimes(params: dict, runs: list[dict], segments: list[dict], stag
         lines.append(f"time limits: no job asks for more than train.max_job_minutes = {partition:g} min; "
                      f"{len(split)} of {len(jobs)} training jobs take more than one (jobs column), up to "
                      f"{max((j['jobs'] for j in jobs), default=1)}; the train rule retries "
-                     f"{retries([JobTime(0, 0, r['jobs']) for r in runs])} times, trunk "
-                     f"{retries([JobTime(0, 0, s['jobs']) for s in segments])}, evaluate "
-                     f"{retries([JobTime(0, 0, c['jobs']) for c in stages['evaluate'].values()])}")
+                     f"{retries(r['jobs'] for r in runs)} times, trunk "
+                     f"{retries(s['jobs'] for s in segments)}, evaluate "
+                     f"{retries(c['jobs'] for c in stages['evaluate'].values())}")
     condition = ", ".join(f"{s} {c['limit_min']}" for s, c in stages["condition"].items())
     evaluate = ", ".join(f"{c} {e['limit_min']} x {e['jobs']}" for c, e in stages["evaluate"].items())
     lines.append(f"stage limits (min): prepare {stages['prepare']['limit_min']}, condition {condition}, "
