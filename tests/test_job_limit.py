@@ -91,7 +91,7 @@ def test_a_run_over_several_jobs_ends_with_the_bytes_of_one_that_ran_through(tmp
         assert code == EXIT_RESUMABLE
         stops.append(json.loads((run_dir(split, NAME) / "state" / "latest.json").read_text())["step"])
         assert jobs <= 64, "the run makes no progress from one job to the next"
-    assert jobs >= 2 and stops == sorted(set(stops)) and stops[-1] < 64  # each job moved the run on
+    assert jobs >= 2 and stops == sorted(set(stops)) and stops[-1] <= 64  # each job moved the run on
     summary = json.loads(next(split.glob("results/train/*/*/summary.json")).read_text())
     assert summary["resumed_from"] == stops
     model = "model.safetensors"
