@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ngptlab.evaluate.tasks import CONTINUATION, N_CHOICES, OFFLINE_EXAMPLES, OFFLINE_TASKS
+from ngptlab.jobclock import MARGIN_FRACTION, MARGIN_MAX_S
 from ngptlab.params import MIN_RUNTIME_MIN, compared_runs, run_shape, time_limit_min
 from ngptlab.plan.sharing import state_bytes
 
@@ -73,7 +74,7 @@ def job_time(estimate_min: float, partition_min: float | None, checkpoint_min: f
     slot = max(1, math.floor(partition_min))
     if estimate_min <= partition_min:
         return JobTime(estimate_min, min(max(MIN_RUNTIME_MIN, math.ceil(estimate_min)), slot), 1)
-    margin_min = min(2.0, 0.05 * partition_min)
+    margin_min = min(MARGIN_MAX_S / 60, MARGIN_FRACTION * partition_min)  # the job clock's
     usable = partition_min - min(STARTUP_MIN, 0.25 * partition_min) - checkpoint_min - margin_min
     if usable <= 0.1 * partition_min:
         raise ValueError(f"train.max_job_minutes {partition_min:g} leaves no time to train: startup, a "

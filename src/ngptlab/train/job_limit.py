@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import time
 
-from ngptlab.jobclock import JobClock, job_clock
+from ngptlab.jobclock import job_clock
 from ngptlab.plan.runtime import checkpoint_minutes
 
 
 class JobLimit:
-    def __init__(self, train: dict, n_params: int, clock: JobClock | None = None):
-        self.clock = clock or job_clock(train.get("max_job_minutes"))
+    def __init__(self, train: dict, n_params: int):
+        self.clock = job_clock(train.get("max_job_minutes"))
         self.slowest_step_s = 0.0
         self._steps = 0
         self.checkpoint_s = 60 * checkpoint_minutes(train, n_params)

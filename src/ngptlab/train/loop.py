@@ -135,8 +135,8 @@ class Trainer:
                          else contextlib.nullcontext())
         self.compiled = bool(train["compile"])
         self.forward = torch.compile(self.model) if self.compiled else self.model
-        self.wrapped = (dist.ddp(self.forward, topo, sum(p.numel() for p in self.model.parameters()))
-                        if topo.distributed else self.forward)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        self.wrapped = dist.ddp(self.forward, topo, self.n_params) if topo.distributed else self.forward
         self.batches = Batches(shards, plan, spec.seed, topo.rank, self.device)
         self.attention = Attention(self.device, (plan.micro_seqs, self.shape.n_head, spec.context,
                                                  self.shape.d_model // self.shape.n_head),
@@ -318,7 +318,7 @@ def _loop(job: Job, train: dict, topo: dist.Topology, plan: BatchPlan, trainer: 
     step = info["step"]
     first_step = step
     timer = StepTimer(trainer.device, trainer.compiled, info)  # which steps count: train/timing.py
-    limit = JobLimit(train, sum(p.numel() for p in trainer.model.parameters()))  # the job's own clock
+    limit = JobLimit(train, trainer.n_params)  # the job's own clock
     retries = info.setdefault("nonfinite_retries", [])  # steps computed again: train/attention.py
     for name in info.get("attention_disabled", []):  # kernels an earlier start of this job disabled
         trainer.attention.disable(name)
