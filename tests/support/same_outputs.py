@@ -1,0 +1,156 @@
+"""Do two pipeline trees hold the same outputs? The proof a refactor owes: run the same grid before and after
+(each in a fresh clone), then
+
+    python tests/support/same_outputs.py BEFORE AFTER
+
+compares every output the stages produce, file by file, and prints one line per difference (exit 1 if any):
+
+- results/train/**/summary.json, results/trunk/**/*.json, results/conditioning/*.json, results/speedup/*.json,
+  results/evaluate/*.json: equal as JSON once the fields named in VOLATILE are removed;
+- results/train/**/metrics.jsonl: equal line by line, the same way;
+- runs/**/*.safetensors: every tensor's bytes equal (the header's metadata records the code revision, so the
+  file's own bytes and sha256 differ whenever the code does);
+- reports/report.md: equal once code revisions and the hashes derived from them are masked.
+
+Files present on one side only are differences too. Not a test in CI: it needs two full pipeline runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+# Fields that record the code revision, or a hash of a file that carries it; they differ whenever the code
+# does and say nothing of the numbers. Everything else must be equal.
+VOLATILE = frozenset({"code_revision", "checkpoint_sha256", "revision", "code"})
+# In report.md: the code fingerprints and the hashes of checkpoints written with them.
+MASKED = re.compile(r"code:[0-9a-f]{8,}|\b[0-9a-f]{40,64}\b")
+
+JSON_GLOBS = ("results/train/**/summary.json", "results/trunk/**/*.json", "results/conditioning/*.json",
+              "results/speedup/*.json", "results/evaluate/*.json")
+
+
+def without_volatile(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: without_volatile(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [without_volatile(v) for v in value]
+    return value
+
+
+def paired(before: Path, after: Path, pattern: str) -> Iterator[tuple[str, Path | None, Path | None]]:
+    names = sorted({p.relative_to(before).as_posix() for p in before.glob(pattern)}
+                   | {p.relative_to(after).as_posix() for p in after.glob(pattern)})
+    for name in names:
+        a, b = before / name, after / name
+        yield name, a if a.is_file() else None, b if b.is_file() else None
+
+
+def first_difference(a: object, b: object, where: str = "") -> str | None:
+    """Where two JSON values first differ, as a key path."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if list(a) != list(b):
+            return f"{where or '.'}: keys {list(a)} != {list(b)}"
+        for key in a:
+            found = first_difference(a[key], b[key], f"{where}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            found = first_difference(x, y, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    return None if a == b else f"{where or '.'}: {a!r} != {b!r}"
+
+
+def compare_json(before: Path, after: Path) -> Iterator[str]:
+    for pattern in JSON_GLOBS:
+        for name, a, b in paired(before, after, pattern):
+            if a is None or b is None:
+                yield f"{name}: only in {'after' if a is None else 'before'}"
+                continue
+            found = first_difference(without_volatile(json.loads(a.read_text())),
+                                     without_volatile(json.loads(b.read_text())))
+            if found:
+                yield f"{name}: {found}"
+
+
+def compare_metrics(before: Path, after: Path) -> Iterator[str]:
+    for name, a, b in paired(before, after, "results/train/**/metrics.jsonl"):
+        if a is None or b is None:
+            yield f"{name}: only in {'after' if a is None else 'before'}"
+            continue
+        lines_a, lines_b = a.read_text().splitlines(), b.read_text().splitlines()
+        if len(lines_a) != len(lines_b):
+            yield f"{name}: {len(lines_a)} lines != {len(lines_b)}"
+            continue
+        for i, (x, y) in enumerate(zip(lines_a, lines_b, strict=True)):
+            found = first_difference(without_volatile(json.loads(x)), without_volatile(json.loads(y)))
+            if found:
+                yield f"{name} line {i + 1}: {found}"
+                break
+
+
+def compare_tensors(before: Path, after: Path) -> Iterator[str]:
+    from safetensors import safe_open
+
+    for name, a, b in paired(before, after, "runs/**/*.safetensors"):
+        if a is None or b is None:
+            yield f"{name}: only in {'after' if a is None else 'before'}"
+            continue
+        with safe_open(a, "pt") as fa, safe_open(b, "pt") as fb:
+            if sorted(fa.keys()) != sorted(fb.keys()):
+                yield f"{name}: tensor names differ"
+                continue
+            for key in sorted(fa.keys()):
+                x, y = fa.get_tensor(key), fb.get_tensor(key)
+                if x.dtype != y.dtype or x.shape != y.shape or not bool((x.view(-1) == y.view(-1)).all()):
+                    yield f"{name}: tensor {key} differs"
+                    break
+
+
+def compare_report(before: Path, after: Path) -> Iterator[str]:
+    for name, a, b in paired(before, after, "reports/report.md"):
+        if a is None or b is None:
+            yield f"{name}: only in {'after' if a is None else 'before'}"
+            continue
+        lines_a = MASKED.sub("<hash>", a.read_text()).splitlines()
+        lines_b = MASKED.sub("<hash>", b.read_text()).splitlines()
+        for i, (x, y) in enumerate(zip(lines_a, lines_b, strict=False)):
+            if x != y:
+                yield f"{name} line {i + 1}: {x!r} != {y!r}"
+                break
+        else:
+            if len(lines_a) != len(lines_b):
+                yield f"{name}: {len(lines_a)} lines != {len(lines_b)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    args = parser.parse_args(argv)
+    counts = {kind: 0 for kind in ("json", "metrics", "tensors", "report")}
+    differences = 0
+    for kind, check in (("json", compare_json), ("metrics", compare_metrics), ("tensors", compare_tensors),
+                        ("report", compare_report)):
+        for line in check(args.before, args.after):
+            print(line)
+            differences += 1
+            counts[kind] += 1
+    files = {pattern: len(list(args.before.glob(pattern)))
+             for pattern in (*JSON_GLOBS, "results/train/**/metrics.jsonl", "runs/**/*.safetensors",
+                             "reports/report.md")}
+    print(f"compared {sum(files.values())} files ({', '.join(f'{n} {p}' for p, n in files.items() if n)}); "
+          f"{differences} difference(s)")
+    return 1 if differences else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
