@@ -11,24 +11,15 @@ import jsonschema
 import pytest
 import yaml
 
+from ngptlab.batch import BatchSplit, split_batch
+from ngptlab.config.load import load_params, validate_params
 from ngptlab.errors import ParamsError
-from ngptlab.params import (
-    REPO_ROOT,
-    BatchSplit,
-    RunSpec,
-    allowed_arms,
-    enumerate_cells,
-    enumerate_runs,
-    find_run,
-    load_params,
-    load_schema,
-    lr_sweep,
-    parse_run_name,
-    run_shape,
-    scale_layout,
-    split_batch,
-    validate_params,
-)
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs, find_run
+from ngptlab.grid.resources import run_shape, scale_layout
+from ngptlab.grid.runs import RunSpec, parse_run_name
+from ngptlab.grid.sweeps import lr_sweep
+from ngptlab.layout import REPO_ROOT
+from ngptlab.settings import allowed_arms, load_schema
 
 DEFAULT = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
 

@@ -30,12 +30,14 @@ from test_train_support import (
 
 from ngptlab import layout
 from ngptlab.checkpoint import sha256_file
+from ngptlab.config.load import validate_params
 from ngptlab.errors import ParamsError
-from ngptlab.params import RunSpec, enumerate_runs, validate_params
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.plan.grid import resolved_grid
+from ngptlab.schedule import branch_point, make_schedule, make_wsd, trunk_warmup
 from ngptlab.train.loop import EXIT_RESUMABLE, train_run
-from ngptlab.train.schedule import make_schedule, make_wsd
-from ngptlab.trunks import branch_point, enumerate_segments, trunk_warmup
 
 torch.set_num_threads(1)
 

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from ngptlab import layout
 from ngptlab.errors import ResultsError
 from ngptlab.files import atomic_path, write_text_atomic
-from ngptlab.params import RunSpec
+from ngptlab.grid.runs import RunSpec
 
 if TYPE_CHECKING:  # pandas costs ~0.6 s to import, and the condition stage, once per run, never needs it
     import pandas as pd

@@ -91,7 +91,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _shape(name: str, params: dict) -> tuple[str, Scale | None]:
-    from ngptlab.params import run_shape
+    from ngptlab.grid.resources import run_shape
 
     if name == "bench-tiny":
         return name, TINY
@@ -109,7 +109,7 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
     from ngptlab.bench.gpu_path import path_checks
     from ngptlab.bench.gpu_runs import bench_params, condition_check, ddp_check, train_check
     from ngptlab.device import resolve_device
-    from ngptlab.params import run_shape
+    from ngptlab.grid.resources import run_shape
     from ngptlab.train.throughput import detect_peak
 
     if args.device == "auto" and not torch.cuda.is_available():
@@ -174,7 +174,7 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
 
 
 def reference_run(params: dict):
-    from ngptlab.params import enumerate_runs
+    from ngptlab.grid.enumeration import enumerate_runs
 
     return next(r for r in enumerate_runs(params) if r.arm == "gpt")
 

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import torch
 
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.runs import RunSpec
 from ngptlab.models.scales import Scale
-from ngptlab.params import RunSpec, enumerate_runs
 from ngptlab.results import train_dir
 
 TRAIN_ARMS = ("gpt", "ngpt")

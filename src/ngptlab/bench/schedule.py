@@ -23,9 +23,11 @@ from pathlib import Path
 import yaml
 
 from ngptlab import layout
+from ngptlab.batch import tokens_per_step
 from ngptlab.bench.workflow import copy_workflow, timed, write_plan
-from ngptlab.params import REPO_ROOT, enumerate_runs, tokens_per_step
-from ngptlab.trunks import enumerate_segments
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.trunks import enumerate_segments
+from ngptlab.layout import REPO_ROOT
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -9,22 +9,18 @@ that several budgets share is counted once.
 
 from __future__ import annotations
 
+from ngptlab.batch import steps_per_run, tokens_per_step
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.resources import run_shape, scale_layout
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import Segment, enumerate_segments, job_tokens
 from ngptlab.models.scales import Scale
 from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
-from ngptlab.params import (
-    ARMS_WITHOUT_WARMUP,
-    RunSpec,
-    enumerate_runs,
-    run_shape,
-    scale_layout,
-    steps_per_run,
-    tokens_per_step,
-    warmup_steps,
-)
+from ngptlab.models.warmup import ARMS_WITHOUT_WARMUP
 from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
 from ngptlab.plan.runtime import JobTime, stage_runtimes, train_job
 from ngptlab.plan.sharing import sharing_summary, state_bytes
-from ngptlab.trunks import Segment, branch_point, enumerate_segments, job_tokens, trunk_warmup
+from ngptlab.schedule import branch_point, trunk_warmup, warmup_steps
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
 

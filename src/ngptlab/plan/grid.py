@@ -22,10 +22,11 @@ from pathlib import Path
 from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
-from ngptlab.params import RunSpec, enumerate_runs
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import Segment, branch_segment, by_end, enumerate_segments, segment_before
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, key_of, made_from
 from ngptlab.revision import code_fingerprint
-from ngptlab.trunks import Segment, branch_segment, by_end, enumerate_segments, segment_before
 
 GENERATED_BY = "`ngptlab plan --write` from the params file and the code; do not edit. dvc.yaml reads it."
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ngptlab.params import GRID_KEYS, enumerate_runs, final_eval_setting
-from ngptlab.trunks import cooldown_fraction, cooldown_shape
+from ngptlab import settings
+from ngptlab.grid.enumeration import GRID_KEYS, enumerate_runs
+from ngptlab.schedule import cooldown_fraction, cooldown_shape
 
 # prepare settings that change how fast the shards are written, never their bytes.
 PREPARE_SPEED_KNOBS = ("workers", "batch_documents")
@@ -71,7 +72,7 @@ def made_from(params: dict, code: dict[str, str]) -> dict:
     trunk = {**common, "warmup_budget": min(train_params["budgets"]),
              "cooldown_fraction": cooldown_fraction(train_params)}
     # A run's final evaluation is its own (a trunk segment has none): its windows change runs, not trunks.
-    run_end = {"final_eval_tokens": final_eval_setting(train_params)}
+    run_end = {"final_eval_tokens": settings.setting(train_params, "train.final_eval_tokens")}
     train = {"cosine": {**common, **run_end},
              "wsd": {**trunk, "cooldown_shape": cooldown_shape(train_params), **run_end}}
     trained = {schedule: key_of(inputs) for schedule, inputs in train.items()}

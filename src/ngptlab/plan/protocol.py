@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 
-from ngptlab.params import lr_sweep, pruning_of
+from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.seeds import new_seeds
 from ngptlab.plan.sweeps import grid_budgets
 

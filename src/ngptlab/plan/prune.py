@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ngptlab.params import load_params, lr_sweep, pruning_of
+from ngptlab.config.load import load_params
+from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import best_lr, mean_losses

@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ngptlab.evaluate.tasks import CONTINUATION, N_CHOICES, OFFLINE_EXAMPLES, OFFLINE_TASKS
+from ngptlab.grid.enumeration import compared_runs
+from ngptlab.grid.resources import MIN_RUNTIME_MIN, run_shape, time_limit_min
 from ngptlab.jobclock import MARGIN_FRACTION, MARGIN_MAX_S
-from ngptlab.params import MIN_RUNTIME_MIN, compared_runs, run_shape, time_limit_min
 from ngptlab.plan.sharing import state_bytes
 
 # Retries beyond those a long job needs: one, for a failure (a node lost, a preemption without requeue).

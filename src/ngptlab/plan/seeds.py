@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ngptlab.params import held_back, load_params, schedule_of
+from ngptlab.config.load import load_params
+from ngptlab.grid.sweeps import held_back
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import best_lr, grid_budgets, mean_losses
+from ngptlab.schedule import of as schedule_of
 
 ENTRY_KEY = ("scale", "context", "arm", "budget")  # one train.added_seeds entry per grid point
 

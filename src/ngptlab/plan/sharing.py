@@ -14,8 +14,8 @@ is negligible.
 
 from __future__ import annotations
 
-from ngptlab.params import schedule_of
-from ngptlab.trunks import cooldown_fraction, cooldown_shape
+from ngptlab.schedule import cooldown_fraction, cooldown_shape
+from ngptlab.schedule import of as schedule_of
 
 STATE_BYTES_PER_PARAMETER = 12  # fp32 weights (4) + AdamW's exp_avg and exp_avg_sq (4 + 4)
 
