@@ -59,13 +59,6 @@ def test_paper_plan_sweeps_learning_rates_per_context():
     assert len({tuple(v) for (c, _), v in sweeps.items() if c == 4096}) == 1  # equal for every arm
 
 
-def test_arms_without_warmup_match_their_recipes():
-    from ngptlab.models import ARMS
-    from ngptlab.models.warmup import ARMS_WITHOUT_WARMUP
-
-    assert ARMS_WITHOUT_WARMUP == {name for name, arm in ARMS.items() if not arm.recipe().warmup}
-
-
 def test_extend_sweeps_adds_exactly_the_neighbouring_runs_until_interior(tmp_path):
     from test_speedup_command import BUDGETS, EDGE_SWEEPS, write_train_results
 

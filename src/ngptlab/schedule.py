@@ -1,4 +1,4 @@
-"""The learning-rate schedule of a run, or of a trunk: which factor of the initial learning rate at which step.
+"""The learning-rate schedule of a run, or of a trunk: the factor of the initial learning rate at each step.
 
 train.schedule names it. cosine (the default, the paper's Fig. 2 method): each token budget is its own run,
 linear warmup (if the arm's recipe warms up) then cosine to 0 exactly at the budget. nGPT trains without
@@ -43,14 +43,19 @@ def of(train: dict) -> str:
     return setting(train, "train.schedule")
 
 
+def shares_trunks(schedule: str) -> bool:
+    """Whether the runs of the schedule named `schedule` share trunks: wsd."""
+    return schedule == WSD
+
+
 def is_wsd(train: dict) -> bool:
     """Whether the grid's runs share trunks: train.schedule wsd."""
-    return of(train) == WSD
+    return shares_trunks(of(train))
 
 
 def shares_trunk(run) -> bool:
     """Whether a run (a RunSpec) is a WSD branch: trained from its trunk's state at its branch point."""
-    return run.schedule == WSD
+    return shares_trunks(run.schedule)
 
 
 def name_suffix(schedule: str) -> str:
@@ -231,7 +236,8 @@ def for_run(train: dict, run) -> Schedule | WarmupStableDecay:
     trunk's."""
     steps = steps_per_run(train, run.context, run.budget)
     if shares_trunk(run):
-        return make_wsd(train, run.context, run.budget, steps, trunk_warmup(train, run.context, warms_up(run.arm)))
+        warmup = trunk_warmup(train, run.context, warms_up(run.arm))
+        return make_wsd(train, run.context, run.budget, steps, warmup)
     return make_schedule(steps, warmup_steps(train, steps, warms_up(run.arm)))
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from ngptlab import layout
 from ngptlab.bench import checks
 from ngptlab.bench.gpu_steps import PeakMemory, time_steps
 from ngptlab.errors import ParamsError
@@ -118,7 +119,7 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
     d = GPU_DEFAULTS if device.type == "cuda" else CPU_DEFAULTS
     pick = lambda value, key: d[key] if value is None else value  # noqa: E731
     peak = detect_peak(device, args.peak_tflops)
-    tokens = Path(args.tokens or Path("data") / "tokens" / params["train"]["source"])
+    tokens = Path(args.tokens or layout.tokens_dir(params["train"]["source"]))
     if {"train", "condition"} - set(args.skip) and not (tokens / "meta.json").is_file():
         raise ParamsError(f"{tokens}: no token shards (run `ngptlab prepare`, or pass --tokens DIR)")
     started = time.perf_counter()

@@ -15,7 +15,8 @@ from ngptlab.settings import setting
 
 def cross_field_problem(params: dict) -> str | None:
     source = params["prepare"]["source"]
-    cap, floor = setting(source, "prepare.source.max_documents"), setting(source, "prepare.source.min_documents")
+    cap = setting(source, "prepare.source.max_documents")
+    floor = setting(source, "prepare.source.min_documents")
     if cap is not None and floor is not None and cap < floor:  # the words of ngptlab.prepare.counts
         return (f"prepare.source.max_documents ({cap}) is below prepare.source.min_documents ({floor}): the "
                 f"cap stops reading before the floor is reached")

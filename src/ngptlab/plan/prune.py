@@ -24,6 +24,7 @@ from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import best_lr, mean_losses
+from ngptlab.settings import setting
 
 DEFAULT_KEEP = 2
 
@@ -40,7 +41,7 @@ def decision_budget(params: dict, root: str | Path, scale: str, context: int) ->
     """(B, why): the budget whose results decide the pruning of this cell, or None and what it waits for."""
     train = params["train"]
     budgets = sorted(train["budgets"])
-    protocol = train.get("protocol", {}).get("prune_sweeps")
+    protocol = setting(setting(train, "train.protocol"), "train.protocol.prune_sweeps")
     candidates = [protocol["after_budget"]] if protocol else budgets[:-1][::-1]
     for candidate in candidates:
         below = [b for b in budgets if b <= candidate]
