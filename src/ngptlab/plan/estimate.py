@@ -3,7 +3,7 @@
 nor imports torch.
 
 Every job is priced at the tokens it trains: a cosine run its budget, a WSD run its cooldown branch only
-(from its branch point to its last step), and each trunk segment (ngptlab.trunks) its span, so a trunk
+(from its branch point to its last step), and each trunk segment (ngptlab.grid.trunks) its span, so a trunk
 that several budgets share is counted once.
 """
 

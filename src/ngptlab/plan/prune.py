@@ -5,7 +5,7 @@ Once every budget up to B has results for every arm of a cell, the budgets above
 alike, K learning rates of its sweep: the best at B and the K - 1 below it, since the optimal learning rate
 falls as runs get longer (Bjorck et al. 2024, arXiv 2409.19913); at the bottom of the sweep the window moves
 up. B is train.protocol.prune_sweeps.after_budget when the protocol names one (the budgets above it are held
-out of the grid until then: ngptlab.params.held_back), else the largest budget below the grid's largest
+out of the grid until then: ngptlab.grid.sweeps.held_back), else the largest budget below the grid's largest
 whose results, and those of every budget below it, are in.
 
 Each decision is one train.pruned_sweeps entry {scale, context, arm, after_budget, keep, best_lr,

@@ -2,8 +2,8 @@
 
 Tokens: every run trained alone would train its whole budget; with shared trunks a trunk's segments are
 trained once and each WSD run trains only its cooldown branch, so budgets B_1 < ... < B_k of a trunk cost
-B_k + f x (B_1 + ... + B_(k-1)) tokens (ngptlab.trunks). Cosine runs (the default schedule, or a WSD grid's
-calibration runs) share nothing and cost their budget.
+B_k + f x (B_1 + ... + B_(k-1)) tokens (ngptlab.grid.trunks). Cosine runs (the default schedule, or a WSD
+grid's calibration runs) share nothing and cost their budget.
 
 Disk: each segment keeps the trunk's full training state at its end (train/trunk.py) until the branches
 that start there are done; the latest state of a trunk is never deleted, so that a larger budget added
