@@ -16,8 +16,10 @@ from ngptlab import layout
 from ngptlab.checkpoint import save_model
 from ngptlab.cli import main
 from ngptlab.errors import ResultsError
+from ngptlab.grid.enumeration import find_run
+from ngptlab.grid.runs import RunSpec
+from ngptlab.layout import REPO_ROOT
 from ngptlab.models import build
-from ngptlab.params import REPO_ROOT, RunSpec, find_run
 from ngptlab.results import read_spectra, train_dir, write_spectra
 
 torch.set_num_threads(1)

@@ -28,6 +28,7 @@ from conftest_prepare import gpt2_enc, prepare_cache  # noqa: F401
 
 from ngptlab import layout
 from ngptlab.checkpoint import save_model
+from ngptlab.config.load import load_params
 from ngptlab.errors import ParamsError
 from ngptlab.evaluate import command, partial
 from ngptlab.evaluate.adapter import NgptlabLM
@@ -42,9 +43,9 @@ from ngptlab.evaluate.tasks import (
     split_documents,
 )
 from ngptlab.jobclock import EXIT_RESUMABLE, STARTED_ENV
+from ngptlab.layout import REPO_ROOT
 from ngptlab.models import build_seeded
 from ngptlab.models.scales import shape_from_dict
-from ngptlab.params import REPO_ROOT, load_params
 from ngptlab.prepare.tokenizer import EOT_TOKEN as GPT2_EOT
 from ngptlab.prepare.tokenizer import VOCAB_SIZE as GPT2_VOCAB
 
@@ -307,7 +308,7 @@ def test_report_section_tables_order_check_and_named_holes(tmp_path):
 
 def test_cli_names_an_unknown_cell_and_a_missing_speedup(tmp_path, capsys):
     from ngptlab.cli import main
-    from ngptlab.params import REPO_ROOT
+    from ngptlab.layout import REPO_ROOT
 
     params = str(REPO_ROOT / "params.yaml")
     assert main(["evaluate", "--params", params, "--cell", "no-such-cell", "--root", str(tmp_path)]) == 2

@@ -19,7 +19,7 @@ import yaml
 from test_dvc import copy_run
 from workflow_support import BIN, dvc, e2e_params, git, job_counts, local_smoke_run, run, snakemake
 
-from ngptlab.params import enumerate_runs
+from ngptlab.grid.enumeration import enumerate_runs
 
 pytestmark = pytest.mark.slow
 

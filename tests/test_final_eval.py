@@ -24,7 +24,7 @@ from test_train_support import (
 
 from ngptlab.checkpoint import load_model
 from ngptlab.errors import CheckpointError, DataError, ParamsError
-from ngptlab.params import find_run
+from ngptlab.grid.enumeration import find_run
 from ngptlab.train import final_eval
 from ngptlab.train.data import FINAL_EVAL_CAP_TOKENS, eval_offsets, final_eval_offsets
 from ngptlab.train.loop import train_run

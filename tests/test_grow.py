@@ -17,13 +17,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ngptlab.config.load import load_params, validate_params
 from ngptlab.errors import ParamsError
-from ngptlab.params import enumerate_runs, load_params, lr_sweep, validate_params
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.sweeps import lr_sweep
+from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.plan.protocol import projected_params
 from ngptlab.plan.prune import kept_window, prune_sweeps
 from ngptlab.plan.seeds import add_seeds
 from ngptlab.report.synthetic import synthetic_params, write_run
-from ngptlab.trunks import enumerate_segments
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = [1.0e-3, 3.0e-3, 1.0e-2]  # the planted optimum is 3e-3: interior

@@ -15,8 +15,10 @@ import pytest
 from test_experiments import assert_nothing_to_do, dvc_changed, ran_stages
 from workflow_support import BIN, dvc, e2e_params, git, job_counts, make_workdir, run, snakemake
 
-from ngptlab.params import enumerate_runs, load_params, parse_run_name
-from ngptlab.trunks import enumerate_segments
+from ngptlab.config.load import load_params
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.runs import parse_run_name
+from ngptlab.grid.trunks import enumerate_segments
 
 pytestmark = pytest.mark.slow
 

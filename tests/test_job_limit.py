@@ -21,8 +21,9 @@ from test_train_support import (
     write_shards,
 )
 
+from ngptlab.config.load import load_params
+from ngptlab.grid.enumeration import find_run
 from ngptlab.jobclock import EXIT_RESUMABLE, STARTED_ENV, JobClock, job_clock
-from ngptlab.params import find_run, load_params
 from ngptlab.plan.runtime import JobTime, job_time, retries, signal_lead_s
 from ngptlab.train.loop import train_run
 

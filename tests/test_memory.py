@@ -12,8 +12,8 @@ import pytest
 import torch
 from test_train_support import make_params
 
+from ngptlab.layout import REPO_ROOT
 from ngptlab.models import Scale, build
-from ngptlab.params import REPO_ROOT
 
 # One process: build, two AdamW steps at 512 tokens, the 50k vocabulary, fp32 (as `ngptlab train` on a CPU);
 # the peak resident set above its size before the build, against plan/memory.py's estimate.
@@ -72,7 +72,7 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients(arm):
 
 
 def test_plan_flags_a_run_that_needs_more_memory_than_it_has():
-    from ngptlab.params import enumerate_runs
+    from ngptlab.grid.enumeration import enumerate_runs
     from ngptlab.plan.estimate import estimate_runs
 
     params = make_params(contexts=[128], micro_batch_tokens=512, budgets=[8192])
@@ -111,7 +111,8 @@ MEASURED_GAP = 1.15
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda path: path.stem)
 def test_every_preset_fits_its_gpus_by_the_memory_estimate(preset, capsys):
     from ngptlab.cli import main
-    from ngptlab.params import enumerate_runs, load_params
+    from ngptlab.config.load import load_params
+    from ngptlab.grid.enumeration import enumerate_runs
     from ngptlab.plan.estimate import estimate_runs
 
     assert main(["plan", "--params", str(preset)]) == 0

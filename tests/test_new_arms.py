@@ -10,8 +10,10 @@ import torch
 from test_train_support import CONTEXT, make_params, write_params, write_shards
 
 from ngptlab.cli import main
+from ngptlab.config.load import load_params
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.layout import REPO_ROOT
 from ngptlab.models.size import padded_vocab, parameter_count
-from ngptlab.params import REPO_ROOT, enumerate_cells, enumerate_runs, load_params
 from ngptlab.plan.estimate import VOCAB_SIZE, estimate_runs
 from ngptlab.results import train_dir
 

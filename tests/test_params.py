@@ -1,4 +1,5 @@
-"""params.yaml validation: every malformed file gets one clear error naming the key and allowed values."""
+"""params.yaml validation: every malformed file gets one clear error naming the key and allowed values; an
+optional key's default comes from the schema, without being filled into the mapping."""
 
 from __future__ import annotations
 
@@ -11,24 +12,15 @@ import jsonschema
 import pytest
 import yaml
 
+from ngptlab.batch import BatchSplit, split_batch
+from ngptlab.config.load import load_params, validate_params
 from ngptlab.errors import ParamsError
-from ngptlab.params import (
-    REPO_ROOT,
-    BatchSplit,
-    RunSpec,
-    allowed_arms,
-    enumerate_cells,
-    enumerate_runs,
-    find_run,
-    load_params,
-    load_schema,
-    lr_sweep,
-    parse_run_name,
-    run_shape,
-    scale_layout,
-    split_batch,
-    validate_params,
-)
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs, find_run
+from ngptlab.grid.resources import run_shape, scale_layout
+from ngptlab.grid.runs import RunSpec, parse_run_name
+from ngptlab.grid.sweeps import lr_sweep
+from ngptlab.layout import REPO_ROOT
+from ngptlab.settings import allowed_arms, default, load_schema, setting
 
 DEFAULT = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
 
@@ -244,3 +236,20 @@ def test_the_global_batch_is_the_same_on_any_number_of_nodes():
     assert split_batch(512, 32768, 8192, 64) == BatchSplit(8, 4, 2)
     with pytest.raises(ParamsError, match=r"cannot be split evenly over 24 processes"):
         split_batch(512, 32768, 1024, 24)
+
+
+def test_load_returns_the_file_as_given_and_defaults_come_from_the_schema(tmp_path):
+    # fingerprints and lineage keys hash the sections as given: loading must not fill in defaults
+    params = load_params(REPO_ROOT / "params.yaml")
+    assert params == DEFAULT and "schedule" not in params["train"]
+    train = params["train"]
+    assert setting(train, "train.schedule") == "cosine"
+    assert setting(train, "train.cooldown_fraction") == 0.2
+    assert setting({}, "train.final_eval_tokens") == "all"
+    assert setting({**train, "schedule": "wsd"}, "train.schedule") == "wsd"  # the file's value first
+    assert setting({"gpus": 1}, "train.resources.*.nodes") == 1  # `*`: any scale
+    assert setting({"peak_tflops": None}, "train.peak_tflops") is None  # a value given as null stays null
+    setting(train, "train.pruned_sweeps").append({"scale": "x"})  # a default is a fresh copy each time
+    assert default("train.pruned_sweeps") == []
+    with pytest.raises(KeyError, match="train.batch_sequences"):
+        default("train.batch_sequences")  # required: no default

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from ngptlab.params import REPO_ROOT
+from ngptlab.layout import REPO_ROOT
 
 PAPER = REPO_ROOT / "workflow" / "presets" / "paper.yaml"
 
@@ -29,7 +29,8 @@ def test_plan_into_a_closed_pipe_ends_quietly():
 
 
 def _paper_rows(scale: str = "0.5B", budget: int = 10**10) -> dict:
-    from ngptlab.params import enumerate_runs, load_params
+    from ngptlab.config.load import load_params
+    from ngptlab.grid.enumeration import enumerate_runs
     from ngptlab.plan.estimate import estimate_runs
 
     params = load_params(PAPER)
@@ -58,18 +59,12 @@ def test_paper_plan_sweeps_learning_rates_per_context():
     assert len({tuple(v) for (c, _), v in sweeps.items() if c == 4096}) == 1  # equal for every arm
 
 
-def test_arms_without_warmup_match_their_recipes():
-    from ngptlab.models import ARMS
-    from ngptlab.params import ARMS_WITHOUT_WARMUP
-
-    assert ARMS_WITHOUT_WARMUP == {name for name, arm in ARMS.items() if not arm.recipe().warmup}
-
-
 def test_extend_sweeps_adds_exactly_the_neighbouring_runs_until_interior(tmp_path):
     from test_speedup_command import BUDGETS, EDGE_SWEEPS, write_train_results
 
     from ngptlab.cli import main
-    from ngptlab.params import enumerate_runs, load_params
+    from ngptlab.config.load import load_params
+    from ngptlab.grid.enumeration import enumerate_runs
     from ngptlab.plan.grid import check_grid_file
 
     params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
@@ -107,7 +102,8 @@ def test_extend_sweeps_stops_at_the_cap(tmp_path, capsys):
     from test_speedup_command import BUDGETS, EDGE_SWEEPS, write_train_results
 
     from ngptlab.cli import main
-    from ngptlab.params import enumerate_runs, load_params
+    from ngptlab.config.load import load_params
+    from ngptlab.grid.enumeration import enumerate_runs
 
     params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
     params["train"].update(contexts=[64], budgets=BUDGETS, arms=list(EDGE_SWEEPS),
@@ -183,7 +179,7 @@ def test_plan_set_edits_dotted_keys_in_place_keeping_comments_and_rewrites_the_p
 
 
 def _priced(params: dict) -> dict:
-    from ngptlab.params import validate_params
+    from ngptlab.config.load import validate_params
     from ngptlab.plan.estimate import estimate_plan
 
     validate_params(params)
@@ -193,7 +189,7 @@ def _priced(params: dict) -> dict:
 def test_wsd_paper_plan_prices_each_shared_trunk_once():
     import copy
 
-    from ngptlab.params import load_params
+    from ngptlab.config.load import load_params
 
     cosine = load_params(PAPER)
     wsd = copy.deepcopy(cosine)

@@ -33,7 +33,7 @@ from workflow_support import (
 )
 
 from ngptlab import layout
-from ngptlab.params import enumerate_cells, enumerate_runs
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 
 
 def dvc_stage_of_output(work) -> dict[str, str]:

@@ -23,8 +23,9 @@ import pytest
 
 from ngptlab.cli import main
 from ngptlab.condition.reference import gaussian_condition
+from ngptlab.config.load import load_params
 from ngptlab.errors import ResultsError
-from ngptlab.params import enumerate_cells, enumerate_runs, load_params
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.report import paper, synthetic
 from ngptlab.report.command import Rendered, render_report, write_report
 from ngptlab.report.render import inline_html

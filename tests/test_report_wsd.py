@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from ngptlab.params import enumerate_runs, steps_per_run
+from ngptlab.batch import steps_per_run
+from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.report import schedule, synthetic, views
 from ngptlab.report.command import render_report, write_report
 from ngptlab.report.load import load_results
 from ngptlab.results import train_dir
+from ngptlab.schedule import branch_point
 from ngptlab.stats import t_quantile
-from ngptlab.trunks import branch_point
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 

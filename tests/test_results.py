@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ngptlab.errors import ResultsError
-from ngptlab.params import RunSpec
+from ngptlab.grid.runs import RunSpec
 from ngptlab.results import read_run_result, read_summary, train_dir
 
 SPEC = RunSpec("cpu-4l", 64, "gpt", 8192, 3e-3, 0)

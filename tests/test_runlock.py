@@ -19,7 +19,7 @@ from test_train_support import make_params, run_dir, run_name, write_shards
 
 from ngptlab import runlock
 from ngptlab.errors import ParamsError
-from ngptlab.params import find_run
+from ngptlab.grid.enumeration import find_run
 from ngptlab.train.loop import train_run
 
 OLD = 3600.0  # a heartbeat an hour old: stale at any interval

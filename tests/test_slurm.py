@@ -32,7 +32,8 @@ from workflow_support import (
 
 from ngptlab import layout
 from ngptlab.checkpoint import HASH_KEY
-from ngptlab.params import RunSpec, enumerate_cells, enumerate_runs
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.grid.runs import RunSpec
 from ngptlab.results import train_dir
 
 pytestmark = SLURM_MARKS

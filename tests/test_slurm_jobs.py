@@ -30,7 +30,7 @@ from workflow_support import (
 )
 
 from ngptlab import layout
-from ngptlab.params import enumerate_runs
+from ngptlab.grid.enumeration import enumerate_runs
 
 pytestmark = SLURM_MARKS
 SLURM = SLURM_PROFILE

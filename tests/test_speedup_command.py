@@ -17,8 +17,10 @@ from ngptlab.checkpoint import save_model
 from ngptlab.cli import main
 from ngptlab.condition.command import condition_run
 from ngptlab.errors import NgptlabError
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.runs import RunSpec
+from ngptlab.layout import REPO_ROOT
 from ngptlab.models import build
-from ngptlab.params import REPO_ROOT, RunSpec, enumerate_runs
 from ngptlab.report.crossarm import arm_table, cross_arm_table, tracking, write_cross_arm_table
 from ngptlab.results import train_dir
 

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from ngptlab.params import RunSpec
+from ngptlab.grid.runs import RunSpec
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import (
     Estimate,

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as scipy_stats
 from test_speedup_estimator import log_linear, make_results
 
-from ngptlab.params import RunSpec
+from ngptlab.grid.runs import RunSpec
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.estimator import estimate_cell

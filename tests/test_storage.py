@@ -9,8 +9,9 @@ import shutil
 import pytest
 import yaml
 
+from ngptlab.config.load import load_params
 from ngptlab.errors import ParamsError
-from ngptlab.params import REPO_ROOT, load_params
+from ngptlab.layout import REPO_ROOT
 from ngptlab.plan.estimate import estimate_plan
 from ngptlab.plan.storage import plan_storage, profile_jobs, storage_summary
 

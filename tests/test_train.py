@@ -24,10 +24,10 @@ from test_train_support import (
 
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.errors import CheckpointError, DataError, ParamsError
-from ngptlab.params import find_run, warmup_steps
+from ngptlab.grid.enumeration import find_run
+from ngptlab.schedule import make_schedule, warmup_steps
 from ngptlab.train.data import batch_offsets, eval_offsets, gather
 from ngptlab.train.loop import plan_batches, train_run
-from ngptlab.train.schedule import make_schedule
 
 torch.set_num_threads(1)
 

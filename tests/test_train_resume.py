@@ -28,7 +28,7 @@ from test_train_support import (
 )
 
 from ngptlab.errors import CheckpointError
-from ngptlab.params import find_run
+from ngptlab.grid.enumeration import find_run
 from ngptlab.train.loop import EXIT_RESUMABLE, train_run
 
 BUDGET = 48 * 512  # 48 steps of 512 tokens: long enough to interrupt mid-run, seconds on one CPU thread

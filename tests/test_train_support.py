@@ -70,7 +70,7 @@ def write_params(root: Path, params: dict) -> Path:
 
 
 def run_name(arm: str = "gpt", budget: int = 8192, lr: float = 3e-3, seed: int = 0) -> str:
-    from ngptlab.params import RunSpec
+    from ngptlab.grid.runs import RunSpec
 
     return RunSpec("cpu-4l", CONTEXT, arm, budget, lr, seed).name
 

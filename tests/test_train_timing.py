@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from test_train_support import CONTEXT, make_params, metrics, run_name, summary, timing_file, write_shards
 
-from ngptlab.params import find_run
+from ngptlab.grid.enumeration import find_run
 from ngptlab.train import dist, timing
 from ngptlab.train.attention import Attention
 from ngptlab.train.data import batch_offsets, gather, open_shards

@@ -31,7 +31,8 @@ from workflow_support import (
 from workflow_support import run as run_command
 
 from ngptlab import layout
-from ngptlab.params import enumerate_cells, enumerate_runs, load_params
+from ngptlab.config.load import load_params
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.plan.grid import check_grid_file
 from ngptlab.results import train_dir
 

@@ -30,12 +30,14 @@ from test_train_support import (
 
 from ngptlab import layout
 from ngptlab.checkpoint import sha256_file
+from ngptlab.config.load import validate_params
 from ngptlab.errors import ParamsError
-from ngptlab.params import RunSpec, enumerate_runs, validate_params
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.plan.grid import resolved_grid
+from ngptlab.schedule import branch_point, make_schedule, make_wsd, trunk_warmup
 from ngptlab.train.loop import EXIT_RESUMABLE, train_run
-from ngptlab.train.schedule import make_schedule, make_wsd
-from ngptlab.trunks import branch_point, enumerate_segments, trunk_warmup
 
 torch.set_num_threads(1)
 
@@ -238,3 +240,15 @@ def test_a_bad_wsd_setting_leaves_what_was_trained_as_it_was(shared, tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].endswith("train.cooldown_fraction: 1.5 must be < 1")
     assert {path: path.read_bytes() for path in (root / "results").rglob("*") if path.is_file()} == before
+
+
+def test_only_the_schedule_module_tells_the_schedules_apart_by_name():
+    from ngptlab import schedule
+
+    wsd = RunSpec("cpu-4l", 128, "gpt", 4096, 1e-3, 0, schedule.WSD)
+    cosine = RunSpec("cpu-4l", 128, "gpt", 4096, 1e-3, 0)
+    assert schedule.shares_trunk(wsd) and not schedule.shares_trunk(cosine)
+    assert wsd.name.endswith("-wsd") and cosine.name.endswith("-s0")
+    assert [schedule.from_suffix(s) for s in ("-wsd", None)] == [schedule.WSD, schedule.COSINE]
+    assert cosine.as_dict().keys() == {"scale", "context", "arm", "budget", "lr", "seed"}  # as before WSD
+    assert schedule.is_wsd({"schedule": "wsd"}) and not schedule.is_wsd({})

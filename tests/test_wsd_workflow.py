@@ -20,8 +20,8 @@ import pytest
 from test_experiments import assert_nothing_to_do, dvc_changed, ran_stages, set_params
 from workflow_support import dvc, e2e_params, git, job_counts, make_workdir, planned_jobs, snakemake
 
-from ngptlab.params import enumerate_runs
-from ngptlab.trunks import enumerate_segments
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.trunks import enumerate_segments
 
 pytestmark = pytest.mark.slow
 

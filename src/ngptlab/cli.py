@@ -20,8 +20,8 @@ import sys
 # an explicit setting in the environment wins.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
+from ngptlab.config.load import load_params  # noqa: E402
 from ngptlab.errors import NgptlabError  # noqa: E402
-from ngptlab.params import load_params  # noqa: E402
 
 VERBS = {
     "prepare": "tokenize a text source into uint16 GPT-2 BPE shards under data/tokens/<source>/",

@@ -16,6 +16,21 @@ from pathlib import Path
 from typing import Any
 
 
+def read_json(path: str | Path, error: type[Exception], what: str = "file", mapping: bool = True) -> Any:
+    """A JSON file's content; `error` naming the file where it is missing, not valid JSON, or (`mapping`) not
+    a JSON object. `what` names the file in the first case ("train summary", ...)."""
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: {what} not found")
+    try:
+        value = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise error(f"{path}: not valid JSON: {err}") from None
+    if mapping and not isinstance(value, dict):
+        raise error(f"{path}: expected a JSON object")
+    return value
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file's bytes, read in chunks (checkpoints and shards can be GBs)."""
     digest = hashlib.sha256()

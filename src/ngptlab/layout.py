@@ -7,6 +7,7 @@ A run's files sit under its cell, because the cell stages (speedup, evaluate) de
 and DVC can only name them as one directory (and Snakemake wants every file of a job to carry the job's
 wildcards, here cell and run):
 
+    data/tokens/<source>/                   train.bin, val.bin, meta.json (prepare)
     runs/<cell>/<run>/                      model.safetensors, config.json, state/ (train)
     logs/train/<cell>/<run>.log             (train)
     results/train/<cell>/<run>/             summary.json, metrics.jsonl (train)
@@ -29,6 +30,15 @@ stages, not every cell's.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the project of this checkout (src/ngptlab/..)
+
+
+def tokens_dir(source: str) -> str:
+    """A source's token shards and their description: train.bin, val.bin, meta.json."""
+    return f"data/tokens/{source}"
 
 
 def run_dir(cell: str, run: str) -> str:
@@ -55,7 +65,7 @@ def trunk_dir(cell: str, trunk: str) -> str:
 
 
 def trunk_record(cell: str, trunk: str, span: str) -> str:
-    """The record of a trunk segment; span is "from<start>-to<step>" (ngptlab.trunks.Segment.span)."""
+    """The record of a trunk segment; span is "from<start>-to<step>" (ngptlab.grid.trunks.Segment.span)."""
     return f"results/trunk/{cell}/{trunk}/{span}.json"
 
 
@@ -101,7 +111,8 @@ def lineage_file(stage: str, job: str, key: str) -> str:
 STAGE_CODE = {
     "prepare": ("src/ngptlab/prepare",),
     "train": ("src/ngptlab/train", "src/ngptlab/models", "src/ngptlab/checkpoint.py",
-              "src/ngptlab/trunks.py"),  # trunks: where a WSD run's branch starts
+              "src/ngptlab/schedule.py",  # the learning rate at each step
+              "src/ngptlab/grid/trunks.py"),  # where a WSD run's branch starts
     "condition": ("src/ngptlab/condition", "src/ngptlab/checkpoint.py"),
     "speedup": ("src/ngptlab/speedup", "src/ngptlab/stats.py"),  # stats: the intervals over seeds
     "evaluate": ("src/ngptlab/evaluate", "src/ngptlab/checkpoint.py"),

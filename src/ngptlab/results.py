@@ -25,10 +25,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ngptlab import layout
+from ngptlab import files, layout
 from ngptlab.errors import ResultsError
 from ngptlab.files import atomic_path, write_text_atomic
-from ngptlab.params import RunSpec
+from ngptlab.grid.runs import RunSpec
 
 if TYPE_CHECKING:  # pandas costs ~0.6 s to import, and the condition stage, once per run, never needs it
     import pandas as pd
@@ -104,14 +104,8 @@ def read_spectra(path: str | Path, columns: Sequence[str] | None = None) -> pd.D
 
 
 def read_json(path: str | Path, what: str) -> Any:
-    """A results JSON file; a ResultsError naming the file when it is missing or not JSON."""
-    path = Path(path)
-    if not path.is_file():
-        raise ResultsError(f"{path}: {what} not found")
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ResultsError(f"{path}: not valid JSON: {err}") from None
+    """A results JSON file (any JSON value); a ResultsError naming the file when it is missing or not JSON."""
+    return files.read_json(path, ResultsError, what, mapping=False)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -125,12 +119,7 @@ def read_summary(root: str | Path, spec: RunSpec) -> dict:
     path = train_dir(root, spec) / "summary.json"
     if not path.is_file():
         raise ResultsError(f"{path}: train summary not found (train run {spec.name} first)")
-    try:
-        summary = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ResultsError(f"{path}: not valid JSON: {err}") from None
-    if not isinstance(summary, dict):
-        raise ResultsError(f"{path}: expected a JSON object")
+    summary = files.read_json(path, ResultsError)
     if summary.get("run") != spec.name:
         raise ResultsError(f"{path}: summary is for run {summary.get('run')!r}, expected {spec.name!r}")
     if summary.get("status") not in STATUSES:

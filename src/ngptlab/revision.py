@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ngptlab.errors import ParamsError
-from ngptlab.params import REPO_ROOT
+from ngptlab.layout import REPO_ROOT
 
 CODE_PATHS = ("src", "workflow", "Snakefile")
 _SKIPPED_PARTS = {"__pycache__", ".pytest_cache"}

@@ -17,19 +17,14 @@ from snakemake.utils import validate
 
 from ngptlab import layout
 from ngptlab.errors import ParamsError
-from ngptlab.params import (
-    enumerate_cells,
-    enumerate_runs,
-    load_params,
-    max_restarts,
-    scale_layout,
-    validate_params,
-)
+from ngptlab.config.load import load_params, validate_params
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.grid.resources import max_restarts, scale_layout
 from ngptlab.plan import runtime
 from ngptlab.plan.estimate import largest_models, model_size
 from ngptlab.plan.grid import cell_key, lineage_keys, stage_code
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, STAGES, made_from
-from ngptlab.trunks import branch_segment, by_end, enumerate_segments, job_tokens, segment_before
+from ngptlab.grid.trunks import branch_segment, by_end, enumerate_segments, job_tokens, segment_before
 
 # `ngptlab` and `torchrun` must come from the environment that runs Snakemake (also inside Slurm jobs,
 # which start `python -m snakemake` with this same interpreter).

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from ngptlab import layout
 from ngptlab.bench import checks
 from ngptlab.bench.gpu_steps import PeakMemory, time_steps
 from ngptlab.errors import ParamsError
@@ -91,7 +92,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _shape(name: str, params: dict) -> tuple[str, Scale | None]:
-    from ngptlab.params import run_shape
+    from ngptlab.grid.resources import run_shape
 
     if name == "bench-tiny":
         return name, TINY
@@ -109,7 +110,7 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
     from ngptlab.bench.gpu_path import path_checks
     from ngptlab.bench.gpu_runs import bench_params, condition_check, ddp_check, train_check
     from ngptlab.device import resolve_device
-    from ngptlab.params import run_shape
+    from ngptlab.grid.resources import run_shape
     from ngptlab.train.throughput import detect_peak
 
     if args.device == "auto" and not torch.cuda.is_available():
@@ -118,7 +119,7 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
     d = GPU_DEFAULTS if device.type == "cuda" else CPU_DEFAULTS
     pick = lambda value, key: d[key] if value is None else value  # noqa: E731
     peak = detect_peak(device, args.peak_tflops)
-    tokens = Path(args.tokens or Path("data") / "tokens" / params["train"]["source"])
+    tokens = Path(args.tokens or layout.tokens_dir(params["train"]["source"]))
     if {"train", "condition"} - set(args.skip) and not (tokens / "meta.json").is_file():
         raise ParamsError(f"{tokens}: no token shards (run `ngptlab prepare`, or pass --tokens DIR)")
     started = time.perf_counter()
@@ -174,7 +175,7 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
 
 
 def reference_run(params: dict):
-    from ngptlab.params import enumerate_runs
+    from ngptlab.grid.enumeration import enumerate_runs
 
     return next(r for r in enumerate_runs(params) if r.arm == "gpt")
 

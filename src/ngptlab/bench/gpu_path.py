@@ -24,7 +24,7 @@ import torch
 import torch.distributed as torch_dist
 
 from ngptlab.bench.gpu_runs import link_tokens, losses, max_diff, summary, train, weights_sha256
-from ngptlab.params import enumerate_runs
+from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.train.state import LATEST
 
 

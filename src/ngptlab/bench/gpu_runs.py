@@ -20,8 +20,10 @@ from pathlib import Path
 
 import torch
 
+from ngptlab import layout
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.runs import RunSpec
 from ngptlab.models.scales import Scale
-from ngptlab.params import RunSpec, enumerate_runs
 from ngptlab.results import train_dir
 
 TRAIN_ARMS = ("gpt", "ngpt")
@@ -52,7 +54,7 @@ def bench_params(params: dict, shape_name: str, shape: Scale | None, context: in
 
 
 def link_tokens(root: Path, source: str, tokens: Path) -> None:
-    target = root / "data" / "tokens" / source
+    target = root / layout.tokens_dir(source)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to(tokens.resolve(), target_is_directory=True)
 

@@ -23,9 +23,12 @@ from pathlib import Path
 import yaml
 
 from ngptlab import layout
+from ngptlab.batch import tokens_per_step
 from ngptlab.bench.workflow import copy_workflow, timed, write_plan
-from ngptlab.params import REPO_ROOT, enumerate_runs, tokens_per_step
-from ngptlab.trunks import enumerate_segments
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.trunks import enumerate_segments
+from ngptlab.layout import REPO_ROOT
+from ngptlab.schedule import COSINE, WSD
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -57,9 +60,9 @@ def prepared_copy(dest: Path, params: dict, tokens_from: Path | None) -> Path:
     source = params["prepare"]["source"]["name"]
     snakemake = str(Path(sys.executable).parent / "snakemake")
     if tokens_from is None:
-        timed([snakemake, "--cores", "2", f"data/tokens/{source}/meta.json"], dest)
+        timed([snakemake, "--cores", "2", f"{layout.tokens_dir(source)}/meta.json"], dest)
     else:  # the same prepare settings and code: its shards and lineage key are this copy's too
-        for part in (f"data/tokens/{source}", f"results/lineage/prepare/{source}"):
+        for part in (layout.tokens_dir(source), layout.lineage_dir("prepare", source)):
             shutil.copytree(tokens_from / part, dest / part)
     return dest
 
@@ -74,7 +77,7 @@ def trained_tokens(work: Path) -> int:
 
 
 def run(args: argparse.Namespace, params: dict) -> int:
-    grids = {schedule: sweep(schedule, args.budget_steps, args.fraction) for schedule in ("cosine", "wsd")}
+    grids = {schedule: sweep(schedule, args.budget_steps, args.fraction) for schedule in (COSINE, WSD)}
     snakemake = str(Path(sys.executable).parent / "snakemake")
     times: dict[str, list[float]] = {schedule: [] for schedule in grids}
     tokens: dict[str, int] = {}
@@ -88,7 +91,7 @@ def run(args: argparse.Namespace, params: dict) -> int:
                 timed([snakemake, "--cores", str(args.cores), *train_targets(grid)], work)
                 times[schedule].append(time.perf_counter() - started)
                 tokens[schedule] = trained_tokens(work)
-    budgets = grids["wsd"]["train"]["budgets"]
+    budgets = grids[WSD]["train"]["budgets"]
     print(f"sweep: arms gpt, ngpt; budgets {', '.join(f'{b:,}' for b in budgets)} tokens "
           f"({', '.join(map(str, args.budget_steps))} steps); WSD cooldown fraction {args.fraction:g}; "
           f"snakemake --cores {args.cores}; median of {args.repeat}")
@@ -97,8 +100,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
         jobs = len(enumerate_runs(grid)) + len(enumerate_segments(grid))
         print(f"{schedule:<8} {jobs:>5} {tokens[schedule]:>15,} {statistics.median(times[schedule]):>8.1f}")
     expected = (budgets[-1] + args.fraction * sum(budgets[:-1])) / sum(budgets)  # per trunk
-    wall = statistics.median(times["wsd"]) / statistics.median(times["cosine"])
-    ratio = tokens["wsd"] / tokens["cosine"]
+    wall = statistics.median(times[WSD]) / statistics.median(times[COSINE])
+    ratio = tokens[WSD] / tokens[COSINE]
     print(f"WSD / cosine: tokens {ratio:.3f} (B_k + f x the others over their sum: "
           f"{expected:.3f}), wall time {wall:.3f}")
     return 0

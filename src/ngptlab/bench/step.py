@@ -126,7 +126,7 @@ def run(args: argparse.Namespace, params: dict) -> int:
     from ngptlab.device import resolve_device
 
     train = params["train"]
-    from ngptlab.params import run_shape
+    from ngptlab.grid.resources import run_shape
 
     scale = run_shape(train, args.scale or train["scales"][0])
     context = args.context or train["contexts"][0]

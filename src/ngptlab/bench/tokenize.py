@@ -77,15 +77,15 @@ def run_tokenize_bench(params: dict, *, cache_dir: Path, repeats: int = 3, worke
                        work_dir: Path | None = None, copies: int = 1) -> dict:
     """Measure both arms (see the module docstring); returns per-arm medians, peaks and the ratios."""
     section = params["prepare"]
-    workers = workers or section.get("workers", 2)
+    workers = workers or section["workers"]
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="ngptlab-bench-", dir=work_dir) as tmp:
         work = Path(tmp)
         corpus = work / "corpus.jsonl"
         n_docs, n_bytes = _write_corpus(open_source(section["source"], cache_dir).documents(), corpus, copies)
         common = {"corpus": str(corpus), "cache_dir": str(cache_dir), "workers": workers,
-                  "val_fraction": section.get("val_fraction", 0.02), "seed": section.get("split_seed", 1337),
-                  "batch_documents": section.get("batch_documents", 512)}
+                  "val_fraction": section["val_fraction"], "seed": section["split_seed"],
+                  "batch_documents": section["batch_documents"]}
         runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
         for rep in range(repeats):
             for arm in ARMS if rep % 2 == 0 else ARMS[::-1]:

@@ -20,8 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ngptlab.params import REPO_ROOT, enumerate_cells, enumerate_runs, load_params
-from ngptlab.trunks import enumerate_segments
+from ngptlab.config.load import load_params
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.grid.trunks import enumerate_segments
+from ngptlab.layout import REPO_ROOT
 
 COPIED = ("Snakefile", "dvc.yaml", "workflow", "slurm", "src", ".dvc/config", ".dvcignore")
 TARGETS_S = {"snakemake -n": 10.0, "dvc status": 20.0}

@@ -42,8 +42,9 @@ from ngptlab.condition.effective import effective_matrices
 from ngptlab.condition.reference import gaussian_reference
 from ngptlab.device import resolve_device
 from ngptlab.errors import CheckpointError
+from ngptlab.grid.enumeration import find_run
+from ngptlab.grid.runs import RunSpec
 from ngptlab.models import build_seeded
-from ngptlab.params import RunSpec, find_run
 from ngptlab.results import read_summary, train_dir, write_json, write_spectra
 
 CONVENTIONS = {

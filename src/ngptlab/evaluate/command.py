@@ -49,8 +49,8 @@ from ngptlab.device import resolve_device
 from ngptlab.errors import CheckpointError, NgptlabError, ParamsError
 from ngptlab.evaluate import partial
 from ngptlab.evaluate.tasks import OFFLINE_EXAMPLES, OFFLINE_TASKS, TaskSettings, build_offline_tasks
+from ngptlab.grid.enumeration import compared_runs, enumerate_cells
 from ngptlab.jobclock import EXIT_RESUMABLE, job_clock
-from ngptlab.params import compared_runs, enumerate_cells
 from ngptlab.results import read_json, write_json
 
 if TYPE_CHECKING:  # lm-eval takes seconds to import; the CLI loads it only when it evaluates

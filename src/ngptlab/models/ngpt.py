@@ -121,8 +121,7 @@ class NGPT(GPT):
 
 @dataclass
 class NGPTRecipe(Recipe):
-    weight_decay: float = 0.0  # Section 2.6: weight decay removed
-    warmup: bool = False  # Section 2.6: no learning-rate warmup
+    weight_decay: float = 0.0  # Section 2.6: weight decay removed (and no warmup: models/warmup.py)
 
     def post_step(self, model: nn.Module) -> None:
         normalize_matrices_(model)  # Section 2.6: back to unit norm along the embedding dim, every step

@@ -7,7 +7,6 @@ is the modern baseline (QK-norm) and ngpt-freew separates nGPT's hidden-state fr
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,16 +26,21 @@ from ngptlab.models import (
 )
 from ngptlab.models.gpt import GPT, Recipe
 from ngptlab.models.scales import Scale, resolve_scale
+from ngptlab.models.warmup import warms_up
 
 
 @dataclass(frozen=True)
 class Arm:
     name: str
     model: type[GPT]
-    recipe: Callable[[], Recipe]
+    recipe_type: type[Recipe]
     norms: str  # DESIGN.md's "norms" column
     conditioning: str  # DESIGN.md's "conditioning" column
     summary: str
+
+    def recipe(self) -> Recipe:
+        """How the arm is optimised; whether it warms up is models/warmup.py's, which the plan reads too."""
+        return self.recipe_type(warmup=warms_up(self.name))
 
 
 ARMS: dict[str, Arm] = {

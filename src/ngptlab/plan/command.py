@@ -13,8 +13,10 @@ import argparse
 import json
 from pathlib import Path
 
+from ngptlab.config.load import load_params
 from ngptlab.errors import ParamsError
-from ngptlab.params import enumerate_cells, enumerate_runs, load_params, lopsided_sweeps
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.grid.sweeps import lopsided_sweeps
 from ngptlab.plan.edit import edit_params_file, parse_assignment, set_value
 from ngptlab.plan.estimate import estimate_plan
 from ngptlab.plan.extend import DEFAULT_CAP, extend_sweeps

@@ -10,9 +10,9 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from ngptlab.config.load import validate_params
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
-from ngptlab.params import validate_params
 
 
 def edit_params_file(path: str | Path, edit: Callable[[CommentedMap], None]) -> None:

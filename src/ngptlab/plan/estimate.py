@@ -3,28 +3,25 @@
 nor imports torch.
 
 Every job is priced at the tokens it trains: a cosine run its budget, a WSD run its cooldown branch only
-(from its branch point to its last step), and each trunk segment (ngptlab.trunks) its span, so a trunk
+(from its branch point to its last step), and each trunk segment (ngptlab.grid.trunks) its span, so a trunk
 that several budgets share is counted once.
 """
 
 from __future__ import annotations
 
+from ngptlab.batch import steps_per_run, tokens_per_step
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.resources import run_shape, scale_layout
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import Segment, enumerate_segments, job_tokens
 from ngptlab.models.scales import Scale
 from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
-from ngptlab.params import (
-    ARMS_WITHOUT_WARMUP,
-    RunSpec,
-    enumerate_runs,
-    run_shape,
-    scale_layout,
-    steps_per_run,
-    tokens_per_step,
-    warmup_steps,
-)
+from ngptlab.models.warmup import warms_up
 from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
 from ngptlab.plan.runtime import JobTime, stage_runtimes, train_job
 from ngptlab.plan.sharing import sharing_summary, state_bytes
-from ngptlab.trunks import Segment, branch_point, enumerate_segments, job_tokens, trunk_warmup
+from ngptlab.schedule import branch_point, shares_trunk, trunk_warmup, warmup_steps
+from ngptlab.settings import setting
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
 
@@ -36,7 +33,7 @@ def _gpu_hours(flops: float, mfu: float, peak_tflops: float) -> float:
 def model_size(train: dict, scale: str, arm: str) -> tuple[Scale, int, int]:
     """The shape, padded vocabulary rows and parameter count of `arm` at `scale`."""
     shape = run_shape(train, scale)
-    vocab_rows = padded_vocab(VOCAB_SIZE, train.get("vocab_multiple", 1))
+    vocab_rows = padded_vocab(VOCAB_SIZE, setting(train, "train.vocab_multiple"))
     return shape, vocab_rows, parameter_count(arm, shape, vocab_rows)
 
 
@@ -47,13 +44,13 @@ def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: flo
     for run in runs:
         shape, vocab_rows, n_params = model_size(train, run.scale, run.arm)
         steps = steps_per_run(train, run.context, run.budget)
-        warms_up = run.arm not in ARMS_WITHOUT_WARMUP
+        arm_warms_up = warms_up(run.arm)
         trained = job_tokens(train, run)  # a WSD run: its branch; the steps before are its trunk's segments
-        if run.schedule == "wsd":
+        if shares_trunk(run):
             start = branch_point(train, run.context, run.budget)
-            warmup = trunk_warmup(train, run.context, warms_up)  # the trunk's, shared by every budget
+            warmup = trunk_warmup(train, run.context, arm_warms_up)  # the trunk's, shared by every budget
         else:
-            start, warmup = None, warmup_steps(train, steps, warms_up)
+            start, warmup = None, warmup_steps(train, steps, arm_warms_up)
         flops = train_flops_per_token(run.arm, shape, VOCAB_SIZE, run.context) * trained
         gpu_hours = _gpu_hours(flops, mfu, peak_tflops)
         job = train_job(train, run.scale, trained, n_params)
@@ -82,7 +79,7 @@ def estimate_segments(train: dict, segments: list[Segment], mfu: float, peak_tfl
         rows.append({"segment": segment.name, "trunk": trunk.name, **trunk.as_dict(), "cell": trunk.cell,
                      "start": segment.start, "step": segment.step, "n_params": n_params,
                      "tokens_per_step": tokens_per_step(train, trunk.context),
-                     "warmup_steps": trunk_warmup(train, trunk.context, trunk.arm not in ARMS_WITHOUT_WARMUP),
+                     "warmup_steps": trunk_warmup(train, trunk.context, warms_up(trunk.arm)),
                      "trained_tokens": tokens, "train_flops": flops,
                      "state_gb": state_bytes(n_params) / 1e9,
                      **_placement(train, trunk.scale, gpu_hours, job)})
@@ -115,10 +112,11 @@ def _memory(train: dict, run: RunSpec, shape: Scale, n_params: int, vocab_rows: 
     memory (declared, default an H100's 80 GB) on a GPU scale, its share of the node's mem_mb on a CPU."""
     layout = scale_layout(train, run.scale)
     on_gpu = layout.gpus_per_node > 0
-    bf16 = train.get("precision", "auto") == "bf16" or (on_gpu and train.get("precision", "auto") == "auto")
+    precision = setting(train, "train.precision")
+    bf16 = precision == "bf16" or (on_gpu and precision == "auto")
     tokens = micro_tokens(train, run.context, layout.world_size)
     memory = training_memory(run.arm, shape, n_params, vocab_rows, tokens, bf16,
-                             bool(train.get("activation_checkpointing", False)))
+                             bool(setting(train, "train.activation_checkpointing")))
     mem_mb = train["resources"][run.scale]["mem_mb"]
     limit = gpu_memory_gb if on_gpu else mem_mb / 1024 / layout.processes_per_node
     return {"memory_gb": memory.total / 2**30, "memory_limit_gb": limit,

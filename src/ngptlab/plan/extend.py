@@ -18,7 +18,9 @@ from pathlib import Path
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from ngptlab.params import compared_runs, enumerate_cells, load_params, lr_sweep
+from ngptlab.config.load import load_params
+from ngptlab.grid.enumeration import compared_runs, enumerate_cells
+from ngptlab.grid.sweeps import lr_sweep
 from ngptlab.plan.edit import edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.results import read_run_result, train_dir

@@ -22,10 +22,12 @@ from pathlib import Path
 from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
-from ngptlab.params import RunSpec, enumerate_runs
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import Segment, branch_segment, by_end, enumerate_segments, segment_before
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, key_of, made_from
 from ngptlab.revision import code_fingerprint
-from ngptlab.trunks import Segment, branch_segment, by_end, enumerate_segments, segment_before
+from ngptlab.schedule import shares_trunk
 
 GENERATED_BY = "`ngptlab plan --write` from the params file and the code; do not edit. dvc.yaml reads it."
 
@@ -56,15 +58,15 @@ def lineage_keys(sources: dict) -> dict:
 def run_after(params: dict, run: RunSpec, ends: dict[tuple, Segment]) -> str:
     """The file a run's training comes after, its DVC dependency that orders it: the training shard (from
     step 0), or for a WSD run the record of the trunk segment that ends at its branch point."""
-    if run.schedule != "wsd":
-        return f"data/tokens/{params['prepare']['source']['name']}/train.bin"
+    if not shares_trunk(run):
+        return f"{layout.tokens_dir(params['prepare']['source']['name'])}/train.bin"
     return branch_segment(ends, params["train"], run).record
 
 
 def segment_after(params: dict, segment: Segment, ends: dict[tuple, Segment]) -> str:
     """A segment's DVC dependency that orders it: the record of the segment before (or the shard)."""
     before = segment_before(ends, segment)
-    return before.record if before else f"data/tokens/{params['prepare']['source']['name']}/train.bin"
+    return before.record if before else f"{layout.tokens_dir(params['prepare']['source']['name'])}/train.bin"
 
 
 def resolved_grid(params: dict, root: str | Path = ".") -> dict:

@@ -24,8 +24,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ngptlab.params import GRID_KEYS, enumerate_runs, final_eval_setting
-from ngptlab.trunks import cooldown_fraction, cooldown_shape
+from ngptlab import schedule as schedules
+from ngptlab.grid.enumeration import GRID_KEYS, enumerate_runs
+from ngptlab.settings import setting
 
 # prepare settings that change how fast the shards are written, never their bytes.
 PREPARE_SPEED_KNOBS = ("workers", "batch_documents")
@@ -65,15 +66,15 @@ def made_from(params: dict, code: dict[str, str]) -> dict:
     prepare = {"prepare": prepare_settings, "code": code["prepare"]}
     data = key_of(prepare)
     common = {"data": data, "train": {k: train_params[k] for k in TRAIN_SETTINGS}, "code": code["train"]}
-    # A trunk shares the warmup of the smallest budget (ngptlab.trunks), and the cooldown fraction places
+    # A trunk shares the warmup of the smallest budget (ngptlab.schedule), and the cooldown fraction places
     # its segments (a new one retrains them all, as a fresh grid would); its branches add the cooldown's
     # shape. The cosine runs' key has none of these, so a WSD setting never retrains a cosine run.
     trunk = {**common, "warmup_budget": min(train_params["budgets"]),
-             "cooldown_fraction": cooldown_fraction(train_params)}
+             "cooldown_fraction": schedules.cooldown_fraction(train_params)}
     # A run's final evaluation is its own (a trunk segment has none): its windows change runs, not trunks.
-    run_end = {"final_eval_tokens": final_eval_setting(train_params)}
-    train = {"cosine": {**common, **run_end},
-             "wsd": {**trunk, "cooldown_shape": cooldown_shape(train_params), **run_end}}
+    run_end = {"final_eval_tokens": setting(train_params, "train.final_eval_tokens")}
+    train = {schedules.COSINE: {**common, **run_end},
+             schedules.WSD: {**trunk, "cooldown_shape": schedules.cooldown_shape(train_params), **run_end}}
     trained = {schedule: key_of(inputs) for schedule, inputs in train.items()}
     runs_of_cell: dict[str, list[str]] = {}
     schedules_of_cell: dict[str, set[str]] = {}

@@ -12,22 +12,23 @@ from __future__ import annotations
 
 import copy
 
-from ngptlab.params import lr_sweep, pruning_of
+from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.seeds import new_seeds
 from ngptlab.plan.sweeps import grid_budgets
+from ngptlab.settings import setting
 
 
 def has_protocol(train: dict) -> bool:
-    return bool(train.get("protocol"))
+    return bool(setting(train, "train.protocol"))
 
 
 def projected_params(params: dict) -> dict:
     """params with train.protocol's remaining steps applied (the pruning, then the seeds)."""
     projected = copy.deepcopy(params)
     train = projected["train"]
-    protocol = train.get("protocol", {})
+    protocol = setting(train, "train.protocol")
     cells = [(s, c, a) for s in train["scales"] for c in train["contexts"] for a in train["arms"]]
-    prune = protocol.get("prune_sweeps")
+    prune = setting(protocol, "train.protocol.prune_sweeps")
     if prune:
         after, keep = prune["after_budget"], prune["keep"]
         above = min([b for b in train["budgets"] if b > after])
@@ -37,9 +38,10 @@ def projected_params(params: dict) -> dict:
                 train.setdefault("pruned_sweeps", []).append(
                     {"scale": scale, "context": context, "arm": arm, "after_budget": after, "keep": keep,
                      "learning_rates": sweep[:keep]})
-    if protocol.get("add_seeds"):
+    if setting(protocol, "train.protocol.add_seeds"):
         wanted = set(new_seeds(train, protocol["add_seeds"]))
-        added = {(e["scale"], e["context"], e["arm"], e["budget"]): e for e in train.get("added_seeds", [])}
+        added = {(e["scale"], e["context"], e["arm"], e["budget"]): e
+                 for e in setting(train, "train.added_seeds")}
         for scale, context, arm in cells:
             budgets = grid_budgets(train, scale, context, arm)
             lr = min(lr_sweep(train, scale, context, arm, budgets[-1]))
@@ -53,12 +55,12 @@ def projected_params(params: dict) -> dict:
 
 def describe(train: dict) -> str:
     """The protocol's steps in words, for the plan's output."""
-    protocol, steps = train.get("protocol", {}), []
-    if protocol.get("prune_sweeps"):
+    protocol, steps = setting(train, "train.protocol"), []
+    if setting(protocol, "train.protocol.prune_sweeps"):
         prune = protocol["prune_sweeps"]
         steps.append(f"the budgets above {prune['after_budget']:,} keep {prune['keep']} learning rates "
                      f"(`ngptlab plan --prune-sweeps {prune['keep']}` once the results up to there are in)")
-    if protocol.get("add_seeds"):
+    if setting(protocol, "train.protocol.add_seeds"):
         steps.append(f"{protocol['add_seeds']} seeds added at every arm's best learning rate per budget "
                      f"(`ngptlab plan --add-seeds {protocol['add_seeds']}` once train.seeds are in)")
     return "; then ".join(steps)

@@ -5,7 +5,7 @@ Once every budget up to B has results for every arm of a cell, the budgets above
 alike, K learning rates of its sweep: the best at B and the K - 1 below it, since the optimal learning rate
 falls as runs get longer (Bjorck et al. 2024, arXiv 2409.19913); at the bottom of the sweep the window moves
 up. B is train.protocol.prune_sweeps.after_budget when the protocol names one (the budgets above it are held
-out of the grid until then: ngptlab.params.held_back), else the largest budget below the grid's largest
+out of the grid until then: ngptlab.grid.sweeps.held_back), else the largest budget below the grid's largest
 whose results, and those of every budget below it, are in.
 
 Each decision is one train.pruned_sweeps entry {scale, context, arm, after_budget, keep, best_lr,
@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ngptlab.params import load_params, lr_sweep, pruning_of
+from ngptlab.config.load import load_params
+from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import best_lr, mean_losses
+from ngptlab.settings import setting
 
 DEFAULT_KEEP = 2
 
@@ -39,7 +41,7 @@ def decision_budget(params: dict, root: str | Path, scale: str, context: int) ->
     """(B, why): the budget whose results decide the pruning of this cell, or None and what it waits for."""
     train = params["train"]
     budgets = sorted(train["budgets"])
-    protocol = train.get("protocol", {}).get("prune_sweeps")
+    protocol = setting(setting(train, "train.protocol"), "train.protocol.prune_sweeps")
     candidates = [protocol["after_budget"]] if protocol else budgets[:-1][::-1]
     for candidate in candidates:
         below = [b for b in budgets if b <= candidate]

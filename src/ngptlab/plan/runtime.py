@@ -18,9 +18,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ngptlab.evaluate.tasks import CONTINUATION, N_CHOICES, OFFLINE_EXAMPLES, OFFLINE_TASKS
+from ngptlab.grid.enumeration import compared_runs
+from ngptlab.grid.resources import MIN_RUNTIME_MIN, run_shape, time_limit_min
 from ngptlab.jobclock import MARGIN_FRACTION, MARGIN_MAX_S
-from ngptlab.params import MIN_RUNTIME_MIN, compared_runs, run_shape, time_limit_min
 from ngptlab.plan.sharing import state_bytes
+from ngptlab.settings import setting
 
 # Retries beyond those a long job needs: one, for a failure (a node lost, a preemption without requeue).
 FAILURE_RETRIES = 1
@@ -29,7 +31,6 @@ FAILURE_RETRIES = 1
 STARTUP_MIN = 3.0
 # A resume checkpoint's write rate when train.checkpoint_write_gbps is not set: a cautious figure for one
 # client of a cluster filesystem.
-WRITE_GBPS = 0.5
 SIGNAL_MIN_LIMIT_MIN = 3  # sbatch --signal only for jobs at least this long (signal_lead_s)
 
 # prepare: tiktoken encodes ~12 MB/s of English per thread here; 2 MB/s per worker leaves room for reading
@@ -84,14 +85,14 @@ def job_time(estimate_min: float, partition_min: float | None, checkpoint_min: f
 
 def checkpoint_minutes(train: dict, n_params: int) -> float:
     """Estimated minutes to write a resume checkpoint (weights and AdamW moments) of `n_params`."""
-    return state_bytes(n_params) / (float(train.get("checkpoint_write_gbps", WRITE_GBPS)) * 1e9) / 60
+    return state_bytes(n_params) / (float(setting(train, "train.checkpoint_write_gbps")) * 1e9) / 60
 
 
 def train_job(train: dict, scale: str, tokens: int, n_params: int) -> JobTime:
-    """A run's or trunk segment's jobs: its share of runtime_min (params.time_limit_min) over the
+    """A run's or trunk segment's jobs: its share of runtime_min (grid.resources.time_limit_min) over the
     partition's limit."""
     estimate = float(time_limit_min(train, scale, tokens))
-    return job_time(estimate, train.get("max_job_minutes"), checkpoint_minutes(train, n_params))
+    return job_time(estimate, setting(train, "train.max_job_minutes"), checkpoint_minutes(train, n_params))
 
 
 def retries(jobs: Iterable[int]) -> int:
@@ -105,8 +106,8 @@ def signal_lead_s(train: dict, n_params: int, limit_min: float | None = None) ->
     finish the step and write a checkpoint twice over, at least two minutes; train.signal_lead_s sets it.
     Never more than half of a job's `limit_min`; 0 (no signal) for a job shorter than SIGNAL_MIN_LIMIT_MIN:
     Slurm may send it up to a minute early, and such a job stops by its own clock."""
-    lead = int(train["signal_lead_s"]) if train.get("signal_lead_s") else \
-        max(120, math.ceil(2 * 60 * checkpoint_minutes(train, n_params) + 60))
+    lead = setting(train, "train.signal_lead_s")
+    lead = int(lead) if lead else max(120, math.ceil(2 * 60 * checkpoint_minutes(train, n_params) + 60))
     if limit_min is None:
         return lead
     return min(lead, int(30 * limit_min)) if limit_min >= SIGNAL_MIN_LIMIT_MIN else 0
@@ -117,7 +118,7 @@ def signal_lead_s(train: dict, n_params: int, limit_min: float | None = None) ->
 
 
 def _override(params: dict, stage: str) -> float | None:
-    return params.get(stage, {}).get("runtime_min")
+    return setting(params[stage], f"{stage}.runtime_min")
 
 
 def prepare_minutes(params: dict) -> float:
@@ -126,7 +127,8 @@ def prepare_minutes(params: dict) -> float:
     if (override := _override(params, "prepare")) is not None:
         return float(override)
     source, workers = params["prepare"]["source"], max(1, int(params["prepare"]["workers"]))
-    documents = source.get("min_documents") or source.get("max_documents") or 0
+    documents = (setting(source, "prepare.source.min_documents")
+                 or setting(source, "prepare.source.max_documents") or 0)
     megabytes = documents * DOCUMENT_BYTES / 1e6
     download = megabytes / DOWNLOAD_MB_PER_S if source["kind"] == "hf" else 0.0
     return (download + megabytes / (PREPARE_MB_PER_S_PER_WORKER * workers)) / 60 * 1.5  # +50%
@@ -183,7 +185,7 @@ def stage_runtimes(params: dict, n_params: dict[str, int]) -> dict:
     scale, evaluate per cell; `n_params`: the largest model of each scale. Only evaluate continues over
     several jobs; a stage that cannot is capped at the partition's limit and flagged `fits: false`."""
     train = params["train"]
-    partition = train.get("max_job_minutes")
+    partition = setting(train, "train.max_job_minutes")
 
     def once(minutes: float) -> dict:
         job = job_time(minutes, partition)
@@ -199,7 +201,7 @@ def stage_runtimes(params: dict, n_params: dict[str, int]) -> dict:
                            "requests": evaluate_requests(params) * evaluated_runs(params, cell)}
     return {"prepare": once(prepare_minutes(params)),
             "condition": {scale: once(condition_minutes(params, scale, n)) for scale, n in n_params.items()},
-            "speedup": once(_override(params, "speedup") or 2.0),
+            "speedup": once(2.0),  # the schema gives speedup no runtime_min
             "evaluate": cells,
             "report": once(report_minutes(params, len(compared_runs(params))))}
 
@@ -207,7 +209,7 @@ def stage_runtimes(params: dict, n_params: dict[str, int]) -> dict:
 def describe_runtimes(params: dict, runs: list[dict], segments: list[dict], stages: dict) -> list[str]:
     """What `ngptlab plan` says about time limits, jobs per run and checkpoints against the signal."""
     train = params["train"]
-    partition = train.get("max_job_minutes")
+    partition = setting(train, "train.max_job_minutes")
     lines = []
     jobs = runs + segments
     split = [j for j in jobs if j["jobs"] > 1]
@@ -244,7 +246,7 @@ def describe_runtimes(params: dict, runs: list[dict], segments: list[dict], stag
         signal = (f"Slurm signals {lead} s before the limit (torchrun waits as long): twice the write "
                   f"{verdict}" if lead else
                   f"no early signal: jobs under {SIGNAL_MIN_LIMIT_MIN} min stop by their own clock")
-        gbps, size_gb = train.get("checkpoint_write_gbps", WRITE_GBPS), state_bytes(n_params) / 1e9
+        gbps, size_gb = setting(train, "train.checkpoint_write_gbps"), state_bytes(n_params) / 1e9
         lines.append(f"checkpoint {scale}: a resume checkpoint ({size_gb:.3g} GB) writes in ~{write_s:.0f} s "
                      f"at {gbps:g} GB/s; {signal}")
     return lines

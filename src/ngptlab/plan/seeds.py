@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ngptlab.params import held_back, load_params, schedule_of
+from ngptlab.config.load import load_params
+from ngptlab.grid.sweeps import held_back
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import best_lr, grid_budgets, mean_losses
+from ngptlab.schedule import is_wsd
+from ngptlab.settings import setting
 
 ENTRY_KEY = ("scale", "context", "arm", "budget")  # one train.added_seeds entry per grid point
 
@@ -36,7 +39,7 @@ def chosen_lrs(params: dict, root: str | Path, scale: str, context: int,
     train = params["train"]
     budgets = grid_budgets(train, scale, context, arm)
     losses = {b: mean_losses(params, root, scale, context, arm, b) for b in budgets}
-    if schedule_of(train) == "wsd":
+    if is_wsd(train):
         largest = budgets[-1]
         if losses[largest] is None:
             return {}, f"waiting for the results at its largest budget {largest:,} (the best trunk)"
@@ -54,7 +57,7 @@ def proposed_seeds(params: dict, root: str | Path, n: int) -> tuple[list[dict], 
     """(train.added_seeds entries, new or with more seeds, one line per (cell, arm) left short and why)."""
     train = params["train"]
     wanted = new_seeds(train, n)
-    existing = {tuple(e[k] for k in ENTRY_KEY): e for e in train.get("added_seeds", [])}
+    existing = {tuple(e[k] for k in ENTRY_KEY): e for e in setting(train, "train.added_seeds")}
     entries, notes = [], []
     for scale in train["scales"]:
         for context in train["contexts"]:

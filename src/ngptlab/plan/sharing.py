@@ -2,8 +2,8 @@
 
 Tokens: every run trained alone would train its whole budget; with shared trunks a trunk's segments are
 trained once and each WSD run trains only its cooldown branch, so budgets B_1 < ... < B_k of a trunk cost
-B_k + f x (B_1 + ... + B_(k-1)) tokens (ngptlab.trunks). Cosine runs (the default schedule, or a WSD grid's
-calibration runs) share nothing and cost their budget.
+B_k + f x (B_1 + ... + B_(k-1)) tokens (ngptlab.grid.trunks). Cosine runs (the default schedule, or a WSD
+grid's calibration runs) share nothing and cost their budget.
 
 Disk: each segment keeps the trunk's full training state at its end (train/trunk.py) until the branches
 that start there are done; the latest state of a trunk is never deleted, so that a larger budget added
@@ -14,8 +14,8 @@ is negligible.
 
 from __future__ import annotations
 
-from ngptlab.params import schedule_of
-from ngptlab.trunks import cooldown_fraction, cooldown_shape
+from ngptlab.schedule import cooldown_fraction, cooldown_shape, is_wsd, shares_trunks
+from ngptlab.schedule import of as schedule_of
 
 STATE_BYTES_PER_PARAMETER = 12  # fp32 weights (4) + AdamW's exp_avg and exp_avg_sq (4 + 4)
 
@@ -35,7 +35,7 @@ def sharing_summary(train: dict, runs: list[dict], segments: list[dict]) -> dict
     latest: dict[str, float] = {}
     for segment in segments:
         latest[segment["trunk"]] = segment["state_gb"]  # every state of a trunk has the same size
-    wsd = schedule_of(train) == "wsd"
+    wsd = is_wsd(train)
     return {"schedule": schedule_of(train),
             "cooldown_fraction": cooldown_fraction(train) if wsd else None,
             "cooldown_shape": cooldown_shape(train) if wsd else None,
@@ -48,7 +48,7 @@ def sharing_summary(train: dict, runs: list[dict], segments: list[dict]) -> dict
 
 def sharing_lines(summary: dict) -> list[str]:
     """The plan's text lines on the schedule, the tokens sharing saves and the kept states' disk."""
-    if summary["schedule"] == "wsd":
+    if shares_trunks(summary["schedule"]):
         lines = [f"schedule: wsd, cooldown_fraction {summary['cooldown_fraction']:g} "
                  f"({summary['cooldown_shape']}): {summary['n_trunks']} trunks; each WSD run trains its "
                  f"cooldown branch only, its trunk's segments (below the runs) train the steps before"]

@@ -8,8 +8,10 @@ import math
 import statistics
 from pathlib import Path
 
-from ngptlab.params import RunSpec, held_back, lr_sweep, schedule_of
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.sweeps import held_back, lr_sweep
 from ngptlab.results import read_run_result, train_dir
+from ngptlab.schedule import of as schedule_of
 
 
 def mean_losses(params: dict, root: str | Path, scale: str, context: int, arm: str,

@@ -31,8 +31,9 @@ import pandas as pd
 from ngptlab import layout
 from ngptlab.condition.analyse import headline
 from ngptlab.errors import ResultsError
+from ngptlab.grid.enumeration import compared_runs
+from ngptlab.grid.runs import RunSpec
 from ngptlab.models.registry import lookup_arm
-from ngptlab.params import RunSpec, compared_runs
 from ngptlab.results import read_float, read_json, read_summary, write_text
 
 VARIANT_PREFIX = {"effective": "eff_", "renormalized": "renorm_", "underlying": "under_"}

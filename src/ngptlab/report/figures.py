@@ -33,11 +33,11 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
-from ngptlab.params import allowed_arms  # noqa: E402
 from ngptlab.report import views  # noqa: E402
 from ngptlab.report.load import Results, RunRecord  # noqa: E402
 from ngptlab.report.table import fmt_num, fmt_short  # noqa: E402
 from ngptlab.results import read_float, read_spectra  # noqa: E402
+from ngptlab.settings import allowed_arms  # noqa: E402
 
 RC = {
     "svg.hashsalt": "ngptlab-report",

@@ -23,8 +23,10 @@ from pathlib import Path
 from ngptlab import layout
 from ngptlab.errors import ResultsError
 from ngptlab.files import sha256_file
-from ngptlab.params import RunSpec, enumerate_cells, enumerate_runs, schedule_of
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.grid.runs import RunSpec
 from ngptlab.results import read_summary, read_val_curve, train_dir
+from ngptlab.schedule import of as schedule_of
 
 
 @dataclass

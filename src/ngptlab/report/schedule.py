@@ -15,13 +15,15 @@ import math
 import statistics
 
 from ngptlab import layout
-from ngptlab.params import calibration_budgets, schedule_of, tokens_per_step
+from ngptlab.batch import tokens_per_step
+from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.report import views
 from ngptlab.report.document import Bullets, Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.load import Results, RunRecord
 from ngptlab.report.table import MISSING, Table, fmt_int, fmt_loss, fmt_text
+from ngptlab.schedule import branch_point, calibration_budgets, cooldown_fraction, cooldown_shape
+from ngptlab.schedule import of as schedule_of
 from ngptlab.stats import LEVEL, t_interval
-from ngptlab.trunks import branch_point, cooldown_fraction, cooldown_shape, enumerate_segments
 
 CITATION = "Hägele et al. 2024, arXiv 2405.18392"
 

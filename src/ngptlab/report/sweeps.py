@@ -9,7 +9,7 @@ arm tuned over fewer learning rates at some budget is compared as the table says
 
 from __future__ import annotations
 
-from ngptlab.params import held_back, lr_sweep, pruning_of
+from ngptlab.grid.sweeps import held_back, lr_sweep, pruning_of
 from ngptlab.report.document import Document, TableBlock, Text
 from ngptlab.report.load import Results
 from ngptlab.report.table import Table, fmt_int, fmt_lr, fmt_text

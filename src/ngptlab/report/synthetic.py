@@ -26,22 +26,18 @@ import torch
 import yaml
 
 from ngptlab import layout
+from ngptlab.batch import tokens_per_step
 from ngptlab.condition.analyse import Analysis, Settings, analyse_matrices
 from ngptlab.condition.command import CONVENTIONS
 from ngptlab.condition.reference import gaussian_reference
+from ngptlab.config.load import load_params, validate_params
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.grid.runs import RunSpec
+from ngptlab.layout import REPO_ROOT
 from ngptlab.models import SCALES, MatrixInfo
-from ngptlab.params import (
-    REPO_ROOT,
-    RunSpec,
-    enumerate_cells,
-    enumerate_runs,
-    load_params,
-    tokens_per_step,
-    validate_params,
-)
 from ngptlab.results import train_dir, write_json, write_spectra
+from ngptlab.schedule import branch_point
 from ngptlab.speedup.command import speedup_cell
-from ngptlab.trunks import branch_point
 
 # Planted truth per arm: speed-up over gpt in tokens, and the condition number of its attention/MLP matrices.
 PLANTED = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
-from ngptlab.params import lr_sweep
+from ngptlab.grid.sweeps import lr_sweep
 from ngptlab.report import figures, paper, schedule, views
 from ngptlab.report.load import Results, RunRecord
 from ngptlab.report.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_sha, fmt_text

@@ -60,7 +60,8 @@ from pathlib import Path
 
 from ngptlab import layout
 from ngptlab.errors import ParamsError
-from ngptlab.params import compared_runs, enumerate_cells, lr_sweep
+from ngptlab.grid.enumeration import compared_runs, enumerate_cells
+from ngptlab.grid.sweeps import lr_sweep
 from ngptlab.results import read_run_result, write_json
 from ngptlab.speedup.estimator import estimate_cell
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS, EQUIVALENCE_MARGIN, RESOLVE_RATIO

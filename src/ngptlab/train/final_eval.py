@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from ngptlab import settings
 from ngptlab.errors import ParamsError
-from ngptlab.params import final_eval_setting
 from ngptlab.train.data import final_eval_offsets
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 def setting(train: dict) -> int | str:
     """train.final_eval_tokens: a number of tokens (1 or more) or `all` (the default when absent)."""
-    value = final_eval_setting(train)
+    value = settings.setting(train, "train.final_eval_tokens")
     if value != "all" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ParamsError(f"train.final_eval_tokens must be a positive number of tokens or 'all', "
                           f"got {value!r}")

@@ -12,14 +12,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ngptlab.batch import steps_per_run
 from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic
+from ngptlab.grid.enumeration import find_run
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import Segment, find_segment, trunk_of
 from ngptlab.models import ARMS
-from ngptlab.params import RunSpec, find_run, steps_per_run, warmup_steps
+from ngptlab.schedule import WarmupStable, make_schedule, make_wsd, trunk_warmup, warmup_steps
 from ngptlab.train import final_eval, state, trunk
 from ngptlab.train.outputs import RunPaths, fingerprint, finished, unmeasured_timing, write_run_outputs
-from ngptlab.train.schedule import WarmupStable, make_schedule, make_wsd
-from ngptlab.trunks import Segment, find_segment, trunk_of, trunk_warmup
 
 
 class RunJob:

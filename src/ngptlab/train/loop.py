@@ -26,13 +26,17 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from ngptlab import runlock
+from ngptlab.batch import split_batch, steps_per_run
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_text_atomic
+from ngptlab.grid.resources import run_shape
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import Segment, TrunkSpec
 from ngptlab.jobclock import EXIT_RESUMABLE
 from ngptlab.models import build_seeded, train_flops_per_token
-from ngptlab.params import RunSpec, run_shape, split_batch, steps_per_run
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
+from ngptlab.schedule import Schedule, WarmupStable, WarmupStableDecay
 from ngptlab.train import dist, final_eval, nonfinite, restore, state
 from ngptlab.train.attention import Attention
 from ngptlab.train.batches import Batches
@@ -41,12 +45,10 @@ from ngptlab.train.job_limit import JobLimit
 from ngptlab.train.jobs import RunJob, SegmentJob, make_job
 from ngptlab.train.outputs import finite_or_none
 from ngptlab.train.progress import clock, eval_line, say
-from ngptlab.train.schedule import Schedule, WarmupStable, WarmupStableDecay
 from ngptlab.train.stop import StopRequest, divergence
 from ngptlab.train.stop import diagnostics as stop_diagnostics
 from ngptlab.train.throughput import detect_peak, mfu_of
 from ngptlab.train.timing import StepTimer, memory_record
-from ngptlab.trunks import Segment, TrunkSpec
 
 Job = RunJob | SegmentJob
 

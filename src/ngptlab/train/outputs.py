@@ -34,8 +34,8 @@ from ngptlab import layout
 from ngptlab.checkpoint import save_model
 from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic, write_text_atomic
+from ngptlab.grid.runs import RunSpec
 from ngptlab.models import count_parameters
-from ngptlab.params import RunSpec
 from ngptlab.train import final_eval, state, timing
 from ngptlab.train.throughput import MFU_NOTE, mfu_of
 

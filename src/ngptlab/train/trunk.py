@@ -37,10 +37,11 @@ from typing import Any
 from ngptlab import layout, runlock
 from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic
-from ngptlab.params import RunSpec
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import Segment, TrunkSpec, trunk_budgets, trunk_of
+from ngptlab.schedule import branch_point, trunk_warmup
 from ngptlab.train import state
 from ngptlab.train.outputs import RunPaths, fingerprint
-from ngptlab.trunks import Segment, TrunkSpec, branch_point, trunk_budgets, trunk_of, trunk_warmup
 
 RECORD_FORMAT = "ngptlab.trunk/1"
 KEPT = re.compile(r"^to(\d+)$")

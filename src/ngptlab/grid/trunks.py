@@ -1,15 +1,10 @@
 """The trunks of a WSD grid: where each budget's cooldown branch leaves the stable phase it shares.
 
-With train.schedule: wsd, a run of S steps warms up, holds its learning rate, and cools down to 0 over its
-last steps, from its branch point P = round((1 - f) x S), f = train.cooldown_fraction (Hagele et al. 2024,
-arXiv 2405.18392; MiniCPM, arXiv 2404.06395). Up to P it is the same training as every longer run of its
-(scale, context, arm, learning rate, seed): the trunk. So the trunk is trained once, in segments from one
-branch point to the next, and each budget trains only its branch, from the trunk's state at P: budgets
+With train.schedule: wsd, a run warms up, holds its learning rate, and cools down to 0 from its branch point
+(ngptlab.schedule). Up to there it is the same training as every longer run of its (scale, context, arm,
+learning rate, seed): the trunk. So the trunk is trained once, in segments from one branch point to the
+next, and each budget trains only its branch, from the trunk's state at its branch point: budgets
 B_1 < ... < B_k cost B_k + f x (B_1 + ... + B_(k-1)) tokens instead of B_1 + ... + B_k.
-
-Sharing needs one warmup for every budget of a trunk: the warmup_steps rule (ngptlab.params.warmup_steps)
-applied to the grid's smallest budget, so that adding a larger budget changes no trunk. A budget whose branch
-point falls inside that warmup, or that leaves no cooldown step, is refused.
 
 A segment is named by its trunk and its span, `<trunk>-from<P0>-to<P>`, so that adding a budget changes the
 same jobs in Snakemake and DVC: a new largest budget adds one segment after the others; one in between
@@ -19,34 +14,14 @@ state at P is the same whichever branch point came before it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from ngptlab import layout
-from ngptlab.params import (
-    ARMS_WITHOUT_WARMUP,
-    RunSpec,
-    calibration_budgets,
-    cell_name,
-    enumerate_runs,
-    format_lr,
-    schedule_of,
-    steps_per_run,
-    tokens_per_step,
-    warmup_steps,
-)
-
-DEFAULT_COOLDOWN_FRACTION = 0.2
-DEFAULT_COOLDOWN_SHAPE = "1-sqrt"
-
-
-def cooldown_fraction(train: dict) -> float:
-    return float(train.get("cooldown_fraction", DEFAULT_COOLDOWN_FRACTION))
-
-
-def cooldown_shape(train: dict) -> str:
-    return train.get("cooldown_shape", DEFAULT_COOLDOWN_SHAPE)
+from ngptlab.batch import tokens_per_step
+from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.runs import RunSpec, cell_name, format_lr
+from ngptlab.schedule import TRUNK, branch_point, run_tokens, shares_trunk
 
 
 @dataclass(frozen=True, order=True)
@@ -69,7 +44,7 @@ class TrunkSpec:
 
     def as_dict(self) -> dict[str, Any]:
         return {"scale": self.scale, "context": self.context, "arm": self.arm, "lr": self.lr,
-                "seed": self.seed, "schedule": "wsd-trunk"}
+                "seed": self.seed, "schedule": TRUNK}
 
 
 @dataclass(frozen=True, order=True)
@@ -98,18 +73,8 @@ def trunk_of(run: RunSpec) -> TrunkSpec:
     return TrunkSpec(run.scale, run.context, run.arm, run.lr, run.seed)
 
 
-def branch_point(train: dict, context: int, budget: int) -> int:
-    """P = round((1 - f) x S), halves rounded up: the step at which a budget's cooldown starts."""
-    return math.floor((1 - cooldown_fraction(train)) * steps_per_run(train, context, budget) + 0.5)
-
-
-def trunk_warmup(train: dict, context: int, warms_up: bool) -> int:
-    """The warmup of every WSD run at this context: the warmup_steps rule at the grid's smallest budget."""
-    return warmup_steps(train, steps_per_run(train, context, min(train["budgets"])), warms_up)
-
-
 def wsd_runs(params: dict) -> list[RunSpec]:
-    return [run for run in enumerate_runs(params) if run.schedule == "wsd"]
+    return [run for run in enumerate_runs(params) if shares_trunk(run)]
 
 
 def trunk_budgets(train: dict, trunk: TrunkSpec) -> list[int]:
@@ -150,35 +115,8 @@ def job_tokens(train: dict, job: RunSpec | Segment) -> int:
     a trunk segment its span."""
     if isinstance(job, Segment):
         return (job.step - job.start) * tokens_per_step(train, job.trunk.context)
-    if job.schedule != "wsd":
-        return job.budget
-    steps = steps_per_run(train, job.context, job.budget)
-    return (steps - branch_point(train, job.context, job.budget)) * tokens_per_step(train, job.context)
+    return run_tokens(train, job)
 
 
 def find_segment(params: dict, name: str) -> Segment | None:
     return next((s for s in enumerate_segments(params) if s.name == name), None)
-
-
-def wsd_problem(train: dict) -> str | None:
-    """The one line that refuses a WSD setting that cannot work, or None."""
-    if schedule_of(train) != "wsd":
-        return None
-    outside = sorted(set(calibration_budgets(train)) - set(train["budgets"]))
-    if outside:
-        return (f"train.calibrate.budgets: {outside[0]} is not in train.budgets; calibration compares WSD "
-                f"and cosine at budgets the grid trains")
-    warms_up = any(arm not in ARMS_WITHOUT_WARMUP for arm in train["arms"])
-    for context in train["contexts"]:
-        warmup = trunk_warmup(train, context, warms_up)
-        for budget in sorted(train["budgets"]):
-            steps = steps_per_run(train, context, budget)
-            point = branch_point(train, context, budget)
-            if point < max(warmup, 1):
-                return (f"train.budgets: {budget} tokens ({steps} steps at context {context}) would start "
-                        f"its cooldown at step {point}, inside the {warmup}-step warmup shared by its trunk; "
-                        f"lower train.cooldown_fraction or train.warmup_steps, or drop the budget")
-            if point >= steps:
-                return (f"train.budgets: {budget} tokens ({steps} steps at context {context}) leave no "
-                        f"cooldown step at train.cooldown_fraction {cooldown_fraction(train):g}")
-    return None

@@ -1,0 +1,69 @@
+"""A run of the grid and its name: `<scale>-ctx<context>-<arm>-t<budget>-lr<lr>-s<seed>[-wsd]`, under the
+(scale, context) cell of the speed-up table it belongs to."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from ngptlab import schedule as schedules
+from ngptlab.errors import ParamsError
+from ngptlab.settings import allowed_arms
+
+
+def format_lr(lr: float) -> str:
+    return f"{lr:g}"
+
+
+def cell_name(scale: str, context: int) -> str:
+    return f"{scale}-ctx{context}"
+
+
+@dataclass(frozen=True, order=True)
+class RunSpec:
+    """One training run: the unit of the train and condition stages."""
+
+    scale: str
+    context: int
+    arm: str
+    budget: int
+    lr: float
+    seed: int
+    schedule: str = schedules.COSINE  # train.schedule (ngptlab.schedule)
+
+    @property
+    def cell(self) -> str:
+        """The (scale, context) cell of the speed-up table this run belongs to."""
+        return cell_name(self.scale, self.context)
+
+    @property
+    def name(self) -> str:
+        return (f"{self.cell}-{self.arm}-t{self.budget}-lr{format_lr(self.lr)}-s{self.seed}"
+                f"{schedules.name_suffix(self.schedule)}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale, "context": self.context, "arm": self.arm, "budget": self.budget,
+                "lr": self.lr, "seed": self.seed, **schedules.spec_record(self.schedule)}
+
+
+@cache
+def _run_name_pattern() -> re.Pattern:
+    alternatives = lambda names: "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))  # noqa: E731
+    return re.compile(
+        rf"^(?P<scale>[A-Za-z0-9][A-Za-z0-9._-]*?)-ctx(?P<context>\d+)-(?P<arm>{alternatives(allowed_arms())})"
+        r"-t(?P<budget>\d+)-lr(?P<lr>[0-9.e+-]+?)-s(?P<seed>\d+)(?P<suffix>-wsd)?$"
+    )
+
+
+def parse_run_name(name: str) -> RunSpec:
+    match = _run_name_pattern().match(name)
+    if not match:
+        raise ParamsError(
+            f"run name {name!r} is not of the form <scale>-ctx<context>-<arm>-t<budget>-lr<lr>-s<seed>[-wsd] "
+            f"with arm in {allowed_arms()}"
+        )
+    g = match.groupdict()
+    return RunSpec(g["scale"], int(g["context"]), g["arm"], int(g["budget"]), float(g["lr"]), int(g["seed"]),
+                   schedules.from_suffix(g["suffix"]))
