@@ -9,6 +9,7 @@ that several budgets share is counted once.
 
 from __future__ import annotations
 
+from ngptlab.checkpoint_cost import state_bytes
 from ngptlab.models.scales import Scale
 from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
 from ngptlab.params import (
@@ -23,7 +24,7 @@ from ngptlab.params import (
 )
 from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
 from ngptlab.plan.runtime import JobTime, stage_runtimes, train_job
-from ngptlab.plan.sharing import sharing_summary, state_bytes
+from ngptlab.plan.sharing import sharing_summary
 from ngptlab.trunks import Segment, branch_point, enumerate_segments, job_tokens, trunk_warmup
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
