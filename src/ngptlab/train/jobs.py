@@ -17,6 +17,7 @@ from ngptlab.files import write_json_atomic
 from ngptlab.models import ARMS
 from ngptlab.params import RunSpec, find_run, steps_per_run, warmup_steps
 from ngptlab.train import final_eval, state, trunk
+from ngptlab.train.outcome import Outcome
 from ngptlab.train.outputs import RunPaths, fingerprint, finished, unmeasured_timing, write_run_outputs
 from ngptlab.train.schedule import WarmupStable, make_schedule, make_wsd
 from ngptlab.trunks import Segment, find_segment, trunk_of, trunk_warmup
@@ -63,13 +64,13 @@ class RunJob:
             return None
         return trunk.branch_start(self.root, self.train, self.spec, self.warms_up, data)
 
-    def finish(self, trainer, params: dict, config: dict, info: dict, step: int, wall_s: float,
-               diagnostics: dict | None, expected: dict) -> str:
-        write_run_outputs(self.spec, self.paths, trainer, params, config, info,
-                          step * trainer.plan.batch_tokens, step, wall_s, diagnostics)
+    def finish(self, outcome: Outcome, expected: dict) -> str:
+        """Write the run's outputs; a WSD branch then deletes the kept states its trunk no longer needs."""
+        write_run_outputs(self.spec, self.paths, outcome)
         if self.spec.schedule == "wsd":
             trunk_spec = trunk_of(self.spec)
-            trunk_expected = trunk.trunk_fingerprint(trunk_spec, self.train, self.warms_up, config["data"])
+            trunk_expected = trunk.trunk_fingerprint(trunk_spec, self.train, self.warms_up,
+                                                     outcome.config["data"])
             trunk.collect_garbage(self.root, self.train, trunk_spec, trunk_expected)
         return str(self.paths.summary)
 
@@ -116,20 +117,21 @@ class SegmentJob:
         found = trunk.latest_kept(self.paths.trunk_dir, expected, self.segment.step)
         return (found, expected) if found else None
 
-    def finish(self, trainer, params: dict, config: dict, info: dict, step: int, wall_s: float,
-               diagnostics: dict | None, expected: dict) -> str:
-        batch_tokens = trainer.plan.batch_tokens
+    def finish(self, outcome: Outcome, expected: dict) -> str:
+        """Keep the state at the branch point (none if it diverged), write the segment's record and timing."""
+        step, diagnostics = outcome.steps, outcome.diagnostics
         if diagnostics:
             state.discard_state(self.paths.state_dir)
         else:
             trunk.keep_state(self.paths, step)
-        trunk.write_record(self.paths, self.segment, expected, params, config["data"], step * batch_tokens,
-                           diagnostics)
-        started = info.get("started_at", 0)
+        trunk.write_record(self.paths, self.segment, expected, outcome.params, outcome.config["data"],
+                           outcome.tokens, diagnostics)
+        started = outcome.progress.started_at or 0
         write_json_atomic(self.paths.timing, {
-            "segment": self.name, "trunk": self.spec.name, "wall_s": round(wall_s, 3),
-            "train_s": round(info.get("train_s") or 0.0, 6), "started_at_step": started, "steps": step,
-            "trained_tokens": (step - started) * batch_tokens, "flops_per_token": trainer.flops_per_token})
+            "segment": self.name, "trunk": self.spec.name, "wall_s": round(outcome.wall_s, 3),
+            "train_s": round(outcome.progress.train_s or 0.0, 6), "started_at_step": started, "steps": step,
+            "trained_tokens": (step - started) * outcome.batch_tokens,
+            "flops_per_token": outcome.flops_per_token})
         trunk.collect_garbage(self.root, self.train, self.spec, expected)
         return str(self.paths.record)
 
@@ -139,5 +141,8 @@ def find_job(params: dict, name: str) -> RunSpec | Segment:
     return find_segment(params, name) or find_run(params, name)
 
 
-def make_job(spec: RunSpec | Segment, train: dict, root: str | Path) -> RunJob | SegmentJob:
+Job = RunJob | SegmentJob
+
+
+def make_job(spec: RunSpec | Segment, train: dict, root: str | Path) -> Job:
     return SegmentJob(spec, train, root) if isinstance(spec, Segment) else RunJob(spec, train, root)

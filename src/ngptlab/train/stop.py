@@ -22,6 +22,8 @@ import math
 import signal
 from typing import Any
 
+from ngptlab.train.progress import Progress
+
 
 class StopRequest:
     def __init__(self) -> None:
@@ -44,11 +46,11 @@ class StopRequest:
 
 
 def diagnostics(reason: str, step: int, batch_tokens: int, loss: float, grad_norm: float,
-                 info: dict) -> dict:
+                 progress: Progress) -> dict:
     """What a diverged run's summary says: why, after how many updates, and the last finite val loss."""
     return {"reason": reason, "step": step, "tokens": step * batch_tokens, "loss": _num(loss),
-            "grad_norm": _num(grad_norm), "last_finite_val_loss": info["last_val_loss"],
-            "last_finite_val_step": info["last_val_step"]}
+            "grad_norm": _num(grad_norm), "last_finite_val_loss": progress.last_val_loss,
+            "last_finite_val_step": progress.last_val_step}
 
 
 def _num(value: float) -> float | str:
