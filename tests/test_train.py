@@ -25,8 +25,9 @@ from test_train_support import (
 from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.errors import CheckpointError, DataError, ParamsError
 from ngptlab.params import find_run, warmup_steps
+from ngptlab.train.batches import plan_batches
 from ngptlab.train.data import batch_offsets, eval_offsets, gather
-from ngptlab.train.loop import plan_batches, train_run
+from ngptlab.train.loop import train_run
 from ngptlab.train.schedule import make_schedule
 
 torch.set_num_threads(1)
