@@ -6,7 +6,7 @@ processes.
 
 Batches are a pure function of (seed, step) (train/data.py), so staging ahead changes nothing trained. The
 trainer stages step + 1 right after step's forward and backward passes are queued and before the step's
-one host read (train/loop.py): the numpy gather and the pinned host-to-device copy of the next batch then
+one host read (train/trainer.py): the numpy gather and the pinned host-to-device copy of the next batch then
 overlap the GPU's backward pass instead of following the update. A step's batch is kept until a later step
 asks for its own, so a step computed again (train/attention.py) reads the same tokens.
 """

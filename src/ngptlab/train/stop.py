@@ -4,7 +4,7 @@ SIGTERM (Slurm preemption or time limit) and SIGINT ask for a checkpoint at the 
 signal acts as usual.
 
 Over several processes every rank must stop after the same step. The flag travels with the step's loss: the
-trainer all-reduces [loss, stop flag] in one collective it makes anyway (train/loop.py), so no step pays a
+trainer all-reduces [loss, stop flag] in one collective it makes anyway (train/trainer.py), so no step pays a
 collective or a host synchronisation for the flag. The flag is sampled before the step's forward pass and
 acted on after its update: a signal that arrives during a step stops the run after the next one, at most
 one step later than a check after each update would. That fits in Slurm's grace between SIGTERM and
