@@ -288,9 +288,12 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
             diagnostics = stop_diagnostics(f"final val loss is {final.loss}", step, batch_tokens, loss,
                                            grad_norm, progress)
     if main:
-        outcome = Outcome(trainer.model, config, progress, step, batch_tokens, wall_s, diagnostics, final,
-                          trainer.eval_offsets, trainer.final_offsets, trainer.flops_per_token, trainer.peak,
-                          attention_backend, timing_method, torch.get_num_threads())
+        outcome = Outcome(model=trainer.model, config=config, progress=progress, steps=step,
+                          batch_tokens=batch_tokens, wall_s=wall_s, diagnostics=diagnostics, final=final,
+                          eval_offsets=trainer.eval_offsets, final_offsets=trainer.final_offsets,
+                          flops_per_token=trainer.flops_per_token, peak=trainer.peak,
+                          attention_backend=attention_backend, timing_method=timing_method,
+                          threads=torch.get_num_threads())
         written = job.finish(outcome, ctx.expected)
         ended = (f"diverged at step {step} ({diagnostics['reason']})" if diagnostics else
                  f"completed {step} steps, final val loss {final.loss:.4f} ± {final.se:.4f}" if final
