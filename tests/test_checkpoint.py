@@ -74,6 +74,7 @@ def test_a_resume_checkpoint_hashes_each_byte_once(saved, tmp_path, monkeypatch)
 
     from ngptlab import checkpoint, files
     from ngptlab.train import state
+    from ngptlab.train.progress import Progress
 
     fed = []
 
@@ -95,7 +96,7 @@ def test_a_resume_checkpoint_hashes_each_byte_once(saved, tmp_path, monkeypatch)
     opt.step()
     for module in (checkpoint, files):
         monkeypatch.setattr(module, "hashlib", type("Hashlib", (), {"sha256": Counting}))
-    state.save_state(tmp_path, model, opt, config_for("ngpt"), {"step": 1})
+    state.save_state(tmp_path, model, opt, config_for("ngpt"), Progress(step=1))
 
     ckpt = tmp_path / json.loads((tmp_path / "latest.json").read_text())["checkpoint"]
     once = 0  # what one tensors_sha256 pass over each file's tensors feeds

@@ -27,6 +27,7 @@ from ngptlab.errors import CheckpointError, DataError, ParamsError
 from ngptlab.grid.enumeration import find_run
 from ngptlab.train import final_eval
 from ngptlab.train.data import FINAL_EVAL_CAP_TOKENS, eval_offsets, final_eval_offsets
+from ngptlab.train.evaluation import mean_and_se
 from ngptlab.train.loop import train_run
 from ngptlab.train.outputs import fingerprint
 
@@ -98,7 +99,7 @@ def test_the_setting_defaults_to_all_and_refuses_other_values():
 
 def test_the_standard_error_is_the_sd_over_windows_over_root_n():
     losses = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
-    mean, se = final_eval.mean_and_se(losses)
+    mean, se = mean_and_se(losses)
     assert mean == 2.5 and se == pytest.approx(np.std([1, 2, 3, 4], ddof=1) / 2)
 
 

@@ -15,6 +15,7 @@ import torch.multiprocessing as mp
 
 from ngptlab.errors import CheckpointError
 from ngptlab.train.dist import Topology
+from ngptlab.train.progress import Progress
 from ngptlab.train.restore import Start, check_same_step, restore
 
 
@@ -50,7 +51,7 @@ def rank_main(rank: int, store_path: str, out: str) -> None:
             model(torch.ones(1, 4)).sum().backward()
             optimizer.step()
         torch.manual_seed(7)
-        return Start({"step": 2, "metrics_rows": 2}, Path("state"), loaded=True)
+        return Start(Progress(step=2, metrics_rows=2), Path("state"), loaded=True)
 
     def unreadable() -> Start:
         raise CheckpointError("x.safetensors: corrupt")
@@ -61,15 +62,15 @@ def rank_main(rank: int, store_path: str, out: str) -> None:
         restore(topo, model, optimizer, unreadable)
     except CheckpointError as err:
         failed = str(err)
-    torch.save({"info": start.info, "weights": model.state_dict(), "rng": torch.rand(3), "failed": failed,
-                "optimizer": optimizer.state_dict()["state"]}, f"{out}/rank{rank}.pt")
+    torch.save({"progress": start.progress.to_dict(), "weights": model.state_dict(), "rng": torch.rand(3),
+                "failed": failed, "optimizer": optimizer.state_dict()["state"]}, f"{out}/rank{rank}.pt")
     torch_dist.destroy_process_group()
 
 
 def test_rank_0_reads_and_every_rank_gets_its_weights_moments_and_rng(tmp_path):
     mp.spawn(rank_main, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=2)
     zero, one = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1))
-    assert one["info"] == zero["info"] == {"step": 2, "metrics_rows": 2}
+    assert one["progress"] == zero["progress"] == Progress(step=2, metrics_rows=2).to_dict()
     for name in zero["weights"]:
         assert torch.equal(one["weights"][name], zero["weights"][name]), name
     assert zero["optimizer"].keys() == one["optimizer"].keys() == {0, 1, 2, 3}

@@ -26,8 +26,9 @@ from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.errors import CheckpointError, DataError, ParamsError
 from ngptlab.grid.enumeration import find_run
 from ngptlab.schedule import make_schedule, warmup_steps
+from ngptlab.train.batches import plan_batches
 from ngptlab.train.data import batch_offsets, eval_offsets, gather
-from ngptlab.train.loop import plan_batches, train_run
+from ngptlab.train.loop import train_run
 
 torch.set_num_threads(1)
 

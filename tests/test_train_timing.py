@@ -21,10 +21,13 @@ from test_train_support import CONTEXT, make_params, metrics, run_name, summary,
 from ngptlab.grid.enumeration import find_run
 from ngptlab.train import dist, timing
 from ngptlab.train.attention import Attention
+from ngptlab.train.batches import plan_batches
 from ngptlab.train.data import batch_offsets, gather, open_shards
 from ngptlab.train.jobs import make_job
-from ngptlab.train.loop import EXIT_RESUMABLE, Trainer, plan_batches, train_run
+from ngptlab.train.loop import EXIT_RESUMABLE, train_run
+from ngptlab.train.progress import Progress
 from ngptlab.train.throughput import MFU_NOTE, detect_peak, gpu_model, peak_of
+from ngptlab.train.trainer import Trainer
 
 torch.set_num_threads(1)
 BUDGET = 8 * 512  # 8 steps of 16 sequences x 32 tokens
@@ -87,14 +90,14 @@ def test_a_cpu_has_no_peak_unless_declared():
 def test_the_timer_leaves_out_compile_recompile_and_retried_steps(monkeypatch):
     compiles = iter([5, 5, 5, 5, 5, 7, 7, 7, 7, 7])  # begin/end of steps 0..4: step 2 compiled again
     monkeypatch.setattr(timing, "compile_count", lambda: next(compiles))
-    info = {"step": 0}
-    timer = timing.StepTimer(torch.device("cpu"), compiled=True, info=info)
+    progress = Progress()
+    timer = timing.StepTimer(torch.device("cpu"), compiled=True, progress=progress)
     for retried in (False, False, False, True, False):
         timer.begin()
         timer.end(retried)
         timer.read()
-    assert info["excluded_steps"] == {"compile": 1, "recompile": 1, "nonfinite-retry": 1}
-    assert info["timed_steps"] == 2 and info["train_s"] > 0 and info["excluded_s"] > 0
+    assert progress.excluded_steps == {"compile": 1, "recompile": 1, "nonfinite-retry": 1}
+    assert progress.timed_steps == 2 and progress.train_s > 0 and progress.excluded_s > 0
     window = timer.take_window()
     assert window.steps == 2 and window.rate(512) == pytest.approx(2 * 512 / window.seconds)
     assert timer.take_window().rate(512) is None  # nothing timed since
@@ -128,8 +131,8 @@ def test_on_a_gpu_steps_are_read_from_completed_cuda_events_after_the_warm_up(mo
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     FakeEvent.clock, FakeEvent.done, FakeEvent.syncs = 0.0, 0.0, 0
     monkeypatch.setattr(timing, "compile_count", lambda: 0)
-    info = {"step": 0}
-    timer = timing.StepTimer(torch.device("cuda", 0), compiled=True, info=info)
+    progress = Progress()
+    timer = timing.StepTimer(torch.device("cuda", 0), compiled=True, progress=progress)
     steps = timing.CUDA_WARMUP_STEPS + 3
     for _ in range(steps):
         timer.begin()
@@ -137,27 +140,23 @@ def test_on_a_gpu_steps_are_read_from_completed_cuda_events_after_the_warm_up(mo
         FakeEvent.done = FakeEvent.clock - 1.0  # the GPU is one step behind: the last step not complete
         timer.read()
     assert FakeEvent.syncs == 0  # no synchronisation in the loop
-    assert info["excluded_steps"] == {"compile": 1, "warm-up": timing.CUDA_WARMUP_STEPS - 1}
-    assert info["timed_steps"] == 2 and info["train_s"] == pytest.approx(2 * 0.5e-3)
+    assert progress.excluded_steps == {"compile": 1, "warm-up": timing.CUDA_WARMUP_STEPS - 1}
+    assert progress.timed_steps == 2 and progress.train_s == pytest.approx(2 * 0.5e-3)
     timer.read(wait=True)  # a checkpoint: waits for the last step's end, once
-    assert FakeEvent.syncs == 1 and info["timed_steps"] == 3
+    assert FakeEvent.syncs == 1 and progress.timed_steps == 3
     assert timer.take_window().steps == 3
 
 
 def test_peak_gpu_memory_is_recorded_allocated_and_reserved_the_largest_over_starts(monkeypatch):
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: 3 * 2**20)
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device: 5 * 2**20)
-    info = {"max_memory_allocated_mib": 4.0, "max_memory_reserved_mib": 4.0}  # an earlier start's
-    assert timing.memory_record(torch.device("cuda", 0), info) == {"max_memory_allocated_mib": 4.0,
-                                                                   "max_memory_reserved_mib": 5.0}
-    assert timing.memory_record(torch.device("cpu"), {}) == {"max_memory_allocated_mib": None,
-                                                             "max_memory_reserved_mib": None}
-
-
-def test_a_job_resumed_from_before_exclusions_counts_its_steps_as_timed():
-    info = {"step": 6, "train_s": 3.0}
-    timing.StepTimer(torch.device("cpu"), compiled=False, info=info)
-    assert (info["timed_steps"], info["excluded_steps"], info["train_s"]) == (6, {}, 3.0)
+    progress = Progress(max_memory_allocated_mib=4.0, max_memory_reserved_mib=4.0)  # an earlier start's
+    timing.record_memory(torch.device("cuda", 0), progress)
+    assert (progress.max_memory_allocated_mib, progress.max_memory_reserved_mib) == (4.0, 5.0)
+    on_cpu = Progress()
+    timing.record_memory(torch.device("cpu"), on_cpu)
+    assert (on_cpu.max_memory_allocated_mib, on_cpu.max_memory_reserved_mib) == (None, None)
+    assert "max_memory_allocated_mib" not in on_cpu.to_dict()  # a CPU job's checkpoint has no such keys
 
 
 def test_the_timing_method_says_how_steps_were_timed_and_which_were_left_out():

@@ -5,7 +5,7 @@
 #   launch.sh NODES PROCESSES MAX_RESTARTS ARGS...
 #
 # NODES x PROCESSES (per node) processes in all (train.resources.<scale>; MAX_RESTARTS: train.max_restarts).
-# - 1 x 1: `ngptlab ARGS`, with OMP_NUM_THREADS=1.
+# - 1 x 1: `ngptlab ARGS`.
 # - 1 x P: `torchrun --standalone --nproc_per_node P` on this machine.
 # - N x P, N > 1, inside a Slurm allocation of N nodes: `srun` starts one torchrun agent per node (this
 #   script again, with NGPTLAB_RDZV_ENDPOINT set); the agents meet at a c10d rendezvous on the allocation's
@@ -14,7 +14,8 @@
 # - N x P with NGPTLAB_RDZV_ENDPOINT=HOST:PORT (and NGPTLAB_RDZV_ID) set: this node's torchrun agent; start
 #   one on each of the N nodes (or N times on one machine, to try a multi-node run without Slurm).
 # torchrun gives ngptlab RANK (global over all nodes: rank 0 alone writes outputs), LOCAL_RANK and
-# WORLD_SIZE = N x P.
+# WORLD_SIZE = N x P. Each training process sets its own compute threads (src/ngptlab/train/threads.py: one
+# per process), so how a run is launched never changes its bytes.
 #
 # Time: NGPTLAB_JOB_STARTED (seconds since the epoch) is set once, here, unless an enclosing launch set it,
 # so the run's own clock (train.max_job_minutes, src/ngptlab/jobclock.py) counts from the job's start across
@@ -46,7 +47,6 @@ fi
 shutdown=${NGPTLAB_SHUTDOWN_TIMEOUT:-120}
 
 if [ "$nodes" -eq 1 ] && [ "$processes" -eq 1 ]; then
-    export OMP_NUM_THREADS=1
     exec ngptlab "$@"
 fi
 if [ "$nodes" -eq 1 ]; then

@@ -10,6 +10,7 @@ that several budgets share is counted once.
 from __future__ import annotations
 
 from ngptlab.batch import steps_per_run, tokens_per_step
+from ngptlab.checkpoint_cost import state_bytes
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.resources import run_shape, scale_layout
 from ngptlab.grid.runs import RunSpec
@@ -19,7 +20,7 @@ from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_t
 from ngptlab.models.warmup import warms_up
 from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
 from ngptlab.plan.runtime import JobTime, stage_runtimes, train_job
-from ngptlab.plan.sharing import sharing_summary, state_bytes
+from ngptlab.plan.sharing import sharing_summary
 from ngptlab.schedule import branch_point, shares_trunk, trunk_warmup, warmup_steps
 from ngptlab.settings import setting
 

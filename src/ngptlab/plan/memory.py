@@ -57,6 +57,6 @@ def training_memory(arm: str, shape: Scale, n_params: int, vocab_rows: int, micr
 
 
 def micro_tokens(train: dict, context: int, world_size: int) -> int:
-    """Tokens of one forward pass in one process (as train/loop.py's plan_batches splits the batch)."""
+    """Tokens of one forward pass in one process (as train/batches.py's plan_batches splits the batch)."""
     seqs_per_rank = max(1, train["batch_sequences"] // world_size)
     return min(train["micro_batch_tokens"] // context, seqs_per_rank) * context

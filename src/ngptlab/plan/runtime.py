@@ -17,11 +17,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ngptlab.checkpoint_cost import checkpoint_minutes, state_bytes, write_gbps
 from ngptlab.evaluate.tasks import CONTINUATION, N_CHOICES, OFFLINE_EXAMPLES, OFFLINE_TASKS
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.resources import MIN_RUNTIME_MIN, run_shape, time_limit_min
 from ngptlab.jobclock import MARGIN_FRACTION, MARGIN_MAX_S
-from ngptlab.plan.sharing import state_bytes
 from ngptlab.settings import setting
 
 # Retries beyond those a long job needs: one, for a failure (a node lost, a preemption without requeue).
@@ -29,8 +29,6 @@ FAILURE_RETRIES = 1
 # What a job spends before its first step: imports, the shard check, building the model (~1.5 min for a
 # 1B gpt-orth on one CPU thread, measured here), torchrun's rendezvous.
 STARTUP_MIN = 3.0
-# A resume checkpoint's write rate when train.checkpoint_write_gbps is not set: a cautious figure for one
-# client of a cluster filesystem.
 SIGNAL_MIN_LIMIT_MIN = 3  # sbatch --signal only for jobs at least this long (signal_lead_s)
 
 # prepare: tiktoken encodes ~12 MB/s of English per thread here; 2 MB/s per worker leaves room for reading
@@ -81,11 +79,6 @@ def job_time(estimate_min: float, partition_min: float | None, checkpoint_min: f
         raise ValueError(f"train.max_job_minutes {partition_min:g} leaves no time to train: startup, a "
                          f"checkpoint ({checkpoint_min:.1f} min) and a margin ({margin_min:.1f} min) fill it")
     return JobTime(estimate_min, slot, math.ceil((estimate_min - usable) / usable) + 1)
-
-
-def checkpoint_minutes(train: dict, n_params: int) -> float:
-    """Estimated minutes to write a resume checkpoint (weights and AdamW moments) of `n_params`."""
-    return state_bytes(n_params) / (float(setting(train, "train.checkpoint_write_gbps")) * 1e9) / 60
 
 
 def train_job(train: dict, scale: str, tokens: int, n_params: int) -> JobTime:
@@ -246,7 +239,7 @@ def describe_runtimes(params: dict, runs: list[dict], segments: list[dict], stag
         signal = (f"Slurm signals {lead} s before the limit (torchrun waits as long): twice the write "
                   f"{verdict}" if lead else
                   f"no early signal: jobs under {SIGNAL_MIN_LIMIT_MIN} min stop by their own clock")
-        gbps, size_gb = setting(train, "train.checkpoint_write_gbps"), state_bytes(n_params) / 1e9
+        gbps, size_gb = write_gbps(train), state_bytes(n_params) / 1e9
         lines.append(f"checkpoint {scale}: a resume checkpoint ({size_gb:.3g} GB) writes in ~{write_s:.0f} s "
                      f"at {gbps:g} GB/s; {signal}")
     return lines

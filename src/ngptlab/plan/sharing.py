@@ -14,15 +14,9 @@ is negligible.
 
 from __future__ import annotations
 
+from ngptlab.checkpoint_cost import STATE_BYTES_PER_PARAMETER
 from ngptlab.schedule import cooldown_fraction, cooldown_shape, is_wsd, shares_trunks
 from ngptlab.schedule import of as schedule_of
-
-STATE_BYTES_PER_PARAMETER = 12  # fp32 weights (4) + AdamW's exp_avg and exp_avg_sq (4 + 4)
-
-
-def state_bytes(n_params: int) -> int:
-    """The bytes of one kept trunk state of a model of n_params parameters."""
-    return STATE_BYTES_PER_PARAMETER * n_params
 
 
 def sharing_summary(train: dict, runs: list[dict], segments: list[dict]) -> dict:

@@ -7,7 +7,7 @@ counts), so sizing the paper's grid never imports torch. Decimal units: 1 GB = 1
   buffers): 4 bytes per parameter. The header (run config, tensor index: tens of kB) and config.json beside
   it are left out, under 0.01% of a model's bytes.
 - Resume state, runs/<cell>/<run>/state/ while a run trains (train/state.py): one checkpoint of weights and
-  AdamW's two moments, 12 bytes per parameter (plan/sharing.state_bytes); writing the next one briefly holds
+  AdamW's two moments, 12 bytes per parameter (ngptlab/checkpoint_cost.py); writing the next one briefly holds
   two, and the whole directory goes when the run ends. At most the Slurm profile's `jobs` train at once, so
   the peak is that many of the largest jobs. A WSD trunk's segments train one after another: each trunk adds
   one job of its own, and its kept states (runs/trunks/) at least one state per trunk (the latest is never
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import yaml
 
+from ngptlab.checkpoint_cost import STATE_BYTES_PER_PARAMETER, state_bytes
 from ngptlab.errors import ParamsError
-from ngptlab.plan.sharing import STATE_BYTES_PER_PARAMETER, state_bytes
 
 CHECKPOINT_BYTES_PER_PARAMETER = 4  # fp32 weights
 PROFILE = "workflow/profiles/slurm/config.yaml"  # under the project root: its `jobs` bound the concurrency

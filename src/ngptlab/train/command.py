@@ -1,7 +1,7 @@
 """`ngptlab train --params params.yaml --run <name>`: train one run of the grid, or one WSD trunk segment.
 
 A name is a run's (`ngptlab plan` lists them) or, with train.schedule wsd, a trunk segment's,
-`<trunk>-to<step>` (ngptlab/trunks.py): a WSD run starts from its trunk's kept state where there is one.
+`<trunk>-to<step>` (ngptlab/grid/trunks.py): a WSD run starts from its trunk's kept state where there is one.
 
 Also runs under `torchrun --nproc_per_node N -m ngptlab.cli train --params FILE <run-name>` (DDP; the run
 name positional, because torchrun's parser mistakes `--run` for its own `--run-path`).

@@ -10,19 +10,15 @@ budget of a cell is scored on the same tokens, enough of them to put an interval
 from __future__ import annotations
 
 import hashlib
-import math
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from ngptlab import settings
 from ngptlab.errors import ParamsError
 from ngptlab.train.data import final_eval_offsets
-
-if TYPE_CHECKING:
-    from ngptlab.train.loop import Trainer
+from ngptlab.train.evaluation import Evaluator
 
 
 def setting(train: dict) -> int | str:
@@ -39,25 +35,25 @@ def windows(train: dict, val_tokens: int, context: int) -> np.ndarray:
     return final_eval_offsets(val_tokens, context, setting(train))
 
 
-def mean_and_se(window_losses: torch.Tensor) -> tuple[float, float]:
-    """The mean of per-window losses and its standard error: sd over windows / sqrt(n) (nan for one window).
-
-    Adjacent windows are neighbouring text, not independent draws, so the standard error is a lower bound on
-    the sampling error of the split's loss."""
-    n = window_losses.numel()
-    se = window_losses.std(correction=1).item() / math.sqrt(n) if n > 1 else math.nan
-    return window_losses.mean().item(), se
-
-
 def record(offsets: np.ndarray, context: int) -> dict:
     """What a summary says about the windows: the val tokens they cover, their number, the offsets' sha256."""
     return {"tokens": len(offsets) * (context + 1), "windows": len(offsets),
             "sha256": hashlib.sha256(offsets.tobytes()).hexdigest()}
 
 
-def evaluate(trainer: Trainer) -> dict[str, float]:
-    """The trained model's loss on its final-eval windows, its standard error, and the seconds it took (not
-    training time). Every rank calls it: the windows are split over them (Trainer.evaluate)."""
+@dataclass(frozen=True)
+class FinalEval:
+    """A run's final evaluation: the loss on its final-eval windows, its standard error, and the seconds it
+    took (not training time)."""
+
+    loss: float
+    se: float
+    seconds: float
+
+
+def evaluate(evaluator: Evaluator, offsets: np.ndarray) -> FinalEval:
+    """The trained model's final evaluation on the windows at `offsets` (windows()). Every rank calls it: the
+    windows are split over them (train/evaluation.py)."""
     started = time.perf_counter()
-    loss, se = trainer.evaluate(trainer.final_offsets)
-    return {"loss": loss, "se": se, "seconds": time.perf_counter() - started}
+    loss, se = evaluator.loss(offsets)
+    return FinalEval(loss, se, time.perf_counter() - started)

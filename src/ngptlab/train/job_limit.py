@@ -8,20 +8,21 @@ What the next step and its checkpoint need is measured in this job: the slowest 
 steps included), twice, since over several processes a stop is acted on one step after it is asked
 (train/stop.py); and the longest checkpoint written so far. Before the first checkpoint of a job its time is
 estimated from the state's size at `train.checkpoint_write_gbps`, as `ngptlab plan` estimates it
-(plan/runtime.py).
+(ngptlab/checkpoint_cost.py).
 """
 
 from __future__ import annotations
 
 import time
 
+from ngptlab.checkpoint_cost import checkpoint_minutes
 from ngptlab.jobclock import job_clock
-from ngptlab.plan.runtime import checkpoint_minutes
+from ngptlab.settings import setting
 
 
 class JobLimit:
     def __init__(self, train: dict, n_params: int):
-        self.clock = job_clock(train.get("max_job_minutes"))
+        self.clock = job_clock(setting(train, "train.max_job_minutes"))
         self.slowest_step_s = 0.0
         self._steps = 0
         self.checkpoint_s = 60 * checkpoint_minutes(train, n_params)

@@ -12,15 +12,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ngptlab import schedule as schedules
 from ngptlab.batch import steps_per_run
 from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic
 from ngptlab.grid.enumeration import find_run
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, find_segment, trunk_of
-from ngptlab.models import ARMS
-from ngptlab.schedule import WarmupStable, make_schedule, make_wsd, trunk_warmup, warmup_steps
+from ngptlab.models.warmup import warms_up
 from ngptlab.train import final_eval, state, trunk
+from ngptlab.train.outcome import Outcome
 from ngptlab.train.outputs import RunPaths, fingerprint, finished, unmeasured_timing, write_run_outputs
 
 
@@ -33,13 +34,9 @@ class RunJob:
         self.spec, self.name, self.train, self.root = spec, spec.name, train, root
         self.paths = RunPaths.for_run(root, train["source"], spec.cell, spec.name)
         self.lock_dir = self.paths.state_dir
-        self.warms_up = ARMS[spec.arm].recipe().warmup
+        self.warms_up = warms_up(spec.arm)
         self.steps = steps_per_run(train, spec.context, spec.budget)
-        if spec.schedule == "wsd":
-            self.schedule = make_wsd(train, spec.context, spec.budget, self.steps,
-                                     trunk_warmup(train, spec.context, self.warms_up))
-        else:
-            self.schedule = make_schedule(self.steps, warmup_steps(train, self.steps, self.warms_up))
+        self.schedule = schedules.for_run(train, spec)
 
     def fingerprint(self, data: dict) -> dict:
         # the run's own warmup (0 for an arm that does not warm up, capped for small budgets), as its summary
@@ -61,17 +58,17 @@ class RunJob:
 
     def start(self, data: dict) -> tuple[Path, dict] | None:
         """Where to start without a checkpoint of its own: a WSD branch from its trunk's kept state."""
-        if self.spec.schedule != "wsd":
+        if not schedules.shares_trunk(self.spec):
             return None
         return trunk.branch_start(self.root, self.train, self.spec, self.warms_up, data)
 
-    def finish(self, trainer, params: dict, config: dict, info: dict, step: int, wall_s: float,
-               diagnostics: dict | None, expected: dict) -> str:
-        write_run_outputs(self.spec, self.paths, trainer, params, config, info,
-                          step * trainer.plan.batch_tokens, step, wall_s, diagnostics)
-        if self.spec.schedule == "wsd":
+    def finish(self, outcome: Outcome, expected: dict) -> str:
+        """Write the run's outputs; a WSD branch then deletes the kept states its trunk no longer needs."""
+        write_run_outputs(self.spec, self.paths, outcome)
+        if schedules.shares_trunk(self.spec):
             trunk_spec = trunk_of(self.spec)
-            trunk_expected = trunk.trunk_fingerprint(trunk_spec, self.train, self.warms_up, config["data"])
+            trunk_expected = trunk.trunk_fingerprint(trunk_spec, self.train, self.warms_up,
+                                                     outcome.config["data"])
             trunk.collect_garbage(self.root, self.train, trunk_spec, trunk_expected)
         return str(self.paths.summary)
 
@@ -86,9 +83,9 @@ class SegmentJob:
         self.spec = segment.trunk
         self.paths = trunk.TrunkPaths.for_segment(root, train["source"], segment)
         self.lock_dir = self.paths.trunk_dir
-        self.warms_up = ARMS[self.spec.arm].recipe().warmup
+        self.warms_up = warms_up(self.spec.arm)
         self.steps = segment.step
-        self.schedule = WarmupStable(trunk_warmup(train, self.spec.context, self.warms_up))
+        self.schedule = schedules.for_trunk(train, self.spec)
 
     def fingerprint(self, data: dict) -> dict:
         return trunk.trunk_fingerprint(self.spec, self.train, self.warms_up, data)
@@ -118,20 +115,21 @@ class SegmentJob:
         found = trunk.latest_kept(self.paths.trunk_dir, expected, self.segment.step)
         return (found, expected) if found else None
 
-    def finish(self, trainer, params: dict, config: dict, info: dict, step: int, wall_s: float,
-               diagnostics: dict | None, expected: dict) -> str:
-        batch_tokens = trainer.plan.batch_tokens
+    def finish(self, outcome: Outcome, expected: dict) -> str:
+        """Keep the state at the branch point (none if it diverged), write the segment's record and timing."""
+        step, diagnostics = outcome.steps, outcome.diagnostics
         if diagnostics:
             state.discard_state(self.paths.state_dir)
         else:
             trunk.keep_state(self.paths, step)
-        trunk.write_record(self.paths, self.segment, expected, params, config["data"], step * batch_tokens,
-                           diagnostics)
-        started = info.get("started_at", 0)
+        trunk.write_record(self.paths, self.segment, expected, outcome.params, outcome.config["data"],
+                           outcome.tokens, diagnostics)
+        started = outcome.progress.started_at or 0
         write_json_atomic(self.paths.timing, {
-            "segment": self.name, "trunk": self.spec.name, "wall_s": round(wall_s, 3),
-            "train_s": round(info.get("train_s") or 0.0, 6), "started_at_step": started, "steps": step,
-            "trained_tokens": (step - started) * batch_tokens, "flops_per_token": trainer.flops_per_token})
+            "segment": self.name, "trunk": self.spec.name, "wall_s": round(outcome.wall_s, 3),
+            "train_s": round(outcome.progress.train_s or 0.0, 6), "started_at_step": started, "steps": step,
+            "trained_tokens": (step - started) * outcome.batch_tokens,
+            "flops_per_token": outcome.flops_per_token})
         trunk.collect_garbage(self.root, self.train, self.spec, expected)
         return str(self.paths.record)
 
@@ -141,5 +139,8 @@ def find_job(params: dict, name: str) -> RunSpec | Segment:
     return find_segment(params, name) or find_run(params, name)
 
 
-def make_job(spec: RunSpec | Segment, train: dict, root: str | Path) -> RunJob | SegmentJob:
+Job = RunJob | SegmentJob
+
+
+def make_job(spec: RunSpec | Segment, train: dict, root: str | Path) -> Job:
     return SegmentJob(spec, train, root) if isinstance(spec, Segment) else RunJob(spec, train, root)

@@ -31,12 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from ngptlab import layout
+from ngptlab import schedule as schedules
 from ngptlab.checkpoint import save_model
 from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic, write_text_atomic
 from ngptlab.grid.runs import RunSpec
 from ngptlab.models import count_parameters
+from ngptlab.settings import default
 from ngptlab.train import final_eval, state, timing
+from ngptlab.train.outcome import Outcome
 from ngptlab.train.throughput import MFU_NOTE, mfu_of
 
 # Measured, not computed: they differ from one identical run to the next, so they are written to the run's
@@ -49,14 +52,15 @@ TIMING_KEYS = ("tokens_per_s", "mfu")
 # change float rounding or speed, so a run may resume under different ones.)
 TRAJECTORY_KEYS = ("batch_sequences", "steps", "warmup_steps", "grad_clip", "diverge_loss",
                    "eval_windows", "eval_seed", "vocab_multiple")
-TRAJECTORY_DEFAULTS = {"vocab_multiple": 1}  # optional keys: absent (older runs included) = this value
+# optional keys: absent (older runs included) = the schema's default
+TRAJECTORY_DEFAULTS = {"vocab_multiple": default("train.vocab_multiple")}
 # What only a run's end reads: a trunk has no end, so a new final evaluation keeps its kept states. Absent
 # in a summary (a run from before final evaluations) it differs from any setting: such a run is retrained.
 RUN_END_KEYS = ("final_eval_tokens",)
-# A schedule other than the paper's cosine adds its keys (ngptlab.train.schedule, its record()); a cosine
+# A schedule other than the paper's cosine adds its keys (ngptlab.schedule, its record()); a cosine
 # run's fingerprint has none, as before other schedules existed.
-SCHEDULE_KEYS = {"cosine": (), "wsd-trunk": ("schedule",),
-                 "wsd": ("schedule", "cooldown_fraction", "cooldown_shape", "decay_start_step")}
+SCHEDULE_KEYS = {schedules.COSINE: (), schedules.TRUNK: ("schedule",),
+                 schedules.WSD: ("schedule", "cooldown_fraction", "cooldown_shape", "decay_start_step")}
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class RunPaths:
     @classmethod
     def for_run(cls, root: str | Path, source: str, cell: str, run: str) -> RunPaths:
         root = Path(root)
-        return cls(root / "data" / "tokens" / source, root / layout.run_dir(cell, run),
+        return cls(root / layout.tokens_dir(source), root / layout.run_dir(cell, run),
                    root / layout.train_results_dir(cell, run), root / layout.timing_file(cell, run))
 
     @property
@@ -95,8 +99,8 @@ class RunPaths:
 
 def fingerprint(spec: dict, params: dict, data: dict) -> dict[str, Any]:
     """The identity of a run's (or a trunk's) trajectory: spec, trajectory settings, data hashes."""
-    schedule = params.get("schedule", "cosine")
-    keys = TRAJECTORY_KEYS + SCHEDULE_KEYS[schedule] + (() if schedule == "wsd-trunk" else RUN_END_KEYS)
+    schedule = params.get("schedule", schedules.COSINE)
+    keys = TRAJECTORY_KEYS + SCHEDULE_KEYS[schedule] + (() if schedule == schedules.TRUNK else RUN_END_KEYS)
     return {**spec, **{key: params.get(key, TRAJECTORY_DEFAULTS.get(key)) for key in keys},
             "train_sha256": data.get("train_sha256"), "val_sha256": data.get("val_sha256")}
 
@@ -136,8 +140,7 @@ def unmeasured_timing(run: str) -> dict:
             "note": "not measured: the run finished before timing files existed"}
 
 
-def timing_record(run: str, trainer, params: dict, tokens: int, steps: int, wall_s: float,
-                  info: dict, rows: list[dict]) -> dict:
+def timing_record(run: str, outcome: Outcome, rows: list[dict]) -> dict:
     """results/timing/<cell>/<run>.json: the run's throughput and MFU overall and per logged row, and the
     tokens it trained itself (a WSD branch: from its trunk's state on).
 
@@ -150,68 +153,69 @@ def timing_record(run: str, trainer, params: dict, tokens: int, steps: int, wall
     GPU, up to the one before the row's own step, whose CUDA events may not have completed yet); null if
     none (a row of compile steps only).
     """
-    train_s = info.get("train_s") or 0.0
-    timed = int(info.get("timed_steps", steps))
+    progress, params, tokens = outcome.progress, outcome.params, outcome.tokens
+    train_s = progress.train_s or 0.0
+    timed = int(progress.timed_steps)
     tokens_per_s = timed * params["batch_tokens"] / train_s if train_s > 0 and timed else None
     world = params["world_size"]
-    utilisation = mfu_of(trainer.flops_per_token, tokens_per_s, trainer.peak.flops, world)
-    started = info.get("started_at", 0)  # a WSD branch: the trunk's step it started from
-    excluded = {reason: int(info.get("excluded_steps", {}).get(reason, 0)) for reason in timing.REASONS}
-    return {"run": run, "wall_s": round(wall_s, 3), "train_s": round(train_s, 6), "steps": steps,
-            "tokens": tokens, "started_at_step": started,
+    utilisation = mfu_of(outcome.flops_per_token, tokens_per_s, outcome.peak.flops, world)
+    started = progress.started_at or 0  # a WSD branch: the trunk's step it started from
+    excluded = {reason: int(progress.excluded_steps.get(reason, 0)) for reason in timing.REASONS}
+    return {"run": run, "wall_s": round(outcome.wall_s, 3), "train_s": round(train_s, 6),
+            "steps": outcome.steps, "tokens": tokens, "started_at_step": started,
             "trained_tokens": tokens - started * params["batch_tokens"],  # by this run's own jobs
             "timed_steps": timed, "excluded_steps": excluded,
-            "excluded_s": round(info.get("excluded_s") or 0.0, 6),
-            "timing_method": info.get("timing_method") or timing.timing_method(
-                params["device"] == "cuda", params["compile"]),
+            "excluded_s": round(progress.excluded_s or 0.0, 6),
+            "timing_method": outcome.timing_method,
             "tokens_per_s": tokens_per_s, "mfu": utilisation, "mfu_note": MFU_NOTE,
-            "final_eval_s": round(info["final_eval"]["seconds"], 6) if "final_eval" in info else None,
-            "flops_per_token": trainer.flops_per_token, "world_size": world, "device": params["device"],
-            "precision": params["precision"], "compile": params["compile"], **trainer.peak.as_dict(),
-            "attention_backend": info.get("attention_backend"),
-            "nonfinite_retries": len(info.get("nonfinite_retries", [])),
-            **{key: info.get(key) for key in ("max_memory_allocated_mib", "max_memory_reserved_mib")},
+            "final_eval_s": round(outcome.final.seconds, 6) if outcome.final else None,
+            "flops_per_token": outcome.flops_per_token, "world_size": world, "device": params["device"],
+            "precision": params["precision"], "compile": params["compile"], **outcome.peak.as_dict(),
+            "attention_backend": outcome.attention_backend,
+            "nonfinite_retries": len(progress.nonfinite_retries),
+            "max_memory_allocated_mib": progress.max_memory_allocated_mib,
+            "max_memory_reserved_mib": progress.max_memory_reserved_mib,
             "rows": [{key: row[key] for key in ("step", "tokens", *TIMING_KEYS) if key in row}
                      for row in rows]}
 
 
-def write_run_outputs(spec: RunSpec, paths: RunPaths, trainer, params: dict, config: dict, info: dict,
-                   tokens: int, steps: int, wall_s: float, diagnostics: dict | None) -> None:
+def write_run_outputs(spec: RunSpec, paths: RunPaths, outcome: Outcome) -> None:
     """Weights, config, metrics, then the summary last: its presence marks the run as done."""
+    config, progress, diagnostics = outcome.config, outcome.progress, outcome.diagnostics
     status = "diverged" if diagnostics else "completed"
-    sha = save_model(paths.model, trainer.model, config)
+    sha = save_model(paths.model, outcome.model, config)
     write_json_atomic(paths.config, config)
     rows = [json.loads(line) for line in (paths.state_dir / state.METRICS).read_text().splitlines()]
-    write_json_atomic(paths.timing,
-                      timing_record(spec.name, trainer, params, tokens, steps, wall_s, info, rows))
+    write_json_atomic(paths.timing, timing_record(spec.name, outcome, rows))
     write_text_atomic(paths.metrics, "".join(
         json.dumps({k: v for k, v in row.items() if k not in TIMING_KEYS}, allow_nan=False) + "\n"
         for row in rows))
-    eval_hash = hashlib.sha256(trainer.eval_offsets.tobytes()).hexdigest()
-    final = None if diagnostics else info["final_eval"]  # a completed run's (train/final_eval.py)
+    eval_hash = hashlib.sha256(outcome.eval_offsets.tobytes()).hexdigest()
+    final = None if diagnostics else outcome.final  # a completed run's (train/final_eval.py)
     summary = {
         "run": spec.name,
         "spec": spec.as_dict(),
         "status": status,
-        "final_val_loss": None if final is None else final["loss"],  # finite, or the run diverged
-        "final_val_loss_se": None if final is None else finite_or_none(final["se"]),
-        "final_eval": final_eval.record(trainer.final_offsets, spec.context),  # diverged: never read
-        "tokens": tokens,
-        "steps": steps,
-        "n_params": count_parameters(trainer.model),
-        "flops_per_token": trainer.flops_per_token,
-        "train_flops": trainer.flops_per_token * tokens,
+        "final_val_loss": None if final is None else final.loss,  # finite, or the run diverged
+        "final_val_loss_se": None if final is None else finite_or_none(final.se),
+        "final_eval": final_eval.record(outcome.final_offsets, spec.context),  # diverged: never read
+        "tokens": outcome.tokens,
+        "steps": outcome.steps,
+        "n_params": count_parameters(outcome.model),
+        "flops_per_token": outcome.flops_per_token,
+        "train_flops": outcome.flops_per_token * outcome.tokens,
         "checkpoint_sha256": sha,
         "data": config["data"],
         "eval_windows_sha256": eval_hash,
         "code_revision": config["code_revision"],
-        "params": params,
-        "resumed_from": info["resumed_from"],
+        "params": outcome.params,
+        "resumed_from": progress.resumed_from,
         "diagnostics": diagnostics,
         # the attention kernel the run ended on, and the steps computed again after a non-finite loss or
         # gradient norm (train/attention.py): [{step, tokens, backend_before, backend_after, outcome, ...}]
-        "attention_backend": info.get("attention_backend"),
-        "nonfinite_retries": info.get("nonfinite_retries", []),
+        "attention_backend": outcome.attention_backend,
+        "nonfinite_retries": progress.nonfinite_retries,
+        "threads": outcome.threads,  # the CPU threads each process computed with (train/threads.py)
     }
     write_json_atomic(paths.summary, summary)
     state.discard_state(paths.state_dir)

@@ -4,7 +4,7 @@ A job starts from its own checkpoint (its state/), else from where the job says 
 its trunk's kept state, train/trunk.py), else from step 0. Over several processes rank 0 alone reads and
 verifies the files: one read and one hash of the checkpoint instead of one per rank, and a rank that cannot
 see them (a node-local path, a cluster filesystem not yet showing rank 0's last write) cannot start from
-step 0 on its own while rank 0 resumes. Rank 0 then broadcasts what it read: the info dict, the weights,
+step 0 on its own while rank 0 resumes. Rank 0 then broadcasts what it read: the progress record, the weights,
 AdamW's per-parameter state and the RNG states; last, every rank checks that all start at the same step.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.distributed as torch_dist
@@ -21,34 +21,33 @@ import torch.distributed as torch_dist
 from ngptlab.errors import CheckpointError
 from ngptlab.train import state
 from ngptlab.train.dist import Topology
-from ngptlab.train.progress import say
-
-if TYPE_CHECKING:
-    from ngptlab.train.jobs import RunJob, SegmentJob
+from ngptlab.train.log import say
+from ngptlab.train.progress import Progress
 
 
 @dataclass
 class Start:
-    info: dict[str, Any]  # step, wall time, metrics rows, resumed_from, ... (train/state.py)
+    progress: Progress  # step, wall time, metrics rows, resumed_from, ... (train/progress.py)
     rows_from: Path  # the state directory whose metrics rows lead up to the start
     loaded: bool  # weights, optimizer state and RNG came from a checkpoint (else: step 0, as built)
 
 
-def read_start(job: RunJob | SegmentJob, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               expected: dict, data: dict) -> Start:
-    """Load the job's start into `model` and `optimizer` from the files (this process reads them)."""
-    rows_from = job.paths.state_dir
-    info = state.load_state(rows_from, model, optimizer, expected)
-    if info is not None:
-        info["resumed_from"] = [*info["resumed_from"], info["step"]]
-    elif start := job.start(data):  # a WSD branch or segment: from the trunk's kept state
+def read_start(state_dir: Path, elsewhere: Callable[[], tuple[Path, dict] | None], model: torch.nn.Module,
+               optimizer: torch.optim.Optimizer, expected: dict) -> Start:
+    """Load the job's start into `model` and `optimizer` from the files (this process reads them): its own
+    checkpoint in `state_dir` (of the trajectory `expected`), else `elsewhere()`, where the job says it
+    starts without one (a WSD branch or segment: its trunk's kept state, with that state's fingerprint),
+    else step 0."""
+    progress = state.load_state(state_dir, model, optimizer, expected)
+    if progress is not None:
+        progress.resumed_from = [*progress.resumed_from, progress.step]
+        return Start(progress, state_dir, loaded=True)
+    if start := elsewhere():
         rows_from, trunk_expected = start
-        info = state.load_state(rows_from, model, optimizer, trunk_expected)
-        info.update(started_at=info["step"], resumed_from=[])
-    else:
-        return Start({"step": 0, "wall_s": 0.0, "metrics_rows": 0, "last_val_loss": None,
-                      "last_val_step": None, "resumed_from": []}, rows_from, loaded=False)
-    return Start(info, rows_from, loaded=True)
+        progress = state.load_state(rows_from, model, optimizer, trunk_expected)
+        progress.started_at, progress.resumed_from = progress.step, []
+        return Start(progress, rows_from, loaded=True)
+    return Start(Progress(), state_dir, loaded=False)
 
 
 def restore(topo: Topology, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -71,16 +70,16 @@ def restore(topo: Topology, model: torch.nn.Module, optimizer: torch.optim.Optim
         raise CheckpointError(f"rank 0 could not read where this job starts, so rank {topo.rank} does not "
                               f"start either: {sent['error']}")
     if not topo.is_main:
-        start = Start(sent["info"], sent["rows_from"], sent["loaded"])
+        start = Start(sent["progress"], sent["rows_from"], sent["loaded"])
     if start.loaded:
         _broadcast_weights(model)
         _broadcast_optimizer(optimizer, sent["optimizer"], topo)
         if not topo.is_main:
             _set_rng(sent["rng"])
         else:
-            say(f"rank 0 read checkpoint step {start.info['step']} ({start.rows_from}); broadcast to "
+            say(f"rank 0 read checkpoint step {start.progress.step} ({start.rows_from}); broadcast to "
                 f"{topo.world_size} ranks")
-    steps = gather_steps(start.info["step"], topo)
+    steps = gather_steps(start.progress.step, topo)
     step = check_same_step(steps)
     if topo.is_main:
         say(f"all {topo.world_size} ranks start at step {step}")
@@ -119,11 +118,11 @@ def _object_device(topo: Topology) -> torch.device | None:
 
 
 def _payload(start: Start | None, failure: Exception | None, optimizer: torch.optim.Optimizer) -> dict:
-    """What rank 0 sends first: the info, and the shapes of the tensors to come (the other ranks have no
-    optimizer state before their first step, so they allocate from this)."""
+    """What rank 0 sends first: the progress record, and the shapes of the tensors to come (the other ranks
+    have no optimizer state before their first step, so they allocate from this)."""
     if failure is not None:
         return {"error": str(failure) or type(failure).__name__}
-    sent: dict[str, Any] = {"info": start.info, "rows_from": start.rows_from, "loaded": start.loaded}
+    sent: dict[str, Any] = {"progress": start.progress, "rows_from": start.rows_from, "loaded": start.loaded}
     if start.loaded:
         structure, scalars = [], {}
         for index, per_param in optimizer.state_dict()["state"].items():

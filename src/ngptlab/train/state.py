@@ -4,7 +4,8 @@ Layout under runs/<cell>/<run>/state/:
     latest.json                    {"checkpoint": "ckpt-00000040-<ns>", "step": 40}   (the commit point)
     ckpt-00000040-<ns>/model.safetensors       weights + run config (ngptlab.checkpoint format)
     ckpt-00000040-<ns>/optimizer.safetensors   AdamW moments and step counts, torch RNG states
-    ckpt-00000040-<ns>/state.json              step, tokens, wall time, metrics rows, fingerprint, ...
+    ckpt-00000040-<ns>/state.json              the job's progress record (train/progress.py), the
+                                               optimizer's scalars and parameter groups
     metrics.jsonl                  the metrics log while the run is in progress
 
 A checkpoint is written into a fresh directory and only then made current by atomically replacing
@@ -15,7 +16,6 @@ pure function of (seed, step). The whole state/ directory is deleted once the ru
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -32,7 +32,8 @@ from ngptlab.checkpoint import (
     write_model,
 )
 from ngptlab.errors import CheckpointError
-from ngptlab.files import write_json_atomic
+from ngptlab.files import read_json, write_json_atomic
+from ngptlab.train.progress import Progress
 
 LATEST = "latest.json"
 METRICS = "metrics.jsonl"
@@ -56,12 +57,11 @@ def _group_layout(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
             for group in optimizer.param_groups]
 
 
-def save_state(
-    state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, config: dict, info: dict
-) -> None:
-    """Write a complete checkpoint for step info['step'] and make it the current one."""
+def save_state(state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, config: dict,
+               progress: Progress) -> None:
+    """Write a complete checkpoint for step progress.step and make it the current one."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    name = f"ckpt-{info['step']:08d}-{time.time_ns()}"
+    name = f"ckpt-{progress.step:08d}-{time.time_ns()}"
     ckpt = state_dir / name
     ckpt.mkdir()
     write_model(ckpt / "model.safetensors", model, config)  # the tensor hash only: each byte hashed once
@@ -71,9 +71,9 @@ def save_state(
         for i, rng in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"rng.cuda.{i}"] = rng
     atomic_save_tensors(ckpt / "optimizer.safetensors", tensors, {"tensors_sha256": tensors_sha256(tensors)})
-    write_json_atomic(ckpt / "state.json", {**info, "optimizer_scalars": scalars,
+    write_json_atomic(ckpt / "state.json", {**progress.to_dict(), "optimizer_scalars": scalars,
                                             "optimizer_groups": _group_layout(optimizer)})
-    write_json_atomic(state_dir / LATEST, {"checkpoint": name, "step": info["step"]})  # the commit point
+    write_json_atomic(state_dir / LATEST, {"checkpoint": name, "step": progress.step})  # the commit point
     for old in state_dir.glob("ckpt-*"):
         if old.name != name:
             shutil.rmtree(old, ignore_errors=True)
@@ -81,14 +81,15 @@ def save_state(
 
 def saved_fingerprint(state_dir: Path) -> dict:
     """The fingerprint of the current checkpoint of `state_dir` (CheckpointError if unreadable)."""
-    latest = _read_json(state_dir / LATEST)
-    return _read_json(state_dir / str(latest.get("checkpoint", "")) / "state.json").get("fingerprint", {})
+    latest = read_json(state_dir / LATEST, CheckpointError)
+    record = read_json(state_dir / str(latest.get("checkpoint", "")) / "state.json", CheckpointError)
+    return record.get("fingerprint", {})
 
 
 def load_state(
     state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, fingerprint: dict
-) -> dict | None:
-    """Restore weights, optimizer moments and RNG from the current checkpoint; return its info dict.
+) -> Progress | None:
+    """Restore weights, optimizer moments and RNG from the current checkpoint; return its progress record.
 
     None if there is no checkpoint. CheckpointError naming the file if it is corrupt, or was written by a
     run with different trajectory-relevant settings (the fingerprint), or does not fit this model/optimizer.
@@ -96,12 +97,12 @@ def load_state(
     latest_path = state_dir / LATEST
     if not latest_path.is_file():
         return None
-    latest = _read_json(latest_path)
+    latest = read_json(latest_path, CheckpointError)
     ckpt = state_dir / str(latest.get("checkpoint", ""))
     if not latest.get("checkpoint") or not ckpt.is_dir():
         raise CheckpointError(f"{latest_path}: points to missing checkpoint {latest.get('checkpoint')!r}")
-    info = _read_json(ckpt / "state.json")
-    saved = info.get("fingerprint", {})
+    record = read_json(ckpt / "state.json", CheckpointError)
+    saved = record.get("fingerprint", {})
     differing = sorted(k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k))
     if differing:
         shown = ", ".join(f"{k}: saved {saved.get(k)!r} vs now {fingerprint.get(k)!r}" for k in differing[:4])
@@ -117,14 +118,14 @@ def load_state(
 
     opt_path = ckpt / "optimizer.safetensors"
     tensors, _ = read_tensors(opt_path)
-    if info.get("optimizer_groups") != _group_layout(optimizer):
+    if record.get("optimizer_groups") != _group_layout(optimizer):
         raise CheckpointError(f"{opt_path}: optimizer parameter groups do not match this run's model")
-    _restore_optimizer(opt_path, optimizer, tensors, info.get("optimizer_scalars", {}))
+    _restore_optimizer(opt_path, optimizer, tensors, record.get("optimizer_scalars", {}))
     torch.set_rng_state(tensors["rng.cpu"])
     cuda_states = [tensors[k] for k in sorted(tensors) if k.startswith("rng.cuda.")]
     if cuda_states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(cuda_states[: torch.cuda.device_count()])
-    return info
+    return Progress.from_dict(record)
 
 
 def _restore_optimizer(path: Path, optimizer: torch.optim.Optimizer, tensors: dict, scalars: dict) -> None:
@@ -148,18 +149,6 @@ def _restore_optimizer(path: Path, optimizer: torch.optim.Optimizer, tensors: di
                                       f"parameter is {list(params[index].shape)}")
     # The current param_groups (lr set by the schedule each step anyway) with the saved per-parameter state.
     optimizer.load_state_dict({"state": state, "param_groups": optimizer.state_dict()["param_groups"]})
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path}: corrupt JSON: {err}") from None
-    if not isinstance(value, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
-    return value
 
 
 def discard_state(state_dir: Path) -> None:

@@ -4,7 +4,7 @@ SIGTERM (Slurm preemption or time limit) and SIGINT ask for a checkpoint at the 
 signal acts as usual.
 
 Over several processes every rank must stop after the same step. The flag travels with the step's loss: the
-trainer all-reduces [loss, stop flag] in one collective it makes anyway (train/loop.py), so no step pays a
+trainer all-reduces [loss, stop flag] in one collective it makes anyway (train/trainer.py), so no step pays a
 collective or a host synchronisation for the flag. The flag is sampled before the step's forward pass and
 acted on after its update: a signal that arrives during a step stops the run after the next one, at most
 one step later than a check after each update would. That fits in Slurm's grace between SIGTERM and
@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import signal
 from typing import Any
+
+from ngptlab.train.progress import Progress
 
 
 class StopRequest:
@@ -44,11 +46,11 @@ class StopRequest:
 
 
 def diagnostics(reason: str, step: int, batch_tokens: int, loss: float, grad_norm: float,
-                 info: dict) -> dict:
+                 progress: Progress) -> dict:
     """What a diverged run's summary says: why, after how many updates, and the last finite val loss."""
     return {"reason": reason, "step": step, "tokens": step * batch_tokens, "loss": _num(loss),
-            "grad_norm": _num(grad_norm), "last_finite_val_loss": info["last_val_loss"],
-            "last_finite_val_step": info["last_val_step"]}
+            "grad_norm": _num(grad_norm), "last_finite_val_loss": progress.last_val_loss,
+            "last_finite_val_step": progress.last_val_step}
 
 
 def _num(value: float) -> float | str:

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ngptlab.train.progress import Progress
+
 CUDA_WARMUP_STEPS = 3
 COMPILE, RECOMPILE, WARMUP, RETRY = "compile", "recompile", "warm-up", "nonfinite-retry"
 REASONS = (COMPILE, RECOMPILE, WARMUP, RETRY)
@@ -55,12 +57,13 @@ class Window:
 
 @dataclass
 class StepTimer:
-    """Times one process's steps; totals go into the job's info (saved in checkpoints, so a resumed job adds
-    to them): train_s (timed steps' seconds), timed_steps, excluded_steps {reason: count}, excluded_s."""
+    """Times one process's steps; totals go into the job's progress record (saved in checkpoints, so a resumed
+    job adds to them): train_s (timed steps' seconds), timed_steps, excluded_steps {reason: count},
+    excluded_s."""
 
     device: torch.device
     compiled: bool
-    info: dict
+    progress: Progress
     started: int = 0  # steps begun by this process
     _pending: list = field(default_factory=list)  # (start, end, reason) not yet read
     _begin: object = None
@@ -69,10 +72,6 @@ class StepTimer:
 
     def __post_init__(self) -> None:
         self.cuda = self.device.type == "cuda"
-        if "timed_steps" not in self.info:  # a job from before exclusions: every step it took counted
-            self.info.update(timed_steps=self.info.get("step", 0) if "train_s" in self.info else 0,
-                             excluded_steps={}, excluded_s=0.0)
-        self.info.setdefault("train_s", 0.0)
 
     @property
     def method(self) -> str:
@@ -113,14 +112,14 @@ class StepTimer:
             seconds = begin.elapsed_time(stop) / 1e3 if self.cuda else stop - begin
             self._pending.pop(0)
             if reason is None:
-                self.info["train_s"] += seconds
-                self.info["timed_steps"] += 1
+                self.progress.train_s += seconds
+                self.progress.timed_steps += 1
                 self.window.steps += 1
                 self.window.seconds += seconds
             else:
-                excluded = self.info["excluded_steps"]
+                excluded = self.progress.excluded_steps
                 excluded[reason] = excluded.get(reason, 0) + 1
-                self.info["excluded_s"] += seconds
+                self.progress.excluded_s += seconds
 
     def take_window(self) -> Window:
         """The timed steps read since the last call (a metrics row's); a new window starts."""
@@ -140,13 +139,13 @@ def timing_method(cuda: bool, compiled: bool, counters: bool = True) -> str:
             f"only timed steps: not {', '.join(excluded)}")
 
 
-def memory_record(device: torch.device, info: dict) -> dict:
-    """Peak GPU memory of the job's processes so far (the largest over its starts): what the caching allocator
-    handed to tensors (torch.cuda.max_memory_allocated) and what it held from the driver
-    (torch.cuda.max_memory_reserved), evaluations included; None on a CPU."""
+def record_memory(device: torch.device, progress: Progress) -> None:
+    """Peak GPU memory of the job's processes so far (the largest over its starts), into `progress`: what the
+    caching allocator handed to tensors (torch.cuda.max_memory_allocated) and what it held from the driver
+    (torch.cuda.max_memory_reserved), evaluations included; left None on a CPU."""
     if device.type != "cuda":
-        return {"max_memory_allocated_mib": None, "max_memory_reserved_mib": None}
-    for key, value in (("max_memory_allocated_mib", torch.cuda.max_memory_allocated(device)),
-                       ("max_memory_reserved_mib", torch.cuda.max_memory_reserved(device))):
-        info[key] = max(info.get(key) or 0.0, round(value / 2**20, 1))
-    return {key: info[key] for key in ("max_memory_allocated_mib", "max_memory_reserved_mib")}
+        return
+    progress.max_memory_allocated_mib = max(progress.max_memory_allocated_mib or 0.0,
+                                            round(torch.cuda.max_memory_allocated(device) / 2**20, 1))
+    progress.max_memory_reserved_mib = max(progress.max_memory_reserved_mib or 0.0,
+                                           round(torch.cuda.max_memory_reserved(device) / 2**20, 1))

@@ -1,4 +1,4 @@
-"""The trunk of a WSD sweep (ngptlab.trunks): its segment jobs, its kept states, and where a branch starts.
+"""A WSD sweep's trunk (ngptlab.grid.trunks): its segment jobs, its kept states, and where a branch starts.
 
 A segment job trains its trunk from the latest kept state at or before its end (none: from step 0) to its
 branch point P, with the trunk's schedule (warmup, then constant), and then keeps the state at P:
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ngptlab import layout, runlock
+from ngptlab import schedule as schedules
 from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic
 from ngptlab.grid.runs import RunSpec
@@ -51,7 +52,7 @@ GC_WAIT_S = 1800  # collecting deletes whole kept states, which can take minutes
 def trunk_fingerprint(trunk: TrunkSpec, train: dict, warms_up: bool, data: dict) -> dict[str, Any]:
     """The identity of a trunk's trajectory: no steps (it has no end), no cooldown."""
     params = {**train, "steps": None, "warmup_steps": trunk_warmup(train, trunk.context, warms_up),
-              "schedule": "wsd-trunk"}
+              "schedule": schedules.TRUNK}
     return fingerprint(trunk.as_dict(), params, data)
 
 
@@ -65,7 +66,7 @@ class TrunkPaths:
     @classmethod
     def for_segment(cls, root: str | Path, source: str, segment: Segment) -> TrunkPaths:
         root, trunk = Path(root), segment.trunk
-        return cls(root / "data" / "tokens" / source, root / layout.trunk_dir(trunk.cell, trunk.name),
+        return cls(root / layout.tokens_dir(source), root / layout.trunk_dir(trunk.cell, trunk.name),
                    root / segment.record,
                    root / layout.timing_file(trunk.cell, segment.name))
 
@@ -134,7 +135,7 @@ def branches_at(root: str | Path, train: dict, trunk: TrunkSpec) -> dict[int, li
     """The summaries of the trunk's branches, by branch point."""
     found: dict[int, list[Path]] = {}
     for budget in trunk_budgets(train, trunk):
-        run = RunSpec(trunk.scale, trunk.context, trunk.arm, budget, trunk.lr, trunk.seed, "wsd")
+        run = RunSpec(trunk.scale, trunk.context, trunk.arm, budget, trunk.lr, trunk.seed, schedules.WSD)
         found.setdefault(branch_point(train, trunk.context, budget), []).append(
             RunPaths.for_run(root, train["source"], run.cell, run.name).summary)
     return found

@@ -1,0 +1,63 @@
+"""A model's loss on val windows: the mean over windows of each one's mean token loss, and its standard
+error.
+
+The loop scores the few seeded eval windows at every evaluation (the curve); a run's end scores its own
+final-eval windows (train/final_eval.py). Either way the windows are split over the ranks, each scores its
+share, and one all-reduce sums the per-window losses back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ngptlab.train import dist
+from ngptlab.train.batches import to_device
+from ngptlab.train.data import gather
+
+
+def mean_and_se(window_losses: torch.Tensor) -> tuple[float, float]:
+    """The mean of per-window losses and its standard error: sd over windows / sqrt(n) (nan for one window).
+
+    Adjacent windows are neighbouring text, not independent draws, so the standard error is a lower bound on
+    the sampling error of the split's loss."""
+    n = window_losses.numel()
+    se = window_losses.std(correction=1).item() / math.sqrt(n) if n > 1 else math.nan
+    return window_losses.mean().item(), se
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """The model, the val split and how to read it: what scoring windows takes."""
+
+    forward: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]  # the (compiled) model
+    val: np.ndarray  # the val split's tokens
+    vocab_size: int
+    context: int
+    micro_seqs: int  # windows per forward pass
+    autocast: AbstractContextManager  # the run's precision
+    topo: dist.Topology
+
+    @torch.no_grad()
+    def loss(self, offsets: np.ndarray) -> tuple[float, float]:
+        """Mean over `offsets`' windows of each one's mean loss, and its standard error; split over ranks."""
+        n, context, device = len(offsets), self.context, self.topo.device
+        losses = torch.zeros(n, dtype=torch.float64, device=device)
+        mine = np.arange(self.topo.rank, n, self.topo.world_size)
+        for start in range(0, len(mine), self.micro_seqs):
+            chunk = mine[start:start + self.micro_seqs]
+            x, y = gather(self.val, offsets[chunk], context, self.vocab_size)
+            x, y = to_device(x, device), to_device(y, device)
+            with self.autocast:
+                logits, _ = self.forward(x)
+            per_token = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1),
+                                        reduction="none")
+            per_window = per_token.view(len(chunk), context).mean(1)
+            losses[torch.as_tensor(chunk, device=device)] = per_window.double()
+        return mean_and_se(dist.all_sum(losses, self.topo))
