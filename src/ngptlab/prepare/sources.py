@@ -35,6 +35,7 @@ from ngptlab.files import sha256_file
 from ngptlab.prepare import embedded
 from ngptlab.prepare.counts import document_bounds
 from ngptlab.prepare.hf import import_datasets, resolved_revision
+from ngptlab.settings import setting
 
 KINDS = ("embedded", "hf", "local")
 LOCAL_FORMATS = ("text", "json", "parquet", "csv")
@@ -116,9 +117,9 @@ class HFSource:
         if not isinstance(self.dataset, str) or not self.dataset:
             raise DataError("prepare.source.dataset: required for kind hf (e.g. Skylion007/openwebtext)")
         self.config = spec.get("config")
-        self.split = spec.get("split", "train")
-        self.text_field = spec.get("text_field", "text")
-        self.revision = spec.get("revision")
+        self.split = setting(spec, "prepare.source.split")
+        self.text_field = setting(spec, "prepare.source.text_field")
+        self.revision = setting(spec, "prepare.source.revision")
         self.max_documents = document_bounds(spec).max_documents
         self._resolved: dict = {}
 
@@ -163,12 +164,12 @@ class HFSource:
 class LocalSource:
     def __init__(self, name: str, spec: dict):
         self.name = name
-        self.format = spec.get("format", "text")
+        self.format = setting(spec, "prepare.source.format")
         if self.format not in LOCAL_FORMATS:
             raise DataError(f"prepare.source.format: {self.format!r} is not one of "
                             f"{', '.join(LOCAL_FORMATS)}")
-        self.text_field = spec.get("text_field", "text")
-        self.sample_by = spec.get("sample_by", "document")
+        self.text_field = setting(spec, "prepare.source.text_field")
+        self.sample_by = setting(spec, "prepare.source.sample_by")
         if self.sample_by not in SAMPLE_BY:
             raise DataError(f"prepare.source.sample_by: {self.sample_by!r} is not one of "
                             f"{', '.join(SAMPLE_BY)}")
