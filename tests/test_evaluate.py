@@ -31,7 +31,9 @@ from ngptlab.checkpoint import save_model
 from ngptlab.errors import ParamsError
 from ngptlab.evaluate import command, partial
 from ngptlab.evaluate.adapter import NgptlabLM
-from ngptlab.evaluate.command import check_tasks, evaluate_model, select_runs, task_manager
+from ngptlab.evaluate.cell import evaluate_cell
+from ngptlab.evaluate.harness import check_tasks, evaluate_model, task_manager
+from ngptlab.evaluate.selection import select_runs
 from ngptlab.evaluate.tasks import (
     CONTINUATION,
     EOT_TOKEN,
@@ -385,7 +387,7 @@ def reference(cell, prepare_cache, tmp_path_factory) -> dict:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NGPTLAB_CACHE", str(prepare_cache))
         mp.delenv("SLURM_JOB_ID", raising=False)
-        outcome = command.evaluate_cell(cell[1], CELL, root)
+        outcome = evaluate_cell(cell[1], CELL, root)
     assert outcome.document is not None and outcome.reused == 0
     assert not partial.partial_dir(root, CELL).exists()  # removed once the document is written
     return json.loads((root / layout.evaluate_file(CELL)).read_text())

@@ -15,7 +15,7 @@ import yaml
 from ngptlab import layout
 from ngptlab.checkpoint import save_model
 from ngptlab.cli import main
-from ngptlab.condition.command import condition_run
+from ngptlab.condition.run import condition_run
 from ngptlab.errors import NgptlabError
 from ngptlab.models import build
 from ngptlab.params import REPO_ROOT, RunSpec, enumerate_runs

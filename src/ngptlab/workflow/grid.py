@@ -100,7 +100,8 @@ class Grid:
             "config": f"{run_dir}/config.json",
             "summary": f"{results_dir}/summary.json",
             "metrics": f"{results_dir}/metrics.jsonl",
-            "timing": layout.timing_file(cell, run),  # measured speed, varies per training: the report reads it
+            # measured speed, varies per training: the report reads it
+            "timing": layout.timing_file(cell, run),
         }
 
     def cell_train_outputs(self, cell: str, kind: str) -> list[str]:
@@ -113,7 +114,8 @@ class Grid:
         return {"after": before.record} if before else {}
 
     def branch_from(self, run: str) -> dict[str, str]:
-        """A WSD run starts from its trunk segment's kept state: after that segment (a cosine run: nothing)."""
+        """A WSD run starts from its trunk segment's kept state: after that segment (a cosine run:
+        nothing)."""
         spec = self.run(run)
         if spec.schedule != "wsd":
             return {}
@@ -187,7 +189,7 @@ class Grid:
         """The text of a job's key file: what the job is made from (a key other than the job's is refused)."""
         sources, current = self.lineage_of(stage, job)
         if key != current:
-            raise WorkflowError(f"{layout.lineage_file(stage, job, key)}: not the lineage key of {stage} {job} "
-                                f"under {self.params_file} ({current})")
+            raise WorkflowError(f"{layout.lineage_file(stage, job, key)}: not the lineage key of {stage} "
+                                f"{job} under {self.params_file} ({current})")
         return json.dumps({"stage": stage, "job": job, "key": current, "made_from": sources},
                           indent=1, sort_keys=True)

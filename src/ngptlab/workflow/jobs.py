@@ -119,7 +119,8 @@ class Jobs:
         return runtime.retries(jobs)
 
     def train_retries(self) -> int | None:
-        return self.rule_retries(self.train_job(spec.cell, run)["jobs"] for run, spec in self.grid.runs.items())
+        return self.rule_retries(self.train_job(spec.cell, run)["jobs"]
+                                 for run, spec in self.grid.runs.items())
 
     def trunk_retries(self) -> int | None:
         return self.rule_retries(self.trunk_job(s.trunk.cell, s.trunk.name, s.span)["jobs"]
@@ -148,7 +149,8 @@ class Jobs:
         return max(2000, res["mem_mb"] // res["processes"])
 
     def condition_memory(self) -> int | Callable[[str], int]:
-        """The memory of a condition job: the value where every run has it alike, else a function of the run."""
+        """The memory of a condition job: the value where every run has it alike, else a function of the
+        run."""
         values = {self.process_memory(run) for run in self.grid.runs}
         if len(values) == 1:
             return values.pop()
@@ -163,5 +165,6 @@ class Jobs:
     def evaluate_gpus(self, cell: str) -> int:
         """A GPU when the cell's runs trained on one and evaluate.device allows it."""
         scale = next(self.grid.runs[run].scale for run in self.grid.runs_of_cell(cell))
-        wants = self.params["train"]["resources"][scale]["gpus"] > 0 and self.params["evaluate"]["device"] != "cpu"
+        on_gpu = self.params["train"]["resources"][scale]["gpus"] > 0
+        wants = on_gpu and self.params["evaluate"]["device"] != "cpu"
         return 1 if wants else 0

@@ -31,4 +31,5 @@ def per_job(function: Callable) -> Callable:
 def declare_resource_signature() -> None:
     """Resource.evaluate's signature, declared once per process."""
     if not hasattr(Resource.evaluate, FUNC_OVERWRITE_PARAMS_ATTR):
-        overwrite_function_params(Resource.evaluate, inspect.signature(Resource("name", 0).evaluate).parameters)
+        bound = Resource("name", 0).evaluate
+        overwrite_function_params(Resource.evaluate, inspect.signature(bound).parameters)
