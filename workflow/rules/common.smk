@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ngptlab import layout
+from ngptlab.plan.lineage import STAGES
 from ngptlab.workflow.grid import Grid
 from ngptlab.workflow.jobs import Jobs
 from ngptlab.workflow.signatures import declare_resource_signature, per_job
