@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from workflow_support import default_params, dvc, git, job_counts, local_smoke_run, run, snakemake
+from support.workflow import default_params, dvc, git, job_counts, local_smoke_run, run, snakemake
 
 SSH_ENV = Path("/var/lib/ngptlab-sshd/remote.env")
 

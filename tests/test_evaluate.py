@@ -9,7 +9,7 @@ The tests of a whole cell (evaluate_cell, its partial files and its own clock) u
 does, on models at initialisation: they compare documents, not accuracies.
 """
 
-# ruff: noqa: F811  (pytest fixtures imported from conftest_prepare are redefined as parameters)
+# ruff: noqa: F811  (pytest fixtures imported from support.prepare are redefined as parameters)
 from __future__ import annotations
 
 import argparse
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest_prepare import gpt2_enc, prepare_cache  # noqa: F401
+from support.prepare import gpt2_enc, prepare_cache  # noqa: F401
 
 from ngptlab import layout
 from ngptlab.checkpoint import save_model

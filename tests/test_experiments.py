@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.workflow import BIN, dvc, e2e_params, git, job_counts, local_smoke_run, run, snakemake
 from test_dvc import copy_run
-from workflow_support import BIN, dvc, e2e_params, git, job_counts, local_smoke_run, run, snakemake
 
 from ngptlab.params import enumerate_runs
 

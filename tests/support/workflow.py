@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 # What a clone holds that the pipeline reads: the workflow, the params and their resolved grid, the DVC
