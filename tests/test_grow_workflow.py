@@ -12,8 +12,19 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support.workflow import BIN, dvc, e2e_params, git, job_counts, make_workdir, run, snakemake
-from test_experiments import assert_nothing_to_do, dvc_changed, ran_stages
+from support.workflow import (
+    BIN,
+    assert_nothing_to_do,
+    dvc,
+    dvc_changed,
+    e2e_params,
+    git,
+    job_counts,
+    make_workdir,
+    ran_stages,
+    run,
+    snakemake,
+)
 
 from ngptlab.params import enumerate_runs, load_params, parse_run_name
 from ngptlab.trunks import enumerate_segments
