@@ -38,11 +38,8 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         rules.report.output,
-        [path for run in RUNS for path in (*train_outputs(run).values(), *condition_outputs(run).values())],
-        [segment.record for segment in SEGMENTS.values()],  # WSD trunks
-        [speedup_output(cell) for cell in CELLS],
-        [evaluate_output(cell) for cell in CELLS],
-        lineage_files(),  # a new key is a missing target: its job and the jobs after it run again
+        GRID.all_outputs(),  # every run's, trunk segment's (WSD) and cell's files
+        GRID.lineage_files(),  # a new key is a missing target: its job and the jobs after it run again
     default_target: True
 
 

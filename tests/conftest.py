@@ -2,7 +2,7 @@
 
 The unit of work is a test module, so its module-scoped fixtures (a trained run, a rendered report) are built
 once. The tests that compare against the one local run of the end-to-end grid
-(workflow_support.local_smoke_run) are one unit, so that run is trained once. Units go out in collection
+(support.workflow.local_smoke_run) are one unit, so that run is trained once. Units go out in collection
 order, which this file sets: that unit first, then the modules with slow tests, so that no long unit starts
 last and leaves the other worker idle.
 

@@ -13,7 +13,7 @@ import math
 
 import pytest
 import yaml
-from test_train_support import REPO, SOURCE, make_params, write_params, write_shards
+from support.train import REPO, SOURCE, make_params, write_params, write_shards
 
 from ngptlab.bench import checks
 from ngptlab.bench.checks import EXIT_FAILED, EXIT_NOT_PROVEN, EXIT_PASSED, FAIL, NOT_PROVEN, PASS

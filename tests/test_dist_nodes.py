@@ -28,7 +28,7 @@ import psutil
 import pytest
 from safetensors import safe_open
 from safetensors.torch import load_file
-from test_train_support import (
+from support.train import (
     cli_env,
     make_params,
     metrics,

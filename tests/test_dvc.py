@@ -7,13 +7,11 @@ These are the README's documented paths, run as written.
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from pathlib import Path
 
 import pytest
-from workflow_support import default_params, dvc, git, job_counts, local_smoke_run, run, snakemake
+from support.workflow import copy_run, default_params, dvc, git, job_counts, local_smoke_run, run, snakemake
 
 SSH_ENV = Path("/var/lib/ngptlab-sshd/remote.env")
 
@@ -35,16 +33,6 @@ def smoke(tmp_path_factory):
     return local_smoke_run(tmp_path_factory.getbasetemp())
 
 
-def copy_run(src: Path, dest: Path) -> Path:
-    """A copy of a finished run; files over 1 MB are hard links (DVC replaces, never edits, them)."""
-    def link_or_copy(a, b):
-        if os.path.getsize(a) > 1 << 20:
-            os.link(a, b)
-        else:
-            shutil.copy2(a, b)
-    shutil.copytree(src, dest, symlinks=True, copy_function=link_or_copy,
-                    ignore=shutil.ignore_patterns(".snakemake"))
-    return dest
 
 
 def on_server(ssh: dict, command: str) -> str:

@@ -9,7 +9,7 @@ The tests of a whole cell (evaluate_cell, its partial files and its own clock) u
 does, on models at initialisation: they compare documents, not accuracies.
 """
 
-# ruff: noqa: F811  (pytest fixtures imported from conftest_prepare are redefined as parameters)
+# ruff: noqa: F811  (pytest fixtures imported from support.prepare are redefined as parameters)
 from __future__ import annotations
 
 import argparse
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest_prepare import gpt2_enc, prepare_cache  # noqa: F401
+from support.prepare import gpt2_enc, prepare_cache  # noqa: F401
 
 from ngptlab import layout
 from ngptlab.checkpoint import save_model
@@ -32,7 +32,9 @@ from ngptlab.config.load import load_params
 from ngptlab.errors import ParamsError
 from ngptlab.evaluate import command, partial
 from ngptlab.evaluate.adapter import NgptlabLM
-from ngptlab.evaluate.command import check_tasks, evaluate_model, select_runs, task_manager
+from ngptlab.evaluate.cell import evaluate_cell
+from ngptlab.evaluate.harness import check_tasks, evaluate_model, task_manager
+from ngptlab.evaluate.selection import select_runs
 from ngptlab.evaluate.tasks import (
     CONTINUATION,
     EOT_TOKEN,
@@ -386,7 +388,7 @@ def reference(cell, prepare_cache, tmp_path_factory) -> dict:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NGPTLAB_CACHE", str(prepare_cache))
         mp.delenv("SLURM_JOB_ID", raising=False)
-        outcome = command.evaluate_cell(cell[1], CELL, root)
+        outcome = evaluate_cell(cell[1], CELL, root)
     assert outcome.document is not None and outcome.reused == 0
     assert not partial.partial_dir(root, CELL).exists()  # removed once the document is written
     return json.loads((root / layout.evaluate_file(CELL)).read_text())

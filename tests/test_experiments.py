@@ -16,8 +16,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_dvc import copy_run
-from workflow_support import BIN, dvc, e2e_params, git, job_counts, local_smoke_run, run, snakemake
+from support.workflow import (
+    assert_nothing_to_do,
+    copy_run,
+    dvc,
+    dvc_changed,
+    e2e_params,
+    git,
+    job_counts,
+    local_smoke_run,
+    ran_stages,
+    set_params,
+    snakemake,
+)
 
 from ngptlab.grid.enumeration import enumerate_runs
 
@@ -36,25 +47,12 @@ def committed(tmp_path_factory, tmp_path) -> Path:
     return work
 
 
-def assert_nothing_to_do(work: Path) -> None:
-    assert "Data and pipelines are up to date" in dvc(work, "status").stdout
-    out = snakemake(work, "--dry-run")
-    assert job_counts(out.stdout) == Counter() and "Nothing to be done" in out.stdout + out.stderr
 
 
-def dvc_changed(work: Path) -> Counter:
-    """The stages `dvc status` names, counted per stage kind (train@<run> -> train)."""
-    names = re.findall(r"^(\S+):$", dvc(work, "status").stdout, flags=re.M)
-    return Counter(name.split("@")[0] for name in names)
 
 
-def ran_stages(output: str) -> Counter:
-    return Counter(name.split("@")[0] for name in re.findall(r"Running stage '([^']+)'", output))
 
 
-def set_params(work: Path, *assignments: str) -> None:
-    """The documented way to change params.yaml and its plan before DVC resolves its stages."""
-    run([str(BIN / "ngptlab"), "plan", *sum((["--set", a] for a in assignments), [])], work)
 
 
 def test_reordered_params_plan_nothing_in_either_tool(committed):

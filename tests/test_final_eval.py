@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from test_train_support import (
+from support.train import (
     CONTEXT,
     make_params,
     metrics,

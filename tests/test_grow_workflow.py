@@ -12,8 +12,19 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_experiments import assert_nothing_to_do, dvc_changed, ran_stages
-from workflow_support import BIN, dvc, e2e_params, git, job_counts, make_workdir, run, snakemake
+from support.workflow import (
+    BIN,
+    assert_nothing_to_do,
+    dvc,
+    dvc_changed,
+    e2e_params,
+    git,
+    job_counts,
+    make_workdir,
+    ran_stages,
+    run,
+    snakemake,
+)
 
 from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import enumerate_runs

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from test_train_support import (
+from support.train import (
     cli_env,
     make_params,
     run_dir,

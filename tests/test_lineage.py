@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from workflow_support import default_params
+from support.workflow import default_params
 
 from ngptlab.plan.grid import cell_key, lineage_keys
 from ngptlab.plan.lineage import STAGES, TRAIN_SETTINGS, made_from

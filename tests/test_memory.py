@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from test_train_support import make_params
+from support.train import make_params
 
 from ngptlab.layout import REPO_ROOT
 from ngptlab.models import Scale, build
@@ -90,7 +90,7 @@ def test_plan_flags_a_run_that_needs_more_memory_than_it_has():
 
 
 def test_plan_prints_the_memory_warning(tmp_path, capsys):
-    from test_train_support import write_params
+    from support.train import write_params
 
     from ngptlab.cli import main
 

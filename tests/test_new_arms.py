@@ -7,7 +7,7 @@ import csv
 import json
 
 import torch
-from test_train_support import CONTEXT, make_params, write_params, write_shards
+from support.train import CONTEXT, make_params, write_params, write_shards
 
 from ngptlab.cli import main
 from ngptlab.config.load import load_params

@@ -4,7 +4,7 @@ Expected tokens are computed independently of the pipeline: tiktoken's list API 
 each, and the split rule re-implemented from its documentation in split.py.
 """
 
-# ruff: noqa: F811  (pytest fixtures imported from conftest_prepare are redefined as parameters)
+# ruff: noqa: F811  (pytest fixtures imported from support.prepare are redefined as parameters)
 from __future__ import annotations
 
 import fcntl
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest_prepare import REPO, SMALL_DOCS, gpt2_enc, prepare_cache, write_jsonl  # noqa: F401
+from support.prepare import REPO, SMALL_DOCS, gpt2_enc, prepare_cache, write_jsonl  # noqa: F401
 
 from ngptlab.errors import DataError
 from ngptlab.prepare import embedded, split

@@ -1,7 +1,7 @@
 """prepare.source.min_documents (a source that yields too few documents publishes nothing) and what meta.json
 records about the data read: the document count and, for kind hf, the revision it resolved to."""
 
-# ruff: noqa: F811  (pytest fixtures imported from conftest_prepare are redefined as parameters)
+# ruff: noqa: F811  (pytest fixtures imported from support.prepare are redefined as parameters)
 from __future__ import annotations
 
 import os
@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest_prepare import REPO, SMALL_DOCS, prepare_cache, write_jsonl  # noqa: F401
+from support.prepare import REPO, SMALL_DOCS, prepare_cache, write_jsonl  # noqa: F401
 
 from ngptlab.errors import DataError
 from ngptlab.prepare.counts import check_min_documents

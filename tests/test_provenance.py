@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dvc.repo import Repo
-from workflow_support import (
+from support.workflow import (
     copy_tokens,
     default_params,
     dvc,
@@ -203,7 +203,7 @@ def test_code_revision_is_the_code_not_the_commit(tmp_path):
 
 
 def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(tmp_path):
-    from test_train_support import (
+    from support.train import (
         make_params,
         results_dir,
         run_dir,
@@ -212,7 +212,7 @@ def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(
         timing_file,
         write_shards,
     )
-    from test_train_support import write_params as write_train_params
+    from support.train import write_params as write_train_params
 
     params = make_params(budgets=[4096], arms=["gpt"], learning_rates={"cpu-4l": {"gpt": [3e-3]}})
     name = run_name("gpt", 4096)
@@ -272,7 +272,7 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(tmp_path, tmp_
     next one, a plain `snakemake` goes on (no IncompleteFilesException: the workflow profile reruns incomplete
     jobs), completes the grid and then has nothing to do. (A training stopped by a signal resumes from its
     checkpoint: tests/test_train_resume.py.)"""
-    from workflow_support import BIN, e2e_params, environment
+    from support.workflow import BIN, e2e_params, environment
 
     params = e2e_params()
     train = params["train"]
@@ -310,7 +310,7 @@ def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its
                                                                                    tmp_path_factory):
     import fcntl
 
-    from workflow_support import e2e_params
+    from support.workflow import e2e_params
 
     params = e2e_params()
     train = params["train"]

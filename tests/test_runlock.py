@@ -14,8 +14,8 @@ import threading
 import time
 
 import pytest
-from lock_support import fuse_missing, held_elsewhere, mounted
-from test_train_support import make_params, run_dir, run_name, write_shards
+from support.lock import fuse_missing, held_elsewhere, mounted
+from support.train import make_params, run_dir, run_name, write_shards
 
 from ngptlab import runlock
 from ngptlab.errors import ParamsError

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from safetensors import safe_open
-from workflow_support import (
+from support.workflow import (
     E2E_DIVERGING,
     REPO,
     SLURM_MARKS,

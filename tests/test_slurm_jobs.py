@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from workflow_support import (
+from support.workflow import (
     BIN,
     E2E_BUDGETS,
     REPO,

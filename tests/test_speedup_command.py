@@ -15,7 +15,7 @@ import yaml
 from ngptlab import layout
 from ngptlab.checkpoint import save_model
 from ngptlab.cli import main
-from ngptlab.condition.command import condition_run
+from ngptlab.condition.run import condition_run
 from ngptlab.errors import NgptlabError
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import RunSpec

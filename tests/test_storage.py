@@ -111,7 +111,7 @@ def test_dvc_never_hashes_a_runs_resume_state(tmp_path):
     """A stage that depends on a cell's run directory, as dvc.yaml's evaluate does, stays up to date when an
     interrupted run leaves resume state (or a half-written temporary file) there, with the project's
     .dvcignore; a new file that is not ignored does change it."""
-    from workflow_support import dvc, git
+    from support.workflow import dvc, git
 
     assert "runs/${key}" in yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())[
         "stages"]["evaluate"]["do"]["deps"]

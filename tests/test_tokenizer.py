@@ -5,7 +5,7 @@ encoder.json. Those two files are not reachable here, so the test rebuilds them 
 proves they are the genuine files: their sha256 must equal the hashes tiktoken pins for its downloads.
 """
 
-# ruff: noqa: F811  (pytest fixtures imported from conftest_prepare are redefined as parameters)
+# ruff: noqa: F811  (pytest fixtures imported from support.prepare are redefined as parameters)
 from __future__ import annotations
 
 import base64
@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 import tiktoken
-from conftest_prepare import gpt2_enc, prepare_cache  # noqa: F401
+from support.prepare import gpt2_enc, prepare_cache  # noqa: F401
 from tiktoken_ext import openai_public
 
 from ngptlab.errors import DataError

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_train_support import (
+from support.train import (
     CONTEXT,
     make_params,
     metrics,

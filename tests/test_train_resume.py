@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_train_support import (
+from support.train import (
     cli_env,
     make_params,
     metrics,

@@ -16,7 +16,7 @@ import signal
 import pytest
 import torch
 import torch.nn.functional as F
-from test_train_support import CONTEXT, make_params, metrics, run_name, summary, timing_file, write_shards
+from support.train import CONTEXT, make_params, metrics, run_name, summary, timing_file, write_shards
 
 from ngptlab.grid.enumeration import find_run
 from ngptlab.train import dist, timing

@@ -71,10 +71,10 @@ def test_a_padded_checkpoint_rebuilds_padded(tmp_path):
 
 
 def test_a_padded_run_trains_and_conditions_on_its_token_rows(tmp_path):
-    from test_train_support import VOCAB as DATA_VOCAB
-    from test_train_support import make_params, run_name, summary, write_shards
+    from support.train import VOCAB as DATA_VOCAB
+    from support.train import make_params, run_name, summary, write_shards
 
-    from ngptlab.condition.command import condition_run
+    from ngptlab.condition.run import condition_run
     from ngptlab.grid.enumeration import find_run
     from ngptlab.train.loop import train_run
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from dvc.dependency.param import ParamsDependency
 from dvc.repo import Repo
-from workflow_support import (
+from support.workflow import (
     BIN,
     E2E_DIVERGING,
     REPO,
@@ -28,7 +28,7 @@ from workflow_support import (
     planned_jobs,
     snakemake,
 )
-from workflow_support import run as run_command
+from support.workflow import run as run_command
 
 from ngptlab import layout
 from ngptlab.config.load import load_params

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_train_support import (
+from support.train import (
     CONTEXT,
     cli_env,
     make_params,

@@ -17,8 +17,19 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_experiments import assert_nothing_to_do, dvc_changed, ran_stages, set_params
-from workflow_support import dvc, e2e_params, git, job_counts, make_workdir, planned_jobs, snakemake
+from support.workflow import (
+    assert_nothing_to_do,
+    dvc,
+    dvc_changed,
+    e2e_params,
+    git,
+    job_counts,
+    make_workdir,
+    planned_jobs,
+    ran_stages,
+    set_params,
+    snakemake,
+)
 
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.trunks import enumerate_segments

@@ -6,15 +6,15 @@ rule condition:
         unpack(run_files("model", "config", "summary")),
         lineage=run_lineage_input("condition", "{run}"),
     output:
-        **condition_outputs("{run}"),
+        **layout.conditioning_files("{run}"),
     log:
         "logs/condition/{run}.log",
     params:
         file=PARAMS,
     resources:
-        runtime=stage_runtime("condition"),
-        gpu=1 if config["condition"]["device"] == "cuda" else 0,
-        mem_mb=condition_memory(),
+        runtime=of(JOBS.condition_runtime, "run"),
+        gpu=JOBS.condition_gpus(),
+        mem_mb=of(JOBS.condition_memory(), "run"),
     conda:
         CONDA_ENV
     shell:

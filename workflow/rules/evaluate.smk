@@ -7,23 +7,23 @@
 
 rule evaluate:
     input:
-        speedup=settled(speedup_output("{cell}")),
+        speedup=settled(layout.speedup_file("{cell}")),
         models=cell_files("model"),  # every checkpoint: the job picks the speed-up's best runs among them
         val=settled(TOKENS[1]),
         tokens_meta=settled(TOKENS[2]),
         lineage=cell_lineage_input("evaluate"),
     output:
-        evaluate_output("{cell}"),
+        layout.evaluate_file("{cell}"),
     log:
         "logs/evaluate/{cell}.log",
     priority: 2  # a long job on one core: started while condition jobs remain, not last and alone
     params:
         file=PARAMS,
-    retries: EVALUATE_RETRIES  # a long evaluation continues over jobs (train.max_job_minutes)
+    retries: JOBS.evaluate_retries()  # a long evaluation continues over jobs (train.max_job_minutes)
     resources:
-        runtime=stage_runtime("evaluate"),
-        gpu=evaluate_gpus,
-        mem_mb=lambda wildcards: process_memory(runs_of_cell(wildcards.cell)[0]),
+        runtime=of(JOBS.evaluate_runtime, "cell"),
+        gpu=of(JOBS.evaluate_gpus, "cell"),
+        mem_mb=of(JOBS.evaluate_memory, "cell"),
     conda:
         CONDA_ENV
     shell:

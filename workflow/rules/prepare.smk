@@ -14,7 +14,7 @@ rule prepare:
         file=PARAMS,
     threads: config["prepare"]["workers"]
     resources:
-        runtime=stage_runtime("prepare"),
+        runtime=JOBS.stage_runtime("prepare"),
         mem_mb=4000,
     conda:
         CONDA_ENV

@@ -11,13 +11,13 @@
 rule report:
     input:
         tokens_meta=settled(TOKENS[2]),
-        summaries=settled([train_outputs(run)["summary"] for run in RUNS]),
-        metrics=settled([train_outputs(run)["metrics"] for run in RUNS]),
-        timings=settled([train_outputs(run)["timing"] for run in RUNS]),
-        conditioning=settled([condition_outputs(run)["json"] for run in RUNS]),
-        spectra=settled([condition_outputs(run)["spectra"] for run in RUNS]),
-        speedups=settled([speedup_output(cell) for cell in CELLS]),
-        evaluations=settled([evaluate_output(cell) for cell in CELLS]),
+        summaries=settled([GRID.train_outputs(run)["summary"] for run in RUNS]),
+        metrics=settled([GRID.train_outputs(run)["metrics"] for run in RUNS]),
+        timings=settled([GRID.train_outputs(run)["timing"] for run in RUNS]),
+        conditioning=settled([layout.conditioning_files(run)["json"] for run in RUNS]),
+        spectra=settled([layout.conditioning_files(run)["spectra"] for run in RUNS]),
+        speedups=settled([layout.speedup_file(cell) for cell in CELLS]),
+        evaluations=settled([layout.evaluate_file(cell) for cell in CELLS]),
         lineage=lineage_input("report", "all"),
     output:
         markdown="reports/report.md",
@@ -31,7 +31,7 @@ rule report:
     params:
         file=PARAMS,
     resources:
-        runtime=stage_runtime("report"),
+        runtime=JOBS.stage_runtime("report"),
     conda:
         CONDA_ENV
     shell:

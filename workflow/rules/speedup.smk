@@ -8,14 +8,14 @@ rule speedup:
         metrics=cell_files("metrics"),
         lineage=cell_lineage_input("speedup"),
     output:
-        speedup_output("{cell}"),
+        layout.speedup_file("{cell}"),
     log:
         "logs/speedup/{cell}.log",
     priority: 2  # with evaluate, as soon as the cell's runs are trained, beside the condition jobs
     params:
         file=PARAMS,
     resources:
-        runtime=stage_runtime("speedup"),
+        runtime=JOBS.stage_runtime("speedup"),
     conda:
         CONDA_ENV
     shell:

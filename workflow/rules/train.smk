@@ -2,7 +2,7 @@
 # exit 75 with a checkpoint under runs/<cell>/<run>/state/ when the job's own clock (train.max_job_minutes)
 # or a SIGTERM (Slurm's early signal, a preemption, a requeue, scancel) stopped it. The state is not a
 # declared output, so Snakemake keeps it, and the next attempt (the rule's retries: as many as the plan's
-# longest run needs, common.smk) resumes the run.
+# longest run needs, ngptlab/workflow/jobs.py) resumes the run.
 #
 # `trap : TERM` keeps the job's shell alive when Slurm signals every process of the job: without it the
 # shell dies at once, the jobstep's Snakemake reports the job failed and leaves, and the job step ends,
@@ -16,16 +16,16 @@
 # positional because torchrun's own parser would take a `--run` anywhere on its command line for an
 # abbreviation of its --run-path.
 #
-# What the Slurm plugin asks for (common.smk, "Resources"): --nodes, one task per node with `threads` CPUs
+# What the Slurm plugin asks for (ngptlab/workflow/jobs.py): --nodes, one task per node with `threads` CPUs
 # and the node's GPUs; torchrun starts the processes inside it.
 
 rule train:
     input:
-        unpack(per_job(branch_input)),  # a WSD run: after its trunk segment
+        unpack(of(GRID.branch_from, "run", inputs=True)),  # a WSD run: after its trunk segment
         tokens=settled(TOKENS),
         lineage=run_lineage_input("train", "{cell}/{run}"),
     output:
-        **train_outputs("{run}", cell="{cell}"),
+        **GRID.train_outputs("{run}", cell="{cell}"),
     log:
         layout.train_log("{cell}", "{run}"),
     priority: 1  # before the condition jobs, so a cell's speedup and evaluate can start while they run
@@ -33,7 +33,7 @@ rule train:
         file=PARAMS,
         lead=train_resource("signal_lead_s"),
     threads: train_resource("processes")
-    retries: TRAIN_RETRIES
+    retries: JOBS.train_retries()
     resources:
         nodes=train_resource("nodes"),
         tasks=train_resource("tasks"),
@@ -43,7 +43,7 @@ rule train:
         mem_mb=train_resource("mem_mb"),
         runtime=train_resource("runtime"),
         slurm_extra=train_resource("slurm_extra"),  # --signal=TERM@<signal_lead_s>
-        max_restarts=max_restarts(config["train"]),
+        max_restarts=JOBS.max_restarts(),
     conda:
         CONDA_ENV
     shell:
@@ -58,7 +58,7 @@ rule train:
 # that starts from one and the next segment delete it when no branch needs it.
 rule trunk:
     input:
-        unpack(per_job(segment_input)),
+        unpack(of(GRID.segment_after, "cell", "trunk", "span", inputs=True)),
         tokens=settled(TOKENS),
         lineage=lineage_input("trunk", "{cell}/{trunk}/{span}"),
     output:
@@ -73,7 +73,7 @@ rule trunk:
         file=PARAMS,
         lead=trunk_resource("signal_lead_s"),
     threads: train_resource("processes")
-    retries: TRUNK_RETRIES
+    retries: JOBS.trunk_retries()
     resources:
         nodes=trunk_resource("nodes"),
         tasks=trunk_resource("tasks"),
@@ -83,7 +83,7 @@ rule trunk:
         mem_mb=trunk_resource("mem_mb"),
         runtime=trunk_resource("runtime"),
         slurm_extra=trunk_resource("slurm_extra"),  # --signal=TERM@<signal_lead_s>
-        max_restarts=max_restarts(config["train"]),
+        max_restarts=JOBS.max_restarts(),
     conda:
         CONDA_ENV
     shell:

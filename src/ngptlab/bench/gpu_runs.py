@@ -162,7 +162,7 @@ def condition_check(params: dict, tokens: Path, device: torch.device, work: Path
     """Seconds of condition_run on a checkpoint trained one step at the condition scale."""
     import math
 
-    from ngptlab.condition.command import condition_run
+    from ngptlab.condition.run import condition_run
 
     root = work / "condition"
     link_tokens(root, params["train"]["source"], tokens)

@@ -8,10 +8,10 @@ import math
 import statistics
 from pathlib import Path
 
+from ngptlab import schedule as schedules
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.sweeps import held_back, lr_sweep
 from ngptlab.results import read_run_result, train_dir
-from ngptlab.schedule import of as schedule_of
 
 
 def mean_losses(params: dict, root: str | Path, scale: str, context: int, arm: str,
@@ -23,7 +23,7 @@ def mean_losses(params: dict, root: str | Path, scale: str, context: int, arm: s
     for lr in lr_sweep(train, scale, context, arm, budget):
         values = []
         for seed in train["seeds"]:
-            spec = RunSpec(scale, context, arm, budget, lr, seed, schedule_of(train))
+            spec = RunSpec(scale, context, arm, budget, lr, seed, schedules.of(train))
             if not (train_dir(root, spec) / "summary.json").is_file():
                 return None
             result = read_run_result(root, spec, with_curve=False)

@@ -7,7 +7,7 @@ sweep matters: a parabola in ln(lr) with its minimum at BEST_LR) and a little se
 WSD run ends a planted shift (wsd_shift) away from its cosine calibration twin. Conditioning results come
 from the real analysis (ngptlab.condition.analyse) run on matrices with planted spectra: each arm gets its
 own planted condition number. The speed-up files come from the real speed-up stage
-(ngptlab.speedup.command.speedup_cell). Holes (missing runs, diverged runs, runs without conditioning or
+(ngptlab.speedup.cell.speedup_cell). Holes (missing runs, diverged runs, runs without conditioning or
 without a timing file) can be punched in on request, as a Snakemake --keep-going run or an older run would
 leave them. Timings are planted too: a tokens/s per arm and context, and an MFU against a declared peak
 (none: n/a, as on a CPU).
@@ -28,8 +28,8 @@ import yaml
 from ngptlab import layout
 from ngptlab.batch import tokens_per_step
 from ngptlab.condition.analyse import Analysis, Settings, analyse_matrices
-from ngptlab.condition.command import CONVENTIONS
 from ngptlab.condition.reference import gaussian_reference
+from ngptlab.condition.run import CONVENTIONS
 from ngptlab.config.load import load_params, validate_params
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
@@ -37,7 +37,7 @@ from ngptlab.layout import REPO_ROOT
 from ngptlab.models import SCALES, MatrixInfo
 from ngptlab.results import train_dir, write_json, write_spectra
 from ngptlab.schedule import branch_point
-from ngptlab.speedup.command import speedup_cell
+from ngptlab.speedup.cell import speedup_cell
 
 # Planted truth per arm: speed-up over gpt in tokens, and the condition number of its attention/MLP matrices.
 PLANTED = {

@@ -6,6 +6,7 @@ estimator.py    the paper's speed-up measure as pure functions: best over lr, lo
 inference.py    over seeds: geometric mean and t-interval on ln S, paired contrasts of arms, verdicts
 interpolate.py  the best loss between learning-rate grid points (a parabola in ln lr) and its speed-up
 tuning.py       whether each arm's best learning rate is inside its sweep
-command.py      `ngptlab speedup --cell CELL`: writes results/speedup/<cell>.json (schema in its docstring)
+cell.py         one cell's estimate, written to results/speedup/<cell>.json (schema in its docstring)
+command.py      `ngptlab speedup --cell CELL`
 Reading the train stage's outputs and writing strict JSON is ngptlab.results, shared with condition/.
 """

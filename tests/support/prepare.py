@@ -2,8 +2,7 @@
 sessions under tests/artifacts/cache, git-ignored), since fetching the sdists and the wheel with pip takes
 seconds. Set NGPTLAB_TEST_CACHE to use another directory.
 
-Import from test modules (`from conftest_prepare import prepare_cache, gpt2_enc`) or from
-tests/conftest.py (`from conftest_prepare import *`).
+Import the fixtures into a test module (`from support.prepare import prepare_cache, gpt2_enc`).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from ngptlab.prepare import embedded
 from ngptlab.prepare.cache import fetch_archive
 from ngptlab.prepare.tokenizer import WHISPER_SDIST, gpt2_encoding
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 __all__ = ["REPO", "prepare_cache", "gpt2_enc", "write_jsonl", "SMALL_DOCS"]
 

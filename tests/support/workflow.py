@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 # What a clone holds that the pipeline reads: the workflow, the params and their resolved grid, the DVC
@@ -218,3 +218,40 @@ def copy_tokens(base: Path, work: Path) -> None:
     pytest-xdist worker without the tests of the local run does not train it."""
     source = local_smoke_run(base).work if local_smoke_run.cache_info().currsize else prepared_alone(base)
     shutil.copytree(source / "data" / "tokens", work / "data" / "tokens")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Copies of a finished run, and what both tools then plan
+
+
+def copy_run(src: Path, dest: Path) -> Path:
+    """A copy of a finished run; files over 1 MB are hard links (DVC replaces, never edits, them)."""
+    def link_or_copy(a, b):
+        if os.path.getsize(a) > 1 << 20:
+            os.link(a, b)
+        else:
+            shutil.copy2(a, b)
+    shutil.copytree(src, dest, symlinks=True, copy_function=link_or_copy,
+                    ignore=shutil.ignore_patterns(".snakemake"))
+    return dest
+
+
+def assert_nothing_to_do(work: Path) -> None:
+    assert "Data and pipelines are up to date" in dvc(work, "status").stdout
+    out = snakemake(work, "--dry-run")
+    assert job_counts(out.stdout) == Counter() and "Nothing to be done" in out.stdout + out.stderr
+
+
+def dvc_changed(work: Path) -> Counter:
+    """The stages `dvc status` names, counted per stage kind (train@<run> -> train)."""
+    names = re.findall(r"^(\S+):$", dvc(work, "status").stdout, flags=re.M)
+    return Counter(name.split("@")[0] for name in names)
+
+
+def ran_stages(output: str) -> Counter:
+    return Counter(name.split("@")[0] for name in re.findall(r"Running stage '([^']+)'", output))
+
+
+def set_params(work: Path, *assignments: str) -> None:
+    """The documented way to change params.yaml and its plan before DVC resolves its stages."""
+    run([str(BIN / "ngptlab"), "plan", *sum((["--set", a] for a in assignments), [])], work)

@@ -6,8 +6,8 @@ operations answer ENOLCK, as NFS without lockd does. The kernel forwards flock t
 when the filesystem implements it (libfuse then asks for FUSE_FLOCK_LOCKS), so `fcntl.flock` on a file in
 the mount really raises OSError; `mounted` checks that before handing the mount out.
 
-    python tests/lock_support.py serve BACKING MOUNTPOINT     serves the filesystem until unmounted
-    python tests/lock_support.py hold LOCK HEARTBEAT_S        holds runlock's lock until stdin closes
+    python tests/support/lock.py serve BACKING MOUNTPOINT     serves the filesystem until unmounted
+    python tests/support/lock.py hold LOCK HEARTBEAT_S        holds runlock's lock until stdin closes
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
-SRC = HERE.parents[1] / "src"
+SRC = HERE.parents[2] / "src"
 INSTALL = "apt-get install fuse3 (libfuse3 and fusermount3), pip install mfusepy"
 
 

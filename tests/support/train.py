@@ -21,7 +21,7 @@ import yaml
 
 from ngptlab import layout
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SOURCE = "synthetic"
 VOCAB = 256
 CONTEXT = 32

@@ -1,0 +1,38 @@
+"""`ngptlab plan --write FILE`: the grid file (plan/grid.py) written, refusing a grid that changed inside a
+DVC run (`--within-grid`)."""
+
+from __future__ import annotations
+
+from ngptlab.errors import ParamsError
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.plan.grid import read_grid_file, write_grid_file
+
+
+def write_plan(params: dict, path: str, root: str, within_grid: bool) -> int:
+    before = read_grid_file(path)
+    write_grid_file(params, path, root)
+    print(f"wrote {path}: {len(enumerate_runs(params))} runs, {len(enumerate_cells(params))} cells")
+    if within_grid and before is not None:
+        refuse_grid_change(before, read_grid_file(path) or {}, path)
+    return 0
+
+
+def refuse_grid_change(before: dict, after: dict, path: str) -> None:
+    """DVC resolves dvc.yaml's stages (`foreach` over runs and cells) from the plan before its first stage
+    rewrites it, so within that run a changed grid would be half seen: refuse, naming the second pass."""
+    added = set(after.get("runs", {})) - set(before.get("runs", {}))
+    removed = set(before.get("runs", {})) - set(after.get("runs", {}))
+    changes = [f"{len(added)} runs added"] if added else []
+    changes += [f"{len(removed)} runs removed"] if removed else []
+    kept = set(after.get("runs", {})) & set(before.get("runs", {}))
+    moved = [run for run in kept if before["runs"][run] != after["runs"][run]]
+    changes += [f"{len(moved)} runs start elsewhere"] if moved else []
+    if before.get("trunks", {}) != after.get("trunks", {}):
+        changes += ["other trunk segments"]
+    changes += ["a new source"] if before.get("source") != after.get("source") else []
+    if changes:
+        change = ", ".join(changes)
+        raise ParamsError(f"{path}: the grid changed ({change}) after DVC had resolved its stages from the "
+                          "previous plan; the plan is rewritten now, so run `dvc repro` (or `dvc exp run`) "
+                          "once more and it trains the new runs. Before `dvc exp run --queue`, change grid "
+                          "keys with `ngptlab plan --set KEY=VALUE` instead of -S")

@@ -1,0 +1,109 @@
+"""The speed-up job of one cell: the token speed-up of every arm in one (scale, context) cell.
+
+Reads results/train/<cell>/<run>/summary.json and metrics.jsonl of every run of the cell in the grid (a
+missing one is an error: the speed-up of a partial grid would silently change), writes
+results/speedup/<cell>.json.
+Method: ngptlab.speedup.estimator, inference and interpolate (module docstrings).
+
+results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/results.py):
+  cell, scale, context, baseline, method (text), bootstrap{resamples, seed, level, min_seeds},
+  equivalence_margin (M > 1), resolve_ratio (> 1), verdict_rule (text: the rule every verdict follows)
+  seeds [int], budgets [int], arms_order [arm; baseline first],
+  targets [{seed, arm, budget, loss, lr, run, at_largest_budget, measurable [lo, hi]}]
+                                   per seed, the baseline's best loss at the largest budget where it has a
+                                   completed run (at_largest_budget false: the grid's largest budget had
+                                   none); measurable = the speed-ups this grid can give as numbers
+  arms{<arm>: {
+     speedup{value, bound, display, interval [lo, hi] | null, level, n_seeds, note, method "t on ln S",
+             statistic (text), log {mean, sd, se, df} | null, bootstrap_interval [lo, hi] | null,
+             verdict, seeds_needed (int) | null, seeds_needed_note}
+                                      value = exp(mean of ln S over seeds), a geometric mean; interval = the
+                                      t-interval of mean ln S, exponentiated (S scale; null below 2 point
+                                      estimates or for a bound); log = mean ln S, its sd, se and df (null
+                                      likewise); bootstrap_interval = percentile bootstrap of mean ln S, S
+                                      scale, only with >= 10 point estimates; bound null (point estimate), ">"
+                                      (true speed-up is larger) or "<" (smaller); display e.g. "4.2", ">8",
+                                      "<0.5"; verdict against the baseline: "faster" | "slower" |
+                                      "equivalent within x<M>" | "not resolved" | "not resolved (no
+                                      interval)"; seeds_needed to resolve x<resolve_ratio> at 80% power, null
+                                      with seeds_needed_note saying why; the baseline: verdict,
+                                      seeds_needed and seeds_needed_note null
+     per_seed [{seed, tokens_to_target{value, bound, display}, speedup{value, bound, display},
+                best [{budget, lr, loss, run}]}]   the best-over-lr run at every budget that entered
+     cheap{method (text), speedup{...as above}, per_seed [{seed, run, tokens_to_target, speedup}]}
+     interpolated{speedup{...as above}, per_seed [{seed, target_loss, tokens_to_target, speedup}],
+                  per_budget [{budget, seeds, lr_grid, loss_grid (null: left out), lr_best, lr_vertex,
+                               loss_vertex, correction, status}],
+                  log_difference, seed_noise_log, differs (bool) | null, note}
+                                      the speed-up from the parabola's minimum between learning rates
+                                      (speedup/interpolate.py); log_difference = mean ln S interpolated minus
+                                      on the grid, seed_noise_log = the grid's sd of ln S over seeds}}
+  contrasts [{a, b, label, n_seeds, seeds, difference_log{mean, sd, interval}, ratio, interval, level,
+              verdict, seeds_needed, note}]
+                                   paired by seed, ln S_a - ln S_b; ratio = exp(mean) = S_a / S_b, interval on
+                                   the ratio scale; for each pair of speedup.inference.CONTRASTS in the cell
+  runs [{run, scale, context, arm, budget, lr, seed, status, final_val_loss, best_lr_for_budget,
+         within_run: {tokens_to_target, speedup} | null}]      every run of the cell; within_run = the per-run
+                                                               cheaper estimate from its own validation curve
+  ignored [{run, reason}]                                       diverged runs, left out of every estimate
+  tuning{edges [{arm, budget, seed, sweep, best_lr, edge}], tuned {<arm>: bool}}
+                                   edge "top" / "bottom": the best lr is at that edge of its sweep (untuned;
+                                   `ngptlab plan --extend-sweeps` extends it), null: interior; an arm is
+                                   tuned when none of its (budget, seed) is at an edge (speedup/tuning.py);
+                                   only seeds of train.seeds (seeds beyond them run only the best lr)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ngptlab import layout
+from ngptlab.errors import ParamsError
+from ngptlab.grid.enumeration import compared_runs, enumerate_cells
+from ngptlab.grid.sweeps import lr_sweep
+from ngptlab.results import read_run_result, write_json
+from ngptlab.settings import setting
+from ngptlab.speedup.estimator import estimate_cell
+from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
+from ngptlab.speedup.interpolate import interpolate_cell
+from ngptlab.speedup.tuning import sweep_edges, tuned_arms
+from ngptlab.stats import LEVEL
+
+METHOD = ("best final validation loss over the learning-rate sweep per arm and budget (diverged runs "
+          "ignored); target = baseline's best loss at the largest budget where it has a completed run; "
+          "tokens to target interpolated in log tokens between bracketing budgets, bounds instead of "
+          "extrapolation; speed-up S = baseline tokens / arm tokens, per seed; over seeds the geometric "
+          "mean exp(mean ln S) with a 95% t-interval on ln S, exponentiated; a percentile bootstrap of "
+          f"mean ln S only with at least {BOOTSTRAP_MIN_SEEDS} seeds; arms compared by paired differences "
+          "of ln S; interpolated: the same with each (arm, budget)'s best loss moved to the minimum of a "
+          "parabola in ln(lr) through the best learning rate and its two neighbours")
+
+
+def output_path(root: str | Path, cell: str) -> Path:
+    return Path(root) / layout.speedup_file(cell)
+
+
+def speedup_cell(params: dict, cell: str, root: str | Path) -> dict:
+    """Estimate one cell from the train results under root and write its JSON; return the document."""
+    cells = enumerate_cells(params)
+    if cell not in cells:
+        raise ParamsError(f"cell {cell!r} is not in the grid of this params file; cells: {', '.join(cells)}")
+    specs = [s for s in compared_runs(params) if s.cell == cell]
+    results = [read_run_result(root, s) for s in specs]
+    cfg = params["speedup"]
+    resamples, seed = int(cfg["bootstrap"]), int(cfg["seed"])
+    margin = float(setting(cfg, "speedup.equivalence_margin"))
+    ratio = float(setting(cfg, "speedup.resolve_ratio"))
+    estimate = estimate_cell(results, cfg["baseline"], resamples, seed, margin, ratio)
+    for arm, entry in interpolate_cell(results, estimate, resamples, seed, margin, ratio).items():
+        estimate["arms"][arm]["interpolated"] = entry
+    scale, context = specs[0].scale, specs[0].context
+    # Seeds beyond train.seeds run only the best learning rate: they have no sweep whose edges mean anything.
+    swept = [s for s in specs if s.seed in set(params["train"]["seeds"])]
+    edges = sweep_edges(results, lambda arm: lr_sweep(params["train"], scale, context, arm), swept)
+    document = {"cell": cell, "scale": scale, "context": context, "method": METHOD,
+                "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
+                              "min_seeds": BOOTSTRAP_MIN_SEEDS},
+                **estimate, "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
+    write_json(output_path(root, cell), document)
+    return document
