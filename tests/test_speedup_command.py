@@ -19,7 +19,7 @@ from ngptlab.condition.command import condition_run
 from ngptlab.errors import NgptlabError
 from ngptlab.models import build
 from ngptlab.params import REPO_ROOT, RunSpec, enumerate_runs
-from ngptlab.report.crossarm import arm_table, cross_arm_table, tracking, write_cross_arm_table
+from ngptlab.report.kit.crossarm import arm_table, cross_arm_table, tracking, write_cross_arm_table
 from ngptlab.results import train_dir
 
 torch.set_num_threads(1)

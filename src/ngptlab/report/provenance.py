@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ngptlab.files import sha256_file
-from ngptlab.report.document import Document
-from ngptlab.report.load import Results
+from ngptlab.report.kit.document import Document
+from ngptlab.report.kit.load import Results
 
 
 def _json_value(x: Any) -> Any:

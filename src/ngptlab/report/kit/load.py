@@ -92,7 +92,8 @@ class Results:
 
     def compared_runs(self, cell: str) -> list[RunRecord]:
         """The cell's runs of train.schedule: the ones that compare arms (the speed-up's). A WSD grid's cosine
-        calibration runs are not among them: they only calibrate WSD against cosine (report/schedule.py)."""
+        calibration runs are not among them: they only calibrate WSD against cosine (the calibration
+        section)."""
         return [r for r in self.cell_runs(cell) if r.spec.schedule == self.schedule]
 
     def missing(self, what: str) -> list[str]:

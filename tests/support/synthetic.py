@@ -1,4 +1,4 @@
-"""A synthetic but internally consistent results/ tree, for the report's tests and for a demo render.
+"""A synthetic but internally consistent results/ tree, for the report's tests.
 
 Nothing here trains a model. Loss curves follow a power law in tokens, L(t) = L_inf + A (k t)^-alpha, where k
 is the arm's planted speed-up (so the true speed-up of an arm is known), plus a learning-rate penalty (so the
