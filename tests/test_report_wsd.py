@@ -1,4 +1,5 @@
-"""The report of a WSD grid with cosine calibration runs (report/sections/calibration.py), on synthetic results.
+"""The report of a WSD grid with cosine calibration runs (report/sections/calibration.py), on synthetic
+results.
 
 The calibration runs must never enter the comparison of arms; the calibration table must be WSD minus cosine
 as the summaries give it; the grid section must name the schedule; the loss figure must draw one trunk with
