@@ -276,9 +276,9 @@ def test_select_runs_takes_the_speedups_best_runs_and_names_holes():
 
 
 def test_report_section_tables_order_check_and_named_holes(tmp_path):
-    from ngptlab.report import evaluation
-    from ngptlab.report.document import Callout, Document, FigureBlock
-    from ngptlab.report.load import Results
+    from ngptlab.report.kit.document import Callout, Document, FigureBlock
+    from ngptlab.report.kit.load import Results
+    from ngptlab.report.sections import zero_shot
 
     def run(arm, budget, loss, acc):
         return {"run": f"c-{arm}-t{budget}", "arm": arm, "budget": budget, "lr": 1e-3, "seed": 0,
@@ -294,7 +294,7 @@ def test_report_section_tables_order_check_and_named_holes(tmp_path):
     results = Results(root=tmp_path, params={}, params_path=None, runs={}, speedups={"c": {}, "d": None},
                       meta=None)
     doc = Document("t")
-    evaluation.section(doc, results)
+    zero_shot.section(doc, results)
     accuracy, order = doc.tables
     assert len(accuracy) == 5
     rows = {r[order.columns.index("budget")]: dict(zip(order.columns, r, strict=True)) for r in order.rows}

@@ -1,8 +1,9 @@
 """Grids that grow by their results: `ngptlab plan --prune-sweeps K` and `--add-seeds N`, train.protocol, and
 the presets pilot and settle that use them (their projected totals within the stated limits).
 
-Results are planted (report/synthetic.py: a power law per arm, best learning rate 3e-3) and written as the
-train stage writes them; the params file and the grid file are the real ones, edited by the real command.
+Results are planted (tests/support/synthetic.py: a power law per arm, best learning rate 3e-3) and written as
+the train stage writes them; the params file and the grid file are the real ones, edited by the real
+command.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.synthetic import synthetic_params, write_run
 
 from ngptlab.config.load import load_params, validate_params
 from ngptlab.errors import ParamsError
@@ -25,7 +27,6 @@ from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.plan.protocol import projected_params
 from ngptlab.plan.prune import kept_window, prune_sweeps
 from ngptlab.plan.seeds import add_seeds
-from ngptlab.report.synthetic import synthetic_params, write_run
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = [1.0e-3, 3.0e-3, 1.0e-2]  # the planted optimum is 3e-3: interior

@@ -1,4 +1,4 @@
-"""The report stage on synthetic results (ngptlab.report.synthetic): a complete grid and one with holes.
+"""The report stage on synthetic results (tests/support/synthetic.py): a complete grid and one with holes.
 
 The synthetic tree is written by the real condition analysis (planted spectra) and the real speed-up stage,
 so the report reads exactly the files the pipeline writes. No checkpoint exists anywhere in these trees:
@@ -20,17 +20,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import synthetic
 
 from ngptlab.cli import main
 from ngptlab.condition.reference import gaussian_condition
 from ngptlab.config.load import load_params
 from ngptlab.errors import ResultsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
-from ngptlab.report import paper, synthetic
 from ngptlab.report.command import Rendered, render_report, write_report
-from ngptlab.report.render import inline_html
-from ngptlab.report.settle import compare_to_baseline
-from ngptlab.report.table import fmt_num
+from ngptlab.report.kit import paper
+from ngptlab.report.kit.render import inline_html
+from ngptlab.report.kit.table import fmt_num
+from ngptlab.report.sections.settle import compare_to_baseline
 from ngptlab.results import train_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py

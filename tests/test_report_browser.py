@@ -18,8 +18,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import synthetic
 
-from ngptlab.report import synthetic
 from ngptlab.report.command import render_report, write_report
 
 CHROMIUM = Path("/usr/bin/chromium")

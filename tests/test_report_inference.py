@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from scipy import stats
+from support import synthetic
 
-from ngptlab.report import synthetic
 from ngptlab.report.command import render_report, write_report
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py

@@ -1,4 +1,5 @@
-"""The report of a WSD grid with cosine calibration runs (ngptlab.report.schedule), on synthetic results.
+"""The report of a WSD grid with cosine calibration runs (report/sections/calibration.py), on synthetic
+results.
 
 The calibration runs must never enter the comparison of arms; the calibration table must be WSD minus cosine
 as the summaries give it; the grid section must name the schedule; the loss figure must draw one trunk with
@@ -15,15 +16,17 @@ from pathlib import Path
 
 import pytest
 from scipy import stats
+from support import synthetic
 
 from ngptlab.batch import steps_per_run
 from ngptlab.grid.enumeration import enumerate_runs
-from ngptlab.report import schedule, synthetic, views
 from ngptlab.report.command import render_report, write_report
-from ngptlab.report.load import load_results
+from ngptlab.report.kit import views
+from ngptlab.report.kit.load import load_results
+from ngptlab.report.sections.loss import shown_curve
 from ngptlab.results import train_dir
 from ngptlab.schedule import branch_point
-from ngptlab.stats import t_quantile
+from ngptlab.stats import t_interval, t_quantile
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
@@ -179,18 +182,18 @@ def test_the_loss_figure_draws_one_trunk_with_its_branches(wsd):
     small, large = per[16384], per[LARGEST]
     assert small.spec.lr == large.spec.lr
     train = params["train"]
-    assert schedule.shown_curve(results, large, list(per.values())) == large.curve
-    shown = schedule.shown_curve(results, small, list(per.values()))
+    assert shown_curve(results, large, list(per.values())) == large.curve
+    shown = shown_curve(results, small, list(per.values()))
     start = branch_point(train, 64, 16384) * train["batch_sequences"] * 64
     assert 0 < branch_point(train, 64, 16384) < steps_per_run(train, 64, 16384)
     assert shown[0][0] <= start < shown[1][0] and shown == small.curve[small.curve.index(shown[0]):]
     assert shown[-1] == small.curve[-1] and len(shown) < len(small.curve)
     # alone (no longer run of its trunk drawn), a WSD run is drawn whole
-    assert schedule.shown_curve(results, small, [small]) == small.curve
+    assert shown_curve(results, small, [small]) == small.curve
 
 
 def test_t_quantile_matches_scipy():
     for df in range(1, 60):
         assert t_quantile(0.95, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-9)
         assert t_quantile(0.9, df) == pytest.approx(stats.t.ppf(0.95, df), rel=1e-9)
-    assert schedule.t_interval([1.0]) is None
+    assert t_interval([1.0]) is None

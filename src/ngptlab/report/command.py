@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ngptlab.files import write_bytes_atomic
-from ngptlab.report import build, metrics, provenance, render
-from ngptlab.report.crossarm import arm_table, cross_arm_table, tracking
-from ngptlab.report.load import load_results
+from ngptlab.report import build, metrics, provenance
+from ngptlab.report.kit import render
+from ngptlab.report.kit.crossarm import Analysis, arm_table, cross_arm_table, tracking
+from ngptlab.report.kit.document import Document
+from ngptlab.report.kit.load import load_results
 from ngptlab.revision import code_revision as git_revision
 
 
@@ -33,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 class Rendered:
     files: dict[str, bytes]  # relative path under the output directory -> content
     seconds: float
-    document: build.Document  # what was rendered (tables with their typed values, figures)
+    document: Document  # what was rendered (tables with their typed values, figures)
 
 
 def render_report(params: dict, root: str | Path = ".", params_path: str | Path | None = None,
@@ -44,7 +46,7 @@ def render_report(params: dict, root: str | Path = ".", params_path: str | Path 
     revision = code_revision or git_revision()
     results = load_results(params, root, params_path)
     cross = cross_arm_table(params, root, allow_missing=True)
-    analysis = build.Analysis(cross=cross, arm_rows=arm_table(cross), tracking=tracking(cross))
+    analysis = Analysis(cross=cross, arm_rows=arm_table(cross), tracking=tracking(cross))
     doc = build.build_document(results, analysis, revision)
     files: dict[str, bytes] = {}
     for figure in doc.figures:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from ngptlab.report import views
-from ngptlab.report.load import Results
+from ngptlab.report.kit import views
+from ngptlab.report.kit.load import Results
 
 
 def headline_metrics(results: Results) -> dict:

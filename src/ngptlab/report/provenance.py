@@ -24,9 +24,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ngptlab import layout
 from ngptlab.files import sha256_file
-from ngptlab.report.document import Document
-from ngptlab.report.load import Results
+from ngptlab.report.kit.document import Document
+from ngptlab.report.kit.load import Results
 
 
 def _json_value(x: Any) -> Any:
@@ -62,7 +63,7 @@ def build_provenance(results: Results, doc: Document, code_revision: str) -> dic
     data = None
     if meta is not None:
         data = {"source": results.source,
-                "meta_sha256": results.inputs.get(f"data/tokens/{results.source}/meta.json"),
+                "meta_sha256": results.inputs.get(f"{layout.tokens_dir(results.source)}/meta.json"),
                 "splits": {s: {k: (meta.get("splits", {}).get(s) or {}).get(k)
                                for k in ("tokens", "documents", "sha256")} for s in ("train", "val")}}
     runs = {}

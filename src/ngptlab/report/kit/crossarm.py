@@ -23,6 +23,7 @@ tracking(table) -> Spearman rank correlation, across arms within each cell, of t
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,25 @@ from ngptlab.results import read_float, read_json, read_summary, write_text
 
 VARIANT_PREFIX = {"effective": "eff_", "renormalized": "renorm_", "underlying": "under_"}
 HEADLINE_KEYS = tuple(headline({}, "effective"))
+# The headline numbers the report shows, with their display headers (the speed-up package has them all).
+CONDITION_COLUMNS = {
+    "embed_in_cov_condition": "κ input emb. cov.",
+    "embed_out_cov_condition": "κ output emb. cov.",
+    "attn_head_condition_median": "κ attention, median over heads",
+    "attn_condition_median": "κ attention (whole matrices), median",
+    "mlp_condition_median": "κ MLP, median",
+    "stable_rank_median": "stable rank, median",
+    "effective_rank_median": "effective rank, median",
+}
+
+
+@dataclass
+class Analysis:
+    """The cross-arm outputs, computed once by the command."""
+
+    cross: pd.DataFrame  # cross_arm_table(..., allow_missing=True)
+    arm_rows: pd.DataFrame  # arm_table(cross)
+    tracking: pd.DataFrame  # tracking(cross)
 
 
 def _speedup_columns(doc: dict | None, spec: RunSpec, path: Path) -> dict:

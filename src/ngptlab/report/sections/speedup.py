@@ -1,5 +1,5 @@
-"""The speed-up section: how many fewer tokens each arm needs to reach the baseline's loss, how sure that is
-over seeds, and how much it leans on the learning-rate grid.
+"""The section "The speed-up": how many fewer tokens each arm needs to reach the baseline's loss, how sure
+that is over seeds, and how much it leans on the learning-rate grid.
 
 Everything here reads results/speedup/<cell>.json as the speed-up stage wrote it (ngptlab.speedup:
 estimator, inference, interpolate). Read top to bottom:
@@ -21,23 +21,18 @@ from __future__ import annotations
 
 import math
 
-from ngptlab.report import paper, views
-from ngptlab.report.document import Callout, Document, Heading, TableBlock, Text
-from ngptlab.report.load import Results
-from ngptlab.report.table import MISSING, Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_text
+from ngptlab.report.kit import paper, views
+from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, Text
+from ngptlab.report.kit.load import Results
+from ngptlab.report.kit.speedups import ONE_SEED, arm_runs, bracket, measurable_text, min_seeds, speedup_text
+from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_text
 from ngptlab.results import read_float
-from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
 
 INTERVAL_HOW = "95% t-interval on ln S over seeds; the value is the geometric mean"
-ONE_SEED = "one seed: no interval"
 
 
 def _number(x) -> float | None:
     return None if x is None else read_float(x)
-
-
-def _bracket(interval: list) -> str:
-    return f"[{fmt_num(read_float(interval[0]))}, {fmt_num(read_float(interval[1]))}]"
 
 
 def fmt_log(x: float | None) -> str:
@@ -45,27 +40,8 @@ def fmt_log(x: float | None) -> str:
     return MISSING if x is None else f"{x:+.4f}"
 
 
-def speedup_text(s: dict) -> str:
-    """'4.2 [3.1, 5.3]', '>8 (bound)', '2.9 (one seed: no interval)' or 'n/a (reason)'."""
-    if s.get("value") is None:
-        return f"n/a ({s['note']})" if s.get("note") else "n/a"
-    text = s.get("display") or fmt_num(s["value"])
-    if s.get("bound"):
-        return f"{text} (bound)"
-    if s.get("interval"):
-        return f"{text} {_bracket(s['interval'])}"
-    return f"{text} ({ONE_SEED})" if s.get("n_seeds") == 1 else text
-
-
 def bootstrap_text(s: dict) -> str | None:
-    return _bracket(s["bootstrap_interval"]) if s.get("bootstrap_interval") else None
-
-
-def min_seeds(results: Results) -> int:
-    """The fewest seeds with which the speed-up stage gives a bootstrap interval (bootstrap.min_seeds)."""
-    found = [d["bootstrap"]["min_seeds"] for d in results.speedups.values()
-             if d and "min_seeds" in d.get("bootstrap", {})]
-    return found[0] if found else BOOTSTRAP_MIN_SEEDS
+    return bracket(s["bootstrap_interval"]) if s.get("bootstrap_interval") else None
 
 
 def tuned_text(doc: dict, arm: str) -> str | None:
@@ -81,15 +57,6 @@ def tuned_text(doc: dict, arm: str) -> str | None:
     if any(e["edge"] is not None for e in edges):
         return "unknown: " + ", ".join(sorted({e["edge"] for e in edges if e["edge"] is not None}))
     return "yes"
-
-
-def arm_runs(doc: dict, arm: str, seeds: set[int] | None = None) -> list[str]:
-    """The runs an arm's speed-up rests on: its best run at every budget, and the baseline's target runs
-    (only those of `seeds` when given)."""
-    entry = doc["arms"].get(arm) or {}
-    runs = [b["run"] for p in entry.get("per_seed", []) if seeds is None or p["seed"] in seeds
-            for b in p.get("best", [])]
-    return runs + [t["run"] for t in doc.get("targets", []) if seeds is None or t["seed"] in seeds]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -155,19 +122,6 @@ def speedup_table(results: Results) -> Table:
                    "paper_where": paper.where(ref) if is_ngpt else None,
                    "note": s.get("note")}, arm_runs(doc, arm))
     return t
-
-
-def measurable_text(doc: dict | None) -> str | None:
-    """'1 to 4': the speed-ups a cell's budget range can give as numbers (per target; seeds that differ are
-    listed); anything outside comes out as a bound."""
-    if not doc or not doc.get("targets"):
-        return None
-    ranges = []
-    for target in doc["targets"]:
-        text = " to ".join(fmt_num(read_float(x)) for x in target["measurable"])
-        if text not in ranges:
-            ranges.append(text)
-    return "; ".join(ranges)
 
 
 def moved_targets(doc: dict | None) -> list[dict]:

@@ -16,17 +16,16 @@ Every file read is hashed (sha256) so the provenance can name exactly what each 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ngptlab import layout
+from ngptlab import schedule as schedules
 from ngptlab.errors import ResultsError
-from ngptlab.files import sha256_file
+from ngptlab.files import read_json, sha256_file
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import read_summary, read_val_curve, train_dir
-from ngptlab.schedule import of as schedule_of
 
 
 @dataclass
@@ -86,7 +85,7 @@ class Results:
     @property
     def schedule(self) -> str:
         """train.schedule: cosine or wsd."""
-        return schedule_of(self.params["train"])
+        return schedules.of(self.params["train"])
 
     def cell_runs(self, cell: str) -> list[RunRecord]:
         """Every run of the cell, a WSD grid's cosine calibration runs included."""
@@ -94,7 +93,8 @@ class Results:
 
     def compared_runs(self, cell: str) -> list[RunRecord]:
         """The cell's runs of train.schedule: the ones that compare arms (the speed-up's). A WSD grid's cosine
-        calibration runs are not among them: they only calibrate WSD against cosine (report/schedule.py)."""
+        calibration runs are not among them: they only calibrate WSD against cosine (the calibration
+        section)."""
         return [r for r in self.cell_runs(cell) if r.spec.schedule == self.schedule]
 
     def missing(self, what: str) -> list[str]:
@@ -106,16 +106,6 @@ class Results:
         if what == "speedup":
             return [c for c, s in self.speedups.items() if s is None]
         raise ValueError(what)
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ResultsError(f"{path}: not valid JSON: {err}") from None
-    if not isinstance(data, dict):
-        raise ResultsError(f"{path}: expected a JSON object")
-    return data
 
 
 def _check_conditioning(path: Path, doc: dict, spec: RunSpec) -> None:
@@ -161,7 +151,7 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
         cond_files = layout.conditioning_files(spec.name)
         cond = root / cond_files["json"]
         if cond.is_file():
-            record.conditioning = _read_json(cond)
+            record.conditioning = read_json(cond, ResultsError)
             _check_conditioning(cond, record.conditioning, spec)
             record.conditioning_sha256 = note(cond)
             ckpt = (record.conditioning.get("checkpoint") or {}).get("sha256")
@@ -169,7 +159,7 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
                 record.stale_conditioning = True
         timing = root / layout.timing_file(spec.cell, spec.name)
         if timing.is_file():
-            record.timing = _read_json(timing)
+            record.timing = read_json(timing, ResultsError)
             _check_timing(timing, record.timing, spec)
             note(timing)
         spectra = root / cond_files["spectra"]
@@ -183,14 +173,14 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
         path = root / layout.speedup_file(cell)
         speedups[cell] = None
         if path.is_file():
-            speedups[cell] = _read_json(path)
+            speedups[cell] = read_json(path, ResultsError)
             _check_speedup(path, speedups[cell], cell)
             note(path)
 
     meta = None
-    meta_path = root / "data" / "tokens" / params["train"]["source"] / "meta.json"
+    meta_path = root / layout.tokens_dir(params["train"]["source"]) / "meta.json"
     if meta_path.is_file():
-        meta = _read_json(meta_path)
+        meta = read_json(meta_path, ResultsError)
         note(meta_path)
 
     params_path = Path(params_path) if params_path else None

@@ -1,4 +1,4 @@
-"""A synthetic but internally consistent results/ tree, for the report's tests and for a demo render.
+"""A synthetic but internally consistent results/ tree, for the report's tests.
 
 Nothing here trains a model. Loss curves follow a power law in tokens, L(t) = L_inf + A (k t)^-alpha, where k
 is the arm's planted speed-up (so the true speed-up of an arm is known), plus a learning-rate penalty (so the
@@ -26,6 +26,7 @@ import torch
 import yaml
 
 from ngptlab import layout
+from ngptlab import schedule as schedules
 from ngptlab.batch import tokens_per_step
 from ngptlab.condition.analyse import Analysis, Settings, analyse_matrices
 from ngptlab.condition.reference import gaussian_reference
@@ -36,7 +37,7 @@ from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
 from ngptlab.models import SCALES, MatrixInfo
 from ngptlab.results import train_dir, write_json, write_spectra
-from ngptlab.schedule import branch_point
+from ngptlab.schedule import branch_point, shares_trunk, shares_trunks
 from ngptlab.speedup.cell import speedup_cell
 
 # Planted truth per arm: speed-up over gpt in tokens, and the condition number of its attention/MLP matrices.
@@ -58,7 +59,7 @@ BEST_LR = 3.0e-3  # every arm's planted optimum: the final loss is a parabola in
 
 
 def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int | None = None,
-                     budgets: tuple[int, ...] = (16384, 65536, 262144), schedule: str = "cosine",
+                     budgets: tuple[int, ...] = (16384, 65536, 262144), schedule: str = schedules.COSINE,
                      calibrate: tuple[int, ...] = (),
                      learning_rates: tuple[float, ...] | None = None) -> dict:
     """The repo's default params with its own grid: two contexts, the planted arms, more budgets and seeds
@@ -74,8 +75,8 @@ def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int
                            micro_batch_tokens=8192)  # a multiple of every context the report tests use
     params["train"]["seeds"] = list(seeds)
     params["train"]["budgets"] = list(budgets)
-    if schedule == "wsd":
-        params["train"]["schedule"] = "wsd"
+    if shares_trunks(schedule):
+        params["train"]["schedule"] = schedules.WSD
         if calibrate:
             params["train"]["calibrate"] = {"budgets": list(calibrate)}
     params["report"]["title"] = "Synthetic results (report test)"
@@ -103,7 +104,7 @@ def wsd_shift(spec: RunSpec) -> float:
 def _curve(spec: RunSpec, train: dict) -> list[tuple[int, float]]:
     eval_every = train["eval_every_tokens"]
     points = list(range(eval_every, spec.budget, eval_every)) + [spec.budget]
-    if spec.schedule == "wsd":
+    if shares_trunk(spec):
         # The trunk (constant lr, not annealed) is the same for every budget up to its branch point; the
         # cooldown then anneals linearly to the budget's final loss.
         start = branch_point(train, spec.context, spec.budget) * tokens_per_step(train, spec.context)
@@ -245,7 +246,7 @@ def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "c
 
 
 def write_meta(root: Path, params: dict) -> None:
-    out = root / "data" / "tokens" / params["train"]["source"]
+    out = root / layout.tokens_dir(params["train"]["source"])
     out.mkdir(parents=True, exist_ok=True)
     meta = {"format": "synthetic", "vocab_size": 50257, "tokenizer": {"name": "r50k_base"},
             "splits": {"train": {"file": "train.bin", "tokens": 1_000_000, "documents": 900,

@@ -1,25 +1,26 @@
-"""Derived views of the loaded results that several tables and figures share.
+"""Derived views of the loaded results that several sections share.
 
-The best run per (arm, budget, seed) is chosen by the speed-up stage's own rule
+The best run per (arm, budget, seed) is the speed-up stage's choice: results/speedup/<cell>.json marks it
+(runs[].best_lr_for_budget), so the curves and spectra shown are those of the runs that entered the speed-up
+(a WSD grid's cosine calibration runs never do). A cell without its speed-up file (some run has not finished)
+and the calibration runs, which no speed-up reads, are chosen by the speed-up stage's own function
 (ngptlab.speedup.estimator.best_per_budget: lowest final loss over the learning-rate sweep, completed runs
-only, ties to the smaller learning rate) among the runs of train.schedule, so the curves and spectra shown
-are those of the runs that entered the speed-up (a WSD grid's cosine calibration runs never do). A cell's
-"representative" run of an arm, whose conditioning the figures show, is that best run at the grid's largest
-budget for the smallest seed: every arm is then compared at the same budget, and an arm without such a run
-is listed as missing rather than replaced by a smaller budget.
+only, ties to the smaller learning rate). A cell's "representative" run of an arm, whose conditioning the
+figures show, is that best run at the grid's largest budget for the smallest seed: every arm is then
+compared at the same budget, and an arm without such a run is listed as missing rather than replaced by a
+smaller budget.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ngptlab.report.load import Results, RunRecord
+from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import best_per_budget
 
 # The 2x2 design (DESIGN.md): {norm free, fixed} x {conditioning free, fixed}.
-DESIGN_2X2 = {"gpt": ("free", "free"), "gpt-rownorm": ("fixed", "free"), "gpt-orth": ("free", "fixed"),
-              "ngpt": ("fixed", "fixed (observed)")}
+DESIGN_2X2 = ("gpt", "gpt-rownorm", "gpt-orth", "ngpt")
 
 
 def arms(results: Results) -> list[str]:
@@ -33,6 +34,11 @@ def budgets(results: Results) -> list[int]:
     return sorted(results.params["train"]["budgets"])
 
 
+def too_small(results: Results) -> bool:
+    """Whether the grid's largest budget is below report.min_budget_for_claims: nothing is concluded."""
+    return max(results.params["train"]["budgets"]) < results.params["report"]["min_budget_for_claims"]
+
+
 def _run_result(record: RunRecord) -> RunResult:
     loss = record.final_val_loss
     return RunResult(spec=record.spec, status=record.status,
@@ -41,12 +47,21 @@ def _run_result(record: RunRecord) -> RunResult:
 
 def best_runs(results: Results, cell: str) -> dict[tuple[str, int], dict[int, RunRecord]]:
     """{(arm, seed): {budget: best record}} for one cell, over the runs that compare arms (train.schedule's:
-    never a WSD grid's cosine calibration runs), completed runs only."""
-    return best_of(results, results.compared_runs(cell))
+    never a WSD grid's cosine calibration runs), completed runs only: the speed-up file's choice, in grid
+    order (module docstring); best_of's without one."""
+    doc = results.speedups.get(cell)
+    if doc is None:
+        return best_of(results, results.compared_runs(cell))
+    chosen = {entry["run"] for entry in doc["runs"] if entry["best_lr_for_budget"]}
+    best: dict[tuple[str, int], dict[int, RunRecord]] = {}
+    for record in results.compared_runs(cell):
+        if record.name in chosen:
+            best.setdefault((record.spec.arm, record.spec.seed), {})[record.spec.budget] = record
+    return best
 
 
 def best_of(results: Results, records: list[RunRecord]) -> dict[tuple[str, int], dict[int, RunRecord]]:
-    """best_runs' choice among `records`, which must share one schedule."""
+    """The speed-up stage's choice among `records`, which must share one schedule: its own function."""
     best = best_per_budget(_run_result(r) for r in records if r.summary is not None)
     return {key: {b: results.runs[rr.spec.name] for b, rr in per.items()} for key, per in best.items()}
 

@@ -1,10 +1,11 @@
-"""The settle-it section: is conditioning why nGPT trains faster?
+"""The section "Settle it": is conditioning why nGPT trains faster?
 
 The 2x2 arms break the paper's correlation: gpt-rownorm fixes the weight norms and leaves conditioning free,
 gpt-orth fixes conditioning and leaves the norms free. Every verdict here is the speed-up stage's
 (speedup/inference.py), read from results/speedup/<cell>.json, never re-derived: from the 95% t-interval of
 a mean log ratio, "faster", "slower", "equivalent within xM" or "not resolved". Read top to bottom:
 
+  settle_figure       speed-up against conditioning, one point per (cell, arm)
   settle_table        per (cell, arm): place in the design, speed-up and conditioning (crossarm.arm_table)
   tracking_table      rank correlation across arms of the speed-up with each conditioning number
   comparisons_table   each probe arm against the baseline, with the seeds a 1.5x difference would need
@@ -17,21 +18,17 @@ A grid below report.min_budget_for_claims concludes nothing, whatever the interv
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ngptlab.report import figures
-from ngptlab.report.document import Document, FigureBlock, Heading, TableBlock, Text
-from ngptlab.report.load import Results
-from ngptlab.report.speedup import arm_runs, measurable_text, speedup_text
-from ngptlab.report.table import Table, fmt_int, fmt_loss, fmt_num, fmt_text
-from ngptlab.report.tables import CONDITION_COLUMNS
+from ngptlab.report.kit import plot, views
+from ngptlab.report.kit.crossarm import CONDITION_COLUMNS, Analysis
+from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, TableBlock, Text
+from ngptlab.report.kit.load import Results
+from ngptlab.report.kit.speedups import arm_runs, measurable_text, speedup_text
+from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_num, fmt_text
 from ngptlab.results import read_float
 from ngptlab.speedup.inference import RESOLVE_RATIO
-
-if TYPE_CHECKING:
-    from ngptlab.report.build import Analysis
 
 SETTLE_METRICS = {"eff_attn_head_condition_median": "κ attention, median over heads",
                   "eff_embed_in_cov_condition": "κ input emb. cov."}
@@ -45,6 +42,78 @@ COMPARISONS = (
 # The rule of speed-up files without verdicts (an older speed-up stage), as compare_to_baseline applies it.
 OLD_RULE = ("'faster' and 'slower' only when the whole interval (or bound) lies on one side of 1: a '<1' "
             "bound (the arm never reached the baseline's loss) is 'slower'.")
+
+
+def settle_figure(results: Results, arm_rows: pd.DataFrame, metrics: dict[str, str]) -> Figure | None:
+    """Speed-up against conditioning, one point per (cell, arm) in the arm's colour and marker: a row of
+    panels per cell, one panel per metric; the 2x2 arms outlined and labelled."""
+    if arm_rows.empty:
+        return None
+    cells = list(results.cells)
+    runs: list[str] = []
+    with plot.panels(len(cells) * len(metrics), len(metrics), width=4.4, height=3.4) as (fig, axes):
+        drawn = False
+        panels = [(cell, metric, label) for cell in cells for metric, label in metrics.items()]
+        for ax, (cell, metric, label) in zip(axes, panels, strict=True):
+            ys: list[float] = []
+            for _, row in arm_rows[arm_rows["cell"] == cell].iterrows():
+                doc = results.speedups.get(cell)
+                entry = (doc or {}).get("arms", {}).get(row["arm"])
+                if entry is None or entry["speedup"]["value"] is None:
+                    continue
+                x = float(row.get(metric, math.nan))
+                if not math.isfinite(x):
+                    continue
+                s = entry["speedup"]
+                y = read_float(s["value"])
+                in_2x2 = row["arm"] in views.DESIGN_2X2
+                color = plot.arm_color(row["arm"])
+                ys += [1.0, y, y * 1.5 if s["bound"] == ">" else y / 1.5 if s["bound"] else y]
+                if s["bound"]:
+                    # A bound is not a point: a hollow triangle with an arrow toward where the value lies.
+                    ax.scatter([x], [y], marker="^" if s["bound"] == ">" else "v", s=60 if in_2x2 else 30,
+                               facecolors="none", edgecolors=color, linewidths=1.2, zorder=3)
+                    ax.annotate("", (x, y * (1.5 if s["bound"] == ">" else 1 / 1.5)), xytext=(x, y),
+                                arrowprops={"arrowstyle": "->", "color": color, "lw": 1.0})
+                else:
+                    ax.scatter([x], [y], marker=plot.arm_marker(row["arm"]), s=60 if in_2x2 else 25,
+                               color=color, edgecolors="black" if in_2x2 else "none", linewidths=0.6,
+                               zorder=3)
+                if s.get("interval"):
+                    lo, hi = (read_float(v) for v in s["interval"])
+                    ys += [lo, hi]
+                    ax.plot([x, x], [lo, hi], color=color, lw=1, zorder=2)
+                if in_2x2:
+                    name = row["arm"] + (f" ({s['display']})" if s["bound"] else "")
+                    # Each 2x2 arm its own label offset, so arms at the same point stay readable.
+                    dy = (4, -11, 15, -22)[views.DESIGN_2X2.index(row["arm"])]
+                    ax.annotate(name, (x, y), xytext=(5, dy), textcoords="offset points", fontsize=7)
+                runs += [b["run"] for p in entry.get("per_seed", []) for b in p.get("best", [])]
+                drawn = True
+            ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
+            plot.log_axis(ax, "x")
+            plot.log_axis(ax)
+            if ys:  # room for intervals and bound arrows, which autoscaling ignores
+                ax.set_ylim(min(ys) / 1.3, max(ys) * 1.3)
+            ax.set_title(cell)
+            ax.set_xlabel(label)
+            ax.set_ylabel("speed-up over the baseline")
+        if not drawn:
+            plot.discard(fig)
+            return None
+        handles = [plot.arm_handle(a, line=False) for a in views.arms(results)]
+        handles += [plot.key_handle(m, t, hollow=True)
+                    for m, t in (("^", "lower bound (>): the speed-up is larger"),
+                                 ("v", "upper bound (<): the speed-up is smaller"))]
+        plot.legend(fig, handles)
+        svg = plot.save(fig)
+    return Figure("settle", "Speed-up against conditioning, across arms and scales",
+                  "One point per (cell, arm): the arm's speed-up over the baseline against the conditioning "
+                  "of its best runs at its largest budget. Outlined and labelled: the 2x2 arms (gpt, "
+                  "gpt-rownorm, gpt-orth, ngpt). Vertical lines: 95% t-intervals on ln S over seeds. Hollow "
+                  "triangles with arrows: bounds; the true speed-up lies in the arrow's direction. If "
+                  "conditioning drives the speed-up, the points fall from upper left (well conditioned, "
+                  "fast) to lower right.", svg, sorted(set(runs)))
 
 
 def settle_table(arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
@@ -148,11 +217,6 @@ def compare_to_baseline(s: dict) -> str:
     if hi < 1 or (s.get("bound") == "<" and hi <= 1):
         return "slower"
     return "not distinguishable from 1"
-
-
-def resolved(verdict: str | None) -> bool:
-    """A verdict that says something: faster, slower or equivalent."""
-    return verdict is not None and verdict.startswith(("faster", "slower", "equivalent"))
 
 
 def _seeds_needed_text(s: dict) -> str | None:
@@ -321,7 +385,7 @@ def rule_text(results: Results) -> str:
             "resolved.")
 
 
-def section(doc: Document, results: Results, analysis: Analysis, comparisons: Table, too_small: bool) -> None:
+def section(doc: Document, results: Results, analysis: Analysis, comparisons: Table) -> None:
     """The settle-it section; `comparisons` is comparisons_table(results), which the summary reads too."""
     doc.add(Heading("Settle it: is conditioning why?", "settle-it"))
     doc.add(Text(
@@ -332,7 +396,7 @@ def section(doc: Document, results: Results, analysis: Analysis, comparisons: Ta
         "short of it, unless its conditioning improves too. gpt-nowd, gpt-lrm and gpt-scalar control for "
         "weight decay and for learnable norms."))
     doc.add(Text(rule_text(results)))
-    fig = figures.settle(results, analysis.arm_rows, SETTLE_METRICS)
+    fig = settle_figure(results, analysis.arm_rows, SETTLE_METRICS)
     doc.add(FigureBlock(fig) if fig else Text("No cell has both a speed-up and conditioning results yet."))
     doc.add(TableBlock(settle_table(analysis.arm_rows, analysis.cross)), TableBlock(comparisons))
     contrasts = contrasts_table(results)
@@ -340,4 +404,4 @@ def section(doc: Document, results: Results, analysis: Analysis, comparisons: Ta
         doc.add(TableBlock(contrasts))
     if not analysis.tracking.empty:
         doc.add(TableBlock(tracking_table(results, analysis.tracking, analysis.cross)))
-    doc.add(Text("**What the data show.** " + verdict_text(results, comparisons, too_small)))
+    doc.add(Text("**What the data show.** " + verdict_text(results, comparisons, views.too_small(results))))

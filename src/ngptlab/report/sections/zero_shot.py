@@ -1,4 +1,4 @@
-"""The report's downstream section: zero-shot accuracy (results/evaluate/<cell>.json) beside the loss.
+"""The section "Zero-shot accuracy": zero-shot accuracy (results/evaluate/<cell>.json) beside the loss.
 
 Per cell: accuracy of each arm's best-learning-rate run per budget and task (arm x budget), accuracy against
 tokens per arm when two or more budgets were evaluated, and whether ordering the arms by accuracy gives the
@@ -8,18 +8,26 @@ its evaluation file, or an (arm, budget) the stage could not evaluate, is a name
 
 from __future__ import annotations
 
-import json
 from itertools import combinations
 
 import numpy as np
 
 from ngptlab import layout
 from ngptlab.errors import ResultsError
-from ngptlab.files import sha256_file
-from ngptlab.report import figures, paper
-from ngptlab.report.document import Bullets, Callout, Document, FigureBlock, Heading, TableBlock, Text
-from ngptlab.report.load import Results
-from ngptlab.report.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_text
+from ngptlab.files import read_json, sha256_file
+from ngptlab.report.kit import paper, plot
+from ngptlab.report.kit.document import (
+    Bullets,
+    Callout,
+    Document,
+    Figure,
+    FigureBlock,
+    Heading,
+    TableBlock,
+    Text,
+)
+from ngptlab.report.kit.load import Results
+from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_text
 
 
 def load_evaluations(results: Results) -> dict[str, dict | None]:
@@ -29,10 +37,7 @@ def load_evaluations(results: Results) -> dict[str, dict | None]:
         path = results.root / layout.evaluate_file(cell)
         out[cell] = None
         if path.is_file():
-            try:
-                doc = json.loads(path.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                raise ResultsError(f"{path}: not valid JSON: {err}") from None
+            doc = read_json(path, ResultsError, mapping=False)
             if doc.get("cell") != cell or not isinstance(doc.get("runs"), list):
                 raise ResultsError(f"{path}: not the evaluation of cell {cell} (missing 'cell' or 'runs')")
             out[cell] = doc
@@ -99,16 +104,14 @@ def order_table(evaluations: dict[str, dict | None]) -> Table:
     return table
 
 
-def accuracy_vs_tokens(evaluations: dict[str, dict | None]) -> figures.Figure | None:
+def accuracy_vs_tokens(evaluations: dict[str, dict | None]) -> Figure | None:
     """Accuracy against the token budget per arm, one panel per (cell, task); None with under 2 budgets."""
     panels = [(cell, task, doc) for cell, doc in evaluations.items() if doc
               for task in doc.get("tasks", {}) if len({r["budget"] for r in doc["runs"]}) >= 2]
     if not panels:
         return None
-    plt = figures.plt
     runs = []
-    with plt.rc_context(figures.RC):
-        fig, axes = figures._subplots(len(panels), 3, width=3.6, height=2.8)
+    with plot.panels(len(panels), 3, width=3.6, height=2.8) as (fig, axes):
         arms = []
         for ax, (cell, task, doc) in zip(axes, panels, strict=True):
             for arm in sorted({r["arm"] for r in doc["runs"]}):
@@ -118,18 +121,18 @@ def accuracy_vs_tokens(evaluations: dict[str, dict | None]) -> figures.Figure | 
                         per.setdefault(r["budget"], []).append(r["results"][task]["acc"])
                         runs.append(r["run"])
                 b = sorted(per)
-                ax.plot(b, [float(np.mean(per[x])) for x in b], marker=".", color=figures.arm_color(arm),
-                        lw=1, ms=4, label=arm)
+                ax.plot(b, [float(np.mean(per[x])) for x in b], marker=plot.arm_marker(arm),
+                        color=plot.arm_color(arm), lw=1, ms=4, label=arm)
                 arms.append(arm)
-            figures._budget_axis(ax, sorted({r["budget"] for r in doc["runs"]}))
+            plot.budget_axis(ax, sorted({r["budget"] for r in doc["runs"]}))
             ax.set_title(f"{cell}: {task}")
             ax.set_xlabel("token budget")
             ax.set_ylabel("accuracy")
-        figures._arm_legend(fig, sorted(set(arms)))
-        svg = figures._save(fig)
-    return figures.Figure("evaluate_accuracy_vs_tokens", "Zero-shot accuracy against token budget",
-                          "Each arm's best-learning-rate run at each evaluated budget, mean over seeds.", svg,
-                          sorted(set(runs)))
+        plot.arm_legend(fig, sorted(set(arms)), markers=True)
+        svg = plot.save(fig)
+    return Figure("evaluate_accuracy_vs_tokens", "Zero-shot accuracy against token budget",
+                  "Each arm's best-learning-rate run at each evaluated budget, mean over seeds.", svg,
+                  sorted(set(runs)))
 
 
 def section(doc: Document, results: Results) -> None:

@@ -11,7 +11,7 @@ import base64
 import html
 import re
 
-from ngptlab.report.document import (
+from ngptlab.report.kit.document import (
     Bullets,
     Callout,
     Contents,

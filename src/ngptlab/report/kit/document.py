@@ -1,4 +1,4 @@
-"""The report as a list of blocks, rendered twice (report/render.py): markdown and self-contained HTML.
+"""The report as a list of blocks, rendered twice (report/kit/render.py): markdown and self-contained HTML.
 
 Writing the content once as blocks keeps report.md and report.html saying the same thing. Text blocks use
 a tiny inline markup that both renderers understand: **bold**, `code` and [text](href).
@@ -8,8 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ngptlab.report.figures import Figure
-from ngptlab.report.table import Table
+from ngptlab.report.kit.table import Table
+
+
+@dataclass
+class Figure:
+    """A rendered figure: its SVG (report/kit/plot.py draws it) and the runs behind it, for the provenance."""
+
+    id: str  # file stem under reports/figures/ and HTML anchor (fig-<id>)
+    title: str
+    caption: str
+    svg: bytes
+    runs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -75,3 +85,10 @@ class Document:
     @property
     def headings(self) -> list[Heading]:
         return [b for b in self.blocks if isinstance(b, Heading)]
+
+
+def run_names(names: list[str], limit: int = 12) -> str:
+    """`a`, `b`, ... and N more (see the table of every run)."""
+    shown = ", ".join(f"`{n}`" for n in names[:limit])
+    rest = len(names) - limit
+    return shown + (f" and {rest} more (see [every run](#table-runs))" if rest > 0 else "")

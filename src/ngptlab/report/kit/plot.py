@@ -1,0 +1,177 @@
+"""The report's plotting kit: deterministic SVG from matplotlib, one style per arm, and the axes every figure
+shares. The sections draw their figures with it; nothing else in the report imports matplotlib.
+
+Determinism: matplotlib's Agg/SVG backend with a fixed `svg.hashsalt` (element ids derive from it instead of
+a random uuid), no Date in the metadata, text kept as text (svg.fonttype "none": small files, no font
+subsetting), and every colour and marker fixed per arm (ARM_STYLE: one colour and one marker per arm, the
+same in every figure, no two arms alike and none grey, which marks references, targets and legend keys).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure as MplFigure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+)
+
+from ngptlab.report.kit.table import fmt_num, fmt_short  # noqa: E402
+
+RC = {
+    "svg.hashsalt": "ngptlab-report",
+    "svg.fonttype": "none",
+    "font.family": "DejaVu Sans",
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "figure.dpi": 100,
+    "legend.fontsize": 7,
+    "legend.frameon": False,
+}
+
+_TAB10 = plt.get_cmap("tab10").colors
+# Every arm of the registry (params schema), its colour (tab10 without its grey) and its marker. The 2x2 arms
+# keep the paper's shapes; no arm has a triangle, which marks a bound.
+ARM_STYLE: dict[str, tuple[tuple[float, float, float], str]] = {
+    "gpt": (_TAB10[0], "o"),
+    "gpt-nowd": (_TAB10[1], "P"),
+    "ngpt": (_TAB10[2], "*"),
+    "gpt-lrm": (_TAB10[3], "X"),
+    "gpt-scalar": (_TAB10[4], "h"),
+    "gpt-rownorm": (_TAB10[5], "s"),
+    "gpt-orth": (_TAB10[6], "D"),
+    "gpt-qknorm": (_TAB10[9], "p"),
+    "ngpt-freew": (_TAB10[8], ">"),
+}
+KEY_COLOR = "black"  # legend entries that stand for a shape, not an arm
+
+
+def arm_color(arm: str) -> tuple[float, float, float]:
+    return ARM_STYLE[arm][0]
+
+
+def arm_marker(arm: str) -> str:
+    return ARM_STYLE[arm][1]
+
+
+@contextmanager
+def panels(n: int, ncols: int, width: float = 3.2, height: float = 2.5
+           ) -> Iterator[tuple[MplFigure, list[Axes]]]:
+    """A figure of n panels, ncols to a row (constrained layout), drawn and saved under the report's style
+    (RC): use save() or discard() on it before the block ends."""
+    with plt.rc_context(RC):
+        ncols = max(1, min(ncols, n))
+        nrows = math.ceil(n / ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False,
+                                 layout="constrained")
+        flat = list(axes.flat)
+        for ax in flat[n:]:
+            ax.set_visible(False)
+        yield fig, flat[:n]
+
+
+def save(fig: MplFigure) -> bytes:
+    """The figure as SVG bytes; the figure is closed."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})  # constrained layout: no "tight" redraw
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def discard(fig: MplFigure) -> None:
+    plt.close(fig)
+
+
+def arm_handle(arm: str, marker: bool = True, line: bool = True) -> Line2D:
+    """A legend entry for an arm in its colour and marker."""
+    return Line2D([], [], color=arm_color(arm), marker=arm_marker(arm) if marker else None,
+                  ls="-" if line else "", label=arm)
+
+
+def key_handle(marker: str, label: str, hollow: bool = False) -> Line2D:
+    """A legend entry for a shape (a bound, a series), in KEY_COLOR."""
+    return Line2D([], [], ls="", marker=marker, color=KEY_COLOR, label=label,
+                  **({"markerfacecolor": "none"} if hollow else {}))
+
+
+def arm_legend(fig: MplFigure, arms: list[str], markers: bool = False) -> None:
+    """One legend for the whole figure, outside the panels, in arm order."""
+    fig.legend(handles=[arm_handle(a, marker=markers) for a in arms], loc="outside right center")
+
+
+def legend(fig: MplFigure, handles: list | None = None, labels: list[str] | None = None) -> None:
+    """The figure's legend outside the panels: the handles given, or those of the figure's artists."""
+    if handles is None:
+        fig.legend(loc="outside right center")
+    elif labels is None:
+        fig.legend(handles=handles, loc="outside right center")
+    else:
+        fig.legend(handles, labels, loc="outside right center")
+
+
+def budget_axis(ax: Axes, budgets: list[int]) -> None:
+    """Log x axis with a tick at every budget, labelled 16k, 1M, ... (matplotlib's default overlaps)."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(budgets))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_short(x)))
+
+
+class LogTicks(LogLocator):
+    """Major ticks of a log axis, always at least two inside the range: powers of ten over a long range, 1, 2
+    and 5 x 10^k over a shorter one, every integer x 10^k over less than a decade, and round, evenly spaced
+    numbers where even those give fewer than two (a range like 3.1 to 3.9)."""
+
+    SUBS = ((1.0,), (1.0, 2.0, 5.0), tuple(float(s) for s in range(1, 10)))
+
+    def tick_values(self, vmin: float, vmax: float):
+        vmin, vmax = sorted((vmin, vmax))
+        if not (vmin > 0 and vmax > vmin):
+            self.set_params(subs=(1.0,), numticks=8)
+            return super().tick_values(vmin, vmax)
+        long = math.log10(vmax / vmin) > 2.5
+        for subs in self.SUBS[0 if long else 1:]:
+            self.set_params(subs=subs, numticks=8)
+            ticks = super().tick_values(vmin, vmax)
+            if sum(vmin <= t <= vmax for t in ticks) >= 2:
+                return ticks
+        return [t for t in MaxNLocator(nbins=4).tick_values(vmin, vmax) if t > 0]
+
+
+def log_axis(ax: Axes, which: str = "y", fmt: Callable[[float], str] = lambda v: fmt_num(v, 2)) -> None:
+    """A log axis whose major ticks are always labelled (LogTicks), in plain numbers by default (matplotlib's
+    minor labels read 6x10^0), or with `fmt` (fmt_short for tokens); minor ticks unlabelled."""
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+    axis.set_major_locator(LogTicks())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: fmt(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def tokens_axis(ax: Axes) -> None:
+    """Log x axis of training tokens, labelled 16k, 1M, ..."""
+    log_axis(ax, "x", fmt_short)
+
+
+def empty(ax: Axes, text: str) -> None:
+    """A panel with nothing to draw: says so instead."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4",
+            wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])

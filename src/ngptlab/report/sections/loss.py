@@ -1,0 +1,178 @@
+"""The section "Loss curves": final validation loss against the token budget (the paper's Fig. 2 method),
+each cell's validation loss against tokens (Fig. 1), and the table of the best final losses.
+
+A WSD grid (ngptlab.grid.trunks) draws each trunk once: the budgets of one (arm, learning rate, seed) share
+it, so a smaller budget's curve starts at its branch point (shown_curve).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ngptlab.batch import tokens_per_step
+from ngptlab.report.kit import plot, views
+from ngptlab.report.kit.document import Callout, Document, Figure, FigureBlock, Heading, TableBlock, Text
+from ngptlab.report.kit.load import Results, RunRecord
+from ngptlab.report.kit.table import Table, fmt_loss, fmt_lr, fmt_text
+from ngptlab.results import read_float
+from ngptlab.schedule import branch_point, cooldown_fraction, shares_trunk, shares_trunks
+
+
+def section(doc: Document, results: Results) -> None:
+    """Final loss against budget, each cell's curves, the final-loss table."""
+    doc.add(Heading("Loss curves", "loss-curves"))
+    fig = final_loss_vs_budget(results)
+    if fig:
+        doc.add(FigureBlock(fig))
+    else:
+        doc.add(Callout("No completed run: no loss to plot."))
+    for cell in results.cells:
+        fig = loss_curves(results, cell)
+        if fig:
+            doc.add(FigureBlock(fig))
+        else:
+            doc.add(Text(f"{cell}: no run with a validation curve."))
+    doc.add(TableBlock(final_loss_table(results)))
+
+
+def final_loss_vs_budget(results: Results) -> Figure | None:
+    cells = results.cells
+    with plot.panels(len(cells), 3, width=3.6, height=2.8) as (fig, axes):
+        runs, drawn = [], False
+        for ax, cell in zip(axes, cells, strict=True):
+            best = views.best_runs(results, cell)
+            any_arm = False
+            for arm in views.arms(results):
+                per_budget: dict[int, list[float]] = {}
+                for (a, _seed), per in best.items():
+                    if a == arm:
+                        for budget, r in per.items():
+                            per_budget.setdefault(budget, []).append(r.final_val_loss)
+                            runs.append(r.name)
+                if per_budget:
+                    b = sorted(per_budget)
+                    ax.plot(b, [float(np.mean(per_budget[x])) for x in b], marker=plot.arm_marker(arm),
+                            color=plot.arm_color(arm), lw=1, ms=4, label=arm)
+                    any_arm = drawn = True
+            doc = results.speedups.get(cell)
+            if doc and doc.get("targets"):
+                target = float(np.mean([read_float(t["loss"]) for t in doc["targets"]]))
+                ax.axhline(target, color="0.3", ls="--", lw=0.8, label="target")
+            if not any_arm:
+                plot.empty(ax, f"{cell}: no completed runs")
+                continue
+            plot.budget_axis(ax, views.budgets(results))
+            ax.set_title(cell)
+            ax.set_xlabel("token budget")
+            ax.set_ylabel("final validation loss")
+        if not drawn:
+            plot.discard(fig)
+            return None
+        plot.arm_legend(fig, views.arms(results), markers=True)
+        svg = plot.save(fig)
+    return Figure("final_loss_vs_budget", "Final validation loss against token budget",
+                  "Best final loss over the learning-rate sweep at each budget, mean over seeds (the "
+                  "paper's Fig. 2 method). Dashed: the target, the baseline's best loss at its largest "
+                  "budget; an arm's speed-up is read where its curve crosses it.", svg, sorted(set(runs)))
+
+
+def loss_curves(results: Results, cell: str) -> Figure | None:
+    best = views.best_runs(results, cell)
+    largest = views.budgets(results)[-1]
+    with plot.panels(1, 1, width=5.5, height=3.4) as (fig, (ax,)):
+        runs, drawn = [], False
+        for arm in views.arms(results):
+            seeds = sorted(s for (a, s) in best if a == arm)
+            per = best[(arm, seeds[0])] if seeds else {}
+            for budget, r in sorted(per.items()):
+                if not r.curve:
+                    continue
+                t, loss = zip(*shown_curve(results, r, list(per.values())), strict=True)
+                last = budget == max(per)
+                # The arm's marker ends its thick curve, as everywhere its points are marked.
+                ax.plot(t, loss, color=plot.arm_color(arm), lw=1.6 if last else 0.8,
+                        alpha=1.0 if last else 0.45, marker=plot.arm_marker(arm) if last else None,
+                        markevery=[len(t) - 1], ms=5,
+                        label=arm + ("" if budget == largest else f" (to {budget:,})") if last else None)
+                runs.append(r.name)
+                drawn = True
+            for r in results.compared_runs(cell):
+                if r.spec.arm == arm and r.status == "diverged" and r.curve:
+                    t, loss = zip(*shown_curve(results, r, list(per.values())), strict=True)
+                    ax.plot(t, loss, color=plot.arm_color(arm), lw=0.8, ls=":", marker="x",
+                            markevery=[len(t) - 1],
+                            label=f"{arm} lr {r.spec.lr:g}, {r.spec.budget:,} (diverged)")
+                    runs.append(r.name)
+                    drawn = True
+        if not drawn:
+            plot.discard(fig)
+            return None
+        plot.tokens_axis(ax)
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel("validation loss")
+        ax.set_title(f"{cell}: validation loss, best learning rate per budget")
+        plot.legend(fig)
+        svg = plot.save(fig)
+    return Figure(f"loss_{cell}", f"Validation loss against tokens, {cell}", loss_caption(results),
+                  svg, sorted(set(runs)))
+
+
+def shown_curve(results: Results, record: RunRecord, drawn: list[RunRecord]) -> list[tuple[float, float]]:
+    """The part of a run's validation curve that the loss figure draws: all of it, except for a WSD run with a
+    longer WSD run of the same learning rate and seed among `drawn`. That one carries the trunk both share,
+    so this one is drawn from its branch point on (from the last evaluation at or before it, on the trunk)."""
+    spec = record.spec
+    longer = [o for o in drawn if shares_trunk(o.spec) and o.spec.budget > spec.budget
+              and (o.spec.lr, o.spec.seed) == (spec.lr, spec.seed)]
+    if not shares_trunk(spec) or not longer:
+        return record.curve
+    train = results.params["train"]
+    start = branch_point(train, spec.context, spec.budget) * tokens_per_step(train, spec.context)
+    on_trunk = [i for i, (tokens, _) in enumerate(record.curve) if tokens <= start]
+    return record.curve[on_trunk[-1] if on_trunk else 0:]
+
+
+def loss_caption(results: Results) -> str:
+    if not shares_trunks(results.schedule):
+        return ("Each budget is its own run with its own cosine schedule (thick: the largest budget; thin: "
+                "smaller budgets), at the learning rate that gave the lowest final loss for that budget, "
+                "smallest seed. Diverged runs dotted, ending in x.")
+    train = results.params["train"]
+    return ("WSD: the budgets of an arm share one trunk, drawn once, as the start of its largest "
+            "budget's curve (thick); every smaller budget (thin) is drawn only from its branch point on, "
+            "where it leaves the trunk and cools down to 0 over the last "
+            f"{cooldown_fraction(train):.0%} of its budget. Each budget at the learning rate that gave the "
+            "lowest final loss for it, smallest seed; a budget whose best learning rate differs from the "
+            "larger budgets' leaves that rate's trunk, drawn whole. Diverged runs dotted, ending in x.")
+
+
+def final_loss_table(results: Results) -> Table:
+    """Per cell and arm, the best final loss at every budget (mean over seeds) and the learning rate(s) that
+    gave it: the numbers of the final-loss figure."""
+    budgets = views.budgets(results)
+    cols = ["cell", "arm"]
+    headers, formats = {}, {"cell": fmt_text, "arm": fmt_text}
+    for b in budgets:
+        cols += [f"loss_{b}", f"lr_{b}", f"seeds_{b}"]
+        headers[f"loss_{b}"] = f"loss at {b:,}"
+        headers[f"lr_{b}"] = "best lr"
+        formats[f"loss_{b}"], formats[f"lr_{b}"] = fmt_loss, lambda x: fmt_text(x if isinstance(x, str)
+                                                                                else fmt_lr(x) if x else None)
+    t = Table("final_loss", "Best final validation loss per arm and budget (over the learning-rate sweep, "
+              "mean over seeds)", cols, key=["cell", "arm"], headers=headers, formats=formats,
+              shown=[c for c in cols if not c.startswith("seeds_")])
+    for cell in results.cells:
+        best = views.best_runs(results, cell)
+        for arm in views.arms(results):
+            values: dict = {"cell": cell, "arm": arm}
+            runs = []
+            for b in budgets:
+                chosen = [per[b] for (a, _), per in sorted(best.items()) if a == arm and b in per]
+                if chosen:
+                    values[f"loss_{b}"] = sum(r.final_val_loss for r in chosen) / len(chosen)
+                    lrs = sorted({r.spec.lr for r in chosen})  # one per seed; usually the same
+                    values[f"lr_{b}"] = lrs[0] if len(lrs) == 1 else ", ".join(fmt_lr(x) for x in lrs)
+                    values[f"seeds_{b}"] = len(chosen)
+                    runs += [r.name for r in chosen]
+            t.add(values, runs)
+    return t
