@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import torch
-from test_train_support import (
+from support.train import (
     REPO,
     cli_env,
     make_params,
