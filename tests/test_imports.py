@@ -51,3 +51,40 @@ def test_condition_and_speedup_do_not_import_each_other():
     graph = stage_imports()
     assert "speedup" not in graph["condition"]
     assert "condition" not in graph["speedup"]
+
+
+def module_imports() -> dict[str, set[str]]:
+    """For every module of the package (dotted name), the modules of the package it imports, anywhere in
+    its body: `from ngptlab.a import b` imports ngptlab.a.b where that is a module, else ngptlab.a."""
+    modules = {".".join(("ngptlab", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__"):
+               path for path in SRC.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                           for a in node.names]
+            else:
+                continue
+            deps.update(t for t in targets if t in modules and t != name)
+    return graph
+
+
+def test_no_import_circle_among_modules():
+    graph = module_imports()
+    assert {"ngptlab.schedule", "ngptlab.grid.runs", "ngptlab.train.loop"} <= set(graph)
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"import circle: {' -> '.join((*path[path.index(module):], module))}"
+        if module in done:
+            return
+        for dep in sorted(graph[module]):
+            visit(dep, (*path, module))
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, ())

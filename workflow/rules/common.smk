@@ -15,9 +15,8 @@ from ngptlab.workflow.signatures import declare_resource_signature, per_job
 # which start `python -m snakemake` with this same interpreter).
 os.environ.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
-# The software of every rule. By default the rules run in the environment that runs Snakemake (the project's
-# .venv); with `--software-deployment-method conda` Snakemake builds this environment instead, and its
-# post-deploy script installs this project into it from the working directory.
+# The rules' software: the environment that runs Snakemake (the .venv), or with `--software-deployment-method
+# conda` this one, whose post-deploy script installs this project from the working directory.
 CONDA_ENV = "../envs/ngptlab.yaml"
 
 # The params file, loaded and checked once, before any job; a config that merges overrides is refused.
@@ -28,9 +27,8 @@ PARAMS, RUNS, CELLS, SOURCE, SEGMENTS, TOKENS = (GRID.params_file, GRID.runs, GR
 declare_resource_signature()
 
 
-# One path component each. Not an alternation of every name: Snakemake matches every file of the DAG against
-# these, and an alternation of the paper grid's ~1300 run names cost most of `snakemake -n`'s time. A name
-# outside the grid is refused where a rule first looks it up (ngptlab.workflow.grid).
+# One path component each, not an alternation of the grid's names (the paper grid's ~1300 cost most of
+# `snakemake -n`); a name outside the grid is refused where a rule looks it up (ngptlab.workflow.grid).
 wildcard_constraints:
     run="[^/]+",
     cell="[^/]+",
@@ -53,9 +51,8 @@ def of(function, *names, inputs=False):
     that is not a function stays as it is."""
     if not callable(function):
         return function
-    if inputs:
-        return per_job(lambda wildcards: settled(function(*(getattr(wildcards, name) for name in names))))
-    return per_job(lambda wildcards: function(*(getattr(wildcards, name) for name in names)))
+    wrap = settled if inputs else (lambda value: value)
+    return per_job(lambda wildcards: wrap(function(*(getattr(wildcards, name) for name in names))))
 
 
 def lineage_input(stage, job):
