@@ -12,7 +12,9 @@ compares every output the stages produce, file by file, and prints one line per 
   file's own bytes and sha256 differ whenever the code does);
 - reports/report.md: equal once code revisions and the hashes derived from them are masked.
 
-Files present on one side only are differences too. Not a test in CI: it needs two full pipeline runs.
+Files present on one side only are differences too, and so are keys, except those named with `--added KEY`:
+a record the newer code writes and the older did not (the after side may carry them, anywhere). Not a test
+in CI: it needs two full pipeline runs.
 """
 
 from __future__ import annotations
@@ -34,12 +36,17 @@ JSON_GLOBS = ("results/train/**/summary.json", "results/trunk/**/*.json", "resul
               "results/speedup/*.json", "results/evaluate/*.json")
 
 
-def without_volatile(value: object) -> object:
+def without(value: object, keys: frozenset[str]) -> object:
     if isinstance(value, dict):
-        return {k: without_volatile(v) for k, v in value.items() if k not in VOLATILE}
+        return {k: without(v, keys) for k, v in value.items() if k not in keys}
     if isinstance(value, list):
-        return [without_volatile(v) for v in value]
+        return [without(v, keys) for v in value]
     return value
+
+
+def same_json(before: object, after: object, added: frozenset[str]) -> str | None:
+    """Where two records differ, the code revision's fields left out, and `added` keys on the after side."""
+    return first_difference(without(before, VOLATILE), without(after, VOLATILE | added))
 
 
 def paired(before: Path, after: Path, pattern: str) -> Iterator[tuple[str, Path | None, Path | None]]:
@@ -69,19 +76,18 @@ def first_difference(a: object, b: object, where: str = "") -> str | None:
     return None if a == b else f"{where or '.'}: {a!r} != {b!r}"
 
 
-def compare_json(before: Path, after: Path) -> Iterator[str]:
+def compare_json(before: Path, after: Path, added: frozenset[str]) -> Iterator[str]:
     for pattern in JSON_GLOBS:
         for name, a, b in paired(before, after, pattern):
             if a is None or b is None:
                 yield f"{name}: only in {'after' if a is None else 'before'}"
                 continue
-            found = first_difference(without_volatile(json.loads(a.read_text())),
-                                     without_volatile(json.loads(b.read_text())))
+            found = same_json(json.loads(a.read_text()), json.loads(b.read_text()), added)
             if found:
                 yield f"{name}: {found}"
 
 
-def compare_metrics(before: Path, after: Path) -> Iterator[str]:
+def compare_metrics(before: Path, after: Path, added: frozenset[str]) -> Iterator[str]:
     for name, a, b in paired(before, after, "results/train/**/metrics.jsonl"):
         if a is None or b is None:
             yield f"{name}: only in {'after' if a is None else 'before'}"
@@ -91,13 +97,13 @@ def compare_metrics(before: Path, after: Path) -> Iterator[str]:
             yield f"{name}: {len(lines_a)} lines != {len(lines_b)}"
             continue
         for i, (x, y) in enumerate(zip(lines_a, lines_b, strict=True)):
-            found = first_difference(without_volatile(json.loads(x)), without_volatile(json.loads(y)))
+            found = same_json(json.loads(x), json.loads(y), added)
             if found:
                 yield f"{name} line {i + 1}: {found}"
                 break
 
 
-def compare_tensors(before: Path, after: Path) -> Iterator[str]:
+def compare_tensors(before: Path, after: Path, added: frozenset[str]) -> Iterator[str]:
     from safetensors import safe_open
 
     for name, a, b in paired(before, after, "runs/**/*.safetensors"):
@@ -115,7 +121,7 @@ def compare_tensors(before: Path, after: Path) -> Iterator[str]:
                     break
 
 
-def compare_report(before: Path, after: Path) -> Iterator[str]:
+def compare_report(before: Path, after: Path, added: frozenset[str]) -> Iterator[str]:
     for name, a, b in paired(before, after, "reports/report.md"):
         if a is None or b is None:
             yield f"{name}: only in {'after' if a is None else 'before'}"
@@ -135,12 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
+    parser.add_argument("--added", action="append", default=[], metavar="KEY",
+                        help="a key the after side's records may add (repeat for several)")
     args = parser.parse_args(argv)
+    added = frozenset(args.added)
     counts = {kind: 0 for kind in ("json", "metrics", "tensors", "report")}
     differences = 0
     for kind, check in (("json", compare_json), ("metrics", compare_metrics), ("tensors", compare_tensors),
                         ("report", compare_report)):
-        for line in check(args.before, args.after):
+        for line in check(args.before, args.after, added):
             print(line)
             differences += 1
             counts[kind] += 1
