@@ -16,7 +16,7 @@ from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.estimator import estimate_cell
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS, contrast, summarize_seeds, verdict
 from ngptlab.speedup.interpolate import interpolate_cell, parabola_vertex, sweep_minimum
-from ngptlab.stats import mean_sd_interval, seeds_to_resolve, t_interval, t_quantile
+from ngptlab.stats import mean_sd_interval, t_interval, t_quantile
 
 SEEDS = tuple(range(8))
 
@@ -135,25 +135,6 @@ def test_intervals_cover_at_their_level():
                           {s: Estimate(v) for s, v in b.items()})["difference_log"]["interval"]
         covered_contrast += lo < 0 < hi
     assert 0.92 <= covered_arm / 400 <= 0.98 and 0.92 <= covered_contrast / 400 <= 0.98
-
-
-def by_definition(sd: float, ratio: float = 1.5) -> int:
-    n = 2
-    while ((scipy_stats.t.ppf(0.975, n - 1) + scipy_stats.t.ppf(0.8, n - 1)) * sd / math.sqrt(n)
-           > math.log(ratio)):
-        n += 1
-    return n
-
-
-def test_seeds_to_resolve():
-    # sd = ln(1.5) / 2: n = 4 gives (3.182 + 0.978) / 2 = 2.08 > 2, n = 5 gives (2.776 + 0.941) / 2.236 < 2
-    assert seeds_to_resolve(math.log(1.5) / 2) == 5 == by_definition(math.log(1.5) / 2)
-    for sd in (0.01, 0.1, 0.3, 1.0):
-        assert seeds_to_resolve(sd) == by_definition(sd), sd
-    assert seeds_to_resolve(0.2, ratio=1.1) == by_definition(0.2, ratio=1.1)
-    assert seeds_to_resolve(0.0) == 2 and seeds_to_resolve(50.0) is None
-    with pytest.raises(ValueError):
-        seeds_to_resolve(0.1, ratio=1.0)
 
 
 # ----------------------------------------------------------------------------------------------------------
