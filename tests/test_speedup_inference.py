@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
-from test_speedup_estimator import log_linear, make_results
+from test_speedup_estimator import make_results
 
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import RunResult
@@ -34,12 +34,12 @@ def test_t_quantile_matches_the_table():
 def noisy_cell(planted: dict[str, float], sd: float = 0.05, seeds=SEEDS, rng_seed: int = 0
                ) -> tuple[list, dict]:
     """Baseline gpt without noise; every other arm's k multiplied per seed by exp(N(0, sd)), independently
-    per arm. Loss linear in log tokens, so each seed's speed-up is exactly its planted k_s."""
+    per arm. Loss a power law in tokens, so each seed's speed-up is exactly its planted k_s."""
     rng = np.random.default_rng(rng_seed)
     noise = {arm: dict(zip(seeds, rng.normal(0.0, sd, len(seeds)), strict=True)) for arm in planted}
-    results = make_results({"gpt": 1.0}, curve=log_linear, seeds=seeds)
+    results = make_results({"gpt": 1.0}, seeds=seeds)
     for arm, k in planted.items():
-        results += make_results({arm: k}, curve=log_linear, seeds=seeds,
+        results += make_results({arm: k}, seeds=seeds,
                                 seed_scale=lambda s, arm=arm: math.exp(noise[arm][s]))
     return results, {arm: {s: k * math.exp(noise[arm][s]) for s in seeds} for arm, k in planted.items()}
 
