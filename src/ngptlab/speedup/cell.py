@@ -34,7 +34,8 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                 interpolation (the law between budgets: speedup.loss_law), best [{budget, lr, loss, run}]}]
                                    the best-over-lr run at every budget that entered
      cheap{method (text), speedup{...as above}, per_seed [{seed, run, tokens_to_target, speedup}]}
-     interpolated{speedup{...as above}, per_seed [{seed, target_loss, tokens_to_target, speedup}],
+     interpolated{speedup{...as above},
+                  per_seed [{seed, target_loss, tokens_to_target, speedup, interpolation}],
                   per_budget [{budget, seeds, lr_grid, loss_grid (null: left out), lr_best, lr_vertex,
                                loss_vertex, correction, status}],
                   log_difference, seed_noise_log, differs (bool) | null, note}
