@@ -147,12 +147,17 @@ def test_settle_it_has_the_paired_contrasts_with_intervals_and_seeds_needed(pair
         assert (lo, hi) == pytest.approx(c["interval"], rel=5e-3)  # shown to 3 digits
         assert row["verdict"] == c["verdict"] and int(row["seeds_needed"]) == c["seeds_needed"]
         assert row["seeds_needed_text"] == str(c["seeds_needed"])
+        for key in ("seeds_needed_upper", "seeds_needed_equivalence"):
+            assert row[f"{key}_text"] == str(c[key]) and int(row[key]) == c[key]
     md = (out / "report.md").read_text()
-    assert "| contrast | seeds | S_a / S_b [95% t-interval] | verdict | seeds to resolve x1.5 | note |" in md
+    assert ("| contrast | seeds | S_a / S_b [95% t-interval] | verdict | seeds to resolve x1.5 | seeds to "
+            "resolve x1.5 (sd's 80% upper bound) | seeds to show equivalence within x1.25 | note |") in md
+    assert "exact TOST power" in md and "chi-square upper confidence bound" in md
     # The comparisons with the baseline read the speed-up stage's verdicts, with the seeds needed beside.
     for row in read_csv(out / "tables" / "comparisons.csv"):
         s = doc["arms"][row["arm"]]["speedup"]
         assert row["verdict"] == s["verdict"] and row["seeds_needed_text"] == str(s["seeds_needed"])
+        assert row["seeds_needed_equivalence_text"] == str(s["seeds_needed_equivalence"])
     # The rule is stated, with the equivalence margin, and the verdict follows it.
     assert f"**The rule.** {doc['verdict_rule']} The equivalence margin is x1.25" in md
     verdict = md.split("**What the data show.**")[1].split("\n")[0]

@@ -31,8 +31,8 @@ BEST_LR = 3e-3
 
 
 def loss_at(tokens: float, arm: str, lr: float) -> float:
-    """Loss linear in log tokens (so log-token interpolation is exact), worse away from the best lr."""
-    return 10.0 - 0.5 * math.log(PLANTED[arm] * tokens) + 0.1 * abs(math.log(lr / BEST_LR))
+    """Loss a power law in tokens (so the estimator's fitted law is exact), worse away from the best lr."""
+    return 3.0 + 5.0 * (PLANTED[arm] * tokens / BUDGETS[0]) ** -0.3 + 0.1 * abs(math.log(lr / BEST_LR))
 
 
 @pytest.fixture

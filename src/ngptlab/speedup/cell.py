@@ -16,7 +16,8 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
   arms{<arm>: {
      speedup{value, bound, display, interval [lo, hi] | null, level, n_seeds, note, method "t on ln S",
              statistic (text), log {mean, sd, se, df} | null, bootstrap_interval [lo, hi] | null,
-             verdict, seeds_needed (int) | null, seeds_needed_note}
+             verdict, seeds_needed (int) | null, seeds_needed_note, seeds_needed_upper,
+             seeds_needed_upper_note, seeds_needed_equivalence, seeds_needed_equivalence_note}
                                       value = exp(mean of ln S over seeds), a geometric mean; interval = the
                                       t-interval of mean ln S, exponentiated (S scale; null below 2 point
                                       estimates or for a bound); log = mean ln S, its sd, se and df (null
@@ -25,13 +26,16 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                       (true speed-up is larger) or "<" (smaller); display e.g. "4.2", ">8",
                                       "<0.5"; verdict against the baseline: "faster" | "slower" |
                                       "equivalent within x<M>" | "not resolved" | "not resolved (no
-                                      interval)"; seeds_needed to resolve x<resolve_ratio> at 80% power, null
-                                      with seeds_needed_note saying why; the baseline: verdict,
-                                      seeds_needed and seeds_needed_note null
+                                      interval)"; seeds_needed to resolve x<resolve_ratio> at 80% power
+                                      (noncentral t), _upper the same at the sd's 80% upper bound,
+                                      _equivalence the TOST size within x<M>; each _note its method and
+                                      df, or why null (ngptlab.speedup.inference); the baseline: all null
      per_seed [{seed, tokens_to_target{value, bound, display}, speedup{value, bound, display},
-                best [{budget, lr, loss, run}]}]   the best-over-lr run at every budget that entered
+                interpolation (the law between budgets: speedup.loss_law), best [{budget, lr, loss, run}]}]
+                                   the best-over-lr run at every budget that entered
      cheap{method (text), speedup{...as above}, per_seed [{seed, run, tokens_to_target, speedup}]}
-     interpolated{speedup{...as above}, per_seed [{seed, target_loss, tokens_to_target, speedup}],
+     interpolated{speedup{...as above},
+                  per_seed [{seed, target_loss, tokens_to_target, speedup, interpolation}],
                   per_budget [{budget, seeds, lr_grid, loss_grid (null: left out), lr_best, lr_vertex,
                                loss_vertex, correction, status}],
                   log_difference, seed_noise_log, differs (bool) | null, note}
@@ -39,7 +43,7 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                       (speedup/interpolate.py); log_difference = mean ln S interpolated minus
                                       on the grid, seed_noise_log = the grid's sd of ln S over seeds}}
   contrasts [{a, b, label, n_seeds, seeds, difference_log{mean, sd, interval}, ratio, interval, level,
-              verdict, seeds_needed, note}]
+              verdict, seeds_needed (and _upper, _equivalence, with _note each), note}]
                                    paired by seed, ln S_a - ln S_b; ratio = exp(mean) = S_a / S_b, interval on
                                    the ratio scale; for each pair of speedup.inference.CONTRASTS in the cell
   runs [{run, scale, context, arm, budget, lr, seed, status, final_val_loss, best_lr_for_budget,

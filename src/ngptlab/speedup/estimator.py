@@ -5,10 +5,16 @@ For one (scale, context) cell and one seed:
    among completed runs (diverged runs are ignored); ties go to the smaller learning rate.
 2. target = best[baseline][largest baseline budget]; baseline_tokens = that budget. When every baseline run
    at the grid's largest budget diverged this is a smaller budget: the target says so (at_largest_budget).
-3. For every arm, tokens_to_target: the first budget whose best loss is <= target, interpolated linearly in
-   log tokens between it and the budget before it (the loss is treated as linear in log tokens between two
-   measured budgets). When the arm is already below the target at its smallest budget, or never reaches it,
-   the answer is a bound ("<" smallest budget, ">" largest budget), never an extrapolation.
+3. For every arm, tokens_to_target: the first budget whose best loss is <= target, interpolated between it
+   and the budget before it along the power law L = E + A T^-alpha fitted to the (arm, seed)'s best losses
+   (ngptlab.speedup.loss_law: ln(L - E) linear in ln T through both budgets' losses), or, where that fit is
+   not possible, linearly in log tokens (a chord); each seed's `interpolation` says which and why. When the
+   arm is already below the target at its smallest budget, or never reaches it, the answer is a bound ("<"
+   smallest budget, ">" largest budget), never an extrapolation.
+   Bias on planted laws L = 3 + A (S T)^-0.3, 5 budgets, target at the largest, no noise (measured in
+   tests/test_speedup_estimator.py): the chord underestimates ln S by 0.018 at S = 1.5 and 2.8 with budgets
+   x2 apart, by 0.042 and 0.034 at S = 1.5 and 4 x3 apart, by 0.058 x4 apart (none where the target falls
+   on a budget); the fitted law's |ln S error| is below 1e-9 in each.
 4. speedup = baseline_tokens / tokens_to_target; a bound on tokens becomes the opposite bound on speed-up.
 With several seeds each seed is estimated on its own (seed s of every arm saw the same batches), then
 summarized on the log scale by ngptlab.speedup.inference: the geometric mean with a t-interval on ln S, a
@@ -36,13 +42,17 @@ from ngptlab.speedup.inference import (
     summarize_seeds,
     verdict_rule,
 )
+from ngptlab.speedup.loss_law import fit_loss_law
 
 CHEAP_METHOD = ("within-run validation curve of the arm's best run at its largest budget (cheaper estimate; "
                 "mid-schedule losses are not annealed, so it is biased toward smaller speed-ups)")
 
 
-def tokens_to_target(points: Iterable[tuple[float, float]], target: float) -> Estimate:
-    """Tokens needed to reach `target` loss, from (tokens, loss) points (budgets or a within-run curve)."""
+def tokens_to_target(points: Iterable[tuple[float, float]], target: float, floor: float | None = None
+                     ) -> Estimate:
+    """Tokens needed to reach `target` loss, from (tokens, loss) points (budgets or a within-run curve);
+    between two points ln(L - floor) is linear in ln T (a fitted power law's floor E), or without a floor L
+    itself (the chord in log tokens)."""
     pts = sorted((float(t), float(loss)) for t, loss in points if math.isfinite(loss))
     if not pts or not math.isfinite(target):
         return Estimate(None)
@@ -53,6 +63,8 @@ def tokens_to_target(points: Iterable[tuple[float, float]], target: float) -> Es
         if l1 <= target:
             if l1 == target:
                 return Estimate(t1)
+            if floor is not None:  # floor < l1 < target < l0: the logs are finite and ordered alike
+                l0, l1, target = (math.log(v - floor) for v in (l0, l1, target))
             frac = (l0 - target) / (l0 - l1)  # in (0, 1): l0 > target > l1
             return Estimate(math.exp(math.log(t0) + frac * (math.log(t1) - math.log(t0))))
     return Estimate(pts[-1][0], ">")
@@ -66,10 +78,12 @@ def speedup_from_tokens(baseline_tokens: float, tokens: Estimate) -> Estimate:
 
 
 def seed_speedup(losses: Mapping[int, float], target_loss: float, target_tokens: float
-                 ) -> tuple[Estimate, Estimate]:
-    """(tokens to target, speed-up) of one seed of one arm from its best loss per budget (steps 3-4)."""
-    tokens = tokens_to_target(losses.items(), target_loss)
-    return tokens, speedup_from_tokens(target_tokens, tokens)
+                 ) -> tuple[Estimate, Estimate, str]:
+    """(tokens to target, speed-up, interpolation) of one seed of one arm from its best loss per budget
+    (steps 3-4); interpolation names the law between budgets (loss_law.fit_loss_law)."""
+    law = fit_loss_law(losses)
+    tokens = tokens_to_target(losses.items(), target_loss, law.floor)
+    return tokens, speedup_from_tokens(target_tokens, tokens), law.interpolation
 
 
 def best_per_budget(results: Iterable[RunResult]) -> dict[tuple[str, int], dict[int, RunResult]]:
@@ -123,11 +137,11 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
                 continue
             target, base_tokens = targets[s]["loss"], targets[s]["budget"]
             losses = {b: r.final_val_loss for b, r in runs.items()}
-            tokens, speedup = seed_speedup(losses, target, base_tokens)
+            tokens, speedup, interpolation = seed_speedup(losses, target, base_tokens)
             best_runs = [{"budget": b, "lr": r.spec.lr, "loss": r.final_val_loss, "run": r.spec.name}
                          for b, r in sorted(runs.items())]
             per_seed.append({"seed": s, "tokens_to_target": tokens.as_dict(), "speedup": speedup.as_dict(),
-                             "best": best_runs})
+                             "interpolation": interpolation, "best": best_runs})
             longest = runs[max(runs)]
             cheap_tokens = tokens_to_target(longest.curve, target)
             cheap_per_seed.append({"seed": s, "run": longest.spec.name,

@@ -21,8 +21,15 @@ Verdict, from the interval of a mean log ratio (ln S against the baseline's 0, o
 margin M > 1: "faster" when it lies above 0, "slower" below 0, "equivalent within xM" inside
 (-ln M, ln M), else "not resolved"; without an interval "not resolved (no interval)", except a speed-up
 that is a bound on the side of 1 it points to ("<1" slower, ">1" faster: bound_verdict).
-seeds_needed = ngptlab.stats.seeds_to_resolve(sd, resolve_ratio): the seeds that would give 80% power to
-exclude no difference if the true ratio were resolve_ratio, from the sd measured over at least 2 seeds.
+Seeds needed (ngptlab.sample_size), from the sd of the log ratio measured over k >= 2 seeds (df k - 1):
+- seeds_needed: the seeds whose two-sided paired t test at the interval's level has 80% power against a
+  true ratio of resolve_ratio, at the observed sd (power from the noncentral t);
+- seeds_needed_upper: the same at the one-sided 80% upper confidence bound of the sd (chi-square), since
+  a sd from 2-3 seeds understates the need about half the time or more;
+- seeds_needed_equivalence: the seeds whose two one-sided tests, at (1 - level) / 2 each side as the verdict
+  reads the level-interval, show equivalence within x margin with 80% power when the true ratio is 1, at
+  the observed sd (exact TOST power, by integration over the sd's chi distribution).
+Each has a note: its method, level, power and df, or why it is null.
 """
 
 from __future__ import annotations
@@ -32,8 +39,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ngptlab.sample_size import (
+    POWER,
+    SD_CONFIDENCE,
+    sd_upper_bound,
+    seeds_for_equivalence,
+    seeds_to_resolve,
+)
 from ngptlab.speedup.estimate import Estimate
-from ngptlab.stats import LEVEL, mean_sd_interval, seeds_to_resolve
+from ngptlab.stats import LEVEL, mean_sd_interval
 
 BOOTSTRAP_MIN_SEEDS = 10
 METHOD = "t on ln S"
@@ -45,6 +59,7 @@ RESOLVE_RATIO = 1.5  # speedup.resolve_ratio when a params file has none
 CONTRASTS = (("gpt-orth", "ngpt"), ("gpt-rownorm", "ngpt"), ("gpt-orth", "gpt-rownorm"))
 NO_INTERVAL = "not resolved (no interval)"
 NEEDS_TWO = "needs 2 seeds to measure the noise"
+SIZE_KEYS = ("seeds_needed", "seeds_needed_upper", "seeds_needed_equivalence")
 
 
 def verdict_rule(margin: float, level: float = LEVEL) -> str:
@@ -81,12 +96,37 @@ def bound_verdict(bound: str, value: float) -> str:
     return NO_INTERVAL
 
 
-def seeds_needed(sd: float | None, ratio: float) -> tuple[int | None, str | None]:
-    """(seeds to resolve `ratio`, None) from a measured sd; (None, why) when it cannot be said."""
+def no_sizes(note: str | None) -> dict:
+    """seeds_needed's keys, every number null for the same reason."""
+    return {key: None for key in SIZE_KEYS} | {f"{key}_note": note for key in SIZE_KEYS}
+
+
+def seeds_needed(sd: float | None, k: int, ratio: float, margin: float, level: float = LEVEL) -> dict:
+    """The three sample sizes of the module docstring, from a sd measured over k seeds (None below two):
+    {seeds_needed, seeds_needed_note, seeds_needed_upper, seeds_needed_upper_note, seeds_needed_equivalence,
+    seeds_needed_equivalence_note}; each note says the method, or why the number is null."""
     if sd is None:
-        return None, NEEDS_TWO
-    n = seeds_to_resolve(sd, ratio=ratio)
-    return n, None if n is not None else f"more than a thousand seeds to resolve x{ratio:g}"
+        return no_sizes(NEEDS_TWO)
+    measured = f"sd from {k} seeds (df {k - 1})"
+    test = f"two-sided paired t test at level {level:g}, power {POWER:g}, noncentral t"
+    upper = sd_upper_bound(sd, k)
+    alpha = (1 - level) / 2  # the verdict's level-interval inside the margin is TOST at this alpha
+    tost = (f"two one-sided t tests at alpha {alpha:g} each side, power {POWER:g}, exact TOST power "
+            f"(integral over the sd's chi distribution)")
+    resolve, equivalence = f"to resolve x{ratio:g}", f"to show equivalence within x{margin:g}"
+    sizes = {
+        "seeds_needed": (seeds_to_resolve(sd, ratio, level), resolve, f"{test}; {measured}"),
+        "seeds_needed_upper": (seeds_to_resolve(upper, ratio, level), f"{resolve} at the sd's upper bound",
+                               f"at the one-sided {SD_CONFIDENCE:.0%} upper confidence bound of the sd "
+                               f"({upper:.3g}, chi-square): {test}; {measured}"),
+        "seeds_needed_equivalence": (seeds_for_equivalence(sd, margin, alpha), equivalence,
+                                     f"at a true ratio of 1: {tost}; {measured}"),
+    }
+    out = {}
+    for key, (n, aim, method) in sizes.items():
+        out[key] = n
+        out[f"{key}_note"] = f"{aim}: {method}" if n is not None else f"more than a thousand seeds {aim}"
+    return out
 
 
 def bootstrap_interval(logs: Sequence[float], n_bootstrap: int, seed: int, level: float = LEVEL
@@ -107,11 +147,11 @@ def summarize_seeds(estimates: Sequence[Estimate], n_bootstrap: int, seed: int,
                     level: float = LEVEL, baseline: bool = False) -> dict:
     """One arm's speed-up over seeds (estimates in seed order), as the module docstring says:
     {value, bound, display, interval, level, n_seeds, note, method, statistic, log {mean, sd, se, df} | None,
-    bootstrap_interval, verdict, seeds_needed, seeds_needed_note}; log is None for a bound or below two
-    point estimates. The baseline's own entry (speed-up 1 by construction) has no verdict or seeds_needed."""
+    bootstrap_interval, verdict, and seeds_needed's keys}; log is None for a bound or below two point
+    estimates. The baseline's own entry (speed-up 1 by construction) has no verdict or seeds needed."""
     out = _summary(estimates, n_bootstrap, seed, margin, resolve_ratio, level)
     if baseline:
-        out.update(verdict=None, seeds_needed=None, seeds_needed_note=None)
+        out.update(verdict=None, **no_sizes(None))
     return out
 
 
@@ -120,8 +160,7 @@ def _summary(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, margin:
     known = [e for e in estimates if e.value is not None]
     out = {"value": None, "bound": None, "display": "n/a", "interval": None, "level": level,
            "n_seeds": len(known), "note": None, "method": METHOD, "statistic": STATISTIC, "log": None,
-           "bootstrap_interval": None, "verdict": NO_INTERVAL, "seeds_needed": None,
-           "seeds_needed_note": NEEDS_TWO}
+           "bootstrap_interval": None, "verdict": NO_INTERVAL, **no_sizes(NEEDS_TWO)}
     if not known:
         out["note"] = "no seed reached an estimate"
         return out
@@ -136,7 +175,7 @@ def _summary(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, margin:
     if out["bound"] is not None:
         out["note"] = ("a bound: no interval" if len(logs) == 1
                        else "geometric mean of bounds and point estimates is itself a bound; no interval")
-        out["seeds_needed_note"] = "a bound: the seed noise is not measured"
+        out.update(no_sizes("a bound: the seed noise is not measured"))
         out["verdict"] = bound_verdict(out["bound"], out["value"])
         return out
     if summary["sd"] is not None:
@@ -144,7 +183,7 @@ def _summary(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, margin:
         out["interval"] = [math.exp(x) for x in summary["interval"]]
     out["bootstrap_interval"] = bootstrap_interval(logs, n_bootstrap, seed, level)
     out["verdict"] = verdict(summary["interval"], margin)
-    out["seeds_needed"], out["seeds_needed_note"] = seeds_needed(summary["sd"], resolve_ratio)
+    out.update(seeds_needed(summary["sd"], len(logs), resolve_ratio, margin, level))
     return out
 
 
@@ -153,7 +192,7 @@ def contrast(a: str, b: str, per_seed_a: Mapping[int, Estimate], per_seed_b: Map
              level: float = LEVEL) -> dict:
     """Arm a against arm b, paired by seed (per_seed_*: seed -> that seed's speed-up over the baseline):
     {a, b, label, n_seeds, seeds, difference_log {mean, sd, interval}, ratio, interval, level, verdict,
-    seeds_needed, note}; ratio = S_a / S_b (geometric), interval on the ratio scale."""
+    seeds_needed's keys, note}; ratio = S_a / S_b (geometric), interval on the ratio scale."""
     shared = sorted(s for s in set(per_seed_a) & set(per_seed_b)
                     if per_seed_a[s].value is not None and per_seed_b[s].value is not None)
     bounded = [s for s in shared if per_seed_a[s].bound or per_seed_b[s].bound]
@@ -170,15 +209,15 @@ def contrast(a: str, b: str, per_seed_a: Mapping[int, Estimate], per_seed_b: Map
         notes.append(f"no shared seed with a point estimate for both {a} and {b}")
     elif len(seeds) == 1 and not bounded:
         notes.append("one seed: the difference, no interval")
-    needed, why = seeds_needed(summary["sd"], resolve_ratio)
-    if why and seeds:
-        notes.append(why)
+    needed = seeds_needed(summary["sd"], len(seeds), resolve_ratio, margin, level)
+    if needed["seeds_needed"] is None and seeds:
+        notes.append(needed["seeds_needed_note"])
     mean = summary["mean"]
     return {"a": a, "b": b, "label": f"{a} vs {b}", "n_seeds": len(seeds), "seeds": seeds,
             "difference_log": {"mean": mean, "sd": summary["sd"], "interval": log_interval},
             "ratio": None if mean is None else math.exp(mean),
             "interval": None if log_interval is None else [math.exp(x) for x in log_interval],
-            "level": level, "verdict": verdict(log_interval, margin), "seeds_needed": needed,
+            "level": level, "verdict": verdict(log_interval, margin), **needed,
             "note": "; ".join(notes) or None}
 
 

@@ -92,8 +92,8 @@ def interpolate_cell(results: Iterable[RunResult], estimate: dict, n_bootstrap: 
                      margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO
                      ) -> dict[str, dict]:
     """arm -> its `interpolated` entry, from the cell's runs and estimator.estimate_cell's document:
-    {speedup (as the grid's), per_seed [{seed, target_loss, tokens_to_target, speedup}], per_budget
-    [sweep_minimum], log_difference, seed_noise_log, differs, note}."""
+    {speedup (as the grid's), per_seed [{seed, target_loss, tokens_to_target, speedup, interpolation}],
+    per_budget [sweep_minimum], log_difference, seed_noise_log, differs, note}."""
     groups: dict[tuple[str, int], list[RunResult]] = {}
     for r in results:
         groups.setdefault((r.spec.arm, r.spec.budget), []).append(r)
@@ -110,9 +110,10 @@ def interpolate_cell(results: Iterable[RunResult], estimate: dict, n_bootstrap: 
             target_loss = target["loss"] + _correction(minima, baseline, target["budget"])
             losses = {b["budget"]: b["loss"] + _correction(minima, arm, b["budget"])
                       for b in grid_seed["best"]}
-            tokens, speedup = seed_speedup(losses, target_loss, target["budget"])
+            tokens, speedup, interpolation = seed_speedup(losses, target_loss, target["budget"])
             per_seed.append({"seed": grid_seed["seed"], "target_loss": target_loss,
-                             "tokens_to_target": tokens.as_dict(), "speedup": speedup.as_dict()})
+                             "tokens_to_target": tokens.as_dict(), "speedup": speedup.as_dict(),
+                             "interpolation": interpolation})
         summary = summarize_seeds([Estimate.from_dict(p["speedup"]) for p in per_seed], n_bootstrap, seed,
                                   margin, resolve_ratio, baseline=arm == baseline)
         per_budget = [m for (a, _), m in minima.items() if a == arm]

@@ -28,7 +28,7 @@ from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import arm_runs, measurable_text, speedup_text
 from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_num, fmt_text
 from ngptlab.results import read_float
-from ngptlab.speedup.inference import RESOLVE_RATIO
+from ngptlab.speedup.inference import RESOLVE_RATIO, SIZE_KEYS
 
 SETTLE_METRICS = {"eff_attn_head_condition_median": "κ attention, median over heads",
                   "eff_embed_in_cov_condition": "κ input emb. cov."}
@@ -219,28 +219,42 @@ def compare_to_baseline(s: dict) -> str:
     return "not distinguishable from 1"
 
 
-def _seeds_needed_text(s: dict) -> str | None:
+SIZES_HOW = ("two-sided paired t test on ln S at level 0.95, power 0.8, from the noncentral t at the sd "
+             "measured over the k seeds here (df k − 1); at the sd's upper bound: the same at the one-sided "
+             "80% chi-square upper confidence bound of that sd, since a sd from few seeds understates the "
+             "need often; for equivalence: two one-sided t tests at 0.025 each side (the 95% interval inside "
+             "the margin, as the verdict reads it), power 0.8 at a true ratio of 1, exact TOST power")
+
+
+def size_headers(ratio: float, margin: float | None) -> dict[str, str]:
+    """The headers of the three seeds-needed columns."""
+    within = f" within x{margin:g}" if margin is not None else ""
+    return {"seeds_needed_text": f"seeds to resolve x{ratio:g}",
+            "seeds_needed_upper_text": f"seeds to resolve x{ratio:g} (sd's 80% upper bound)",
+            "seeds_needed_equivalence_text": f"seeds to show equivalence{within}"}
+
+
+def _seeds_needed_text(s: dict, key: str = "seeds_needed") -> str | None:
     if "verdict" not in s:
         return None  # an older speed-up file: no seed count
-    return str(s["seeds_needed"]) if s.get("seeds_needed") is not None else s.get("seeds_needed_note")
+    return str(s[key]) if s.get(key) is not None else s.get(f"{key}_note")
 
 
 def comparisons_table(results: Results) -> Table:
-    ratio = rule(results)["resolve_ratio"]
-    cols = ["cell", "arm", "design", "speedup_display", "verdict", "seeds_needed", "seeds_needed_text",
-            "measurable"]
+    ratio, margin = rule(results)["resolve_ratio"], rule(results)["equivalence_margin"]
+    sizes = list(size_headers(ratio, margin))
+    cols = ["cell", "arm", "design", "speedup_display", "verdict", *SIZE_KEYS, *sizes, "measurable"]
     t = Table("comparisons", "The 2x2: each probe arm against the baseline", cols, key=["cell", "arm"],
               headers={"speedup_display": "speed-up [95% t-interval on ln S]", "design": "what it fixes",
-                       "verdict": "against the baseline", "seeds_needed_text": f"seeds to resolve x{ratio:g}",
-                       "measurable": "measurable speed-ups"},
-              formats={c: fmt_text for c in cols} | {"seeds_needed": fmt_int},
-              shown=["cell", "arm", "design", "speedup_display", "verdict", "seeds_needed_text",
-                     "measurable"],
+                       "verdict": "against the baseline", "measurable": "measurable speed-ups"}
+              | size_headers(ratio, margin),
+              formats={c: fmt_text for c in cols} | dict.fromkeys(SIZE_KEYS, fmt_int),
+              shown=["cell", "arm", "design", "speedup_display", "verdict", *sizes, "measurable"],
               note="If conditioning is what speeds nGPT up, gpt-orth should be faster than gpt and "
                    "gpt-rownorm should not be, unless its conditioning improved too. The verdict follows the "
                    "rule stated above, from the t-interval of mean ln S against 0 (the baseline's); seeds to "
                    f"resolve x{ratio:g}: the seeds that would give 80% power to tell a x{ratio:g} speed-up "
-                   "from none, at the seed noise measured here.")
+                   f"from none ({SIZES_HOW}).")
     for cell, doc in results.speedups.items():
         if doc is None:
             continue
@@ -251,15 +265,18 @@ def comparisons_table(results: Results) -> Table:
             s = entry["speedup"]
             t.add({"cell": cell, "arm": arm, "design": design, "speedup_display": speedup_text(s),
                    "verdict": s["verdict"] if "verdict" in s else compare_to_baseline(s),
-                   "seeds_needed": s.get("seeds_needed"), "seeds_needed_text": _seeds_needed_text(s),
+                   **{key: s.get(key) for key in SIZE_KEYS},
+                   **{f"{key}_text": _seeds_needed_text(s, key) for key in SIZE_KEYS},
                    "measurable": measurable_text(doc)}, arm_runs(doc, arm))
     return t
 
 
-def contrast_seeds_text(c: dict) -> str:
-    """The seeds a contrast needs, or why that is not known."""
-    if c["seeds_needed"] is not None:
-        return str(c["seeds_needed"])
+def contrast_seeds_text(c: dict, key: str = "seeds_needed") -> str | None:
+    """The seeds a contrast needs (key: one of SIZE_KEYS), or why that is not known."""
+    if key not in c:
+        return None  # an older speed-up file: only seeds_needed
+    if c[key] is not None:
+        return str(c[key])
     if c["difference_log"]["sd"] is None:
         return "not measured (one seed)" if c["n_seeds"] == 1 else "not measured (no seed to pair)"
     return "more than a thousand"
@@ -275,22 +292,24 @@ def _ratio_text(c: dict) -> str:
 
 
 def contrasts_table(results: Results) -> Table:
-    ratio = rule(results)["resolve_ratio"]
+    ratio, margin = rule(results)["resolve_ratio"], rule(results)["equivalence_margin"]
+    sizes = list(size_headers(ratio, margin))
     cols = ["cell", "label", "a", "b", "n_seeds", "seeds", "ratio", "interval_lo", "interval_hi", "log_mean",
-            "log_sd", "ratio_display", "verdict", "seeds_needed", "seeds_needed_text", "note"]
+            "log_sd", "ratio_display", "verdict", *SIZE_KEYS, *sizes, "note"]
     t = Table("contrasts", "Paired contrasts: the probe arms against nGPT and each other", cols,
               key=["cell", "label"],
-              headers={"label": "contrast", "n_seeds": "seeds", "ratio_display": "S_a / S_b [95% t-interval]",
-                       "seeds_needed_text": f"seeds to resolve x{ratio:g}"},
+              headers={"label": "contrast", "n_seeds": "seeds", "ratio_display": "S_a / S_b [95% t-interval]"}
+              | size_headers(ratio, margin),
               formats={c: fmt_text for c in ("cell", "label", "a", "b", "seeds", "ratio_display", "verdict",
-                                             "seeds_needed_text", "note")}
-              | {"n_seeds": fmt_int, "seeds_needed": fmt_int},
-              shown=["cell", "label", "n_seeds", "ratio_display", "verdict", "seeds_needed_text", "note"],
+                                             *sizes, "note")}
+              | {"n_seeds": fmt_int} | dict.fromkeys(SIZE_KEYS, fmt_int),
+              shown=["cell", "label", "n_seeds", "ratio_display", "verdict", *sizes, "note"],
               note="Paired by seed: D = ln S_a − ln S_b over the seeds where both arms have a point estimate "
                    "(seed s of every arm saw the same batches); ratio = exp(mean D) = S_a / S_b, with the "
                    "95% t-interval on mean D, exponentiated. The verdict reads a as against b. Seeds to "
                    f"resolve x{ratio:g}: the seeds that would give 80% power to exclude no difference were "
-                   f"the true ratio x{ratio:g}, at the sd of D measured here (two seeds at least).")
+                   f"the true ratio x{ratio:g}, at the sd of D measured here (two seeds at least; "
+                   f"{SIZES_HOW}).")
     for cell, doc in results.speedups.items():
         for c in (doc or {}).get("contrasts", []):
             seeds = set(c["seeds"]) or None  # no paired seed: the contrast rests on every seed's runs
@@ -300,8 +319,8 @@ def contrasts_table(results: Results) -> Table:
                    "seeds": ", ".join(map(str, c["seeds"])) or None, "ratio": c["ratio"],
                    "interval_lo": lo, "interval_hi": hi, "log_mean": d["mean"], "log_sd": d["sd"],
                    "ratio_display": _ratio_text(c), "verdict": c["verdict"],
-                   "seeds_needed": c["seeds_needed"],
-                   "seeds_needed_text": contrast_seeds_text(c), "note": c["note"]},
+                   **{key: c.get(key) for key in SIZE_KEYS},
+                   **{f"{key}_text": contrast_seeds_text(c, key) for key in SIZE_KEYS}, "note": c["note"]},
                   arm_runs(doc, c["a"], seeds) + arm_runs(doc, c["b"], seeds))
     return t
 

@@ -27,6 +27,7 @@ from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import ONE_SEED, arm_runs, bracket, measurable_text, min_seeds, speedup_text
 from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_text
 from ngptlab.results import read_float
+from ngptlab.speedup.inference import SIZE_KEYS
 
 INTERVAL_HOW = "95% t-interval on ln S over seeds; the value is the geometric mean"
 
@@ -66,7 +67,7 @@ def tuned_text(doc: dict, arm: str) -> str | None:
 def speedup_table(results: Results) -> Table:
     cols = ["cell", "scale", "context", "arm", "speedup", "bound", "interval_lo", "interval_hi", "level",
             "n_seeds", "method", "log_mean", "log_sd", "bootstrap_lo", "bootstrap_hi", "verdict",
-            "seeds_needed", "display", "bootstrap_display", "cheap_display", "tuned", "paper", "paper_where",
+            *SIZE_KEYS, "display", "bootstrap_display", "cheap_display", "tuned", "paper", "paper_where",
             "note"]
     summaries = [d["arms"][a]["speedup"] for d in results.speedups.values() if d for a in d["arms"]]
     has_bootstrap = any(s.get("bootstrap_interval") for s in summaries)
@@ -80,7 +81,7 @@ def speedup_table(results: Results) -> Table:
               formats={c: fmt_text for c in ("cell", "scale", "arm", "method", "verdict", "display",
                                              "bootstrap_display", "cheap_display", "tuned", "paper",
                                              "paper_where", "note", "bound")}
-              | {"context": fmt_int, "n_seeds": fmt_int, "seeds_needed": fmt_int},
+              | {"context": fmt_int, "n_seeds": fmt_int} | dict.fromkeys(SIZE_KEYS, fmt_int),
               shown=["cell", "arm", "display", "n_seeds", *(["bootstrap_display"] if has_bootstrap else []),
                      "verdict", "cheap_display", "tuned", "paper", "note"],
               note=f"{INTERVAL_HOW}: exp(mean ± t·sd/√n) of the seeds' ln S, with the t quantile at n − 1 "
@@ -113,7 +114,7 @@ def speedup_table(results: Results) -> Table:
                    "level": s.get("level"), "n_seeds": s.get("n_seeds"), "method": s.get("method"),
                    "log_mean": log.get("mean"), "log_sd": log.get("sd"),
                    "bootstrap_lo": _number(boot[0]), "bootstrap_hi": _number(boot[1]),
-                   "verdict": s.get("verdict"), "seeds_needed": s.get("seeds_needed"),
+                   "verdict": s.get("verdict"), **{key: s.get(key) for key in SIZE_KEYS},
                    "display": "1 (baseline)" if is_baseline else speedup_text(s),
                    "bootstrap_display": None if is_baseline else bootstrap_text(s),
                    "cheap_display": None if is_baseline else speedup_text(entry["cheap"]["speedup"]),
