@@ -109,8 +109,8 @@ def test_plan_prints_the_disk_lines_and_json_has_storage(tmp_path, capsys):
 
 def test_dvc_never_hashes_a_runs_resume_state(tmp_path):
     """A stage that depends on a cell's run directory, as dvc.yaml's evaluate does, stays up to date when an
-    interrupted run leaves resume state (or a half-written temporary file) there, with the project's
-    .dvcignore; a new file that is not ignored does change it."""
+    interrupted run leaves resume state (or a half-written temporary file) there, or a run writes its
+    TensorBoard events, with the project's .dvcignore; a new file that is not ignored does change it."""
     from support.workflow import dvc, git
 
     assert "runs/${key}" in yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())[
@@ -135,6 +135,8 @@ def test_dvc_never_hashes_a_runs_resume_state(tmp_path):
     (state / "optimizer.safetensors").write_bytes(b"moments")
     (run_dir / "state" / "latest.json").write_text('{"step": 40}')
     (run_dir / ".model.safetensors.abc123.tmp").write_bytes(b"half")
+    (run_dir / "tensorboard").mkdir()  # the run's curves, which differ between identical runs
+    (run_dir / "tensorboard" / "events.out.tfevents.1700000000.node1.42.0").write_bytes(b"events")
     assert "Data and pipelines are up to date" in dvc(work, "status").stdout
     assert "runs/*/*/state/" in dvc(work, "check-ignore", "-d",
                                    str((run_dir / "state" / "latest.json").relative_to(work))).stdout

@@ -9,6 +9,8 @@ wildcards, here cell and run):
 
     data/tokens/<source>/                   train.bin, val.bin, meta.json (prepare)
     runs/<cell>/<run>/                      model.safetensors, config.json, state/ (train)
+    runs/<cell>/<run>/tensorboard/          the run's curves as TensorBoard event files (train; a view of
+                                            metrics.jsonl, never DVC-hashed: .dvcignore)
     logs/train/<cell>/<run>.log             (train)
     results/train/<cell>/<run>/             summary.json, metrics.jsonl (train)
     results/timing/<cell>/<run>.json        wall time, tokens/s, MFU (train; read by the report only)
@@ -23,6 +25,7 @@ With train.schedule wsd, a trunk's segments (ngptlab/train/trunk.py) add
 
     results/trunk/<cell>/<trunk>/<span>.json     a segment's record (trunk); span "from<step>-to<step>"
     runs/trunks/<cell>/<trunk>/                  its kept states and resume checkpoints, never DVC-tracked
+    runs/trunks/<cell>/<trunk>/tensorboard/      the trunk's curves (TensorBoard event files)
     logs/trunk/<cell>/<trunk>/<span>.log         (trunk)
 
 A new run in one cell therefore changes that cell's directories only, and both tools rerun that cell's
@@ -46,6 +49,12 @@ def run_dir(cell: str, run: str) -> str:
     return f"runs/{cell}/{run}"
 
 
+def tensorboard_dir(cell: str, run: str) -> str:
+    """A run's curves as TensorBoard event files: a view of its metrics log that differs from one identical
+    run to the next (wall times), so never part of a hash the pipeline checks (.dvcignore)."""
+    return f"{run_dir(cell, run)}/tensorboard"
+
+
 def train_results_dir(cell: str, run: str) -> str:
     """A run's small training results: summary.json and metrics.jsonl."""
     return f"results/train/{cell}/{run}"
@@ -62,6 +71,11 @@ def timing_file(cell: str, run: str) -> str:
 def trunk_dir(cell: str, trunk: str) -> str:
     """A trunk's kept states and resume checkpoints (runs/trunks/ is in .dvcignore)."""
     return f"runs/trunks/{cell}/{trunk}"
+
+
+def trunk_tensorboard_dir(cell: str, trunk: str) -> str:
+    """A trunk's curves as TensorBoard event files, over all its segments."""
+    return f"{trunk_dir(cell, trunk)}/tensorboard"
 
 
 def trunk_record(cell: str, trunk: str, span: str) -> str:

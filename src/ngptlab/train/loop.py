@@ -30,6 +30,7 @@ from ngptlab.jobclock import EXIT_RESUMABLE
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
 from ngptlab.settings import setting
+from ngptlab.tensorboard_view import TensorBoardView
 from ngptlab.train import dist, final_eval, nonfinite, restore, state, threads
 from ngptlab.train.batches import BatchPlan, plan_batches
 from ngptlab.train.context import RunContext
@@ -152,24 +153,28 @@ def _train_locked(ctx: RunContext, fresh: bool) -> int:
     progress = start.progress
     progress.fingerprint = ctx.expected
     metrics_path = paths.state_dir / state.METRICS
+    rows = []
     if main:  # the rows up to the checkpoint we start from; rows logged after it will be logged again
         saved = start.rows_from / state.METRICS
         rows = saved.read_text().splitlines(keepends=True)[: progress.metrics_rows] if saved.exists() else []
         write_text_atomic(metrics_path, "".join(rows))
     metrics = open(metrics_path, "a") if main else None  # noqa: SIM115
+    watched = main and setting(ctx.train, "train.tensorboard")
+    events = TensorBoardView(paths.tensorboard if watched else None, map(json.loads, rows), say)
     stop = StopRequest()
     stop.install()
     try:
-        return _loop(ctx, trainer, config, progress, metrics, stop)
+        return _loop(ctx, trainer, config, progress, metrics, events, stop)
     finally:
         stop.restore()
         trainer.attention.close()  # torch's attention settings as they were before this job
+        events.close()
         if metrics:
             metrics.close()
 
 
 def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, metrics: IO[str] | None,
-          stop: StopRequest) -> int:
+          events: TensorBoardView, stop: StopRequest) -> int:
     job, train, topo, plan, spec, paths = ctx.job, ctx.train, ctx.topo, ctx.plan, ctx.spec, ctx.paths
     main, batch_tokens = ctx.main, plan.batch_tokens
     started, wall_before = time.perf_counter(), progress.wall_s
@@ -197,6 +202,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
         record_memory(trainer.device, progress)
         if main:
             metrics.flush()
+            events.flush()
             state.save_state(paths.state_dir, trainer.model, trainer.optimizer, config, progress)
         dist.barrier(topo)
         limit.checkpoint_done(time.perf_counter() - began)
@@ -216,6 +222,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
                        "grad_norm": finite_or_none(grad_norm), "diverged": True}
                 metrics.write(json.dumps(row, allow_nan=False) + "\n")
                 metrics.flush()
+                events.add(row)
             break
         lr = trainer.update(step)
         timer.end(retried)
@@ -248,7 +255,9 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
             if main:
                 metrics.write(json.dumps(row, allow_nan=False) + "\n")
                 metrics.flush()
+                events.add(row)
                 if evaluate:
+                    events.flush()
                     elapsed = time.perf_counter() - started
                     rate = (step - first_step) * batch_tokens / elapsed if elapsed > 0 else 0.0
                     say(eval_line(job.name, step, plan, row, rate))

@@ -69,12 +69,14 @@ class RunPaths:
     run_dir: Path
     results_dir: Path
     timing: Path
+    tensorboard: Path  # the curves as event files (ngptlab.tensorboard_view)
 
     @classmethod
     def for_run(cls, root: str | Path, source: str, cell: str, run: str) -> RunPaths:
         root = Path(root)
         return cls(root / layout.tokens_dir(source), root / layout.run_dir(cell, run),
-                   root / layout.train_results_dir(cell, run), root / layout.timing_file(cell, run))
+                   root / layout.train_results_dir(cell, run), root / layout.timing_file(cell, run),
+                   root / layout.tensorboard_dir(cell, run))
 
     @property
     def state_dir(self) -> Path:

@@ -62,13 +62,15 @@ class TrunkPaths:
     trunk_dir: Path
     record: Path
     timing: Path
+    tensorboard: Path  # the trunk's curves as event files (ngptlab.tensorboard_view)
 
     @classmethod
     def for_segment(cls, root: str | Path, source: str, segment: Segment) -> TrunkPaths:
         root, trunk = Path(root), segment.trunk
         return cls(root / layout.tokens_dir(source), root / layout.trunk_dir(trunk.cell, trunk.name),
                    root / segment.record,
-                   root / layout.timing_file(trunk.cell, segment.name))
+                   root / layout.timing_file(trunk.cell, segment.name),
+                   root / layout.trunk_tensorboard_dir(trunk.cell, trunk.name))
 
     @property
     def state_dir(self) -> Path:

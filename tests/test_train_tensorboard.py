@@ -1,0 +1,140 @@
+"""A run's curves as TensorBoard event files (ngptlab/tensorboard_view.py): the same numbers as its metrics
+log, no byte of its outputs changed, each step once after a resume, and a run that trains on when they
+cannot be written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.train import (
+    cli_env,
+    make_params,
+    metrics,
+    results_dir,
+    run_dir,
+    run_name,
+    run_train,
+    timing_file,
+    train_command,
+    write_params,
+    write_shards,
+)
+from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+from ngptlab.grid.enumeration import find_run
+from ngptlab.tensorboard_view import scalars
+from ngptlab.train.loop import train_run
+
+NAME = run_name("gpt", 8192)
+
+
+def train(root: Path, params: dict) -> int:
+    return train_run(find_run(params, NAME), params["train"], root=root, progress=False)
+
+
+def trained(base: Path, **train_overrides) -> Path:
+    root = base / ("with" if train_overrides.get("tensorboard", True) else "without")
+    write_shards(root)
+    assert train(root, make_params(**train_overrides)) == 0
+    return root
+
+
+def curves(directory: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar tag's (step, value) points as the event files hold them, duplicates included."""
+    events = EventAccumulator(str(directory), size_guidance={SCALARS: 0}, purge_orphaned_data=False)
+    events.Reload()
+    return {tag: [(event.step, event.value) for event in events.Scalars(tag)]
+            for tag in events.Tags()["scalars"]}
+
+
+def points(rows: list[dict]) -> dict[str, list[tuple[int, float]]]:
+    """The rows' curves as TensorBoard stores them: float32 values."""
+    found: dict[str, list[tuple[int, float]]] = {}
+    for row in rows:
+        for tag, value in scalars(row).items():
+            found.setdefault(tag, []).append((row["step"], float(np.float32(value))))
+    return found
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same run with event files and without."""
+    base = tmp_path_factory.mktemp("tensorboard")
+    return trained(base), trained(base, tensorboard=False)
+
+
+def test_the_event_files_hold_the_numbers_of_the_metrics_rows(runs):
+    root, _ = runs
+    rows = metrics(root, NAME)
+    # the measured tokens_per_s (and mfu, on a GPU) of the same rows are in the timing file
+    timed = json.loads(timing_file(root, NAME).read_text())["rows"]
+    expected = points([{**row, **time_row} for row, time_row in zip(rows, timed, strict=True)])
+    assert {"train_loss", "lr", "grad_norm", "val_loss", "tokens", "tokens_per_s"} <= set(expected)
+    assert curves(run_dir(root, NAME) / "tensorboard") == expected
+
+
+def test_the_event_files_change_no_byte_of_the_outputs(runs):
+    watched, unwatched = runs
+    assert not (run_dir(unwatched, NAME) / "tensorboard").exists()
+    for path in (run_dir(watched, NAME) / "model.safetensors", run_dir(watched, NAME) / "config.json",
+                 results_dir(watched, NAME) / "metrics.jsonl", results_dir(watched, NAME) / "summary.json"):
+        twin = unwatched / path.relative_to(watched)
+        assert path.read_bytes() == twin.read_bytes(), path.name
+
+
+def test_a_resumed_run_holds_each_step_once(tmp_path):
+    """Killed after rows its checkpoint does not keep reached the event files: the rerun writes them once."""
+    root = tmp_path / "resume"
+    write_shards(root)
+    # 48 steps of 512 tokens, an evaluation (and so a flush of the events) every 2 steps, a checkpoint every 8
+    write_params(root, make_params(budgets=[48 * 512], eval_every_tokens=1024, checkpoint_every_tokens=4096))
+    name = run_name("gpt", 48 * 512)
+    state_dir, events_dir = run_dir(root, name) / "state", run_dir(root, name) / "tensorboard"
+
+    def checkpoint_step() -> int:
+        try:
+            return json.loads((state_dir / "latest.json").read_text())["step"]
+        except (FileNotFoundError, json.JSONDecodeError):
+            return -1
+
+    def rows_logged() -> int:
+        path = state_dir / "metrics.jsonl"
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    proc = subprocess.Popen(train_command(root, name), env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    # the events flushed at the evaluation 2 steps after the checkpoint once row 4 after it is logged
+    while not 8 <= checkpoint_step() < rows_logged() - 4:
+        assert proc.poll() is None, f"training ended before the kill: {proc.communicate()[1]}"
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    proc.kill()
+    proc.communicate(timeout=60)
+    resumed_at = checkpoint_step()
+    assert max(step for step, _ in curves(events_dir)["train_loss"]) > resumed_at  # rows to be written again
+
+    result = run_train(root, name)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((results_dir(root, name) / "summary.json").read_text())["resumed_from"] == [resumed_at]
+    found = curves(events_dir)
+    assert [step for step, _ in found["train_loss"]] == list(range(1, 49))
+    assert {tag: points_ for tag, points_ in found.items() if tag not in ("tokens_per_s", "mfu")} == \
+        points(metrics(root, name))
+
+
+def test_event_files_that_cannot_be_written_never_fail_a_run(tmp_path, capsys):
+    root = tmp_path / "unwritable"
+    write_shards(root)
+    blocked = run_dir(root, NAME) / "tensorboard"
+    blocked.parent.mkdir(parents=True)
+    blocked.write_text("not a directory")
+    assert train(root, make_params()) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "TensorBoard" in line]
+    assert len(said) == 1 and "training goes on" in said[0]
+    assert len(metrics(root, NAME)) == 16 and blocked.read_text() == "not a directory"
