@@ -26,10 +26,11 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                       (true speed-up is larger) or "<" (smaller); display e.g. "4.2", ">8",
                                       "<0.5"; verdict against the baseline: "faster" | "slower" |
                                       "equivalent within x<M>" | "not resolved" | "not resolved (no
-                                      interval)" | "not resolved (a bound)"; seeds_needed to resolve x<resolve_ratio> at 80% power
-                                      (noncentral t), _upper the same at the sd's 80% upper bound,
-                                      _equivalence the TOST size within x<M>; each _note its method and
-                                      df, or why null (ngptlab.speedup.inference); the baseline: all null
+                                      interval)" | "not resolved (a bound)"; seeds_needed to resolve
+                                      x<resolve_ratio> at 80% power (noncentral t), _upper the same at
+                                      the sd's 80% upper bound, _equivalence the TOST size within x<M>;
+                                      each _note its method and df, or why null
+                                      (ngptlab.speedup.inference); the baseline: all null
      per_seed [{seed, tokens_to_target{value, bound, display}, speedup{value, bound, display},
                 interpolation (the law between budgets: speedup.loss_law), best [{budget, lr, loss, run}]}]
                                    the best-over-lr run at every budget that entered

@@ -54,11 +54,12 @@ def margin_verdict(log_interval: Sequence[float] | None, margin: float) -> str:
 def margin_rule(margin: float, level: float = LEVEL) -> str:
     """The symmetric rule, in one sentence for the document."""
     band = f"(-ln {margin:g}, ln {margin:g})"
-    return (f"Between arms (a paired contrast, or a factorial effect) from the {level:.0%} paired t-interval "
-            f"of the mean log ratio, i.e. two one-sided t tests at {(1 - level) / 2:g} each: equivalent within "
-            f"x{margin:g} if the interval lies inside {band}; exceeds by more than x{margin:g} if it lies "
-            f"wholly above ln {margin:g}; falls short by more than x{margin:g} if it lies wholly below "
-            f"-ln {margin:g}; otherwise not resolved; without an interval (one seed, or a bound) not resolved.")
+    return (f"Between arms (a paired contrast, or a factorial effect) from the {level:.0%} paired "
+            f"t-interval of the mean log ratio, i.e. two one-sided t tests at {(1 - level) / 2:g} each: "
+            f"equivalent within x{margin:g} if the interval lies inside {band}; exceeds by more than "
+            f"x{margin:g} if it lies wholly above ln {margin:g}; falls short by more than x{margin:g} if it "
+            f"lies wholly below -ln {margin:g}; otherwise not resolved; without an interval (one seed, or a "
+            f"bound) not resolved.")
 
 
 def claim_p_values(mean: float, se: float, df: int, margin: float) -> dict[str, float]:
