@@ -163,7 +163,8 @@ def test_settle_it_has_the_paired_contrasts_with_intervals_and_seeds_needed(pair
     verdict = md.split("**What the data show.**")[1].split("\n")[0]
     # gpt-orth planted as fast as nGPT, gpt-rownorm at 1.3x: the conditioning effect clears the margin
     assert doc["reading"]["primary"] == "conditioning"
-    assert doc["reading"]["reading"] == "consistent with the account that conditioning explains nGPT's speed-up"
+    consistent = "consistent with the account that conditioning explains nGPT's speed-up"
+    assert doc["reading"]["reading"] == consistent
     assert f"so {doc['reading']['reading']}" in verdict  # the report's words are the JSON's
     assert "(95% paired t on ln S over seeds, 3 seeds)" in verdict
     assert "Seeds to resolve a x1.5 difference at the seed noise measured: gpt-orth vs ngpt" in verdict
