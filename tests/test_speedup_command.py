@@ -98,6 +98,9 @@ def test_speedup_cell_from_train_results(tmp_path, grid):
     assert doc["bootstrap"] == {"resamples": 100, "seed": 0, "level": 0.95, "min_seeds": 10}
     assert (doc["equivalence_margin"], doc["resolve_ratio"]) == (1.25, 1.5)
     assert "equivalent within x1.25" in doc["verdict_rule"]
+    # no gpt-rownorm here: no factorial, and the reading of the default primary effect says so
+    assert doc["factorial"] is None and doc["reading"]["primary"] == "conditioning"
+    assert doc["reading"]["reading"] == "not resolved" and "no factorial" in doc["reading"]["note"]
     ngpt = doc["arms"]["ngpt"]["speedup"]
     assert (ngpt["method"], ngpt["log"], ngpt["interval"], ngpt["bootstrap_interval"]) == ("t on ln S", None,
                                                                                           None, None)

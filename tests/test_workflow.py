@@ -231,8 +231,8 @@ def test_bad_params_stop_the_workflow_with_one_line_naming_the_key(tmp_path):
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = snakemake(work, "--dry-run", "--nolock", check=False)
     assert out.returncode != 0
-    expected = ("invalid params: params.yaml: unknown key speedup.boostrap; "
-                "allowed keys: baseline, bootstrap, equivalence_margin, resolve_ratio, seed")
+    expected = ("invalid params: params.yaml: unknown key speedup.boostrap; allowed keys: baseline, "
+                "bootstrap, equivalence_margin, primary_contrast, resolve_ratio, seed")
     assert expected in out.stdout + out.stderr
 
 

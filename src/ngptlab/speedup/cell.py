@@ -26,10 +26,11 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                       (true speed-up is larger) or "<" (smaller); display e.g. "4.2", ">8",
                                       "<0.5"; verdict against the baseline: "faster" | "slower" |
                                       "equivalent within x<M>" | "not resolved" | "not resolved (no
-                                      interval)"; seeds_needed to resolve x<resolve_ratio> at 80% power
-                                      (noncentral t), _upper the same at the sd's 80% upper bound,
-                                      _equivalence the TOST size within x<M>; each _note its method and
-                                      df, or why null (ngptlab.speedup.inference); the baseline: all null
+                                      interval)" | "not resolved (a bound)"; seeds_needed to resolve
+                                      x<resolve_ratio> at 80% power (noncentral t), _upper the same at
+                                      the sd's 80% upper bound, _equivalence the TOST size within x<M>;
+                                      each _note its method and df, or why null
+                                      (ngptlab.speedup.inference); the baseline: all null
      per_seed [{seed, tokens_to_target{value, bound, display}, speedup{value, bound, display},
                 interpolation (the law between budgets: speedup.loss_law), best [{budget, lr, loss, run}]}]
                                    the best-over-lr run at every budget that entered
@@ -45,7 +46,23 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
   contrasts [{a, b, label, n_seeds, seeds, difference_log{mean, sd, interval}, ratio, interval, level,
               verdict, seeds_needed (and _upper, _equivalence, with _note each), note}]
                                    paired by seed, ln S_a - ln S_b; ratio = exp(mean) = S_a / S_b, interval on
-                                   the ratio scale; for each pair of speedup.inference.CONTRASTS in the cell
+                                   the ratio scale; for each pair of speedup.inference.CONTRASTS in the cell;
+                                   verdict "exceeds by more than x<M>" | "falls short by more than x<M>" |
+                                   "equivalent within x<M>" | "not resolved" | "not resolved (no interval)"
+  factorial{coding (text), arms {<arm>: [a, b]}, seeds [int], left_out [{seed, reason}], note,
+            effects{conditioning | norm | interaction: {estimate {ln, ratio}, log {mean, sd, se, df},
+                    log_interval [lo, hi] | null, interval [lo, hi] | null, method, level, n_seeds,
+                    verdict, p_values {exceeds, falls_short, equivalent} | null}}} | null
+                                   the 2x2 read as a factorial, paired by seed (speedup/factorial.py); null
+                                   when the cell lacks one of gpt, gpt-rownorm, gpt-orth, ngpt; verdict by
+                                   the symmetric rule (speedup/equivalence.py); p_values the one-sided
+                                   t-test p of each claim, for adjustment across cells
+  reading{primary (speedup.primary_contrast), predicted (the claim the account predicts), margin,
+          estimate {ln, ratio} | null, log_interval, interval, method, level, n_seeds, verdict, p_values,
+          reading, note}
+                                   reading: "consistent with the account that conditioning explains nGPT's
+                                   speed-up" | "inconsistent with ..." | "not resolved", the words the
+                                   report prints (speedup/reading.py)
   runs [{run, scale, context, arm, budget, lr, seed, status, final_val_loss, best_lr_for_budget,
          within_run: {tokens_to_target, speedup} | null}]      every run of the cell; within_run = the per-run
                                                                cheaper estimate from its own validation curve
@@ -67,9 +84,12 @@ from ngptlab.grid.enumeration import compared_runs, enumerate_cells
 from ngptlab.grid.sweeps import lr_sweep
 from ngptlab.results import read_run_result, write_json
 from ngptlab.settings import setting
+from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.estimator import estimate_cell
+from ngptlab.speedup.factorial import factorial
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
 from ngptlab.speedup.interpolate import interpolate_cell
+from ngptlab.speedup.reading import primary_reading
 from ngptlab.speedup.tuning import sweep_edges, tuned_arms
 from ngptlab.stats import LEVEL
 
@@ -105,9 +125,14 @@ def speedup_cell(params: dict, cell: str, root: str | Path) -> dict:
     # Seeds beyond train.seeds run only the best learning rate: they have no sweep whose edges mean anything.
     swept = [s for s in specs if s.seed in set(params["train"]["seeds"])]
     edges = sweep_edges(results, lambda arm: lr_sweep(params["train"], scale, context, arm), swept)
+    per_seed = {arm: {p["seed"]: Estimate.from_dict(p["speedup"]) for p in entry["per_seed"]}
+                for arm, entry in estimate["arms"].items()}
+    effects = factorial(per_seed, margin)
+    primary = setting(cfg, "speedup.primary_contrast")
     document = {"cell": cell, "scale": scale, "context": context, "method": METHOD,
                 "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
                               "min_seeds": BOOTSTRAP_MIN_SEEDS},
-                **estimate, "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
+                **estimate, "factorial": effects, "reading": primary_reading(effects, primary, margin),
+                "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
     write_json(output_path(root, cell), document)
     return document

@@ -17,10 +17,13 @@ A paired contrast of arms a and b uses the seeds both share where both are point
 D_s = ln S_a,s - ln S_b,s, its mean, sd and t-interval, and the ratio exp(mean D) = S_a / S_b with its
 interval. A shared seed with a bound for either arm leaves the contrast without an interval.
 
-Verdict, from the interval of a mean log ratio (ln S against the baseline's 0, or D) and an equivalence
-margin M > 1: "faster" when it lies above 0, "slower" below 0, "equivalent within xM" inside
-(-ln M, ln M), else "not resolved"; without an interval "not resolved (no interval)", except a speed-up
-that is a bound on the side of 1 it points to ("<1" slower, ">1" faster: bound_verdict).
+Verdicts, with an equivalence margin M > 1:
+- one arm against the baseline, from the interval of mean ln S: "faster" when it lies above 0, "slower"
+  below 0, "equivalent within xM" inside (-ln M, ln M), else "not resolved"; without an interval "not
+  resolved (no interval)", and a speed-up that is a bound "not resolved (a bound)": a bound alone is never
+  a verdict;
+- a contrast between arms, by the symmetric rule of speedup/equivalence.py: a difference, like an
+  equivalence, must clear the margin ("exceeds" / "falls short by more than xM").
 Seeds needed (ngptlab.sample_size), from the sd of the log ratio measured over k >= 2 seeds (df k - 1):
 - seeds_needed: the seeds whose two-sided paired t test at the interval's level has 80% power against a
   true ratio of resolve_ratio, at the observed sd (power from the noncentral t);
@@ -46,6 +49,7 @@ from ngptlab.sample_size import (
     seeds_for_equivalence,
     seeds_to_resolve,
 )
+from ngptlab.speedup.equivalence import NO_INTERVAL, margin_rule, margin_verdict
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.stats import LEVEL, mean_sd_interval
 
@@ -57,22 +61,23 @@ RESOLVE_RATIO = 1.5  # speedup.resolve_ratio when a params file has none
 # The contrasts the document gives besides every arm against the baseline: the norm-only controls
 # against nGPT, and against each other (each pair only where both arms are in the cell).
 CONTRASTS = (("gpt-orth", "ngpt"), ("gpt-rownorm", "ngpt"), ("gpt-orth", "gpt-rownorm"))
-NO_INTERVAL = "not resolved (no interval)"
+A_BOUND = "not resolved (a bound)"
 NEEDS_TWO = "needs 2 seeds to measure the noise"
 SIZE_KEYS = ("seeds_needed", "seeds_needed_upper", "seeds_needed_equivalence")
 
 
 def verdict_rule(margin: float, level: float = LEVEL) -> str:
-    """The verdict rule, in one sentence for the document."""
-    return (f"From the {level:.0%} t-interval of a mean log ratio (ln S against the baseline, or the paired "
-            f"difference ln S_a - ln S_b): faster if it lies above 0, slower if below 0, equivalent within "
-            f"x{margin:g} if it lies inside (-ln {margin:g}, ln {margin:g}), otherwise not resolved; a "
-            f"speed-up that is a bound below 1 (the arm never reached the baseline's loss) is slower and one "
-            f"above 1 faster; without an interval (one seed) not resolved.")
+    """The verdict rules, one sentence for an arm against the baseline and one between arms."""
+    return (f"Against the baseline, from the {level:.0%} t-interval of mean ln S: faster if it lies above 0, "
+            f"slower if below 0, equivalent within x{margin:g} if it lies inside (-ln {margin:g}, "
+            f"ln {margin:g}), otherwise not resolved; a speed-up that is a bound is not resolved (a bound "
+            f"alone is never a verdict); without an interval (one seed) not resolved. "
+            + margin_rule(margin, level))
 
 
 def verdict(log_interval: Sequence[float] | None, margin: float) -> str:
-    """faster | slower | equivalent within xM | not resolved, from an interval on a log ratio."""
+    """faster | slower | equivalent within xM | not resolved, from an interval on ln S against the
+    baseline's 0 (one arm; contrasts between arms follow equivalence.margin_verdict)."""
     if log_interval is None:
         return NO_INTERVAL
     lo, hi = log_interval
@@ -83,17 +88,6 @@ def verdict(log_interval: Sequence[float] | None, margin: float) -> str:
     if -math.log(margin) < lo and hi < math.log(margin):
         return f"equivalent within x{margin:g}"
     return "not resolved"
-
-
-def bound_verdict(bound: str, value: float) -> str:
-    """A bound on the side of 1 it points to is a verdict without an interval: "<1" (the arm never reached
-    the baseline's loss within the grid) is slower, ">1" (it beat it already at its smallest budget)
-    faster."""
-    if bound == "<" and value <= 1:
-        return "slower"
-    if bound == ">" and value >= 1:
-        return "faster"
-    return NO_INTERVAL
 
 
 def no_sizes(note: str | None) -> dict:
@@ -176,7 +170,7 @@ def _summary(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, margin:
         out["note"] = ("a bound: no interval" if len(logs) == 1
                        else "geometric mean of bounds and point estimates is itself a bound; no interval")
         out.update(no_sizes("a bound: the seed noise is not measured"))
-        out["verdict"] = bound_verdict(out["bound"], out["value"])
+        out["verdict"] = A_BOUND
         return out
     if summary["sd"] is not None:
         out["log"] = {k: summary[k] for k in ("mean", "sd", "se", "df")}
@@ -217,7 +211,7 @@ def contrast(a: str, b: str, per_seed_a: Mapping[int, Estimate], per_seed_b: Map
             "difference_log": {"mean": mean, "sd": summary["sd"], "interval": log_interval},
             "ratio": None if mean is None else math.exp(mean),
             "interval": None if log_interval is None else [math.exp(x) for x in log_interval],
-            "level": level, "verdict": verdict(log_interval, margin), **needed,
+            "level": level, "verdict": margin_verdict(log_interval, margin), **needed,
             "note": "; ".join(notes) or None}
 
 

@@ -2,15 +2,20 @@
 
 The 2x2 arms break the paper's correlation: gpt-rownorm fixes the weight norms and leaves conditioning free,
 gpt-orth fixes conditioning and leaves the norms free. Every verdict here is the speed-up stage's
-(speedup/inference.py), read from results/speedup/<cell>.json, never re-derived: from the 95% t-interval of
-a mean log ratio, "faster", "slower", "equivalent within xM" or "not resolved". Read top to bottom:
+(speedup/inference.py, speedup/equivalence.py), read from results/speedup/<cell>.json, never re-derived:
+against the baseline from the 95% t-interval of mean ln S; between arms and for the factorial effects by
+the symmetric rule (a difference, like an equivalence, must clear the margin). The reading of the account
+is the JSON's (speedup/reading.py), per cell and again after Holm's adjustment across cells
+(kit/across_cells.py). Read top to bottom:
 
   settle_figure       speed-up against conditioning, one point per (cell, arm)
   settle_table        per (cell, arm): place in the design, speed-up and conditioning (crossarm.arm_table)
   tracking_table      rank correlation across arms of the speed-up with each conditioning number
   comparisons_table   each probe arm against the baseline, with the seeds a 1.5x difference would need
   contrasts_table     the paired contrasts: gpt-orth and gpt-rownorm against nGPT, and against each other
-  verdict_text        what the contrasts say about the conditioning account, cell by cell
+  factorial_table     the 2x2 as a factorial: conditioning, norm and interaction effects, per cell
+  primary_table       the primary effect per cell, its reading, and both after Holm across cells
+  verdict_text        what the primary effect says about the conditioning account, cell by cell
   section             the section: its text, the figure, the tables, the verdict
 A grid below report.min_budget_for_claims concludes nothing, whatever the intervals say.
 """
@@ -22,13 +27,17 @@ import math
 import pandas as pd
 
 from ngptlab.report.kit import plot, views
+from ngptlab.report.kit.across_cells import HOLM, primary_across_cells
 from ngptlab.report.kit.crossarm import CONDITION_COLUMNS, Analysis
 from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.speedups import arm_runs, measurable_text, speedup_text
+from ngptlab.report.kit.speedups import arm_runs, bracket, measurable_text, speedup_text
 from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_num, fmt_text
 from ngptlab.results import read_float
+from ngptlab.speedup.equivalence import CLAIMS
+from ngptlab.speedup.factorial import CODING
 from ngptlab.speedup.inference import RESOLVE_RATIO, SIZE_KEYS
+from ngptlab.speedup.reading import ACCOUNT, PREDICTED
 
 SETTLE_METRICS = {"eff_attn_head_condition_median": "κ attention, median over heads",
                   "eff_embed_in_cov_condition": "κ input emb. cov."}
@@ -40,8 +49,8 @@ COMPARISONS = (
     ("ngpt", "norms fixed, conditioning good"),
 )
 # The rule of speed-up files without verdicts (an older speed-up stage), as compare_to_baseline applies it.
-OLD_RULE = ("'faster' and 'slower' only when the whole interval (or bound) lies on one side of 1: a '<1' "
-            "bound (the arm never reached the baseline's loss) is 'slower'.")
+OLD_RULE = ("'faster' and 'slower' only when the whole interval lies on one side of 1; a bound alone is "
+            "never a verdict.")
 
 
 def settle_figure(results: Results, arm_rows: pd.DataFrame, metrics: dict[str, str]) -> Figure | None:
@@ -186,35 +195,20 @@ def rule(results: Results) -> dict:
     return {k: docs[0][k] for k in ("verdict_rule", "equivalence_margin", "resolve_ratio")}
 
 
-def _interval(s: dict) -> tuple[float, float] | None:
-    """The range the speed-up is known to lie in: the interval, a half-line for a bound, a point otherwise."""
-    if s.get("value") is None:
-        return None
-    v = read_float(s["value"])
-    if s.get("bound") == ">":
-        return (v, math.inf)
-    if s.get("bound") == "<":
-        return (0.0, v)
-    if s.get("interval"):
-        return (read_float(s["interval"][0]), read_float(s["interval"][1]))
-    return (v, v)
-
-
 def compare_to_baseline(s: dict) -> str:
-    """faster | slower | not distinguishable from 1 (only when the interval or bound spans 1), from one
-    arm's speed-up entry: the rule of speed-up files written before the speed-up stage gave verdicts."""
-    rng = _interval(s)
-    if rng is None:
+    """faster | slower | not distinguishable from 1, from one arm's speed-up entry, only when its interval
+    lies wholly on one side of 1: the rule of speed-up files written before the speed-up stage gave
+    verdicts. A bound alone, or one seed, is no verdict."""
+    if s.get("value") is None:
         return "no estimate"
-    lo, hi = rng
-    if s.get("bound") is None and not s.get("interval"):
-        # A point estimate without an interval (one seed): report the direction but not as resolved.
-        return f"{'faster' if lo > 1 else 'slower' if lo < 1 else 'equal'} (one seed: no interval)"
-    # A bound is strict: "<1" (the arm never reached the baseline's loss) means below 1, i.e. slower;
-    # ">1" (it beat the target already at the smallest budget) means faster.
-    if lo > 1 or (s.get("bound") == ">" and lo >= 1):
+    if s.get("bound"):
+        return "not resolved (a bound)"
+    if not s.get("interval"):
+        return "not resolved (one seed: no interval)"
+    lo, hi = (read_float(x) for x in s["interval"])
+    if lo > 1:
         return "faster"
-    if hi < 1 or (s.get("bound") == "<" and hi <= 1):
+    if hi < 1:
         return "slower"
     return "not distinguishable from 1"
 
@@ -329,32 +323,6 @@ def contrasts_table(results: Results) -> Table:
 # What the data show
 
 
-def _side(c: dict | None) -> str | None:
-    """'matches' (equivalent to nGPT, or faster), 'slower', or None (missing or not resolved)."""
-    if c is None:
-        return None
-    if c["verdict"] == "faster" or c["verdict"].startswith("equivalent"):
-        return "matches"
-    return "slower" if c["verdict"] == "slower" else None
-
-
-def reading(orth: dict | None, rownorm: dict | None) -> str:
-    """What gpt-orth vs ngpt and gpt-rownorm vs ngpt say together about the conditioning account."""
-    o, r = _side(orth), _side(rownorm)
-    if o == "matches" and r == "slower":
-        return ("the conditioning account is supported: fixing conditioning alone (gpt-orth) matches nGPT's "
-                "speed-up and fixing the norms alone (gpt-rownorm) falls short of it.")
-    if r == "matches" and o == "slower":
-        return ("the conditioning account is contradicted: fixing the norms alone matches nGPT's speed-up "
-                "and fixing conditioning alone falls short of it.")
-    if o == r == "matches":
-        return ("both fixes suffice: each probe arm matches nGPT's speed-up, so the 2x2 does not separate "
-                "the accounts here (compare their conditioning in the table).")
-    if o == r == "slower":
-        return ("neither fix alone reaches nGPT's speed-up: the 2x2 does not separate the accounts here.")
-    return "not resolved: the data do not separate the two accounts."
-
-
 def _stated(c: dict | None, label: str) -> str:
     return f"{label} missing" if c is None else f"{c['label']} {c['verdict']} ({_ratio_text(c)})"
 
@@ -370,6 +338,74 @@ def _seeds_sentence(contrasts: list[dict | None], ratio: float, n_seeds: int) ->
             f"(this grid has {n_seeds}).")
 
 
+EFFECT_LABELS = {"conditioning": "conditioning effect", "norm": "norm effect", "interaction": "interaction"}
+CLAIM_HEADERS = {"exceeds": "Holm p: exceeds", "falls_short": "Holm p: falls short",
+                 "equivalent": "Holm p: equivalent"}
+
+
+def _effect_text(e: dict | None) -> str:
+    """'1.9 [1.5, 2.3] (95% paired t on ln S over seeds, 3 seeds)', or why there is no interval."""
+    if e is None or e["estimate"] is None or e["estimate"]["ratio"] is None:
+        return "n/a (no seed with all four arms as point estimates)"
+    how = f"{e['level']:.0%} {e['method']}, {e['n_seeds']} seed{'s' if e['n_seeds'] != 1 else ''}"
+    if e["interval"] is None:
+        return f"{fmt_num(e['estimate']['ratio'])} (no interval: {how})"
+    return f"{fmt_num(e['estimate']['ratio'])} {bracket(e['interval'])} ({how})"
+
+
+def factorial_table(results: Results) -> Table:
+    cols = ["cell", "effect", "ratio", "interval_lo", "interval_hi", "ratio_display", "method", "level",
+            "n_seeds", "verdict", "note"]
+    t = Table("factorial", "The 2x2 as a factorial: effects on the speed-up, paired by seed", cols,
+              key=["cell", "effect"],
+              headers={"ratio_display": "effect, as a ratio of speed-ups [interval]", "n_seeds": "seeds"},
+              formats={c: fmt_text for c in ("cell", "effect", "ratio_display", "method", "verdict", "note")}
+              | {"n_seeds": fmt_int, "level": lambda x: f"{x:.0%}"},
+              shown=["cell", "effect", "ratio_display", "method", "level", "n_seeds", "verdict", "note"],
+              note=f"Per seed, paired (speedup/factorial.py): {CODING}. exp() of each is shown. Seeds where "
+                   "an arm has only a bound are left out (note). Verdict by the symmetric rule stated above.")
+    for cell, doc in results.speedups.items():
+        f = (doc or {}).get("factorial")
+        if f is None:
+            continue
+        seeds = set(f["seeds"])
+        runs = [r for arm in f["arms"] for r in arm_runs(doc, arm, seeds)]
+        for name, e in f["effects"].items():
+            lo, hi = e["interval"] or (None, None)
+            t.add({"cell": cell, "effect": EFFECT_LABELS[name], "ratio": e["estimate"]["ratio"],
+                   "interval_lo": lo, "interval_hi": hi, "ratio_display": _effect_text(e),
+                   "method": e["method"], "level": e["level"], "n_seeds": e["n_seeds"],
+                   "verdict": e["verdict"], "note": f["note"]}, runs)
+    return t
+
+
+def primary_table(results: Results) -> Table:
+    cols = ["cell", "primary", "ratio", "interval_lo", "interval_hi", "ratio_display", "verdict", "reading",
+            *CLAIMS, "holm_verdict", "holm_reading"]
+    t = Table("primary", "The primary effect per cell, and across cells after Holm's adjustment", cols,
+              key=["cell"],
+              headers={"primary": "primary effect", "ratio_display": "effect [interval]",
+                       "verdict": "verdict in the cell", "reading": "reading in the cell",
+                       "holm_verdict": "verdict across cells (Holm)", "holm_reading": "reading across cells "
+                       "(Holm)"} | CLAIM_HEADERS,
+              formats={c: fmt_text for c in ("cell", "primary", "ratio_display", "verdict", "reading",
+                                             "holm_verdict", "holm_reading")}
+              | {c: lambda x: fmt_num(x, 3) for c in CLAIMS},
+              shown=["cell", "primary", "ratio_display", "verdict", "reading", *CLAIMS, "holm_verdict",
+                     "holm_reading"],
+              note=f"Across cells: {HOLM} (speedup/multiplicity.py). Holm's adjusted p-values, not a pooled "
+                   "estimate: the cells differ in scale and context and the question is asked per cell.")
+    for row in primary_across_cells(results):
+        r, cell = row["reading"], row["cell"]
+        lo, hi = r["interval"] or (None, None)
+        t.add({"cell": cell, "primary": EFFECT_LABELS[r["primary"]],
+               "ratio": (r["estimate"] or {}).get("ratio"), "interval_lo": lo, "interval_hi": hi,
+               "ratio_display": _effect_text(r if r["estimate"] else None), "verdict": r["verdict"],
+               "reading": r["reading"], **(row["holm_p"] or dict.fromkeys(CLAIMS)),
+               "holm_verdict": row["holm_verdict"], "holm_reading": row["holm_reading"]})
+    return t
+
+
 def verdict_text(results: Results, comparisons: Table, too_small: bool) -> str:
     if too_small:
         return ("Nothing, by design: the budgets are below report.min_budget_for_claims, so no comparison "
@@ -377,42 +413,62 @@ def verdict_text(results: Results, comparisons: Table, too_small: bool) -> str:
     if not len(comparisons):
         return "No cell has a speed-up estimate yet; nothing to conclude."
     lines = []
+    across = {row["cell"]: row for row in primary_across_cells(results)}
     for cell, doc in results.speedups.items():
         if doc is None:
             continue
-        if "contrasts" not in doc:
-            lines.append(f"{cell}: its speed-up file has no paired contrasts (an older speed-up stage; rerun "
+        if "reading" not in doc:
+            lines.append(f"{cell}: its speed-up file has no reading (an older speed-up stage; rerun "
                          f"`ngptlab speedup --cell {cell}`): nothing concluded.")
             continue
+        r, row = doc["reading"], across[cell]
         pairs = {(c["a"], c["b"]): c for c in doc["contrasts"]}
         orth, rownorm = pairs.get(("gpt-orth", "ngpt")), pairs.get(("gpt-rownorm", "ngpt"))
-        stated = f"{_stated(orth, 'gpt-orth vs ngpt')}, {_stated(rownorm, 'gpt-rownorm vs ngpt')}"
-        lines.append(f"{cell}: {stated}: " + reading(orth, rownorm)
+        effect = _effect_text(r if r["estimate"] else None)
+        holm = (f"; across the {row['n_cells']} cells with an interval (Holm): {row['holm_verdict']}, "
+                f"{row['holm_reading']}" if row["holm_p"] is not None else "")
+        lines.append(f"{cell}: the {EFFECT_LABELS[r['primary']]} {effect}: {r['verdict'] or 'n/a'}, so "
+                     f"{r['reading']}{holm}. Beside it: {_stated(orth, 'gpt-orth vs ngpt')}, "
+                     f"{_stated(rownorm, 'gpt-rownorm vs ngpt')}."
                      + _seeds_sentence([orth, rownorm], doc["resolve_ratio"], len(doc["seeds"])))
     return " ".join(lines)
+
+
+def primary_name(results: Results) -> str | None:
+    """The params file's primary effect (speedup.primary_contrast), as the speed-up files record it."""
+    found = [d["reading"]["primary"] for d in results.speedups.values() if d and "reading" in d]
+    return found[0] if found else None
 
 
 def rule_text(results: Results) -> str:
     r = rule(results)
     if r["verdict_rule"] is None:
         return "**The rule.** " + OLD_RULE
+    primary = primary_name(results)
+    reading = ("" if primary is None else
+               f" The reading rests on one pre-specified primary effect, the {EFFECT_LABELS[primary]} "
+               f"(speedup.primary_contrast): {ACCOUNT} predicts that it "
+               f"{'exceeds the margin' if PREDICTED[primary] == 'exceeds' else 'is equivalent to none'}; the "
+               f"reading is consistent with the account when that verdict holds, inconsistent with it when "
+               f"another does, else not resolved. Across cells: {HOLM}; Holm's adjusted p-values, not a "
+               f"pooled estimate, because the cells differ in scale and context.")
     return (f"**The rule.** {r['verdict_rule']} The equivalence margin is x{r['equivalence_margin']:g} "
-            "(speedup.equivalence_margin): two arms within it of each other are called equivalent. The "
-            "conditioning account is supported in a cell when gpt-orth vs ngpt is equivalent (or gpt-orth "
-            "faster) and gpt-rownorm vs ngpt is slower; contradicted when gpt-rownorm vs ngpt is equivalent "
-            "(or faster) and gpt-orth vs ngpt is slower; both equivalent: both fixes suffice; otherwise not "
-            "resolved.")
+            "(speedup.equivalence_margin): two arms within it of each other are called equivalent, and two "
+            "arms are called different only beyond it." + reading)
 
 
 def section(doc: Document, results: Results, analysis: Analysis, comparisons: Table) -> None:
     """The settle-it section; `comparisons` is comparisons_table(results), which the summary reads too."""
-    doc.add(Heading("Settle it: is conditioning why?", "settle-it"))
+    primary = primary_name(results)
+    named = f" (primary effect: {EFFECT_LABELS[primary]})" if primary else ""
+    doc.add(Heading(f"Settle it: is conditioning why?{named}", "settle-it"))
     doc.add(Text(
         "The paper's evidence is correlational: nGPT is both faster and better conditioned. The 2x2 arms "
         "break the correlation with everything else equal: `gpt-rownorm` fixes the weight norms (nGPT's "
         "unit rows) but leaves conditioning free; `gpt-orth` fixes the conditioning (κ = 1) but not the "
         "norms. If conditioning is the cause, gpt-orth should match nGPT's speed-up and gpt-rownorm fall "
-        "short of it, unless its conditioning improves too. gpt-nowd, gpt-lrm and gpt-scalar control for "
+        "short of it, unless its conditioning improves too; read as a factorial, fixing conditioning has an "
+        "effect and fixing the norms none. gpt-nowd, gpt-lrm and gpt-scalar control for "
         "weight decay and for learnable norms."))
     doc.add(Text(rule_text(results)))
     fig = settle_figure(results, analysis.arm_rows, SETTLE_METRICS)
@@ -421,6 +477,9 @@ def section(doc: Document, results: Results, analysis: Analysis, comparisons: Ta
     contrasts = contrasts_table(results)
     if len(contrasts):
         doc.add(TableBlock(contrasts))
+    factorial = factorial_table(results)
+    if len(factorial):
+        doc.add(TableBlock(factorial), TableBlock(primary_table(results)))
     if not analysis.tracking.empty:
         doc.add(TableBlock(tracking_table(results, analysis.tracking, analysis.cross)))
     doc.add(Text("**What the data show.** " + verdict_text(results, comparisons, views.too_small(results))))

@@ -1,0 +1,101 @@
+"""The 2x2 of gpt, gpt-rownorm, gpt-orth and ngpt read as a factorial, per seed, paired over seeds.
+
+Coding: y_ab = ln S of the arm in cell (a, b), a = 1 when the weight norms are fixed, b = 1 when the
+conditioning is fixed:
+  y_00 gpt          norms free, conditioning free (the baseline: ln S = 0 by construction)
+  y_10 gpt-rownorm  norms fixed (unit rows), conditioning free
+  y_01 gpt-orth     conditioning fixed (kappa = 1); its norm is one learned scalar per matrix, counted free
+  y_11 ngpt         norms fixed; its conditioning is free but observed good, counted fixed
+The factorial is not clean: ngpt also differs from gpt in more than the two factors (no warmup, no weight
+decay, a normalised residual stream and hidden states), and all of that is booked to cell (1, 1), so the
+interaction and both main effects carry it. Effects, per seed s (the textbook 2x2 contrasts):
+  conditioning = ((y_01 - y_00) + (y_11 - y_10)) / 2   the mean of its two simple effects
+  norm         = ((y_10 - y_00) + (y_11 - y_01)) / 2
+  interaction  = (y_11 - y_10) - (y_01 - y_00)         the difference of the simple effects (twice
+                                                       Montgomery's AB, so exp() of it is a ratio of ratios)
+Seed s of every arm saw the same batches and the same baseline run, so each effect is a paired difference:
+over the seeds its mean, sd and the level t-interval mean +- t_{(1+level)/2, n-1} sd / sqrt(n)
+(ngptlab.stats, scipy.stats.t), method "paired t on ln S over seeds", exp() giving the ratio; its verdict by
+the symmetric rule (speedup/equivalence.py) and its claim p-values for adjustment across cells.
+A seed where any of the four arms has no estimate, or only a bound (censored: it never reached, or beat at
+once, the target), is left out of every effect, each effect using all four cells; the count is stated.
+A censored likelihood would use them; that is other work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ngptlab.speedup.equivalence import claim_p_values, margin_verdict
+from ngptlab.speedup.estimate import Estimate
+from ngptlab.stats import LEVEL, mean_sd_interval
+
+METHOD = "paired t on ln S over seeds"
+ARMS = {"gpt": (0, 0), "gpt-rownorm": (1, 0), "gpt-orth": (0, 1), "ngpt": (1, 1)}  # arm -> (a, b)
+# Each effect's weights on y_ab (module docstring).
+WEIGHTS = {
+    "conditioning": {(0, 0): -0.5, (1, 0): -0.5, (0, 1): 0.5, (1, 1): 0.5},
+    "norm": {(0, 0): -0.5, (1, 0): 0.5, (0, 1): -0.5, (1, 1): 0.5},
+    "interaction": {(0, 0): 1.0, (1, 0): -1.0, (0, 1): -1.0, (1, 1): 1.0},
+}
+CODING = ("y_ab = ln S, a = norms fixed, b = conditioning fixed: y_00 gpt, y_10 gpt-rownorm, y_01 gpt-orth "
+          "(a learned scalar norm, counted free), y_11 ngpt (conditioning observed good, counted fixed; ngpt "
+          "also drops warmup and weight decay and normalises its hidden states, all booked to this cell, "
+          "so the factorial is not clean); conditioning = ((y_01 - y_00) + (y_11 - y_10)) / 2, norm = "
+          "((y_10 - y_00) + (y_11 - y_01)) / 2, interaction = (y_11 - y_10) - (y_01 - y_00)")
+
+
+def effect_of(logs: Mapping[str, float], effect: str) -> float:
+    """One seed's effect from its ln S per 2x2 arm."""
+    return sum(WEIGHTS[effect][cell] * logs[arm] for arm, cell in ARMS.items())
+
+
+def usable_seeds(per_seed: Mapping[str, Mapping[int, Estimate]]) -> tuple[list[int], list[dict]]:
+    """(seeds with a point estimate for all four arms, [{seed, reason}] for the others)."""
+    seeds = sorted(set().union(*(per_seed[arm] for arm in ARMS)))
+    used, left_out = [], []
+    for s in seeds:
+        estimates = {arm: per_seed[arm].get(s) for arm in ARMS}
+        missing = [arm for arm, e in estimates.items() if e is None or e.value is None]
+        bounded = [arm for arm, e in estimates.items() if e is not None and e.bound]
+        if missing:
+            left_out.append({"seed": s, "reason": f"no estimate for {', '.join(missing)}"})
+        elif bounded:
+            left_out.append({"seed": s, "reason": f"a bound (censored) for {', '.join(bounded)}"})
+        else:
+            used.append(s)
+    return used, left_out
+
+
+def summarize_effect(values: list[float], margin: float, level: float) -> dict:
+    """{estimate {ln, ratio}, log {mean, sd, se, df}, log_interval, interval, method, level, n_seeds,
+    verdict, p_values}: the paired t-interval of the module docstring over one effect's per-seed values."""
+    summary = mean_sd_interval(values, level)
+    mean, log_interval = summary["mean"], summary["interval"]
+    p_values = (None if log_interval is None
+                else claim_p_values(mean, summary["se"], summary["df"], margin))
+    return {"estimate": {"ln": mean, "ratio": None if mean is None else math.exp(mean)},
+            "log": {k: summary[k] for k in ("mean", "sd", "se", "df")},
+            "log_interval": log_interval,
+            "interval": None if log_interval is None else [math.exp(x) for x in log_interval],
+            "method": METHOD, "level": level, "n_seeds": len(values),
+            "verdict": margin_verdict(log_interval, margin), "p_values": p_values}
+
+
+def factorial(per_seed: Mapping[str, Mapping[int, Estimate]], margin: float, level: float = LEVEL
+              ) -> dict | None:
+    """The 2x2 factorial of the module docstring (per_seed: arm -> seed -> speed-up over the baseline):
+    {coding, arms {arm: [a, b]}, seeds, left_out [{seed, reason}], note, effects {conditioning, norm,
+    interaction: summarize_effect}}; None when the cell lacks one of the four arms."""
+    if any(arm not in per_seed for arm in ARMS):
+        return None
+    seeds, left_out = usable_seeds(per_seed)
+    logs = {s: {arm: math.log(per_seed[arm][s].value) for arm in ARMS} for s in seeds}
+    effects = {name: summarize_effect([effect_of(logs[s], name) for s in seeds], margin, level)
+               for name in WEIGHTS}
+    censored = sum("bound" in entry["reason"] for entry in left_out)
+    note = (f"{len(left_out)} seed(s) left out of every effect ({censored} for a bound, "
+            f"{len(left_out) - censored} for a missing estimate)" if left_out else None)
+    return {"coding": CODING, "arms": {arm: list(cell) for arm, cell in ARMS.items()}, "seeds": seeds,
+            "left_out": left_out, "note": note, "effects": effects}

@@ -1,0 +1,49 @@
+"""The cell's reading: what its pre-specified primary factorial effect says about the account that
+conditioning explains nGPT's speed-up.
+
+The primary effect is speedup.primary_contrast (conditioning, norm or interaction; one per params file, set
+before the data). The account predicts, on the symmetric rule (speedup/equivalence.py):
+  conditioning  exceeds by more than xM (fixing conditioning speeds training up),
+  norm          equivalent within xM (fixing the norms alone does nothing),
+  interaction   equivalent within xM (conditioning helps alike with the norms fixed or free).
+The reading is "consistent with" the account when the effect's verdict is the predicted one, "inconsistent
+with" it when another claim holds, else "not resolved" (no interval, or an interval across a margin's
+edge). It never proves the account: the factorial is not clean (speedup/factorial.py).
+The same words serve the cell's own level-interval and, in the report, the Holm-adjusted claims across cells.
+"""
+
+from __future__ import annotations
+
+from ngptlab.speedup.equivalence import NOT_RESOLVED, held_claim
+from ngptlab.stats import LEVEL
+
+ACCOUNT = "the account that conditioning explains nGPT's speed-up"
+PREDICTED = {"conditioning": "exceeds", "norm": "equivalent", "interaction": "equivalent"}
+CONSISTENT = f"consistent with {ACCOUNT}"
+INCONSISTENT = f"inconsistent with {ACCOUNT}"
+
+
+def reading_words(primary: str, p_values: dict[str, float] | None, level: float = LEVEL) -> str:
+    """consistent with / inconsistent with the account / not resolved, from the primary effect's (possibly
+    adjusted) claim p-values."""
+    claim = held_claim(p_values, level)
+    if claim is None:
+        return NOT_RESOLVED
+    return CONSISTENT if claim == PREDICTED[primary] else INCONSISTENT
+
+
+def primary_reading(factorial: dict | None, primary: str, margin: float, level: float = LEVEL) -> dict:
+    """{primary, predicted, estimate {ln, ratio}, log_interval, interval, method, level, n_seeds, verdict,
+    p_values, reading, note}: the cell's primary effect and the words the report uses for it."""
+    out = {"primary": primary, "predicted": PREDICTED[primary], "margin": margin, "estimate": None,
+           "log_interval": None, "interval": None, "method": None, "level": level, "n_seeds": 0,
+           "verdict": None, "p_values": None, "reading": NOT_RESOLVED, "note": None}
+    if factorial is None:
+        out["note"] = "the cell lacks one of gpt, gpt-rownorm, gpt-orth, ngpt: no factorial"
+        return out
+    effect = factorial["effects"][primary]
+    out.update({key: effect[key] for key in ("estimate", "log_interval", "interval", "method", "level",
+                                               "n_seeds", "verdict", "p_values")})
+    out["reading"] = reading_words(primary, effect["p_values"], level)
+    out["note"] = factorial["note"]
+    return out
