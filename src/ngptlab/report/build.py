@@ -1,11 +1,11 @@
 """The report's table of contents: one call per section, in the report's order (report/sections/).
 
 Claims are guarded twice. A grid whose largest budget is below report.min_budget_for_claims says, at the
-top and in the settle-it section, that it is too small to conclude anything. And a comparison is called
-"faster", "slower" or "equivalent" only by the speed-up stage's rule (speedup/inference.py, stated in the
-settle-it section): from the 95% t-interval on the mean log ratio over seeds, faster or slower when it lies
-wholly above or below 0, equivalent when it lies within the equivalence margin; a single seed or a bound has
-no interval and is not resolved.
+top and in the settle-it section, that it is too small to conclude anything. And every verdict is the
+speed-up stage's, from a 95% t-interval over seeds, stated in the settle-it section (speedup/inference.py
+for an arm against the baseline, speedup/equivalence.py between arms and for the factorial effects: the
+margin judges both "equivalent" and "falls short"/"exceeds"); a single seed or a bound has no interval and is
+not resolved.
 """
 
 from __future__ import annotations
