@@ -35,6 +35,7 @@ VOLATILE_NESTED = frozenset({("checkpoint", "sha256")})  # (parent key, key): a 
 # the columns that report measured speed.
 MASKED = re.compile(r"code:[0-9a-f]{7,}|\b[0-9a-f]{12,64}\b")
 VOLATILE_COLUMNS = frozenset({"tokens/s (median)", "MFU (median)"})
+KEPT_STATE = re.compile(r"(ckpt-\d+)-\d+")
 
 JSON_GLOBS = ("results/train/**/summary.json", "results/trunk/**/*.json", "results/conditioning/*.json",
               "results/speedup/*.json", "results/evaluate/*.json")
@@ -70,12 +71,17 @@ def same_json(before: object, after: object, added: frozenset[str]) -> str | Non
     return first_difference(without(before, VOLATILE), without(after, VOLATILE | added))
 
 
+def by_name(root: Path, pattern: str) -> dict[str, Path]:
+    """The files of `pattern` under root by their path, a kept state's directory named by its step alone
+    (ckpt-<step>-<unique suffix>: the suffix differs run to run)."""
+    return {KEPT_STATE.sub(r"\1", p.relative_to(root).as_posix()): p
+            for p in root.glob(pattern) if p.is_file()}
+
+
 def paired(before: Path, after: Path, pattern: str) -> Iterator[tuple[str, Path | None, Path | None]]:
-    names = sorted({p.relative_to(before).as_posix() for p in before.glob(pattern)}
-                   | {p.relative_to(after).as_posix() for p in after.glob(pattern)})
-    for name in names:
-        a, b = before / name, after / name
-        yield name, a if a.is_file() else None, b if b.is_file() else None
+    files_a, files_b = by_name(before, pattern), by_name(after, pattern)
+    for name in sorted(files_a.keys() | files_b.keys()):
+        yield name, files_a.get(name), files_b.get(name)
 
 
 def first_difference(a: object, b: object, where: str = "") -> str | None:
