@@ -10,7 +10,8 @@ compares every output the stages produce, file by file, and prints one line per 
 - results/train/**/metrics.jsonl: equal line by line, the same way;
 - runs/**/*.safetensors: every tensor's bytes equal (the header's metadata records the code revision, so the
   file's own bytes and sha256 differ whenever the code does);
-- reports/report.md: equal once code revisions and the hashes derived from them are masked.
+- reports/report.md: equal once code revisions, the hashes derived from them and the measured speed (the
+  compute table's tokens/s and MFU) are masked.
 
 Files present on one side only are differences too, and so are keys, except those named with `--added KEY`:
 a record the newer code writes and the older did not (the after side may carry them, anywhere). Not a test
@@ -29,19 +30,40 @@ from pathlib import Path
 # Fields that record the code revision, or a hash of a file that carries it; they differ whenever the code
 # does and say nothing of the numbers. Everything else must be equal.
 VOLATILE = frozenset({"code_revision", "checkpoint_sha256", "revision", "code"})
-# In report.md: the code fingerprints and the hashes of checkpoints written with them.
-MASKED = re.compile(r"code:[0-9a-f]{8,}|\b[0-9a-f]{40,64}\b")
+VOLATILE_NESTED = frozenset({("checkpoint", "sha256")})  # (parent key, key): a conditioning JSON's checkpoint
+# In report.md: the code fingerprints and hashes (whole or cut to 12 digits) of files that record them, and
+# the columns that report measured speed.
+MASKED = re.compile(r"code:[0-9a-f]{7,}|\b[0-9a-f]{12,64}\b")
+VOLATILE_COLUMNS = frozenset({"tokens/s (median)", "MFU (median)"})
+KEPT_STATE = re.compile(r"(ckpt-\d+)-\d+")
 
 JSON_GLOBS = ("results/train/**/summary.json", "results/trunk/**/*.json", "results/conditioning/*.json",
               "results/speedup/*.json", "results/evaluate/*.json")
 
 
-def without(value: object, keys: frozenset[str]) -> object:
+def without(value: object, keys: frozenset[str], parent: str | None = None) -> object:
     if isinstance(value, dict):
-        return {k: without(v, keys) for k, v in value.items() if k not in keys}
+        return {k: without(v, keys, k) for k, v in value.items()
+                if k not in keys and (parent, k) not in VOLATILE_NESTED}
     if isinstance(value, list):
-        return [without(v, keys) for v in value]
+        return [without(v, keys, parent) for v in value]
     return value
+
+
+def masked_report(text: str) -> list[str]:
+    """report.md's lines with hashes and the measured-speed columns of its tables masked."""
+    lines, volatile = [], set()
+    for line in MASKED.sub("<hash>", text).splitlines():
+        cells = line.split("|")
+        if line.startswith("|") and not line.startswith("|---"):
+            if not volatile and any(c.strip() in VOLATILE_COLUMNS for c in cells):
+                volatile = {i for i, c in enumerate(cells) if c.strip() in VOLATILE_COLUMNS}
+            elif volatile:
+                line = "|".join("<measured>" if i in volatile else c for i, c in enumerate(cells))
+        elif not line.startswith("|"):
+            volatile = set()
+        lines.append(line)
+    return lines
 
 
 def same_json(before: object, after: object, added: frozenset[str]) -> str | None:
@@ -49,12 +71,17 @@ def same_json(before: object, after: object, added: frozenset[str]) -> str | Non
     return first_difference(without(before, VOLATILE), without(after, VOLATILE | added))
 
 
+def by_name(root: Path, pattern: str) -> dict[str, Path]:
+    """The files of `pattern` under root by their path, a kept state's directory named by its step alone
+    (ckpt-<step>-<unique suffix>: the suffix differs run to run)."""
+    return {KEPT_STATE.sub(r"\1", p.relative_to(root).as_posix()): p
+            for p in root.glob(pattern) if p.is_file()}
+
+
 def paired(before: Path, after: Path, pattern: str) -> Iterator[tuple[str, Path | None, Path | None]]:
-    names = sorted({p.relative_to(before).as_posix() for p in before.glob(pattern)}
-                   | {p.relative_to(after).as_posix() for p in after.glob(pattern)})
-    for name in names:
-        a, b = before / name, after / name
-        yield name, a if a.is_file() else None, b if b.is_file() else None
+    files_a, files_b = by_name(before, pattern), by_name(after, pattern)
+    for name in sorted(files_a.keys() | files_b.keys()):
+        yield name, files_a.get(name), files_b.get(name)
 
 
 def first_difference(a: object, b: object, where: str = "") -> str | None:
@@ -126,8 +153,7 @@ def compare_report(before: Path, after: Path, added: frozenset[str]) -> Iterator
         if a is None or b is None:
             yield f"{name}: only in {'after' if a is None else 'before'}"
             continue
-        lines_a = MASKED.sub("<hash>", a.read_text()).splitlines()
-        lines_b = MASKED.sub("<hash>", b.read_text()).splitlines()
+        lines_a, lines_b = masked_report(a.read_text()), masked_report(b.read_text())
         for i, (x, y) in enumerate(zip(lines_a, lines_b, strict=False)):
             if x != y:
                 yield f"{name} line {i + 1}: {x!r} != {y!r}"
