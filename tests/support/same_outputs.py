@@ -39,6 +39,8 @@ KEPT_STATE = re.compile(r"(ckpt-\d+)-\d+")
 
 JSON_GLOBS = ("results/train/**/summary.json", "results/trunk/**/*.json", "results/conditioning/*.json",
               "results/speedup/*.json", "results/evaluate/*.json")
+METRICS, TENSORS, REPORT = "results/train/**/metrics.jsonl", "runs/**/*.safetensors", "reports/report.md"
+PATTERNS = (*JSON_GLOBS, METRICS, TENSORS, REPORT)
 
 
 def without(value: object, keys: frozenset[str], parent: str | None = None) -> object:
@@ -78,10 +80,18 @@ def by_name(root: Path, pattern: str) -> dict[str, Path]:
             for p in root.glob(pattern) if p.is_file()}
 
 
-def paired(before: Path, after: Path, pattern: str) -> Iterator[tuple[str, Path | None, Path | None]]:
+def paired(before: Path, after: Path, pattern: str) -> Iterator[tuple[str, Path, Path]]:
+    """The files of `pattern` present on both sides (compare_presence reports the others)."""
     files_a, files_b = by_name(before, pattern), by_name(after, pattern)
-    for name in sorted(files_a.keys() | files_b.keys()):
-        yield name, files_a.get(name), files_b.get(name)
+    for name in sorted(files_a.keys() & files_b.keys()):
+        yield name, files_a[name], files_b[name]
+
+
+def compare_presence(before: Path, after: Path, added: frozenset[str]) -> Iterator[str]:
+    for pattern in PATTERNS:
+        files_a, files_b = by_name(before, pattern), by_name(after, pattern)
+        for name in sorted(files_a.keys() ^ files_b.keys()):
+            yield f"{name}: only in {'before' if name in files_a else 'after'}"
 
 
 def first_difference(a: object, b: object, where: str = "") -> str | None:
@@ -106,19 +116,13 @@ def first_difference(a: object, b: object, where: str = "") -> str | None:
 def compare_json(before: Path, after: Path, added: frozenset[str]) -> Iterator[str]:
     for pattern in JSON_GLOBS:
         for name, a, b in paired(before, after, pattern):
-            if a is None or b is None:
-                yield f"{name}: only in {'after' if a is None else 'before'}"
-                continue
             found = same_json(json.loads(a.read_text()), json.loads(b.read_text()), added)
             if found:
                 yield f"{name}: {found}"
 
 
 def compare_metrics(before: Path, after: Path, added: frozenset[str]) -> Iterator[str]:
-    for name, a, b in paired(before, after, "results/train/**/metrics.jsonl"):
-        if a is None or b is None:
-            yield f"{name}: only in {'after' if a is None else 'before'}"
-            continue
+    for name, a, b in paired(before, after, METRICS):
         lines_a, lines_b = a.read_text().splitlines(), b.read_text().splitlines()
         if len(lines_a) != len(lines_b):
             yield f"{name}: {len(lines_a)} lines != {len(lines_b)}"
@@ -133,10 +137,7 @@ def compare_metrics(before: Path, after: Path, added: frozenset[str]) -> Iterato
 def compare_tensors(before: Path, after: Path, added: frozenset[str]) -> Iterator[str]:
     from safetensors import safe_open
 
-    for name, a, b in paired(before, after, "runs/**/*.safetensors"):
-        if a is None or b is None:
-            yield f"{name}: only in {'after' if a is None else 'before'}"
-            continue
+    for name, a, b in paired(before, after, TENSORS):
         with safe_open(a, "pt") as fa, safe_open(b, "pt") as fb:
             if sorted(fa.keys()) != sorted(fb.keys()):
                 yield f"{name}: tensor names differ"
@@ -149,10 +150,7 @@ def compare_tensors(before: Path, after: Path, added: frozenset[str]) -> Iterato
 
 
 def compare_report(before: Path, after: Path, added: frozenset[str]) -> Iterator[str]:
-    for name, a, b in paired(before, after, "reports/report.md"):
-        if a is None or b is None:
-            yield f"{name}: only in {'after' if a is None else 'before'}"
-            continue
+    for name, a, b in paired(before, after, REPORT):
         lines_a, lines_b = masked_report(a.read_text()), masked_report(b.read_text())
         for i, (x, y) in enumerate(zip(lines_a, lines_b, strict=False)):
             if x != y:
@@ -171,17 +169,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="a key the after side's records may add (repeat for several)")
     args = parser.parse_args(argv)
     added = frozenset(args.added)
-    counts = {kind: 0 for kind in ("json", "metrics", "tensors", "report")}
     differences = 0
-    for kind, check in (("json", compare_json), ("metrics", compare_metrics), ("tensors", compare_tensors),
-                        ("report", compare_report)):
+    for check in (compare_presence, compare_json, compare_metrics, compare_tensors, compare_report):
         for line in check(args.before, args.after, added):
             print(line)
             differences += 1
-            counts[kind] += 1
-    files = {pattern: len(list(args.before.glob(pattern)))
-             for pattern in (*JSON_GLOBS, "results/train/**/metrics.jsonl", "runs/**/*.safetensors",
-                             "reports/report.md")}
+    files = {pattern: len(list(args.before.glob(pattern))) for pattern in PATTERNS}
     print(f"compared {sum(files.values())} files ({', '.join(f'{n} {p}' for p, n in files.items() if n)}); "
           f"{differences} difference(s)")
     return 1 if differences else 0
