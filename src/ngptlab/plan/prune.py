@@ -23,7 +23,7 @@ from ngptlab.config.load import load_params
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
-from ngptlab.plan.sweeps import best_lr, mean_losses
+from ngptlab.plan.sweeps import ResultOf, best_lr, mean_losses, on_disk
 from ngptlab.settings import setting
 
 DEFAULT_KEEP = 2
@@ -37,7 +37,7 @@ def kept_window(sweep: list[float], best: float, keep: int) -> list[float]:
     return ordered[lo:lo + keep]
 
 
-def decision_budget(params: dict, root: str | Path, scale: str, context: int) -> tuple[int | None, str]:
+def decision_budget(params: dict, results: ResultOf, scale: str, context: int) -> tuple[int | None, str]:
     """(B, why): the budget whose results decide the pruning of this cell, or None and what it waits for."""
     train = params["train"]
     budgets = sorted(train["budgets"])
@@ -45,7 +45,7 @@ def decision_budget(params: dict, root: str | Path, scale: str, context: int) ->
     candidates = [protocol["after_budget"]] if protocol else budgets[:-1][::-1]
     for candidate in candidates:
         below = [b for b in budgets if b <= candidate]
-        if all(mean_losses(params, root, scale, context, arm, b) is not None
+        if all(mean_losses(params, results, scale, context, arm, b) is not None
                for arm in train["arms"] for b in below):
             return candidate, ""
     if protocol:
@@ -53,12 +53,12 @@ def decision_budget(params: dict, root: str | Path, scale: str, context: int) ->
     return None, "no budget below the largest has all its results (and those below it) in"
 
 
-def proposed_prunes(params: dict, root: str | Path, keep: int) -> tuple[list[dict], list[str]]:
+def proposed_prunes(params: dict, results: ResultOf, keep: int) -> tuple[list[dict], list[str]]:
     """(train.pruned_sweeps entries to add, one line per cell or arm left as it is and why)."""
     train, entries, notes = params["train"], [], []
     for scale in train["scales"]:
         for context in train["contexts"]:
-            budget, why = decision_budget(params, root, scale, context)
+            budget, why = decision_budget(params, results, scale, context)
             if budget is None:
                 notes.append(f"{scale} ctx{context}: not pruned: {why}")
                 continue
@@ -68,7 +68,7 @@ def proposed_prunes(params: dict, root: str | Path, keep: int) -> tuple[list[dic
                 decided = pruning_of(train, scale, context, arm, min(above))
                 if len(current) <= keep or (decided and decided["after_budget"] >= budget):
                     continue  # already K or fewer above B: nothing to halve
-                losses = mean_losses(params, root, scale, context, arm, budget)
+                losses = mean_losses(params, results, scale, context, arm, budget)
                 best = best_lr(losses)
                 if best is None:
                     notes.append(f"{scale} ctx{context} {arm}: not pruned: every run at {budget:,} diverged")
@@ -83,7 +83,7 @@ def prune_sweeps(params_path: str | Path, root: str | Path, plan_file: str | Pat
                  keep: int = DEFAULT_KEEP) -> tuple[list[dict], list[str]]:
     """Prune the sweeps of the params file in place and rewrite plan_file; return (entries, notes)."""
     params = load_params(params_path)
-    entries, notes = proposed_prunes(params, root, keep)
+    entries, notes = proposed_prunes(params, on_disk(root), keep)
     if entries:
         edit_params_file(params_path, lambda document: add_entries(document, "pruned_sweeps", entries, ()))
         params = load_params(params_path)

@@ -21,7 +21,7 @@ from ngptlab.config.load import load_params
 from ngptlab.grid.sweeps import held_back
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
-from ngptlab.plan.sweeps import best_lr, grid_budgets, mean_losses
+from ngptlab.plan.sweeps import ResultOf, best_lr, grid_budgets, mean_losses, on_disk
 from ngptlab.schedule import is_wsd
 from ngptlab.settings import setting
 
@@ -33,12 +33,12 @@ def new_seeds(train: dict, n: int) -> list[int]:
     return list(range(first, first + n))
 
 
-def chosen_lrs(params: dict, root: str | Path, scale: str, context: int,
+def chosen_lrs(params: dict, results: ResultOf, scale: str, context: int,
                arm: str) -> tuple[dict[int, float], str]:
     """({budget: the learning rate its added seeds run}, why some budget has none)."""
     train = params["train"]
     budgets = grid_budgets(train, scale, context, arm)
-    losses = {b: mean_losses(params, root, scale, context, arm, b) for b in budgets}
+    losses = {b: mean_losses(params, results, scale, context, arm, b) for b in budgets}
     if is_wsd(train):
         largest = budgets[-1]
         if losses[largest] is None:
@@ -53,7 +53,7 @@ def chosen_lrs(params: dict, root: str | Path, scale: str, context: int,
     return chosen, f"no best learning rate yet at {', '.join(waiting)}" if waiting else ""
 
 
-def proposed_seeds(params: dict, root: str | Path, n: int) -> tuple[list[dict], list[str]]:
+def proposed_seeds(params: dict, results: ResultOf, n: int) -> tuple[list[dict], list[str]]:
     """(train.added_seeds entries, new or with more seeds, one line per (cell, arm) left short and why)."""
     train = params["train"]
     wanted = new_seeds(train, n)
@@ -66,7 +66,7 @@ def proposed_seeds(params: dict, root: str | Path, n: int) -> tuple[list[dict], 
                              "`ngptlab plan --prune-sweeps` has pruned them")
                 continue
             for arm in train["arms"]:
-                chosen, why = chosen_lrs(params, root, scale, context, arm)
+                chosen, why = chosen_lrs(params, results, scale, context, arm)
                 if why:
                     notes.append(f"{scale} ctx{context} {arm}: {why}")
                 for budget, lr in sorted(chosen.items()):
@@ -84,7 +84,7 @@ def add_seeds(params_path: str | Path, root: str | Path, plan_file: str | Path,
               n: int) -> tuple[list[dict], list[str]]:
     """Add the seeds to the params file in place and rewrite plan_file; return (entries, notes)."""
     params = load_params(params_path)
-    entries, notes = proposed_seeds(params, root, n)
+    entries, notes = proposed_seeds(params, on_disk(root), n)
     if entries:
         edit_params_file(params_path, lambda document: add_entries(document, "added_seeds", entries,
                                                                    ENTRY_KEY))

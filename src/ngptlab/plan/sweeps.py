@@ -6,15 +6,29 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from ngptlab import schedule as schedules
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.sweeps import held_back, lr_sweep
-from ngptlab.results import read_run_result, train_dir
+from ngptlab.results import RunResult, read_run_result, train_dir
+
+# The result of a run, or None while it has none: the files under a results root (on_disk), or a planted
+# world's runs held in memory (ngptlab.design), read by the same decisions.
+ResultOf = Callable[[RunSpec], RunResult | None]
 
 
-def mean_losses(params: dict, root: str | Path, scale: str, context: int, arm: str,
+def on_disk(root: str | Path) -> ResultOf:
+    """The results under root (final losses only): None for a run without a summary yet."""
+    def result_of(spec: RunSpec) -> RunResult | None:
+        if not (train_dir(root, spec) / "summary.json").is_file():
+            return None
+        return read_run_result(root, spec, with_curve=False)
+    return result_of
+
+
+def mean_losses(params: dict, results: ResultOf, scale: str, context: int, arm: str,
                 budget: int) -> dict[float, float] | None:
     """{lr: mean final loss over train.seeds} of the sweep at this budget; inf for a learning rate with a
     diverged run (it cannot be the best); None while any of its runs has no result yet."""
@@ -23,10 +37,9 @@ def mean_losses(params: dict, root: str | Path, scale: str, context: int, arm: s
     for lr in lr_sweep(train, scale, context, arm, budget):
         values = []
         for seed in train["seeds"]:
-            spec = RunSpec(scale, context, arm, budget, lr, seed, schedules.of(train))
-            if not (train_dir(root, spec) / "summary.json").is_file():
+            result = results(RunSpec(scale, context, arm, budget, lr, seed, schedules.of(train)))
+            if result is None:
                 return None
-            result = read_run_result(root, spec, with_curve=False)
             values.append(result.final_val_loss if result.usable else math.inf)
         losses[lr] = statistics.fmean(values) if all(math.isfinite(v) for v in values) else math.inf
     return losses

@@ -82,7 +82,7 @@ from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells
 from ngptlab.grid.sweeps import lr_sweep
-from ngptlab.results import read_run_result, write_json
+from ngptlab.results import RunResult, read_run_result, write_json
 from ngptlab.settings import setting
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.estimator import estimate_cell
@@ -113,7 +113,14 @@ def speedup_cell(params: dict, cell: str, root: str | Path) -> dict:
     if cell not in cells:
         raise ParamsError(f"cell {cell!r} is not in the grid of this params file; cells: {', '.join(cells)}")
     specs = [s for s in compared_runs(params) if s.cell == cell]
-    results = [read_run_result(root, s) for s in specs]
+    document = analyse_cell(params, cell, [read_run_result(root, s) for s in specs])
+    write_json(output_path(root, cell), document)
+    return document
+
+
+def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
+    """The cell's document from its runs' results (every run of the cell in the grid): no file is read or
+    written, so a planted world's runs (ngptlab.design) go through the very same estimate."""
     cfg = params["speedup"]
     resamples, seed = int(cfg["bootstrap"]), int(cfg["seed"])
     margin = float(setting(cfg, "speedup.equivalence_margin"))
@@ -121,18 +128,16 @@ def speedup_cell(params: dict, cell: str, root: str | Path) -> dict:
     estimate = estimate_cell(results, cfg["baseline"], resamples, seed, margin, ratio)
     for arm, entry in interpolate_cell(results, estimate, resamples, seed, margin, ratio).items():
         estimate["arms"][arm]["interpolated"] = entry
-    scale, context = specs[0].scale, specs[0].context
+    scale, context = results[0].spec.scale, results[0].spec.context
     # Seeds beyond train.seeds run only the best learning rate: they have no sweep whose edges mean anything.
-    swept = [s for s in specs if s.seed in set(params["train"]["seeds"])]
+    swept = [r.spec for r in results if r.spec.seed in set(params["train"]["seeds"])]
     edges = sweep_edges(results, lambda arm: lr_sweep(params["train"], scale, context, arm), swept)
     per_seed = {arm: {p["seed"]: Estimate.from_dict(p["speedup"]) for p in entry["per_seed"]}
                 for arm, entry in estimate["arms"].items()}
     effects = factorial(per_seed, margin)
     primary = setting(cfg, "speedup.primary_contrast")
-    document = {"cell": cell, "scale": scale, "context": context, "method": METHOD,
-                "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
-                              "min_seeds": BOOTSTRAP_MIN_SEEDS},
-                **estimate, "factorial": effects, "reading": primary_reading(effects, primary, margin),
-                "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
-    write_json(output_path(root, cell), document)
-    return document
+    return {"cell": cell, "scale": scale, "context": context, "method": METHOD,
+            "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
+                          "min_seeds": BOOTSTRAP_MIN_SEEDS},
+            **estimate, "factorial": effects, "reading": primary_reading(effects, primary, margin),
+            "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
