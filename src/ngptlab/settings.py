@@ -58,3 +58,9 @@ def setting(section: Mapping, key: str) -> Any:
     last part: the file's value where it gives one, else the schema's default."""
     name = key.rpartition(".")[2]
     return section[name] if name in section else default(key)
+
+
+def baselines(speedup: Mapping) -> list[str]:
+    """speedup.baseline as a list: one arm, or several whose first is the primary baseline."""
+    named = speedup["baseline"]
+    return [named] if isinstance(named, str) else list(named)

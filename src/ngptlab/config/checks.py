@@ -10,7 +10,7 @@ from ngptlab.grid.resources import scale_layout
 from ngptlab.grid.sweeps import lr_sweep
 from ngptlab.models.scales import resolve_scale
 from ngptlab.schedule import wsd_problem
-from ngptlab.settings import setting
+from ngptlab.settings import baselines, setting
 
 
 def cross_field_problem(params: dict) -> str | None:
@@ -73,9 +73,9 @@ def cross_field_problem(params: dict) -> str | None:
     problem = wsd_problem(train)
     if problem:
         return problem
-    if params["speedup"]["baseline"] not in train["arms"]:
-        return (f"speedup.baseline {params['speedup']['baseline']!r} is not among train.arms: "
-                f"{', '.join(train['arms'])}")
+    for baseline in baselines(params["speedup"]):
+        if baseline not in train["arms"]:
+            return f"speedup.baseline {baseline!r} is not among train.arms: {', '.join(train['arms'])}"
     return None
 
 

@@ -24,6 +24,9 @@ def describe(err: jsonschema.ValidationError) -> str:
         deepest = most_specific(list(err.context))
         if len(deepest.absolute_path) > len(err.absolute_path):
             return describe(deepest)
+        # at the key itself: the alternative whose type fits the value says most (a list's minItems, a
+        # string's enum), one of the wrong type least
+        return describe(min(err.context, key=lambda e: {"type": 2, "enum": 1}.get(e.validator, 0)))
     key = _key(err.absolute_path)
     schema = err.schema if isinstance(err.schema, dict) else {}
     if err.validator == "additionalProperties":

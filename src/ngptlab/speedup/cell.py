@@ -63,6 +63,11 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    reading: "consistent with the account that conditioning explains nGPT's
                                    speed-up" | "inconsistent with ..." | "not resolved", the words the
                                    report prints (speedup/reading.py)
+  by_baseline{<baseline>: {targets, arms {<arm>: {speedup, per_seed}}, contrasts}}
+                                   only when speedup.baseline names several arms: for each but the first
+                                   (the primary, whose speed-ups are the fields above), the same fields as
+                                   above measured against that baseline; the factorial and reading stay
+                                   the primary's
   runs [{run, scale, context, arm, budget, lr, seed, status, final_val_loss, best_lr_for_budget,
          within_run: {tokens_to_target, speedup} | null}]      every run of the cell; within_run = the per-run
                                                                cheaper estimate from its own validation curve
@@ -83,7 +88,7 @@ from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells
 from ngptlab.grid.sweeps import lr_sweep
 from ngptlab.results import RunResult, read_run_result, write_json
-from ngptlab.settings import setting
+from ngptlab.settings import baselines, setting
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.estimator import estimate_cell
 from ngptlab.speedup.factorial import factorial
@@ -125,7 +130,12 @@ def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
     resamples, seed = int(cfg["bootstrap"]), int(cfg["seed"])
     margin = float(setting(cfg, "speedup.equivalence_margin"))
     ratio = float(setting(cfg, "speedup.resolve_ratio"))
-    estimate = estimate_cell(results, cfg["baseline"], resamples, seed, margin, ratio)
+    first, *others = baselines(cfg)
+
+    def against(baseline: str) -> dict:
+        return estimate_cell(results, baseline, resamples, seed, margin, ratio)
+
+    estimate = against(first)
     for arm, entry in interpolate_cell(results, estimate, resamples, seed, margin, ratio).items():
         estimate["arms"][arm]["interpolated"] = entry
     scale, context = results[0].spec.scale, results[0].spec.context
@@ -136,8 +146,18 @@ def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
                 for arm, entry in estimate["arms"].items()}
     effects = factorial(per_seed, margin)
     primary = setting(cfg, "speedup.primary_contrast")
+    # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.
+    further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}
     return {"cell": cell, "scale": scale, "context": context, "method": METHOD,
             "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
                           "min_seeds": BOOTSTRAP_MIN_SEEDS},
-            **estimate, "factorial": effects, "reading": primary_reading(effects, primary, margin),
+            **estimate, **further, "factorial": effects, "reading": primary_reading(effects, primary, margin),
             "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
+
+
+def further_baseline(estimate: dict) -> dict:
+    """The by_baseline entry of one further baseline from its estimate_cell document."""
+    return {"targets": estimate["targets"],
+            "arms": {arm: {"speedup": entry["speedup"], "per_seed": entry["per_seed"]}
+                     for arm, entry in estimate["arms"].items()},
+            "contrasts": estimate["contrasts"]}

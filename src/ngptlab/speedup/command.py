@@ -18,6 +18,9 @@ def run(args: argparse.Namespace, params: dict) -> int:
     parts = [f"{arm} {entry['speedup']['display']}" for arm, entry in doc["arms"].items()]
     print(f"{args.cell}: speed-up vs {doc['baseline']}: {', '.join(parts)} "
           f"-> {output_path(args.root, args.cell)}")
+    for baseline, further in doc.get("by_baseline", {}).items():
+        parts = [f"{arm} {entry['speedup']['display']}" for arm, entry in further["arms"].items()]
+        print(f"  speed-up vs {baseline}: {', '.join(parts)}")
     for e in doc["tuning"]["edges"]:
         if e["edge"] in ("top", "bottom"):
             print(f"  untuned: {e['arm']} at budget {e['budget']} (seed {e['seed']}): best lr "

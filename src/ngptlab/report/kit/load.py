@@ -26,6 +26,7 @@ from ngptlab.files import read_json, sha256_file
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import read_summary, read_val_curve, train_dir
+from ngptlab.settings import baselines
 
 
 @dataclass
@@ -121,12 +122,16 @@ def _check_timing(path: Path, doc: dict, spec: RunSpec) -> None:
         raise ResultsError(f"{path}: timing is for run {doc.get('run')!r}, expected {spec.name!r}")
 
 
-def _check_speedup(path: Path, doc: dict, cell: str) -> None:
+def _check_speedup(path: Path, doc: dict, cell: str, further: list[str]) -> None:
     if doc.get("cell") != cell:
         raise ResultsError(f"{path}: speed-up is for cell {doc.get('cell')!r}, expected {cell!r}")
     for key in ("arms", "baseline", "targets", "runs"):
         if key not in doc:
             raise ResultsError(f"{path}: missing key {key!r}")
+    for baseline in further:  # the further baselines of speedup.baseline
+        if baseline not in doc.get("by_baseline", {}):
+            raise ResultsError(f"{path}: no speed-ups against {baseline!r}, which speedup.baseline names "
+                               "(written before it did? rerun the speedup stage)")
 
 
 def load_results(params: dict, root: str | Path = ".", params_path: str | Path | None = None) -> Results:
@@ -174,7 +179,7 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
         speedups[cell] = None
         if path.is_file():
             speedups[cell] = read_json(path, ResultsError)
-            _check_speedup(path, speedups[cell], cell)
+            _check_speedup(path, speedups[cell], cell, baselines(params["speedup"])[1:])
             note(path)
 
     meta = None

@@ -28,6 +28,15 @@ def speedup_text(s: dict) -> str:
     return f"{text} ({ONE_SEED})" if s.get("n_seeds") == 1 else text
 
 
+def against(doc: dict | None, baseline: str) -> dict | None:
+    """A cell's speed-up file read against one of its baselines: the primary's is the file itself, a further
+    one's has its by_baseline entry in place of targets, arms and contrasts (arms without a within-run or
+    interpolated estimate)."""
+    if doc is None or baseline == doc["baseline"]:
+        return doc
+    return {**doc, "baseline": baseline, **doc["by_baseline"][baseline]}
+
+
 def arm_runs(doc: dict, arm: str, seeds: set[int] | None = None) -> list[str]:
     """The runs an arm's speed-up rests on: its best run at every budget, and the baseline's target runs
     (only those of `seeds` when given)."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.results import RunResult
+from ngptlab.settings import baselines
 from ngptlab.speedup.estimator import best_per_budget
 
 # The 2x2 design (DESIGN.md): {norm free, fixed} x {conditioning free, fixed}.
@@ -24,8 +25,8 @@ DESIGN_2X2 = ("gpt", "gpt-rownorm", "gpt-orth", "ngpt")
 
 
 def arms(results: Results) -> list[str]:
-    """Arms in params order, baseline first."""
-    baseline = results.params["speedup"]["baseline"]
+    """Arms in params order, the (primary) baseline first."""
+    baseline = baselines(results.params["speedup"])[0]
     listed = list(results.params["train"]["arms"])
     return [baseline] + [a for a in listed if a != baseline]
 

@@ -19,6 +19,7 @@ from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.paper import WSD_CITATION
 from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_text
 from ngptlab.schedule import calibration_budgets
+from ngptlab.settings import baselines
 from ngptlab.stats import LEVEL, t_interval
 
 
@@ -27,7 +28,7 @@ def section(doc: Document, results: Results) -> None:
     train = results.params["train"]
     if not calibration_budgets(train):
         return
-    baseline = results.params["speedup"]["baseline"]
+    baseline = baselines(results.params["speedup"])[0]
     doc.add(Heading("Calibration: WSD against cosine", "calibration"))
     doc.add(Text(
         f"The arms are compared under WSD ({WSD_CITATION}), the paper under cosine. At "

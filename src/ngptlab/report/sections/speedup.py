@@ -6,9 +6,9 @@ estimator, inference, interpolate). Read top to bottom:
 
   speedup_table       every (cell, arm): the geometric mean over seeds with its 95% t-interval on ln S, the
                       seeds behind it, the verdict against the baseline, the within-run estimate, whether the
-                      learning rate was tuned, the paper's number
+                      learning rate was tuned, the paper's number; one table per baseline of speedup.baseline
   target_table        the loss every speed-up is measured against, per cell and seed
-  speedup_pivot       cells x arms, beside the paper's nGPT factor
+  speedup_pivot       cells x arms, beside the paper's nGPT factor (one per baseline, like speedup_table)
   per_seed_table      S and ln S per (cell, arm, seed): the interval can be recomputed from it by hand
   minima_table        per (cell, arm, budget): the grid's best learning rate and loss beside the vertex of a
                       parabola in ln(lr) through it and its neighbours
@@ -24,9 +24,18 @@ import math
 from ngptlab.report.kit import paper, views
 from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.speedups import ONE_SEED, arm_runs, bracket, measurable_text, min_seeds, speedup_text
+from ngptlab.report.kit.speedups import (
+    ONE_SEED,
+    against,
+    arm_runs,
+    bracket,
+    measurable_text,
+    min_seeds,
+    speedup_text,
+)
 from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_text
 from ngptlab.results import read_float
+from ngptlab.settings import baselines
 from ngptlab.speedup.inference import SIZE_KEYS
 
 INTERVAL_HOW = "95% t-interval on ln S over seeds; the value is the geometric mean"
@@ -64,16 +73,29 @@ def tuned_text(doc: dict, arm: str) -> str | None:
 # The speed-up per arm
 
 
-def speedup_table(results: Results) -> Table:
+def named_baseline(results: Results, baseline: str | None) -> tuple[str, str, str]:
+    """(baseline, suffix of its tables' ids, words for their titles), the primary baseline by default: with
+    one baseline the plain ids and titles, with several each table says which baseline it is against."""
+    named = baselines(results.params["speedup"])
+    baseline = baseline or named[0]
+    suffix = "" if baseline == named[0] else f"_{baseline}"
+    return baseline, suffix, f"against {baseline}" if len(named) > 1 else ""
+
+
+def speedup_table(results: Results, baseline: str | None = None) -> Table:
+    """The speed-up of every (cell, arm) against `baseline` (of speedup.baseline; default: the primary)."""
+    baseline, suffix, words = named_baseline(results, baseline)
     cols = ["cell", "scale", "context", "arm", "speedup", "bound", "interval_lo", "interval_hi", "level",
             "n_seeds", "method", "log_mean", "log_sd", "bootstrap_lo", "bootstrap_hi", "verdict",
             *SIZE_KEYS, "display", "bootstrap_display", "cheap_display", "tuned", "paper", "paper_where",
             "note"]
-    summaries = [d["arms"][a]["speedup"] for d in results.speedups.values() if d for a in d["arms"]]
+    docs = {cell: against(doc, baseline) for cell, doc in results.speedups.items()}
+    summaries = [d["arms"][a]["speedup"] for d in docs.values() if d for a in d["arms"]]
     has_bootstrap = any(s.get("bootstrap_interval") for s in summaries)
     least = min_seeds(results)
-    t = Table("speedup", "Speed-up over the baseline (tokens the baseline needs / tokens the arm needs)",
-              cols, key=["cell", "arm"],
+    title = (f"Speed-up {words} (tokens {baseline} needs / tokens the arm needs)" if words else
+             "Speed-up over the baseline (tokens the baseline needs / tokens the arm needs)")
+    t = Table(f"speedup{suffix}", title, cols, key=["cell", "arm"],
               headers={"display": "speed-up [95% t-interval on ln S]", "n_seeds": "seeds",
                        "bootstrap_display": "bootstrap 95% interval", "verdict": "against the baseline",
                        "cheap_display": "within-run estimate", "tuned": "lr tuned (best inside its sweep)",
@@ -83,7 +105,7 @@ def speedup_table(results: Results) -> Table:
                                              "paper_where", "note", "bound")}
               | {"context": fmt_int, "n_seeds": fmt_int} | dict.fromkeys(SIZE_KEYS, fmt_int),
               shown=["cell", "arm", "display", "n_seeds", *(["bootstrap_display"] if has_bootstrap else []),
-                     "verdict", "cheap_display", "tuned", "paper", "note"],
+                     "verdict", *([] if suffix else ["cheap_display"]), "tuned", "paper", "note"],
               note=f"{INTERVAL_HOW}: exp(mean ± t·sd/√n) of the seeds' ln S, with the t quantile at n − 1 "
                    f"degrees of freedom (the numbers: [Table: per seed](#table-speedup_per_seed)); "
                    f"{ONE_SEED}. A bound (`>`/`<`) has no interval either. A percentile bootstrap of mean "
@@ -91,7 +113,7 @@ def speedup_table(results: Results) -> Table:
                    "few distinct resamples exist for its percentiles to mean anything"
                    + ("." if has_bootstrap else "; no arm here has that many.")
                    + " Against the baseline: the verdict rule of the [settle-it section](#settle-it).")
-    for cell, doc in results.speedups.items():
+    for cell, doc in docs.items():
         records = results.compared_runs(cell)  # the runs a speed-up rests on
         if doc is None:
             t.add({"cell": cell, "scale": records[0].spec.scale, "context": records[0].spec.context,
@@ -117,7 +139,8 @@ def speedup_table(results: Results) -> Table:
                    "verdict": s.get("verdict"), **{key: s.get(key) for key in SIZE_KEYS},
                    "display": "1 (baseline)" if is_baseline else speedup_text(s),
                    "bootstrap_display": None if is_baseline else bootstrap_text(s),
-                   "cheap_display": None if is_baseline else speedup_text(entry["cheap"]["speedup"]),
+                   "cheap_display": None if is_baseline or "cheap" not in entry
+                   else speedup_text(entry["cheap"]["speedup"]),
                    "tuned": tuned_text(doc, arm),
                    "paper": f"~{ref['factor']}x" if is_ngpt else None,
                    "paper_where": paper.where(ref) if is_ngpt else None,
@@ -154,11 +177,14 @@ def target_table(results: Results) -> Table:
     return t
 
 
-def speedup_pivot(results: Results, long: Table) -> Table:
-    """Cells x arms, with the range of speed-ups the cell can measure and the paper's nGPT factor beside."""
-    arm_list = [a for a in views.arms(results) if a != results.params["speedup"]["baseline"]]
+def speedup_pivot(results: Results, long: Table, baseline: str | None = None) -> Table:
+    """Cells x arms, with the range of speed-ups the cell can measure and the paper's nGPT factor beside;
+    `long` is speedup_table(results, baseline)."""
+    baseline, suffix, words = named_baseline(results, baseline)
+    arm_list = [a for a in views.arms(results) if a != baseline]
     cols = ["cell", *arm_list, "measurable", "paper_ngpt"]
-    t = Table("speedup_by_cell", "Speed-up per cell beside the paper's", cols, key=["cell"],
+    title = "Speed-up per cell beside the paper's" + (f", {words}" if words else "")
+    t = Table(f"speedup_by_cell{suffix}", title, cols, key=["cell"],
               headers={"paper_ngpt": "paper: nGPT", "measurable": "measurable speed-ups (budget range)"},
               formats={c: fmt_text for c in cols})
     for cell in results.cells:
@@ -175,7 +201,7 @@ def speedup_pivot(results: Results, long: Table) -> Table:
             values.update({a: "missing" for a in arm_list})
         spec = results.cell_runs(cell)[0].spec
         ref = paper.paper_speedup(spec.context)
-        values["measurable"] = measurable_text(results.speedups.get(cell))
+        values["measurable"] = measurable_text(against(results.speedups.get(cell), baseline))
         values["paper_ngpt"] = (f"~{ref['factor']}x at {ref['context']:,} ({'/'.join(ref['scales'])})" if ref
                                 else f"none at context {spec.context:,}")
         t.add(values, runs_all)
@@ -342,6 +368,9 @@ def section(doc: Document, results: Results, long: Table) -> None:
                             f"every {target['arm']} run at the largest budget diverged. Its speed-ups "
                             "measure against a weaker baseline.", kind="note"))
     doc.add(TableBlock(speedup_pivot(results, long)), TableBlock(target_table(results)), TableBlock(long))
+    for baseline in baselines(results.params["speedup"])[1:]:
+        further = speedup_table(results, baseline)
+        doc.add(TableBlock(speedup_pivot(results, further, baseline)), TableBlock(further))
 
     doc.add(Heading("Seed by seed", "speedup-per-seed", level=3))
     seeds = per_seed_table(results)
