@@ -34,7 +34,8 @@ from ngptlab import layout
 from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.plan.grid import check_grid_file
-from ngptlab.results import train_dir
+from ngptlab.results import json_ready, read_run_result, train_dir
+from ngptlab.speedup.estimator import estimate_cell
 
 PRESETS = sorted(p.stem for p in (REPO / "workflow" / "presets").glob("*.yaml"))
 
@@ -275,7 +276,16 @@ def test_smoke_pipeline_runs_end_to_end_locally(tmp_path_factory):
         assert (work / "results" / "conditioning" / f"{run.name}.json").is_file()
     assert set(statuses.values()) == {"completed", "diverged"}  # both paths ran
     for cell in enumerate_cells(params):
-        assert (work / "results" / "speedup" / f"{cell}.json").is_file()
+        doc = json.loads((work / layout.speedup_file(cell)).read_text())
+        # the further baseline: the speed-ups estimate_cell gives against it alone, from the same runs
+        cell_runs = [read_run_result(work, s) for s in enumerate_runs(params) if s.cell == cell]
+        alone = estimate_cell(cell_runs, "ngpt", doc["bootstrap"]["resamples"], doc["bootstrap"]["seed"],
+                              doc["equivalence_margin"], doc["resolve_ratio"])
+        assert doc["baseline"] == "gpt" and list(doc["by_baseline"]) == ["ngpt"]
+        further = doc["by_baseline"]["ngpt"]
+        assert further["targets"] == json_ready(alone["targets"]) and further["targets"][0]["arm"] == "ngpt"
+        assert {arm: entry["speedup"] for arm, entry in further["arms"].items()} == \
+            json_ready({arm: entry["speedup"] for arm, entry in alone["arms"].items()})
         evaluated = yaml.safe_load((work / "results" / "evaluate" / f"{cell}.json").read_text())
         # Each arm's best completed run at the largest budget, on every task of params.yaml, through lm-eval.
         assert sorted(entry["arm"] for entry in evaluated["runs"]) == sorted(params["train"]["arms"])
@@ -288,6 +298,8 @@ def test_smoke_pipeline_runs_end_to_end_locally(tmp_path_factory):
     diverged = sorted(name for name, status in statuses.items() if status == "diverged")
     assert all(f"`{name}`" in report for name in diverged)  # the report names the diverged runs
     assert (work / "reports" / "report.html").stat().st_size > 10_000
+    assert "Speed-up against gpt (" in report and "Speed-up against ngpt (" in report  # a table per baseline
+    assert (work / "reports" / "tables" / "speedup_ngpt.csv").is_file()
     logs = sorted(p.name for p in (work / "logs").iterdir())
     assert logs == ["condition", "evaluate", "lineage", "prepare", "report", "speedup", "train"]  # per rule
     out = snakemake(work, "--dry-run")

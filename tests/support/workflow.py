@@ -124,8 +124,9 @@ def default_params() -> dict:
 # Snakemake, Slurm and DVC costs about a minute of CPU each, while still exercising every rule and stage:
 # two arms (the baseline and nGPT), the default's first context, two budgets 4x apart (so there is a
 # speed-up to estimate), two learning rates per arm, one of which (gpt at 1.0) diverges within its first
-# steps (train loss > train.diverge_loss), so the diverged path runs too; every other run completes.
-# `make` still runs the default grid.
+# steps (train loss > train.diverge_loss), so the diverged path runs too; every other run completes. Both
+# arms are speed-up baselines (gpt the primary), so a second baseline runs through every stage at no cost in
+# training. `make` still runs the default grid.
 E2E_BUDGETS = (2048, 8192)
 E2E_LEARNING_RATES = {"gpt": (3.0e-3, 1.0), "ngpt": (3.0e-3, 1.0e-2)}
 E2E_DIVERGING = ("gpt", 1.0)  # (arm, learning rate) whose runs diverge
@@ -141,6 +142,7 @@ def e2e_params() -> dict:
     train["learning_rates"] = {scale: {arm: list(lrs) for arm, lrs in E2E_LEARNING_RATES.items()}}
     train["resources"] = {scale: train["resources"][scale]}
     params["evaluate"]["limit"] = 25  # examples per task: lm-eval's whole path, a quarter of the time
+    params["speedup"]["baseline"] = list(E2E_LEARNING_RATES)
     return params
 
 
