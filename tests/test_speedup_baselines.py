@@ -162,7 +162,7 @@ def test_the_report_shows_one_speedup_table_per_baseline(tmp_path, two, alone):
     for table_id, baseline in (("speedup", "gpt"), ("speedup_gpt-qknorm", "gpt-qknorm")):
         shown = rows(tables[table_id])
         expected = alone[baseline]["arms"]
-        assert shown[baseline]["display"] == "1 (baseline)"
+        assert shown[baseline]["display"] == "1 (baseline)" and list(shown)[0] == baseline
         for arm in PLANTED:
             assert shown[arm]["speedup"] == pytest.approx(expected[arm]["speedup"]["value"], rel=1e-12), arm
         assert shown["ngpt"]["paper"] == "~4x"  # the paper's factor beside each baseline's ngpt

@@ -122,7 +122,7 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
                   [r.name for r in records if r.summary])
             continue
         ref = paper.paper_speedup(doc["context"])
-        for arm in views.arms(results):
+        for arm in [baseline, *(a for a in views.arms(results) if a != baseline)]:
             entry = doc["arms"].get(arm)
             if entry is None:
                 continue
