@@ -128,8 +128,8 @@ def test_the_held_out_seeds_are_unbiased_for_s_at_the_chosen_lr_and_the_selectio
     """Over 16 worlds, mean ln S over the held-out seeds is within 0.004 of the planted ln S at the chosen
     learning rates on average (its sd over worlds, 0.0042 measured on 200, gives 0.001 for the average),
     while seed 0, which chose ngpt's learning rate among near-ties, is optimistic: +0.006 on average over
-    200 worlds (sd 0.008; the average over these 16 is 0.0054). selection_bias is seed 0's ln S minus the held-out seeds' mean, with the interval
-    for one observation against a sample."""
+    200 worlds (sd 0.008; the average over these 16 is 0.0054). selection_bias is seed 0's ln S minus the
+    held-out seeds' mean, with the interval for one observation against a sample."""
     held_out, selection = [], []
     for rng_seed in range(16):
         params, world = grid(), World(rng_seed)

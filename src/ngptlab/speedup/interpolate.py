@@ -132,7 +132,7 @@ def interpolate_cell(results: Iterable[RunResult], estimate: dict, n_bootstrap: 
         summary = summarize_seeds([Estimate.from_dict(p["speedup"]) for p in per_seed], n_bootstrap, seed,
                                   margin, resolve_ratio, baseline=arm == baseline)
         per_budget = [m for (a, _), m in minima.items() if a == arm]
-        moved = any(m["status"] == INTERPOLATED for m in per_budget + at_targets)
+        moved = any(m["status"] == INTERPOLATED or m["correction"] for m in per_budget + at_targets)
         out[arm] = {"speedup": summary, "per_seed": per_seed, "per_budget": per_budget,
                     **_compare(grid_per_seed, per_seed, moved), "seeds": [p["seed"] for p in per_seed]}
         out[arm]["note"] += ("; applied to the swept seeds only (S at the optimal learning rate, read on "
@@ -147,7 +147,7 @@ def _correction(minima: dict, arm: str, budget: int) -> float:
 
 def _compare(grid: list[dict], interpolated: list[dict], moved: bool) -> dict:
     """How far interpolation moves ln S, against the seeds' own sd of ln S on the grid (both over the seeds
-    where both estimates are numbers); moved: some budget of the arm, or its target, was interpolated."""
+    where both estimates are numbers); moved: some budget of the arm, or its target, was corrected."""
     pairs = [(math.log(g["speedup"]["value"]), math.log(i["speedup"]["value"]))
              for g, i in zip(grid, interpolated, strict=True)
              if _point(g["speedup"]) and _point(i["speedup"])]
@@ -155,7 +155,7 @@ def _compare(grid: list[dict], interpolated: list[dict], moved: bool) -> dict:
     noise = statistics.stdev(g for g, _ in pairs) if len(pairs) >= 2 else None
     differs = None if difference is None or noise is None else abs(difference) > noise
     if not moved:
-        note = "no budget of this arm, nor the target, could be interpolated: the grid's estimate stands"
+        note = "no budget of this arm, nor the target, could be corrected: the grid's estimate stands"
     elif difference is None:
         note = "no seed with a point estimate both on the grid and interpolated"
     elif differs is None:
