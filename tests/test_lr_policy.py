@@ -19,7 +19,7 @@ from support.synthetic import synthetic_params
 
 from ngptlab.config.load import validate_params
 from ngptlab.grid.enumeration import compared_runs
-from ngptlab.grid.lr_policy import RULES, cell_policy, chosen_lrs, runs_policy
+from ngptlab.grid.lr_policy import RULES, best_lr, cell_policy, chosen_lrs, runs_policy
 from ngptlab.grid.runs import RunSpec
 from ngptlab.plan.prune import proposed_prunes
 from ngptlab.plan.seeds import proposed_seeds
@@ -216,3 +216,10 @@ def test_a_best_at_the_top_of_a_pruned_window_reads_top_and_the_pruning_keeps_th
     assert doc["tuning"]["tuned"] == {"gpt": False, "ngpt": False}
     assert "top of its pruned window at 262,144" in tuned_text(doc, "ngpt")
     assert all(c["lr"] in (2e-3, 4e-3) for c in doc["lr_policy"]["chosen"] if c["budget"] == big)
+
+
+def test_a_diverged_run_ranks_its_learning_rate_last_but_does_not_empty_the_choice():
+    # fewest diverged runs first, then the lowest mean, then the smaller
+    assert best_lr({1e-3: (1, 3.0), 2e-3: (0, 3.5), 4e-3: (0, 3.5)}) == 2e-3
+    assert best_lr({1e-3: (1, 3.0), 2e-3: (1, 2.9)}) == 2e-3  # every one has a diverged run: the mean decides
+    assert best_lr({1e-3: (2, math.inf)}) is None

@@ -5,15 +5,16 @@ For every seed to estimate the same quantity, the choice is made once, on the sw
 the swept ones included, enters the speed-up with its run at the chosen learning rate:
 
   cosine  per (scale, context, arm, budget): the learning rate of the lowest mean final validation loss
-          over the swept seeds at that budget (ties to the smaller; a learning rate with a diverged run
-          cannot win)
+          over the swept seeds at that budget (ties to the smaller); a learning rate with a diverged run
+          ranks after every one without, so it wins only where every learning rate has one (then on the
+          mean of its completed runs)
   wsd     per trunk (one per (arm, lr, seed), cooldown branches per budget): the learning rate chosen so at
           the arm's largest budget, at every budget of the arm (an added seed trains one trunk)
 
 The estimand is then "S at the learning rate chosen on the swept seeds' sweep" (RULES). The swept seeds chose
 it, so their own estimate at it is optimistic (the winner's curse); the held-out seeds' is not
 (ngptlab.speedup.selection). `ngptlab plan --add-seeds` and `--prune-sweeps` and the speed-up stage all choose
-with chosen_lrs / best_at, read through a result lookup (ResultOf): the files under a results root or a
+with chosen_lrs / best_lr, read through a result lookup (ResultOf): the files under a results root or a
 planted world's runs in memory.
 """
 
@@ -34,33 +35,35 @@ ResultOf = Callable[[RunSpec], RunResult | None]
 
 RULES = {
     schedules.COSINE: "S at the learning rate chosen on the swept seeds' sweep, per budget: the lowest mean "
-                      "final validation loss over the swept seeds at that budget (ties to the smaller)",
+                      "final validation loss over the swept seeds at that budget (fewest diverged runs "
+                      "first, ties to the smaller)",
     schedules.WSD: "S at the learning rate chosen on the swept seeds' sweep, per trunk: the lowest mean "
-                   "final validation loss over the swept seeds at the arm's largest budget (ties to the "
-                   "smaller), at every budget of the arm",
+                   "final validation loss over the swept seeds at the arm's largest budget (fewest "
+                   "diverged runs first, ties to the smaller), at every budget of the arm",
 }
 
 
-def mean_losses(results: ResultOf, runs_by_lr: Mapping[float, Sequence[RunSpec]]
-                ) -> dict[float, float] | None:
-    """{lr: mean final loss of its runs}; inf for a learning rate with a diverged run (it cannot be the
-    best); None while any run has no result yet."""
-    losses: dict[float, float] = {}
+Losses = dict[float, tuple[int, float]]  # {lr: (diverged runs, mean final loss of the completed ones)}
+
+
+def mean_losses(results: ResultOf, runs_by_lr: Mapping[float, Sequence[RunSpec]]) -> Losses | None:
+    """{lr: (how many of its runs diverged, mean final loss of the others (inf: none))}; None while any run
+    has no result yet."""
+    losses: Losses = {}
     for lr, specs in runs_by_lr.items():
-        values = []
-        for spec in specs:
-            result = results(spec)
-            if result is None:
-                return None
-            values.append(result.final_val_loss if result.usable else math.inf)
-        losses[lr] = statistics.fmean(values) if values and all(map(math.isfinite, values)) else math.inf
+        found = [results(spec) for spec in specs]
+        if any(r is None for r in found):
+            return None
+        values = [r.final_val_loss for r in found if r.usable]
+        losses[lr] = (len(found) - len(values), statistics.fmean(values) if values else math.inf)
     return losses
 
 
-def best_lr(losses: dict[float, float]) -> float | None:
-    """The learning rate of the lowest mean loss (ties to the smaller); None when every one diverged."""
-    finite = [(loss, lr) for lr, loss in losses.items() if math.isfinite(loss)]
-    return min(finite)[1] if finite else None
+def best_lr(losses: Losses) -> float | None:
+    """The learning rate with the fewest diverged runs, then the lowest mean loss, then the smaller; None
+    when every run of every one diverged."""
+    ranked = [(diverged, loss, lr) for lr, (diverged, loss) in losses.items() if math.isfinite(loss)]
+    return min(ranked)[2] if ranked else None
 
 
 def sweep_runs(train: dict, scale: str, context: int, arm: str, budget: int) -> dict[float, list[RunSpec]]:
@@ -71,8 +74,8 @@ def sweep_runs(train: dict, scale: str, context: int, arm: str, budget: int) -> 
 
 
 def sweep_losses(train: dict, results: ResultOf, scale: str, context: int, arm: str,
-                 budget: int) -> dict[float, float] | None:
-    """{lr: mean final loss over train.seeds} of the sweep at this budget; None while a run is missing."""
+                 budget: int) -> Losses | None:
+    """mean_losses over train.seeds of the sweep at this budget; None while a run is missing."""
     return mean_losses(results, sweep_runs(train, scale, context, arm, budget))
 
 
@@ -81,7 +84,7 @@ def grid_budgets(train: dict, scale: str, context: int, arm: str) -> list[int]:
     return sorted(b for b in train["budgets"] if not held_back(train, scale, context, arm, b))
 
 
-def choose(losses_at: Callable[[int], dict[float, float] | None], budgets: Sequence[int],
+def choose(losses_at: Callable[[int], Losses | None], budgets: Sequence[int],
            wsd: bool) -> tuple[dict[int, float], str]:
     """({budget: chosen lr}, why some budget has none) from the swept seeds' mean losses per budget: per
     budget, or with wsd the choice at the largest budget for all."""

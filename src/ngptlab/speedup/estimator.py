@@ -2,9 +2,9 @@
 
 The estimand: S at the learning rate chosen on the swept seeds' sweep (ngptlab.grid.lr_policy). Per
 (arm, budget) the learning rate of the lowest mean final validation loss over the seeds of train.seeds at
-that budget (ties to the smaller; a learning rate with a diverged run cannot win), or with train.schedule wsd
-per trunk: the one chosen so at the arm's largest budget, at every budget. Every seed, the swept ones
-included, enters with its run at that learning rate; `ngptlab plan --add-seeds` adds seeds at exactly it.
+that budget (fewest diverged runs first, ties to the smaller), or with train.schedule wsd per trunk: the one
+chosen so at the arm's largest budget, at every budget. Every seed, the swept ones included, enters with its
+run at that learning rate; `ngptlab plan --add-seeds` adds seeds at exactly it.
 The swept seeds chose it, so the speed-up is estimated on the held-out seeds where there are two or more,
 and the swept seeds' excess (selection_bias) is shown (ngptlab.speedup.selection).
 
