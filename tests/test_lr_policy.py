@@ -122,6 +122,15 @@ def test_every_seed_is_estimated_at_the_chosen_lr_and_add_seeds_chose_it(schedul
                 RunSpec("cpu-4l", 64, arm, b, chosen[(arm, b)], p["seed"], schedule).name for b in BUDGETS]
     assert doc["lr_policy"]["estimate_seeds"] == [1, 2, 3]
     assert doc["arms"]["ngpt"]["speedup"]["n_seeds"] == 3
+    # the interpolation moves seed 0's loss from the chosen lr to the sweep's minimum (under wsd the chosen
+    # lr at a smaller budget need not be that budget's best)
+    for arm in PLANTED_S:
+        for m in doc["arms"][arm]["interpolated"]["per_budget"]:
+            assert m["lr_chosen"] == chosen[(arm, m["budget"])]
+            best = min(m["loss_grid"])
+            floor = min(m["loss_vertex"], best) if m["status"] == "interpolated" else best
+            at_chosen = m["loss_grid"][m["lr_grid"].index(m["lr_chosen"])]
+            assert m["correction"] == pytest.approx(floor - at_chosen, abs=1e-12)
 
 
 def test_the_held_out_seeds_are_unbiased_for_s_at_the_chosen_lr_and_the_selection_bias_is_shown():
