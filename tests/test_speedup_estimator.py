@@ -8,13 +8,14 @@ import random
 import numpy as np
 import pytest
 
+from ngptlab.grid.lr_policy import runs_policy
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import (
     Estimate,
-    best_per_budget,
     estimate_cell,
     measurable_range,
+    runs_at_chosen_lr,
     seed_speedup,
     speedup_from_tokens,
     tokens_to_target,
@@ -206,12 +207,13 @@ def test_cheap_within_run_estimate():
     assert sum(r["best_lr_for_budget"] for r in by_run.values()) == 2 * len(BUDGETS)
 
 
-def test_best_per_budget_tie_breaks_on_lr():
+def test_chosen_lr_tie_breaks_on_lr():
     spec = lambda lr: RunSpec("cpu-4l", 64, "gpt", 1024, lr, 0)  # noqa: E731
     runs = [RunResult(spec(1e-2), "completed", 3.0), RunResult(spec(1e-3), "completed", 3.0)]
-    assert best_per_budget(runs)[("gpt", 0)][1024].spec.lr == 1e-3
-    assert best_per_budget(list(reversed(runs)))[("gpt", 0)][1024].spec.lr == 1e-3
-    assert best_per_budget([RunResult(spec(1e-3), "completed", float("nan"))]) == {}
+    for order in (runs, list(reversed(runs))):
+        assert runs_at_chosen_lr(order, runs_policy(order))[("gpt", 0)][1024].spec.lr == 1e-3
+    diverged = [RunResult(spec(1e-3), "completed", float("nan"))]
+    assert runs_at_chosen_lr(diverged, runs_policy(diverged)) == {}
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -41,7 +41,8 @@ def proposed_extensions(params: dict, root: str | Path, cap: int) -> tuple[list[
         scale, context = specs[0].scale, specs[0].context
         results = [read_run_result(root, s, with_curve=False)
                    if (train_dir(root, s) / "summary.json").is_file() else None for s in specs]
-        def sweep_of(arm: str, scale: str = scale, context: int = context) -> list[float]:
+        # the whole sweep at every budget: a best inside it, at a pruned window's edge, is no reason to extend
+        def sweep_of(arm: str, budget: int, scale: str = scale, context: int = context) -> list[float]:
             return lr_sweep(train, scale, context, arm)
 
         for e in sweep_edges(results, sweep_of, specs):

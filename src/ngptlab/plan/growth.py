@@ -1,6 +1,6 @@
 """Edits of the params file that change the grid, each printing what it did and rewriting the grid file:
 keys set by hand (`--set`, as `dvc exp run -S`), sweeps extended at their edges (plan/extend.py), pruned by
-successive halving (plan/prune.py), and seeds added at the best learning rates (plan/seeds.py)."""
+successive halving (plan/prune.py), and seeds added at the chosen learning rates (plan/seeds.py)."""
 
 from __future__ import annotations
 

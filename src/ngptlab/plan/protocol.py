@@ -2,19 +2,23 @@
 
 A grid that prunes its sweeps and adds seeds grows in steps that depend on results: which learning rates
 survive the pruning, and at which learning rate the seeds go. Their cost does not depend on it: every
-learning rate of a run costs the same, and with train.schedule wsd each surviving learning rate continues
-one trunk and each added seed trains one trunk (ngptlab.plan.seeds). So the projection applies the steps
-still to come with stand-in choices (the lowest learning rates of each sweep survive; the seeds go to the
-first of them) and prices the result with the same estimate as the grid itself: exact, whatever the results.
+learning rate of a run costs the same, and the seeds follow the learning-rate policy (ngptlab.grid.lr_policy):
+one run per budget at that budget's chosen learning rate, or with train.schedule wsd one trunk per added seed
+at the arm's chosen learning rate, while each surviving learning rate continues one trunk. So the projection
+applies the steps still to come with stand-in choices (the lowest learning rates of each sweep survive; the
+seeds go to the first of them, one learning rate for all budgets: a trunk under wsd, under cosine the same
+count of runs as one learning rate per budget) and prices the result with the same estimate as the grid
+itself: exact, whatever learning rates the policy chooses.
 """
 
 from __future__ import annotations
 
 import copy
 
+from ngptlab.grid.lr_policy import grid_budgets
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.seeds import new_seeds
-from ngptlab.plan.sweeps import grid_budgets
+from ngptlab.schedule import is_wsd
 from ngptlab.settings import setting
 
 
@@ -61,6 +65,7 @@ def describe(train: dict) -> str:
         steps.append(f"the budgets above {prune['after_budget']:,} keep {prune['keep']} learning rates "
                      f"(`ngptlab plan --prune-sweeps {prune['keep']}` once the results up to there are in)")
     if setting(protocol, "train.protocol.add_seeds"):
-        steps.append(f"{protocol['add_seeds']} seeds added at every arm's best learning rate per budget "
+        steps.append(f"{protocol['add_seeds']} seeds added at the learning rate chosen on train.seeds' sweep "
+                     f"({'per trunk' if is_wsd(train) else 'per budget'}) "
                      f"(`ngptlab plan --add-seeds {protocol['add_seeds']}` once train.seeds are in)")
     return "; then ".join(steps)

@@ -4,9 +4,12 @@
 Once every budget up to B has results for every arm of a cell, the budgets above B keep, for every arm
 alike, K learning rates of its sweep: the best at B and the K - 1 below it, since the optimal learning rate
 falls as runs get longer (Bjorck et al. 2024, arXiv 2409.19913); at the bottom of the sweep the window moves
-up. B is train.protocol.prune_sweeps.after_budget when the protocol names one (the budgets above it are held
-out of the grid until then: ngptlab.grid.sweeps.held_back), else the largest budget below the grid's largest
-whose results, and those of every budget below it, are in.
+up. The best at B is the learning-rate policy's choice there (ngptlab.grid.lr_policy: lowest mean final loss
+over train.seeds, the speed-up stage's own chooser), so the kept window holds the learning rate the seeds
+are estimated at B, and above B the policy chooses within the window: every seed's chosen learning rate is
+one that ran. B is train.protocol.prune_sweeps.after_budget when the protocol names one (the budgets above
+it are held out of the grid until then: ngptlab.grid.sweeps.held_back), else the largest budget below the
+grid's largest whose results, and those of every budget below it, are in.
 
 Each decision is one train.pruned_sweeps entry {scale, context, arm, after_budget, keep, best_lr,
 learning_rates}, written into the params file (comments kept), and the grid file is rewritten, so Snakemake
@@ -20,10 +23,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ngptlab.config.load import load_params
+from ngptlab.grid.lr_policy import best_lr, sweep_losses
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
-from ngptlab.plan.sweeps import ResultOf, best_lr, mean_losses, on_disk
+from ngptlab.plan.sweeps import ResultOf, on_disk
 from ngptlab.settings import setting
 
 DEFAULT_KEEP = 2
@@ -45,7 +49,7 @@ def decision_budget(params: dict, results: ResultOf, scale: str, context: int) -
     candidates = [protocol["after_budget"]] if protocol else budgets[:-1][::-1]
     for candidate in candidates:
         below = [b for b in budgets if b <= candidate]
-        if all(mean_losses(params, results, scale, context, arm, b) is not None
+        if all(sweep_losses(train, results, scale, context, arm, b) is not None
                for arm in train["arms"] for b in below):
             return candidate, ""
     if protocol:
@@ -68,8 +72,7 @@ def proposed_prunes(params: dict, results: ResultOf, keep: int) -> tuple[list[di
                 decided = pruning_of(train, scale, context, arm, min(above))
                 if len(current) <= keep or (decided and decided["after_budget"] >= budget):
                     continue  # already K or fewer above B: nothing to halve
-                losses = mean_losses(params, results, scale, context, arm, budget)
-                best = best_lr(losses)
+                best = best_lr(sweep_losses(train, results, scale, context, arm, budget))
                 if best is None:
                     notes.append(f"{scale} ctx{context} {arm}: not pruned: every run at {budget:,} diverged")
                     continue

@@ -1,11 +1,13 @@
-"""`ngptlab plan --add-seeds N`: more seeds where they count, at each arm's best learning rate.
+"""`ngptlab plan --add-seeds N`: more seeds where they count, at the learning rate every seed is estimated at.
 
 One seed gives a speed-up without an interval; the interval comes from seeds, and a seed costs a run per
-(arm, budget) only at the learning rate that enters the speed-up. So once train.seeds' sweep at a budget
-has results, each (scale, context, arm, budget) gets seeds max(train.seeds) + 1 .. + N at its best learning
-rate there (lowest mean final loss over train.seeds): one train.added_seeds entry. With train.schedule wsd
-the seeds go to the best trunk instead, the learning rate best at the arm's largest budget, at every budget
-of the arm: each added seed then trains one trunk and its branches, as the projected plan assumes.
+(arm, budget) only at the learning rate that enters the speed-up: the one the learning-rate policy chooses
+on train.seeds' sweep (ngptlab.grid.lr_policy.chosen_lrs, the speed-up stage's own chooser). So once
+train.seeds' sweep at a budget has results, each (scale, context, arm, budget) gets seeds
+max(train.seeds) + 1 .. + N at its chosen learning rate there (lowest mean final loss over train.seeds): one
+train.added_seeds entry. With train.schedule wsd the choice is per trunk: the learning rate best at the
+arm's largest budget, at every budget of the arm, so each added seed trains one trunk and its branches, as
+the projected plan assumes.
 
 The entries are written into the params file (comments kept) and the grid file is rewritten, so Snakemake
 and `dvc repro` train only the new runs. An (arm, budget) still waiting for results is left alone, and so is
@@ -18,11 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ngptlab.config.load import load_params
+from ngptlab.grid.lr_policy import chosen_lrs
 from ngptlab.grid.sweeps import held_back
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
-from ngptlab.plan.sweeps import ResultOf, best_lr, grid_budgets, mean_losses, on_disk
-from ngptlab.schedule import is_wsd
+from ngptlab.plan.sweeps import ResultOf, on_disk
 from ngptlab.settings import setting
 
 ENTRY_KEY = ("scale", "context", "arm", "budget")  # one train.added_seeds entry per grid point
@@ -31,26 +33,6 @@ ENTRY_KEY = ("scale", "context", "arm", "budget")  # one train.added_seeds entry
 def new_seeds(train: dict, n: int) -> list[int]:
     first = max(train["seeds"]) + 1
     return list(range(first, first + n))
-
-
-def chosen_lrs(params: dict, results: ResultOf, scale: str, context: int,
-               arm: str) -> tuple[dict[int, float], str]:
-    """({budget: the learning rate its added seeds run}, why some budget has none)."""
-    train = params["train"]
-    budgets = grid_budgets(train, scale, context, arm)
-    losses = {b: mean_losses(params, results, scale, context, arm, b) for b in budgets}
-    if is_wsd(train):
-        largest = budgets[-1]
-        if losses[largest] is None:
-            return {}, f"waiting for the results at its largest budget {largest:,} (the best trunk)"
-        best = best_lr(losses[largest])
-        if best is None:
-            return {}, f"every run at its largest budget {largest:,} diverged"
-        return {b: best for b in budgets}, ""
-    chosen = {b: best_lr(losses[b]) for b in budgets if losses[b] is not None}
-    chosen = {b: lr for b, lr in chosen.items() if lr is not None}
-    waiting = [f"{b:,}" for b in budgets if b not in chosen]
-    return chosen, f"no best learning rate yet at {', '.join(waiting)}" if waiting else ""
 
 
 def proposed_seeds(params: dict, results: ResultOf, n: int) -> tuple[list[dict], list[str]]:
@@ -66,7 +48,7 @@ def proposed_seeds(params: dict, results: ResultOf, n: int) -> tuple[list[dict],
                              "`ngptlab plan --prune-sweeps` has pruned them")
                 continue
             for arm in train["arms"]:
-                chosen, why = chosen_lrs(params, results, scale, context, arm)
+                chosen, why = chosen_lrs(train, results, scale, context, arm)
                 if why:
                     notes.append(f"{scale} ctx{context} {arm}: {why}")
                 for budget, lr in sorted(chosen.items()):

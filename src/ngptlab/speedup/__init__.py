@@ -1,11 +1,14 @@
 """The `speedup` stage: tokens to reach the baseline's loss, per arm, in one (scale, context) cell.
 
 estimate.py     a number or a one-sided bound on it (Estimate)
-estimator.py    the paper's speed-up measure as pure functions: best over lr, log-token interpolation,
-                bounds, and the cheaper within-run estimate
+estimator.py    the paper's speed-up measure as pure functions: every seed at the learning rate chosen on
+                the swept seeds (ngptlab.grid.lr_policy), log-token interpolation, bounds, and the cheaper
+                within-run estimate
+selection.py    the seeds the speed-up is estimated on (held out from the lr's choice) and the choosing
+                seeds' optimism (selection_bias)
 inference.py    over seeds: geometric mean and t-interval on ln S, paired contrasts of arms, verdicts
 interpolate.py  the best loss between learning-rate grid points (a parabola in ln lr) and its speed-up
-tuning.py       whether each arm's best learning rate is inside its sweep
+tuning.py       whether each arm's best learning rate is inside the learning rates run at its budget
 cell.py         one cell's estimate, written to results/speedup/<cell>.json (schema in its docstring)
 command.py      `ngptlab speedup --cell CELL`
 Reading the train stage's outputs and writing strict JSON is ngptlab.results, shared with condition/.

@@ -13,6 +13,13 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    per seed, the baseline's best loss at the largest budget where it has a
                                    completed run (at_largest_budget false: the grid's largest budget had
                                    none); measurable = the speed-ups this grid can give as numbers
+  lr_policy{rule (text: the estimand), selection_seeds [int], chosen [{arm, budget, lr}], notes [text],
+            estimate_seeds [int], note}
+                                   the learning rate every seed is estimated at, chosen on selection_seeds
+                                   (train.seeds) by ngptlab.grid.lr_policy, per budget (per trunk under wsd:
+                                   the choice at the arm's largest budget); estimate_seeds the seeds every
+                                   speed-up, contrast and factorial effect is summarized over: the held-out
+                                   seeds when there are two or more, else all (speedup/selection.py)
   arms{<arm>: {
      speedup{value, bound, display, interval [lo, hi] | null, level, n_seeds, note, method "t on ln S",
              statistic (text), log {mean, sd, se, df} | null, bootstrap_interval [lo, hi] | null,
@@ -33,14 +40,19 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                       (ngptlab.speedup.inference); the baseline: all null
      per_seed [{seed, tokens_to_target{value, bound, display}, speedup{value, bound, display},
                 interpolation (the law between budgets: speedup.loss_law), best [{budget, lr, loss, run}]}]
-                                   the best-over-lr run at every budget that entered
+                                   every seed's run at the chosen lr at every budget that entered
+     selection_bias{estimate, interval [lo, hi], method, level, df, n_selection, n_held_out, note} | null
+                                   mean ln S of the selection seeds minus the held-out seeds' (the winner's
+                                   curse of choosing the lr on them); estimate and interval null with the
+                                   note saying why; null for the baseline (speedup/selection.py)
      cheap{method (text), speedup{...as above}, per_seed [{seed, run, tokens_to_target, speedup}]}
      interpolated{speedup{...as above},
                   per_seed [{seed, target_loss, tokens_to_target, speedup, interpolation}],
                   per_budget [{budget, seeds, lr_grid, loss_grid (null: left out), lr_best, lr_vertex,
                                loss_vertex, correction, status}],
-                  log_difference, seed_noise_log, differs (bool) | null, note}
-                                      the speed-up from the parabola's minimum between learning rates
+                  log_difference, seed_noise_log, differs (bool) | null, seeds, note}
+                                      the speed-up from the parabola's minimum between learning rates, on
+                                      the swept seeds only (`seeds`; S at the optimal lr, another estimand)
                                       (speedup/interpolate.py); log_difference = mean ln S interpolated minus
                                       on the grid, seed_noise_log = the grid's sd of ln S over seeds}}
   contrasts [{a, b, label, n_seeds, seeds, difference_log{mean, sd, interval}, ratio, interval, level,
@@ -69,14 +81,18 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    above measured against that baseline; the factorial and reading stay
                                    the primary's
   runs [{run, scale, context, arm, budget, lr, seed, status, final_val_loss, best_lr_for_budget,
-         within_run: {tokens_to_target, speedup} | null}]      every run of the cell; within_run = the per-run
-                                                               cheaper estimate from its own validation curve
+         within_run: {tokens_to_target, speedup} | null}]      every run of the cell; best_lr_for_budget: the
+                                                               run is at its (arm, budget)'s chosen lr and
+                                                               completed; within_run = the per-run cheaper
+                                                               estimate from its own validation curve
   ignored [{run, reason}]                                       diverged runs, left out of every estimate
-  tuning{edges [{arm, budget, seed, sweep, best_lr, edge}], tuned {<arm>: bool}}
-                                   edge "top" / "bottom": the best lr is at that edge of its sweep (untuned;
-                                   `ngptlab plan --extend-sweeps` extends it), null: interior; an arm is
-                                   tuned when none of its (budget, seed) is at an edge (speedup/tuning.py);
-                                   only seeds of train.seeds (seeds beyond them run only the best lr)
+  tuning{edges [{arm, budget, seed, sweep, pruned, best_lr, edge}], tuned {<arm>: bool}}
+                                   edge "top" / "bottom": the best lr is at that edge of the learning rates
+                                   run at that budget (`sweep`; pruned: the window train.pruned_sweeps kept)
+                                   (untuned; `ngptlab plan --extend-sweeps` extends a full sweep), null:
+                                   interior; an arm is tuned when none of its (budget, seed) is at an edge
+                                   (speedup/tuning.py); only seeds of train.seeds (seeds beyond them run
+                                   only the chosen lr)
 """
 
 from __future__ import annotations
@@ -86,7 +102,8 @@ from pathlib import Path
 from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells
-from ngptlab.grid.sweeps import lr_sweep
+from ngptlab.grid.lr_policy import cell_policy
+from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.results import RunResult, read_run_result, write_json
 from ngptlab.settings import baselines, setting
 from ngptlab.speedup.estimate import Estimate
@@ -98,14 +115,16 @@ from ngptlab.speedup.reading import primary_reading
 from ngptlab.speedup.tuning import sweep_edges, tuned_arms
 from ngptlab.stats import LEVEL
 
-METHOD = ("best final validation loss over the learning-rate sweep per arm and budget (diverged runs "
-          "ignored); target = baseline's best loss at the largest budget where it has a completed run; "
-          "tokens to target interpolated in log tokens between bracketing budgets, bounds instead of "
-          "extrapolation; speed-up S = baseline tokens / arm tokens, per seed; over seeds the geometric "
-          "mean exp(mean ln S) with a 95% t-interval on ln S, exponentiated; a percentile bootstrap of "
-          f"mean ln S only with at least {BOOTSTRAP_MIN_SEEDS} seeds; arms compared by paired differences "
-          "of ln S; interpolated: the same with each (arm, budget)'s best loss moved to the minimum of a "
-          "parabola in ln(lr) through the best learning rate and its two neighbours")
+METHOD = ("final validation loss at the learning rate chosen on the swept seeds' sweep per arm and budget "
+          "(per trunk under wsd), the same for every seed (diverged runs ignored); target = baseline's "
+          "loss at the largest budget where it has a completed run; tokens to target interpolated in log "
+          "tokens between bracketing budgets, bounds instead of extrapolation; speed-up S = baseline "
+          "tokens / arm tokens, per seed; over the held-out seeds (every seed with fewer than two) the "
+          "geometric mean exp(mean ln S) with a 95% t-interval on ln S, exponentiated; a percentile "
+          f"bootstrap of mean ln S only with at least {BOOTSTRAP_MIN_SEEDS} seeds; arms compared by paired "
+          "differences of ln S; interpolated: the same on the swept seeds with each (arm, budget)'s loss "
+          "moved to the minimum of a parabola in ln(lr) through the best learning rate and its two "
+          "neighbours")
 
 
 def output_path(root: str | Path, cell: str) -> Path:
@@ -130,20 +149,23 @@ def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
     resamples, seed = int(cfg["bootstrap"]), int(cfg["seed"])
     margin = float(setting(cfg, "speedup.equivalence_margin"))
     ratio = float(setting(cfg, "speedup.resolve_ratio"))
+    train, scale, context = params["train"], results[0].spec.scale, results[0].spec.context
+    policy = cell_policy(train, {r.spec: r for r in results}.get, scale, context)
     first, *others = baselines(cfg)
 
     def against(baseline: str) -> dict:
-        return estimate_cell(results, baseline, resamples, seed, margin, ratio)
+        return estimate_cell(results, baseline, resamples, seed, margin, ratio, policy)
 
     estimate = against(first)
     for arm, entry in interpolate_cell(results, estimate, resamples, seed, margin, ratio).items():
         estimate["arms"][arm]["interpolated"] = entry
-    scale, context = results[0].spec.scale, results[0].spec.context
-    # Seeds beyond train.seeds run only the best learning rate: they have no sweep whose edges mean anything.
-    swept = [r.spec for r in results if r.spec.seed in set(params["train"]["seeds"])]
-    edges = sweep_edges(results, lambda arm: lr_sweep(params["train"], scale, context, arm), swept)
-    per_seed = {arm: {p["seed"]: Estimate.from_dict(p["speedup"]) for p in entry["per_seed"]}
-                for arm, entry in estimate["arms"].items()}
+    # Seeds beyond train.seeds run only the chosen learning rate: they have no sweep whose edges matter.
+    swept = [r.spec for r in results if r.spec.seed in set(train["seeds"])]
+    edges = sweep_edges(results, lambda arm, budget: lr_sweep(train, scale, context, arm, budget), swept,
+                        lambda arm, budget: pruning_of(train, scale, context, arm, budget) is not None)
+    estimated = set(estimate["lr_policy"]["estimate_seeds"])
+    per_seed = {arm: {p["seed"]: Estimate.from_dict(p["speedup"]) for p in entry["per_seed"]
+                      if p["seed"] in estimated} for arm, entry in estimate["arms"].items()}
     effects = factorial(per_seed, margin)
     primary = setting(cfg, "speedup.primary_contrast")
     # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.

@@ -24,6 +24,7 @@ def run(args: argparse.Namespace, params: dict) -> int:
     for e in doc["tuning"]["edges"]:
         if e["edge"] in ("top", "bottom"):
             print(f"  untuned: {e['arm']} at budget {e['budget']} (seed {e['seed']}): best lr "
-                  f"{e['best_lr']:g} is the {e['edge']} of its sweep; "
+                  f"{e['best_lr']:g} is the {e['edge']} of its "
+                  f"{'pruned window' if e['pruned'] else 'sweep'}; "
                   "`ngptlab plan --extend-sweeps` adds its neighbour")
     return 0

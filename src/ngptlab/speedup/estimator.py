@@ -1,8 +1,16 @@
 """The paper's speed-up measure (its Fig. 2 method and 4x/10x/20x claims), as pure functions of run results.
 
+The estimand: S at the learning rate chosen on the swept seeds' sweep (ngptlab.grid.lr_policy). Per
+(arm, budget) the learning rate of the lowest mean final validation loss over the seeds of train.seeds at
+that budget (fewest diverged runs first, ties to the smaller), or with train.schedule wsd per trunk: the one
+chosen so at the arm's largest budget, at every budget. Every seed, the swept ones included, enters with its
+run at that learning rate; `ngptlab plan --add-seeds` adds seeds at exactly it.
+The swept seeds chose it, so the speed-up is estimated on the held-out seeds where there are two or more,
+and the swept seeds' excess (selection_bias) is shown (ngptlab.speedup.selection).
+
 For one (scale, context) cell and one seed:
-1. best[arm][budget] = the lowest final validation loss over the arm's learning-rate sweep at that budget,
-   among completed runs (diverged runs are ignored); ties go to the smaller learning rate.
+1. best[arm][budget] = the seed's run at the chosen learning rate of (arm, budget), when it completed
+   (a diverged run leaves the budget out).
 2. target = best[baseline][largest baseline budget]; baseline_tokens = that budget. When every baseline run
    at the grid's largest budget diverged this is a smaller budget: the target says so (at_largest_budget).
 3. For every arm, tokens_to_target: the first budget whose best loss is <= target, interpolated between it
@@ -16,9 +24,10 @@ For one (scale, context) cell and one seed:
    x2 apart, by 0.042 and 0.034 at S = 1.5 and 4 x3 apart, by 0.058 x4 apart (none where the target falls
    on a budget); the fitted law's |ln S error| is below 1e-9 in each.
 4. speedup = baseline_tokens / tokens_to_target; a bound on tokens becomes the opposite bound on speed-up.
-With several seeds each seed is estimated on its own (seed s of every arm saw the same batches), then
-summarized on the log scale by ngptlab.speedup.inference: the geometric mean with a t-interval on ln S, a
-verdict against the baseline, and paired contrasts between arms. A mean over point estimates and lower
+With several seeds each seed is estimated on its own (seed s of every arm saw the same batches), the
+estimate's seeds (held-out ones, or every seed: selection.estimate_seeds) then summarized on the log scale
+by ngptlab.speedup.inference: the geometric mean with a t-interval on ln S, a verdict against the baseline,
+and paired contrasts between arms. A mean over point estimates and lower
 bounds is itself a lower bound (likewise upper); seeds whose bounds point in opposite directions give no
 estimate.
 
@@ -33,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
+from ngptlab.grid.lr_policy import LrPolicy, runs_policy
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimate import FLIP, Estimate
 from ngptlab.speedup.inference import (
@@ -43,6 +53,7 @@ from ngptlab.speedup.inference import (
     verdict_rule,
 )
 from ngptlab.speedup.loss_law import fit_loss_law
+from ngptlab.speedup.selection import estimate_seeds, selection_bias
 
 CHEAP_METHOD = ("within-run validation curve of the arm's best run at its largest budget (cheaper estimate; "
                 "mid-schedule losses are not annealed, so it is biased toward smaller speed-ups)")
@@ -86,17 +97,14 @@ def seed_speedup(losses: Mapping[int, float], target_loss: float, target_tokens:
     return tokens, speedup_from_tokens(target_tokens, tokens), law.interpolation
 
 
-def best_per_budget(results: Iterable[RunResult]) -> dict[tuple[str, int], dict[int, RunResult]]:
-    """{(arm, seed): {budget: the usable run with the lowest final loss over the lr sweep}}."""
-    best: dict[tuple[str, int], dict[int, RunResult]] = {}
+def runs_at_chosen_lr(results: Iterable[RunResult], policy: LrPolicy
+                      ) -> dict[tuple[str, int], dict[int, RunResult]]:
+    """{(arm, seed): {budget: its usable run at the learning rate the policy chose for (arm, budget)}}."""
+    at: dict[tuple[str, int], dict[int, RunResult]] = {}
     for r in results:
-        if not r.usable:
-            continue
-        slot = best.setdefault((r.spec.arm, r.spec.seed), {})
-        current = slot.get(r.spec.budget)
-        if current is None or (r.final_val_loss, r.spec.lr) < (current.final_val_loss, current.spec.lr):
-            slot[r.spec.budget] = r
-    return best
+        if r.usable and policy.chosen.get((r.spec.arm, r.spec.budget)) == r.spec.lr:
+            at.setdefault((r.spec.arm, r.spec.seed), {})[r.spec.budget] = r
+    return at
 
 
 def measurable_range(target_budget: int, budgets: Sequence[int]) -> list[float]:
@@ -109,13 +117,18 @@ def measurable_range(target_budget: int, budgets: Sequence[int]) -> list[float]:
 
 
 def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int, seed: int,
-                  margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO) -> dict:
+                  margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO,
+                  policy: LrPolicy | None = None) -> dict:
     """The speed-up of every arm in one cell (see the module docstring); JSON-ready apart from inf/nan.
-    margin and resolve_ratio feed the verdicts and seeds_needed (ngptlab.speedup.inference)."""
+    margin and resolve_ratio feed the verdicts and seeds_needed (ngptlab.speedup.inference); policy the
+    learning rates (ngptlab.grid.lr_policy.cell_policy from the params; without it, runs_policy: every seed
+    of the results chooses)."""
     results = sorted(results, key=lambda r: r.spec)  # order-invariant from here on
-    best = best_per_budget(results)
+    policy = policy or runs_policy(results)
+    best = runs_at_chosen_lr(results, policy)
     arms = sorted({r.spec.arm for r in results}, key=lambda a: (a != baseline, a))
     seeds = sorted({r.spec.seed for r in results})
+    estimated, estimated_note = estimate_seeds(seeds, policy.selection_seeds)
 
     budgets = sorted({r.spec.budget for r in results})
     targets = {}
@@ -147,13 +160,15 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
             cheap_per_seed.append({"seed": s, "run": longest.spec.name,
                                    "tokens_to_target": cheap_tokens.as_dict(),
                                    "speedup": speedup_from_tokens(base_tokens, cheap_tokens).as_dict()})
-        summary, cheap = (summarize_seeds([Estimate.from_dict(p["speedup"]) for p in entries], n_bootstrap,
+        summary, cheap = (summarize_seeds([Estimate.from_dict(p["speedup"]) for p in entries
+                                           if p["seed"] in estimated], n_bootstrap,
                                           seed, margin, resolve_ratio, baseline=arm == baseline)
                           for entries in (per_seed, cheap_per_seed))
         arms_out[arm] = {
             "speedup": summary,
             "per_seed": per_seed,
             "cheap": {"method": CHEAP_METHOD, "speedup": cheap, "per_seed": cheap_per_seed},
+            "selection_bias": None if arm == baseline else selection_bias(per_seed, policy.selection_seeds),
         }
         if not per_seed:
             summary["note"] = (f"no completed {arm} run" if not any(k[0] == arm for k in best)
@@ -178,10 +193,11 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
         "seeds": seeds,
         "budgets": sorted({r.spec.budget for r in results}),
         "targets": [targets[s] for s in seeds if s in targets],
+        "lr_policy": {**policy.as_dict(), "estimate_seeds": estimated, "note": estimated_note},
         "arms": arms_out,
         "contrasts": cell_contrasts({arm: {p["seed"]: Estimate.from_dict(p["speedup"])
-                                           for p in entry["per_seed"]} for arm, entry in arms_out.items()},
-                                    margin, resolve_ratio),
+                                           for p in entry["per_seed"] if p["seed"] in estimated}
+                                     for arm, entry in arms_out.items()}, margin, resolve_ratio),
         "equivalence_margin": margin,
         "resolve_ratio": resolve_ratio,
         "verdict_rule": verdict_rule(margin),

@@ -6,9 +6,13 @@ points is charged a loss it would not have at its own best rate; when arms fall 
 that shifts their speed-ups. Near its optimum the final loss is close to a parabola in ln(lr), so three
 points bracketing the minimum locate it.
 
+This estimates another quantity than the grid's speed-up: S at the optimal learning rate, where the grid
+gives S at the learning rate chosen on the swept seeds' sweep (ngptlab.grid.lr_policy). The correction is
+read on the swept seeds' sweep, so it is applied to those seeds only (train.seeds, the estimate's
+lr_policy.selection_seeds), never to seeds added at the chosen learning rate: they ran no sweep.
+
 For each (arm, budget):
-1. The swept seeds: those that ran that (arm, budget) at more than one learning rate (seeds added later may
-   run only the best one; they have no sweep to read).
+1. The swept seeds: the selection seeds that ran that (arm, budget) at more than one learning rate.
 2. The mean final loss per learning rate over the swept seeds, usable runs only; a learning rate that some
    swept seed lacks (missing or diverged) is left out.
 3. When the learning rate with the lowest mean is interior to the grid and both its neighbours are present,
@@ -16,8 +20,10 @@ For each (arm, budget):
    x* with loss L*: lr_vertex = exp(x*), loss_vertex = L*. Otherwise (the best at an edge, one learning
    rate, a neighbour left out, no curvature) there is no interpolation: the correction is 0 and the status
    says why.
-4. correction = L* - L_best (<= 0), added to every seed's best grid loss at that (arm, budget), the
-   baseline's target budget included.
+4. correction = L* - L_chosen (<= 0 under cosine, where the chosen learning rate is the best), L_chosen the
+   mean loss at the learning rate the seeds were estimated at, added to every swept seed's loss at that
+   (arm, budget), the baseline's target budget included; without a vertex L* is the best grid loss (the
+   correction is 0 unless, under wsd, the choice at the largest budget is not the best here).
 The per-seed speed-up is then recomputed from the corrected losses exactly as the estimator computes it,
 and summarized over seeds as the grid estimate is (ngptlab.speedup.inference). log_difference says how
 far that moves the mean ln S; it matters when it exceeds the seeds' own sd of ln S.
@@ -49,9 +55,10 @@ def parabola_vertex(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, fl
     return x, y0 + d01 * (x - x0) + a * (x - x0) * (x - x1)
 
 
-def sweep_minimum(runs: Iterable[RunResult], budget: int) -> dict:
-    """Steps 1-3 for the runs of one (arm, budget): {budget, seeds, lr_grid, loss_grid (null where left
-    out), lr_best, lr_vertex, loss_vertex, correction, status}."""
+def sweep_minimum(runs: Iterable[RunResult], budget: int, lr_chosen: float | None = None) -> dict:
+    """Steps 1-4 for the swept seeds' runs of one (arm, budget), the seeds estimated at lr_chosen (None: at
+    the best): {budget, seeds, lr_grid, loss_grid (null where left out), lr_best, lr_chosen, lr_vertex,
+    loss_vertex, correction, status}."""
     by_seed: dict[int, dict[float, RunResult]] = {}
     for r in runs:
         by_seed.setdefault(r.spec.seed, {})[r.spec.lr] = r
@@ -63,7 +70,7 @@ def sweep_minimum(runs: Iterable[RunResult], budget: int) -> dict:
         usable = all(r is not None and r.usable for r in at_lr)
         losses.append(statistics.fmean(r.final_val_loss for r in at_lr) if usable else None)
     out = {"budget": budget, "seeds": swept, "lr_grid": grid, "loss_grid": losses, "lr_best": None,
-           "lr_vertex": None, "loss_vertex": None, "correction": 0.0, "status": None}
+           "lr_chosen": lr_chosen, "lr_vertex": None, "loss_vertex": None, "correction": 0.0, "status": None}
     present = [i for i, loss in enumerate(losses) if loss is not None]
     if not swept:
         out["status"] = "no seed swept more than one learning rate"
@@ -73,6 +80,9 @@ def sweep_minimum(runs: Iterable[RunResult], budget: int) -> dict:
         return out
     best = min(present, key=lambda i: (losses[i], grid[i]))  # ties to the smaller lr, as the estimator
     out["lr_best"] = grid[best]
+    chosen = grid.index(lr_chosen) if lr_chosen in grid else best
+    chosen = best if losses[chosen] is None else chosen  # its seeds have no loss there to correct
+    out["correction"] = losses[best] - losses[chosen]
     if best in (0, len(grid) - 1):
         out["status"] = f"best at the {'bottom' if best == 0 else 'top'} edge of the sweep"
     elif losses[best - 1] is None or losses[best + 1] is None:
@@ -83,8 +93,8 @@ def sweep_minimum(runs: Iterable[RunResult], budget: int) -> dict:
     else:
         x, loss = vertex
         # The vertex of an upward parabola is at or below its lowest point: clip rounding above it.
-        out.update(lr_vertex=math.exp(x), loss_vertex=loss, correction=min(0.0, loss - losses[best]),
-                   status=INTERPOLATED)
+        out.update(lr_vertex=math.exp(x), loss_vertex=loss, status=INTERPOLATED,
+                   correction=min(0.0, loss - losses[best]) + losses[best] - losses[chosen])
     return out
 
 
@@ -93,19 +103,24 @@ def interpolate_cell(results: Iterable[RunResult], estimate: dict, n_bootstrap: 
                      ) -> dict[str, dict]:
     """arm -> its `interpolated` entry, from the cell's runs and estimator.estimate_cell's document:
     {speedup (as the grid's), per_seed [{seed, target_loss, tokens_to_target, speedup, interpolation}],
-    per_budget [sweep_minimum], log_difference, seed_noise_log, differs, note}."""
+    per_budget [sweep_minimum], log_difference, seed_noise_log, differs, seeds, note}: the swept seeds only
+    (the module docstring)."""
+    policy = estimate["lr_policy"]
+    swept = set(policy["selection_seeds"])
+    chosen = {(c["arm"], c["budget"]): c["lr"] for c in policy["chosen"]}
     groups: dict[tuple[str, int], list[RunResult]] = {}
     for r in results:
-        groups.setdefault((r.spec.arm, r.spec.budget), []).append(r)
-    minima = {key: sweep_minimum(runs, key[1]) for key, runs in sorted(groups.items())}
+        if r.spec.seed in swept:
+            groups.setdefault((r.spec.arm, r.spec.budget), []).append(r)
+    minima = {key: sweep_minimum(runs, key[1], chosen.get(key)) for key, runs in sorted(groups.items())}
     baseline = estimate["baseline"]
-    targets = {t["seed"]: t for t in estimate["targets"]}
+    targets = {t["seed"]: t for t in estimate["targets"] if t["seed"] in swept}
     at_targets = [minima[(baseline, b)] for b in sorted({t["budget"] for t in targets.values()})]
 
     out = {}
     for arm, entry in estimate["arms"].items():
-        per_seed = []
-        for grid_seed in entry["per_seed"]:
+        per_seed, grid_per_seed = [], [p for p in entry["per_seed"] if p["seed"] in swept]
+        for grid_seed in grid_per_seed:
             target = targets[grid_seed["seed"]]
             target_loss = target["loss"] + _correction(minima, baseline, target["budget"])
             losses = {b["budget"]: b["loss"] + _correction(minima, arm, b["budget"])
@@ -117,9 +132,11 @@ def interpolate_cell(results: Iterable[RunResult], estimate: dict, n_bootstrap: 
         summary = summarize_seeds([Estimate.from_dict(p["speedup"]) for p in per_seed], n_bootstrap, seed,
                                   margin, resolve_ratio, baseline=arm == baseline)
         per_budget = [m for (a, _), m in minima.items() if a == arm]
-        moved = any(m["status"] == INTERPOLATED for m in per_budget + at_targets)
+        moved = any(m["status"] == INTERPOLATED or m["correction"] for m in per_budget + at_targets)
         out[arm] = {"speedup": summary, "per_seed": per_seed, "per_budget": per_budget,
-                    **_compare(entry["per_seed"], per_seed, moved)}
+                    **_compare(grid_per_seed, per_seed, moved), "seeds": [p["seed"] for p in per_seed]}
+        out[arm]["note"] += ("; applied to the swept seeds only (S at the optimal learning rate, read on "
+                             "their sweep), never to seeds added at the chosen learning rate")
     return out
 
 
@@ -130,7 +147,7 @@ def _correction(minima: dict, arm: str, budget: int) -> float:
 
 def _compare(grid: list[dict], interpolated: list[dict], moved: bool) -> dict:
     """How far interpolation moves ln S, against the seeds' own sd of ln S on the grid (both over the seeds
-    where both estimates are numbers); moved: some budget of the arm, or its target, was interpolated."""
+    where both estimates are numbers); moved: some budget of the arm, or its target, was corrected."""
     pairs = [(math.log(g["speedup"]["value"]), math.log(i["speedup"]["value"]))
              for g, i in zip(grid, interpolated, strict=True)
              if _point(g["speedup"]) and _point(i["speedup"])]
@@ -138,7 +155,7 @@ def _compare(grid: list[dict], interpolated: list[dict], moved: bool) -> dict:
     noise = statistics.stdev(g for g, _ in pairs) if len(pairs) >= 2 else None
     differs = None if difference is None or noise is None else abs(difference) > noise
     if not moved:
-        note = "no budget of this arm, nor the target, could be interpolated: the grid's estimate stands"
+        note = "no budget of this arm, nor the target, could be corrected: the grid's estimate stands"
     elif difference is None:
         note = "no seed with a point estimate both on the grid and interpolated"
     elif differs is None:

@@ -6,6 +6,10 @@ is untuned, and a comparison against it is unfair to it. `speedup` records every
 the report says which arms were tuned; `ngptlab plan --extend-sweeps` adds the neighbouring learning rate
 (x2 above the top, /2 below the bottom) until the best is interior.
 
+Each (arm, budget) is judged against the learning rates that ran at that budget: above a pruning budget
+(`ngptlab plan --prune-sweeps`) the window train.pruned_sweeps kept, not the whole sweep, so a best at the
+top of a pruned window is "top" there (the entry says `pruned`), though the whole sweep went higher.
+
 A single-value sweep is always at an edge. A sweep with a run still missing is "pending": nothing is
 concluded (or extended) until its results are in.
 """
@@ -19,20 +23,22 @@ from ngptlab.results import RunResult
 EDGE_FACTOR = 2.0  # the neighbouring learning rate: x2 above the top of a sweep, /2 below its bottom
 
 
-def sweep_edges(results: Iterable[RunResult | None], sweep_of: Callable[[str], list[float]],
-                expected: Iterable) -> list[dict]:
+def sweep_edges(results: Iterable[RunResult | None], sweep_of: Callable[[str, int], list[float]],
+                expected: Iterable, pruned: Callable[[str, int], bool] = lambda arm, budget: False
+                ) -> list[dict]:
     """One entry per (arm, budget, seed) of the runs `expected` (RunSpecs), in a stable order:
-    {arm, budget, seed, sweep, best_lr, edge}, edge in {"top", "bottom", None (interior), "pending",
-    "none usable"}. `results` holds the RunResult of each spec found, `sweep_of(arm)` its sweep."""
+    {arm, budget, seed, sweep, pruned, best_lr, edge}, edge in {"top", "bottom", None (interior),
+    "pending", "none usable"}. `results` holds the RunResult of each spec found, `sweep_of(arm, budget)`
+    the learning rates run at that budget, `pruned(arm, budget)` whether they are a pruned window."""
     found = {r.spec: r for r in results if r is not None}
     groups: dict[tuple, list] = {}
     for spec in sorted(expected):
         groups.setdefault((spec.arm, spec.budget, spec.seed), []).append(spec)
     out = []
     for (arm, budget, seed), specs in groups.items():
-        sweep = sorted(sweep_of(arm))
-        entry = {"arm": arm, "budget": budget, "seed": seed, "sweep": sweep, "best_lr": None,
-                 "edge": "pending"}
+        sweep = sorted(sweep_of(arm, budget))
+        entry = {"arm": arm, "budget": budget, "seed": seed, "sweep": sweep, "pruned": pruned(arm, budget),
+                 "best_lr": None, "edge": "pending"}
         if all(spec in found for spec in specs):
             usable = [found[spec] for spec in specs if found[spec].usable]
             if not usable:

@@ -62,7 +62,8 @@ def tuned_text(doc: dict, arm: str) -> str | None:
     edges = [e for e in doc["tuning"]["edges"] if e["arm"] == arm]
     at_edge = [e for e in edges if e["edge"] in ("top", "bottom")]
     if at_edge:
-        where = ", ".join(f"{e['edge']} at {e['budget']:,}" for e in at_edge)
+        where = ", ".join(f"{e['edge']}{' of its pruned window' if e.get('pruned') else ''} at "
+                          f"{e['budget']:,}" for e in at_edge)
         return f"no: best lr at the sweep's {where} (extend: ngptlab plan --extend-sweeps)"
     if any(e["edge"] is not None for e in edges):
         return "unknown: " + ", ".join(sorted({e["edge"] for e in edges if e["edge"] is not None}))
@@ -112,6 +113,10 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
                    f"ln S is shown only with at least {least} seeds (bootstrap.min_seeds): with fewer, too "
                    "few distinct resamples exist for its percentiles to mean anything"
                    + ("." if has_bootstrap else "; no arm here has that many.")
+                   + " Every seed is estimated at the learning rate chosen on train.seeds' sweep (per "
+                     "budget; per trunk under wsd), the speed-up over the held-out seeds where there are "
+                     "two or more (the choosing seeds' optimism: selection_bias in "
+                     "results/speedup/<cell>.json)."
                    + " Against the baseline: the verdict rule of the [settle-it section](#settle-it).")
     for cell, doc in docs.items():
         records = results.compared_runs(cell)  # the runs a speed-up rests on

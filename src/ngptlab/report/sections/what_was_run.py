@@ -3,9 +3,10 @@ run's status.
 
 The sweeps: a grid that grows by its results (ngptlab.plan.prune, ngptlab.plan.seeds) no longer sweeps every
 learning rate at every budget: above a pruning budget only the K kept learning rates run (successive
-halving), and the seeds added beyond train.seeds run only the best learning rate. A reader of a speed-up
-needs both facts: an arm tuned over fewer learning rates at some budget is compared as the table says, not
-as the sweep promises.
+halving), and the seeds added beyond train.seeds run only the learning rate chosen on train.seeds' sweep
+(ngptlab.grid.lr_policy: per budget, per trunk under wsd), the one every seed is estimated at. A reader of a
+speed-up needs both facts: an arm tuned over fewer learning rates at some budget is compared as the table
+says, not as the sweep promises.
 
 The schedule: with train.schedule: wsd (ngptlab.grid.trunks; Hägele et al. 2024, arXiv 2405.18392) the
 budgets of one (scale, context, arm, learning rate, seed) share a trunk; the grid table and the text say so,
@@ -254,7 +255,10 @@ def sweeps_table(results: Results) -> Table:
               formats={c: fmt_text for c in cols} | {"budget": fmt_int},
               note="Successive halving (ngptlab plan --prune-sweeps) keeps, above a budget whose results are "
                    "in, each arm's best learning rate there and the ones below it (the optimum falls as runs "
-                   "get longer); added seeds (ngptlab plan --add-seeds) run only the best learning rate.")
+                   "get longer); added seeds (ngptlab plan --add-seeds) run only the learning rate chosen "
+                   "on train.seeds' sweep (lowest mean final loss per budget; per trunk under wsd: the "
+                   "choice at the arm's largest budget), the learning rate every seed's speed-up is "
+                   "estimated at.")
     for cell in results.cells:
         records = results.compared_runs(cell)
         if not records:
