@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
-from ngptlab.speedup.estimate import Estimate
+from ngptlab.speedup.equivalence import NO_INTERVAL, NOT_RESOLVED
+from ngptlab.speedup.estimate import FLIP, Estimate
 from ngptlab.stats import LEVEL, t_quantile
 
 METHOD = "censored-normal profile likelihood, calibrated to the t-interval (equal to it without censoring)"
@@ -67,6 +68,17 @@ class CensoredMean:
     def bounded(self) -> bool:
         """Both ends of the interval finite: only such an interval gives a verdict."""
         return self.interval is not None and all(math.isfinite(x) for x in self.interval)
+
+    def verdict(self, rule: Callable[[Sequence[float] | None], str]) -> str:
+        """rule(interval) on a bounded interval; else not resolved, "(no interval)" without an estimate."""
+        if self.bounded:
+            return rule(self.interval)
+        return NO_INTERVAL if self.mean is None else NOT_RESOLVED
+
+    def describe(self) -> str:
+        """How the seeds entered, and why there is no verdict where there is none."""
+        used = f"{self.n_censored} of {self.n} seeds are bounds (censored), used as such in the likelihood"
+        return f"{used}; {self.note}: no verdict" if self.note else used
 
 
 class _Tobit:
@@ -166,3 +178,19 @@ def censored_mean(observations: Sequence[Estimate], level: float = LEVEL) -> Cen
     note = None if all(math.isfinite(x) for x in interval) else "the data bound the mean on one side only"
     return CensoredMean(n, n_censored, mu_hat, sigma_hat * math.sqrt(n / (n - 1)), interval, level, note,
                         t_at)
+
+
+def weighted_sum(terms: Sequence[tuple[float, Estimate]]) -> Estimate | None:
+    """sum of weight * y over (weight, observation of y): exact when every term is; a bound with a positive
+    weight bounds the sum in its direction, with a negative weight in the opposite one (a ">" on S_b is a
+    "<" on ln S_a - ln S_b); None when two terms bound it in opposite directions: the sum is then anything,
+    and the seed carries no information."""
+    directions = {o.bound if w > 0 else FLIP[o.bound] for w, o in terms if w != 0} - {None}
+    if len(directions) > 1:
+        return None
+    return Estimate(sum(w * o.value for w, o in terms), directions.pop() if directions else None)
+
+
+def log_of(estimate: Estimate) -> Estimate:
+    """ln of a positive estimate, its bound kept (ln is increasing)."""
+    return Estimate(math.log(estimate.value), estimate.bound)
