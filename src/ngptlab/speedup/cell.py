@@ -125,7 +125,8 @@ def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
     resamples, seed = int(cfg["bootstrap"]), int(cfg["seed"])
     margin = float(setting(cfg, "speedup.equivalence_margin"))
     ratio = float(setting(cfg, "speedup.resolve_ratio"))
-    estimate = estimate_cell(results, cfg["baseline"], resamples, seed, margin, ratio)
+    estimate = estimate_cell(results, cfg["baseline"], resamples, seed, margin, ratio,
+                             reference=setting(cfg, "speedup.reference_budget"))
     for arm, entry in interpolate_cell(results, estimate, resamples, seed, margin, ratio).items():
         estimate["arms"][arm]["interpolated"] = entry
     scale, context = results[0].spec.scale, results[0].spec.context

@@ -44,6 +44,7 @@ from ngptlab.speedup.inference import (
 )
 from ngptlab.speedup.loss_law import fit_loss_law
 
+REFERENCE_BUDGET = "middle"  # speedup.reference_budget when a params file has none
 CHEAP_METHOD = ("within-run validation curve of the arm's best run at its largest budget (cheaper estimate; "
                 "mid-schedule losses are not annealed, so it is biased toward smaller speed-ups)")
 
@@ -68,6 +69,37 @@ def tokens_to_target(points: Iterable[tuple[float, float]], target: float, floor
             frac = (l0 - target) / (l0 - l1)  # in (0, 1): l0 > target > l1
             return Estimate(math.exp(math.log(t0) + frac * (math.log(t1) - math.log(t0))))
     return Estimate(pts[-1][0], ">")
+
+
+def loss_at(points: Iterable[tuple[float, float]], tokens: float, floor: float | None = None) -> float | None:
+    """The inverse of tokens_to_target: the loss at `tokens`, a point's own loss when it is one, else along
+    the same law between the two points around it (ln(L - floor), or L, linear in ln T); None outside them."""
+    pts = sorted((float(t), float(loss)) for t, loss in points if math.isfinite(loss))
+    for (t0, l0), (t1, l1) in zip(pts, pts[1:], strict=False):
+        if t0 < tokens < t1:
+            frac = (math.log(tokens) - math.log(t0)) / (math.log(t1) - math.log(t0))
+            if floor is None:
+                return l0 + frac * (l1 - l0)
+            u0, u1 = math.log(l0 - floor), math.log(l1 - floor)
+            return floor + math.exp(u0 + frac * (u1 - u0))
+    return next((loss for t, loss in pts if t == tokens), None)
+
+
+def reference_tokens(reference: str | int, budgets: Sequence[int]) -> int:
+    """The reference budget in tokens (speedup.reference_budget): the largest budget, the geometric mean of
+    the smallest and largest ("middle"), or a number of tokens as given."""
+    if reference == "largest":
+        return max(budgets)
+    if reference == "middle":
+        return round(math.sqrt(min(budgets) * max(budgets)))  # whole tokens: 4096 for 2048 and 8192
+    return int(reference)
+
+
+def reference_loss(losses: Mapping[int, float], reference: float) -> float | None:
+    """One seed's baseline loss at the reference budget, from its best loss per budget: the budget's own
+    when it ran, else interpolated along the law the estimator uses between budgets (seed_speedup), so that
+    the baseline's tokens to that loss are the reference again; None when no two budgets bracket it."""
+    return loss_at(losses.items(), reference, fit_loss_law(losses).floor)
 
 
 def speedup_from_tokens(baseline_tokens: float, tokens: Estimate) -> Estimate:
@@ -99,34 +131,60 @@ def best_per_budget(results: Iterable[RunResult]) -> dict[tuple[str, int], dict[
     return best
 
 
-def measurable_range(target_budget: int, budgets: Sequence[int]) -> list[float]:
-    """The speed-ups a grid can measure as numbers: target budget / largest .. target budget / smallest.
+def measurable_range(reference: float, budgets: Sequence[int]) -> list[float]:
+    """The speed-ups a grid can measure as numbers: reference / largest budget .. reference / smallest.
 
     Tokens to target are interpolated only between budgets that were run (step 3), so with budgets 4x apart
-    and the target at the largest one, only speed-ups in [1, 4] come out as numbers; the rest are bounds.
+    and the reference at the largest one, only speed-ups in [1, 4] come out as numbers; at their geometric
+    mean ("middle"), those in [0.5, 2]; the rest are bounds.
     """
-    return [target_budget / max(budgets), target_budget / min(budgets)]
+    return [reference / max(budgets), reference / min(budgets)]
+
+
+def run_entry(r: RunResult) -> dict:
+    """{budget, lr, loss, run}: a best run as the document lists it."""
+    return {"budget": r.spec.budget, "lr": r.spec.lr, "loss": r.final_val_loss, "run": r.spec.name}
+
+
+def baseline_target(seed: int, baseline: str, runs: Mapping[int, RunResult], reference: str | int,
+                    budgets: Sequence[int]) -> dict:
+    """The target entry of one seed (step 2) from the baseline's best run per budget: {seed, arm, reference,
+    reference_budget, interpolated, loss, runs [{budget, lr, loss, run}], at_largest_budget, measurable,
+    note}; when the baseline's runs do not give the loss at the reference budget (runs there or around it
+    diverged) the target falls back to its largest budget with a completed run, and note says so."""
+    losses = {b: r.final_val_loss for b, r in runs.items()}
+    tokens = reference_tokens(reference, budgets)
+    loss, note = reference_loss(losses, tokens), None
+    if loss is None:
+        fallback = max(runs)
+        note = (f"the {baseline} runs do not give the loss at the reference budget ({tokens:,} tokens): "
+                f"no completed run at {', '.join(f'{b:,}' for b in budgets if b not in runs)}; the target is "
+                f"its best loss at {fallback:,}, its largest budget with a completed run")
+        tokens, loss = fallback, losses[fallback]
+    below = [b for b in runs if b <= tokens]
+    above = [b for b in runs if b >= tokens]
+    used = sorted({max(below), min(above)})  # the budget itself, or the two the loss is interpolated between
+    return {"seed": seed, "arm": baseline, "reference": reference, "reference_budget": tokens,
+            "interpolated": tokens not in runs, "loss": loss,
+            "runs": [run_entry(runs[b]) for b in used],
+            "at_largest_budget": tokens == max(budgets), "measurable": measurable_range(tokens, budgets),
+            "note": note}
 
 
 def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int, seed: int,
-                  margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO) -> dict:
+                  margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO, *,
+                  reference: str | int = REFERENCE_BUDGET) -> dict:
     """The speed-up of every arm in one cell (see the module docstring); JSON-ready apart from inf/nan.
-    margin and resolve_ratio feed the verdicts and seeds_needed (ngptlab.speedup.inference)."""
+    margin and resolve_ratio feed the verdicts and seeds_needed (ngptlab.speedup.inference); reference is
+    speedup.reference_budget (largest, middle or tokens)."""
     results = sorted(results, key=lambda r: r.spec)  # order-invariant from here on
     best = best_per_budget(results)
     arms = sorted({r.spec.arm for r in results}, key=lambda a: (a != baseline, a))
     seeds = sorted({r.spec.seed for r in results})
 
     budgets = sorted({r.spec.budget for r in results})
-    targets = {}
-    for s in seeds:
-        base = best.get((baseline, s))
-        if base:
-            budget = max(base)  # below the grid's largest budget when every baseline run there diverged
-            targets[s] = {"seed": s, "arm": baseline, "budget": budget, "loss": base[budget].final_val_loss,
-                          "lr": base[budget].spec.lr, "run": base[budget].spec.name,
-                          "at_largest_budget": budget == budgets[-1],
-                          "measurable": measurable_range(budget, budgets)}
+    targets = {s: baseline_target(s, baseline, best[(baseline, s)], reference, budgets)
+               for s in seeds if best.get((baseline, s))}
 
     arms_out = {}
     for arm in arms:
@@ -135,11 +193,10 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
             runs = best.get((arm, s), {})
             if s not in targets or not runs:
                 continue
-            target, base_tokens = targets[s]["loss"], targets[s]["budget"]
+            target, base_tokens = targets[s]["loss"], targets[s]["reference_budget"]
             losses = {b: r.final_val_loss for b, r in runs.items()}
             tokens, speedup, interpolation = seed_speedup(losses, target, base_tokens)
-            best_runs = [{"budget": b, "lr": r.spec.lr, "loss": r.final_val_loss, "run": r.spec.name}
-                         for b, r in sorted(runs.items())]
+            best_runs = [run_entry(r) for _, r in sorted(runs.items())]
             per_seed.append({"seed": s, "tokens_to_target": tokens.as_dict(), "speedup": speedup.as_dict(),
                              "interpolation": interpolation, "best": best_runs})
             longest = runs[max(runs)]
@@ -168,8 +225,8 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
         if r.usable and r.spec.seed in targets:
             target = targets[r.spec.seed]
             tokens = tokens_to_target(r.curve, target["loss"])
-            entry["within_run"] = {"tokens_to_target": tokens.as_dict(),
-                                   "speedup": speedup_from_tokens(target["budget"], tokens).as_dict()}
+            speedup = speedup_from_tokens(target["reference_budget"], tokens)
+            entry["within_run"] = {"tokens_to_target": tokens.as_dict(), "speedup": speedup.as_dict()}
         per_run.append(entry)
 
     return {
