@@ -167,7 +167,7 @@ def _summary(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, margin:
         out["note"] = "no seed reached an estimate"
         return out
     logs = [Estimate(math.log(e.value), e.bound) for e in known]
-    if out["n_censored"]:
+    if out["n_censored"] and len(logs) > 1:
         fit = censored_mean(logs, level)
         if fit.mean is not None:
             return out | _censored_summary(fit, margin, resolve_ratio)
