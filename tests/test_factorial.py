@@ -70,7 +70,8 @@ def test_bounds_enter_as_censored_seeds_and_conflicting_ones_are_left_out():
     per_seed["gpt-orth"][3] = Estimate(3.0, ">")
     f = factorial(per_seed, MARGIN)
     assert [(e["seed"], e.get("effect")) for e in f["left_out"]] == [(3, "norm"), (3, "interaction")]
-    assert f["left_out"][0]["reason"] == "bounds in conflicting directions for the norm effect (gpt-orth, ngpt)"
+    assert f["left_out"][0]["reason"] == ("bounds in conflicting directions for the norm effect "
+                                          "(gpt-orth, ngpt)")
     assert f["effects"]["conditioning"]["n_censored"] == 1 and f["effects"]["norm"]["n_seeds"] == 3
     assert f["effects"]["norm"]["method"] == "paired t on ln S over seeds"
     assert f["note"] == "2 (seed, effect) pair(s) left out for bounds in conflicting directions"

@@ -26,7 +26,7 @@ from ngptlab.stats import t_quantile
 BUDGETS = [2**k for k in range(10, 17)]  # 1024 ... 65536 tokens
 LRS = [1e-3, 3e-3, 1e-2]
 BEST_LR = 3e-3
-LARGEST = {"reference": "largest"}  # the paper's reference (Fig. 2): the baseline's loss at its largest budget
+LARGEST = {"reference": "largest"}  # the paper's (Fig. 2): the baseline's loss at its largest budget
 
 
 def power_law(tokens: float, k: float, lr: float = BEST_LR) -> float:
