@@ -91,6 +91,7 @@ class _Tobit:
         self.sign = np.array([1.0 if o.bound == ">" else -1.0 for o in bounds])  # +1: y >= c, -1: y <= c
         self.scale = float(np.std(np.concatenate([self.exact, self.edge]))) or 1.0
         self.floor = math.log(self.scale) - 12 * math.log(10)  # ln sigma down to 1e-12 of the spread
+        self.last: float | None = None  # ln sigma of the last profile point: the next one starts there
 
     def degenerate(self) -> bool:
         """Every exact value equal and no bound beyond it: the likelihood grows without end as sigma -> 0."""
@@ -112,18 +113,21 @@ class _Tobit:
         return value, first, second
 
     def profile(self, mu: float) -> tuple[float, float]:
-        """(l_p(mu), its ln sigma): Newton from the exact values' own maximum, Brent where the curvature is
-        not negative."""
-        squares = float(np.mean((self.exact - mu) ** 2))
-        log_sigma = max(0.5 * math.log(squares), self.floor) if squares > 0 else self.floor
+        """(l_p(mu), its ln sigma): Newton from the last maximum (the exact values' own at first), Brent
+        where the curvature is not negative."""
+        if self.last is None:
+            squares = float(np.mean((self.exact - mu) ** 2))
+            self.last = max(0.5 * math.log(squares), self.floor) if squares > 0 else self.floor
+        log_sigma = self.last
         for _ in range(NEWTON_STEPS):
             value, first, second = self.loglik(mu, log_sigma)
             if not second < 0:
                 break
             step = max(-1.0, min(1.0, first / second))
+            if abs(step) < 1e-9:  # the value is then exact to ~ second * step^2
+                self.last = log_sigma
+                return value, log_sigma
             log_sigma -= step
-            if abs(step) < 1e-12:
-                return self.loglik(mu, log_sigma)[0], log_sigma
         best = optimize.minimize_scalar(lambda s: -self.loglik(mu, s)[0],
                                         bracket=(log_sigma - 0.5, log_sigma + 0.5), tol=PROFILE_TOL)
         return -float(best.fun), float(best.x)
