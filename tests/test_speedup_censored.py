@@ -59,8 +59,7 @@ def test_bounds_in_one_direction_alone_give_no_verdict():
                  {s: Estimate(1.0) for s in range(3)})
     assert (c["interval"], c["verdict"], c["n_censored"]) == (None, "not resolved (no interval)", 3)
     # an interval the data leave open on one side is no verdict either, whatever its other end
-    open_side = CensoredMean(3, 2, 1.0, 0.5, [0.2, math.inf], 0.95, "the data bound the mean on one side only",
-                             None)
+    open_side = CensoredMean(3, 2, 1.0, 0.5, [0.2, math.inf], 0.95, "one side only", None)
     assert not open_side.bounded and open_side.verdict(lambda i: "faster") == "not resolved"
 
 
