@@ -4,6 +4,7 @@ estimate.py     a number or a one-sided bound on it (Estimate)
 estimator.py    the paper's speed-up measure as pure functions: best over lr, log-token interpolation,
                 bounds, and the cheaper within-run estimate
 inference.py    over seeds: geometric mean and t-interval on ln S, paired contrasts of arms, verdicts
+censored.py     the mean over seeds when some seeds are bounds: censored-normal profile likelihood
 interpolate.py  the best loss between learning-rate grid points (a parabola in ln lr) and its speed-up
 tuning.py       whether each arm's best learning rate is inside its sweep
 cell.py         one cell's estimate, written to results/speedup/<cell>.json (schema in its docstring)

@@ -1,10 +1,16 @@
 """The paper's speed-up measure (its Fig. 2 method and 4x/10x/20x claims), as pure functions of run results.
 
+The estimand: the tokens each arm needs to reach the baseline's loss at the reference budget of N tokens,
+as a speed-up S = N / those tokens (speedup.reference_budget sets N: the paper's largest budget, or by
+default the geometric mean of the smallest and largest, so that S straddles 1).
 For one (scale, context) cell and one seed:
 1. best[arm][budget] = the lowest final validation loss over the arm's learning-rate sweep at that budget,
    among completed runs (diverged runs are ignored); ties go to the smaller learning rate.
-2. target = best[baseline][largest baseline budget]; baseline_tokens = that budget. When every baseline run
-   at the grid's largest budget diverged this is a smaller budget: the target says so (at_largest_budget).
+2. target = the baseline's loss at the reference budget N: best[baseline][N] when N is a budget that ran;
+   between two budgets, interpolated there along the same law as step 3 (reference_loss, the inverse of
+   tokens_to_target: loss_at), so the baseline's own S is 1. When the baseline's runs cannot give it (those
+   at or around N diverged) the target falls back to the baseline's largest budget with a completed run
+   and says so (note; at_largest_budget is false whenever the target is not at the grid's largest budget).
 3. For every arm, tokens_to_target: the first budget whose best loss is <= target, interpolated between it
    and the budget before it along the power law L = E + A T^-alpha fitted to the (arm, seed)'s best losses
    (ngptlab.speedup.loss_law: ln(L - E) linear in ln T through both budgets' losses), or, where that fit is
@@ -14,13 +20,16 @@ For one (scale, context) cell and one seed:
    Bias on planted laws L = 3 + A (S T)^-0.3, 5 budgets, target at the largest, no noise (measured in
    tests/test_speedup_estimator.py): the chord underestimates ln S by 0.018 at S = 1.5 and 2.8 with budgets
    x2 apart, by 0.042 and 0.034 at S = 1.5 and 4 x3 apart, by 0.058 x4 apart (none where the target falls
-   on a budget); the fitted law's |ln S error| is below 1e-9 in each.
-4. speedup = baseline_tokens / tokens_to_target; a bound on tokens becomes the opposite bound on speed-up.
+   on a budget); the fitted law's |ln S error| is below 1e-9 in each. With two budgets (2048, 8192) and the
+   middle reference (4096) the chord sets the target and the tokens alike: on L = 2 + 50 (S T)^-0.3 it
+   overestimates ln S by 0.014 at S = 0.7 and 0.023 at 1.4 (tests/test_speedup_censored.py); with a third
+   budget between them the fitted law is exact.
+4. speedup = N / tokens_to_target; a bound on tokens becomes the opposite bound on speed-up. Measurable as
+   numbers: N / largest budget to N / smallest (measurable_range); outside, a bound.
 With several seeds each seed is estimated on its own (seed s of every arm saw the same batches), then
 summarized on the log scale by ngptlab.speedup.inference: the geometric mean with a t-interval on ln S, a
-verdict against the baseline, and paired contrasts between arms. A mean over point estimates and lower
-bounds is itself a lower bound (likewise upper); seeds whose bounds point in opposite directions give no
-estimate.
+verdict against the baseline, and paired contrasts between arms; seeds whose speed-up is a bound enter as
+censored observations (ngptlab.speedup.censored).
 
 The cheaper estimate replaces step 3's budget sweep with one run's own validation curve (the arm's best run
 at its largest budget): the tokens at which the curve first reaches the target. Mid-run losses are not

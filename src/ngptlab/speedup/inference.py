@@ -9,13 +9,19 @@ symmetric and a contrast between two arms is a difference:
 - a percentile bootstrap of the mean of ln S (resampling seeds), only with at least BOOTSTRAP_MIN_SEEDS
   point estimates, as bootstrap_interval: with n seeds a bootstrap has only C(2n-1, n) distinct resamples
   (10 at n = 3), too few for its percentiles to mean anything; below that it is null.
-A seed's bound (">": the arm beat the target already at the smallest budget; "<": it never reached it)
-keeps the rule of the estimator: a geometric mean over bounds and point estimates is itself a bound in the
-same direction, with no interval; bounds in opposite directions give no estimate.
+A seed's bound (">": the arm beat the target already at the smallest budget, ln S >= ln(N / smallest
+budget); "<": it never reached it) is a censored observation of ln S: with any such seed among two or
+more, the mean of ln S and its interval come from the censored-normal likelihood (ngptlab.speedup.censored:
+value exp(mu_hat), the profile-likelihood interval calibrated to equal the t-interval without censoring,
+method saying so, n_censored counting the bounds, no bootstrap). Where that has no estimate (every seed a
+bound, one seed, or the likelihood without a maximum) the estimator's rule stands: a geometric mean over
+bounds and point estimates is itself a bound in the same direction, with no interval and no verdict;
+bounds in opposite directions give no estimate. An interval the data bound on one side only gives no verdict.
 
-A paired contrast of arms a and b uses the seeds both share where both are point estimates:
-D_s = ln S_a,s - ln S_b,s, its mean, sd and t-interval, and the ratio exp(mean D) = S_a / S_b with its
-interval. A shared seed with a bound for either arm leaves the contrast without an interval.
+A paired contrast of arms a and b uses the seeds both share: D_s = ln S_a,s - ln S_b,s, its mean, sd and
+t-interval, and the ratio exp(mean D) = S_a / S_b with its interval. A bound on a bounds D_s in its own
+direction, one on b in the opposite direction; such seeds enter the censored likelihood likewise, and a seed
+whose two bounds pull D_s apart carries no information and is left out (the note counts it).
 
 Verdicts, with an equivalence margin M > 1:
 - one arm against the baseline, from the interval of mean ln S: "faster" when it lies above 0, "slower"
