@@ -81,10 +81,12 @@ SIZE_KEYS = ("seeds_needed", "seeds_needed_upper", "seeds_needed_equivalence")
 
 def verdict_rule(margin: float, level: float = LEVEL) -> str:
     """The verdict rules, one sentence for an arm against the baseline and one between arms."""
-    return (f"Against the baseline, from the {level:.0%} t-interval of mean ln S: faster if it lies above 0, "
-            f"slower if below 0, equivalent within x{margin:g} if it lies inside (-ln {margin:g}, "
-            f"ln {margin:g}), otherwise not resolved; a speed-up that is a bound is not resolved (a bound "
-            f"alone is never a verdict); without an interval (one seed) not resolved. "
+    return (f"Against the baseline, from the {level:.0%} t-interval of mean ln S (with seeds that are "
+            f"bounds, the censored-normal profile-likelihood interval calibrated to it): faster if it lies "
+            f"above 0, slower if below 0, equivalent within x{margin:g} if it lies inside (-ln {margin:g}, "
+            f"ln {margin:g}), otherwise not resolved; a speed-up that is a bound, or an interval the data "
+            f"leave open on one side, is not resolved (a bound alone is never a verdict); without an "
+            f"interval (one seed) not resolved. "
             + margin_rule(margin, level))
 
 
