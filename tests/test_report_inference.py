@@ -54,6 +54,7 @@ def one_seed(tmp_path_factory) -> Path:
     """One seed, claims allowed, the default (two-point) sweeps."""
     root = tmp_path_factory.mktemp("one_seed")
     params = synthetic.synthetic_params(seeds=(0,), budgets=(16384, 65536), min_budget_for_claims=1000)
+    params["speedup"]["reference_budget"] = "largest"  # budgets 4x apart: 1 to 4, nGPT's planted 3x a number
     params["train"].update(contexts=[64], arms=ARMS)
     return render(root, params, synthetic.write_results(root, params))
 
@@ -225,6 +226,7 @@ def test_the_bootstrap_interval_is_shown_where_the_speedup_stage_gives_one(tmp_p
     seeds = tuple(range(10))  # bootstrap.min_seeds
     params = synthetic.synthetic_params(seeds=seeds, budgets=(16384, 65536), min_budget_for_claims=1000)
     params["train"].update(contexts=[64], arms=["gpt", "ngpt"])
+    params["speedup"]["reference_budget"] = "largest"  # budgets 4x apart: 1 to 4, nGPT's planted 3x a number
     out = render(tmp_path, params, synthetic.write_results(tmp_path, params))
     doc = speedup_doc(tmp_path)
     s = doc["arms"]["ngpt"]["speedup"]
