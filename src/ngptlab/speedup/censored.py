@@ -18,10 +18,14 @@ test of mu0 converts LR(mu0) back to a t-equivalent, t = sign(mu_hat - mu0) sqrt
 with p from Student t at n - 1 df (scipy.stats.t): the paired t-test's p-values without censoring, and the
 claim p-values of the symmetric rule (speedup/equivalence.py) with it.
 
-When the data do not bound mu on a side (every seed censored the same way, or the profile never falls to
-the cutoff within PROFILE_REACH sigmas) that end of the interval is infinite: such an interval gives no
-verdict ("not resolved"), never a direction from bounds alone. It needs two seeds and an exact value; with
-every exact value equal and no bound beyond it the likelihood has no maximum (sigma -> 0): no estimate.
+It needs two seeds and an exact value (every seed a bound: no estimate, and the estimator's bound rule
+stands); with every exact value equal and no bound beyond it the likelihood has no maximum (sigma -> 0): no
+estimate either. Where the profile does not fall to the cutoff within PROFILE_REACH sigmas on a side, that
+end of the interval is infinite: such an interval gives no verdict ("not resolved"), never a direction from
+bounds alone.
+Coverage of the 95% interval on planted N(0, 1) samples (tests/test_speedup_censored.py): 0.951 at 6 seeds
+with 30% censored above (2000 samples), 0.955 with 15% on each side, 0.936 at 3 seeds (the 2.8% of samples
+without an estimate counted as misses), 0.957 at 10.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ METHOD = "censored-normal profile likelihood, calibrated to the t-interval (equa
 PROFILE_REACH = 1e3  # how many sigmas from mu_hat the interval's ends are sought before calling a side open
 # Brent's relative tolerance in the argument of a maximum: the maximum's value is then exact to ~ its square
 PROFILE_TOL = 1e-7
-NEWTON_STEPS = 50
+NEWTON_STEPS = 50  # in ln sigma per profile point; from a good start it takes 3-6
 LOG_PHI_0 = float(stats.norm.logpdf(0.0))  # ln phi(0): ln phi(z) = ln phi(0) - z^2 / 2
 
 
