@@ -57,13 +57,26 @@ def test_arms_equal_to_gpt_get_intervals_around_zero_and_no_direction():
         assert not e["verdict"].startswith(("exceeds", "falls short"))
 
 
-def test_bounds_are_left_out_with_their_count():
+def test_bounds_enter_as_censored_seeds_and_conflicting_ones_are_left_out():
     per_seed = planted({"gpt-rownorm": 0.1, "gpt-orth": 0.6, "ngpt": 1.1}, n=4, sd=0.05)
-    per_seed["ngpt"][3] = Estimate(4.0, ">")
+    per_seed["ngpt"][3] = Estimate(4.0, ">")  # positive weight in every effect: each bounded from below
     f = factorial(per_seed, MARGIN)
-    assert f["seeds"] == [0, 1, 2] and all(e["n_seeds"] == 3 for e in f["effects"].values())
-    assert f["left_out"] == [{"seed": 3, "reason": "a bound (censored) for ngpt"}]
-    assert f["note"].startswith("1 seed(s) left out of every effect (1 for a bound")
+    assert f["seeds"] == [0, 1, 2, 3] and f["left_out"] == [] and f["note"] is None
+    for e in f["effects"].values():
+        assert (e["n_seeds"], e["n_censored"]) == (4, 1)
+        assert e["method"].startswith("censored-normal profile likelihood")
+    # gpt-orth bounded from below too: it pulls the conditioning effect the same way as ngpt (both weights
+    # +1/2), but the norm and interaction effects the other way (negative weights): those leave seed 3 out
+    per_seed["gpt-orth"][3] = Estimate(3.0, ">")
+    f = factorial(per_seed, MARGIN)
+    assert [(e["seed"], e.get("effect")) for e in f["left_out"]] == [(3, "norm"), (3, "interaction")]
+    assert f["left_out"][0]["reason"] == ("bounds in conflicting directions for the norm effect "
+                                          "(gpt-orth, ngpt)")
+    assert f["effects"]["conditioning"]["n_censored"] == 1 and f["effects"]["norm"]["n_seeds"] == 3
+    assert f["effects"]["norm"]["method"] == "paired t on ln S over seeds"
+    assert f["note"] == "2 (seed, effect) pair(s) left out for bounds in conflicting directions"
+    per_seed["ngpt"][2] = Estimate(None)  # no estimate: out of every effect
+    assert factorial(per_seed, MARGIN)["note"].startswith("1 seed(s) left out of every effect for a missing")
     assert factorial({"gpt": {}, "ngpt": {}}, MARGIN) is None  # not the 2x2
 
 

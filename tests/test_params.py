@@ -101,6 +101,11 @@ def test_default_params_are_valid():
          "divide it"),
         (lambda p: p["speedup"].update(baseline="gpt-orth") or p["train"].update(arms=["gpt", "ngpt"]),
          "speedup.baseline 'gpt-orth' is not among train.arms: gpt, ngpt"),
+        (lambda p: p["speedup"].update(reference_budget=100),
+         "speedup.reference_budget: 100 tokens lies outside train.budgets (2,048 to 8,192): a target there "
+         "would be an extrapolation"),
+        (lambda p: p["speedup"].update(reference_budget="smallest"),
+         "speedup.reference_budget: 'smallest' is not valid under any of the given schemas"),
         (lambda p: p["train"].update(source="owt"),
          "train.source 'owt' must name the prepared source prepare.source.name 'shakespeare-news'"),
         (lambda p: p["train"]["resources"]["cpu-4l"].update(nodes=0),

@@ -134,8 +134,10 @@ def test_speedup_table_is_the_speedup_stage_beside_the_paper(complete):
     # The planted speed-ups come back (log-interpolation between budgets: within 10 %).
     for arm in ("ngpt", "gpt-orth", "gpt-lrm"):
         assert float(rows[arm]["speedup"]) == pytest.approx(synthetic.planted_speedup(arm), rel=0.1)
-    # gpt-nowd is slower than gpt and never reaches the target: an upper bound, shown as such.
-    assert rows["gpt-nowd"]["bound"] == "<" and "(bound)" in rows["gpt-nowd"]["display"]
+    # gpt-nowd is slower than gpt: against gpt's loss at the middle reference (65,536 tokens, measurable
+    # 0.25 to 4) a number below 1, not the bound "<1" the largest budget as reference gives.
+    assert rows["gpt-nowd"]["bound"] == "" and "(bound)" not in rows["gpt-nowd"]["display"]
+    assert float(rows["gpt-nowd"]["speedup"]) == pytest.approx(synthetic.planted_speedup("gpt-nowd"), rel=0.1)
     # Whether each arm's learning rate was tuned: the synthetic sweeps end at the planted best (3e-3).
     assert rows["gpt"]["tuned"].startswith("no: best lr at the sweep's bottom at 16,384")
     assert rows["gpt-orth"]["tuned"].startswith("no: best lr at the sweep's top at 16,384")  # one lr: both
@@ -281,7 +283,7 @@ def test_provenance_traces_every_number_to_runs_and_hashes(complete_render):
     doc = json.loads((root / "results" / "speedup" / "cpu-4l-ctx1024.json").read_text())
     ngpt = numbers["speedup/cpu-4l-ctx1024/ngpt/speedup"]
     expected = {b["run"] for p in doc["arms"]["ngpt"]["per_seed"] for b in p["best"]}
-    expected |= {t["run"] for t in doc["targets"]}
+    expected |= {r["run"] for t in doc["targets"] for r in t["runs"]}
     assert set(ngpt["runs"]) == expected
     assert set(prov["figures"]) == {p.stem for p in (root / "reports" / "figures").glob("*.svg")}
 
@@ -411,34 +413,38 @@ def test_a_run_too_small_says_so_and_claims_nothing(holes):
 
 
 def test_a_moved_target_is_shown_with_a_note(tmp_path):
-    """Every baseline run at the largest budget diverged: the target moves to the budget below, and the
-    report shows the target (value, arm, budget, lr) with a visible note."""
+    """Every baseline run at the largest budget diverged, so the reference budget between the two (32,768
+    tokens) has no loss: the target moves to the budget below, and the report shows the target (value,
+    arm, budget, lr) with a visible note."""
     params = synthetic.synthetic_params(seeds=(0,), budgets=(16384, 65536))
     params["train"]["arms"], params["train"]["contexts"] = ["gpt", "ngpt"], [64]
     diverged = tuple(s.name for s in enumerate_runs(params) if s.arm == "gpt" and s.budget == 65536)
     params_path = synthetic.write_results(tmp_path, params, diverged=diverged)
     write_report(render_report(params, tmp_path, params_path, code_revision=REVISION), tmp_path / "reports")
     md = (tmp_path / "reports" / "report.md").read_text()
-    assert ("cpu-4l-ctx64, seed 0: the speed-up target is not at the largest budget (65,536 tokens) but at "
-            "16,384: every gpt run at the largest budget diverged.") in md
+    note = ("the gpt runs do not give the loss at the reference budget (32,768 tokens): no completed run at "
+            "65,536; the target is its best loss at 16,384, its largest budget with a completed run")
+    assert f"cpu-4l-ctx64, seed 0: {note}. Its speed-ups measure against a different baseline loss." in md
     (target,) = read_csv(tmp_path / "reports" / "tables" / "speedup_target.csv")
     doc = json.loads((tmp_path / "results" / "speedup" / "cpu-4l-ctx64.json").read_text())
-    assert (target["arm"], target["budget"], target["measurable"]) == ("gpt", "16384", "0.25 to 1")
+    assert (target["arm"], target["reference_budget"], target["measurable"]) == ("gpt", "16384", "0.25 to 1")
     assert float(target["loss"]) == doc["targets"][0]["loss"]
-    assert float(target["lr"]) == doc["targets"][0]["lr"]
-    assert target["note"] == "not at the largest budget (65,536): every gpt run there diverged"
+    assert target["budgets"] == "16,384"
+    assert float(target["lrs"]) == pytest.approx(doc["targets"][0]["runs"][0]["lr"], rel=1e-6)
+    assert target["note"] == note
     (cell,) = read_csv(tmp_path / "reports" / "tables" / "speedup_by_cell.csv")
     assert cell["measurable"] == "0.25 to 1" and cell["ngpt"] == ">1 (bound)"  # beyond the range
 
 
-def test_the_target_is_shown_at_the_largest_budget_without_a_note(complete):
+def test_the_target_is_shown_at_the_reference_budget_without_a_note(complete):
     root, _, _ = complete
     rows = read_csv(root / "reports" / "tables" / "speedup_target.csv")
-    assert [(r["seed"], r["arm"], r["budget"], r["note"]) for r in rows] == [
-        ("0", "gpt", "262144", ""), ("1", "gpt", "262144", "")]
-    assert {r["measurable"] for r in rows} == {"1 to 16"}
+    # middle: the geometric mean of 16,384 and 262,144 is 65,536, a budget that ran
+    assert [(r["seed"], r["arm"], r["reference"], r["reference_budget"], r["note"]) for r in rows] == [
+        ("0", "gpt", "middle", "65536", ""), ("1", "gpt", "middle", "65536", "")]
+    assert {r["measurable"] for r in rows} == {"0.25 to 4"}
     md = (root / "reports" / "report.md").read_text()
-    assert "the speed-up target is not at the largest budget" not in md
+    assert "its largest budget with a completed run" not in md
 
 
 # ----------------------------------------------------------------------------------------------------------

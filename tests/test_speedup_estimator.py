@@ -27,6 +27,7 @@ from ngptlab.stats import t_quantile
 BUDGETS = [2**k for k in range(10, 17)]  # 1024 ... 65536 tokens
 LRS = [1e-3, 3e-3, 1e-2]
 BEST_LR = 3e-3
+LARGEST = {"reference": "largest"}  # the paper's (Fig. 2): the baseline's loss at its largest budget
 
 
 def power_law(tokens: float, k: float, lr: float = BEST_LR) -> float:
@@ -77,21 +78,23 @@ def test_tokens_to_target_interpolates_and_bounds():
 
 def test_recovers_planted_speedups_exactly_when_loss_is_a_power_law():
     planted = {"gpt": 1.0, "ngpt": 3.0, "gpt-orth": 1.7, "gpt-scalar": 60.0}
-    out = estimate_cell(make_results({**planted, "gpt-lrm": 0.6}), "gpt", 100, 0)
+    out = estimate_cell(make_results({**planted, "gpt-lrm": 0.6}), "gpt", 100, 0, **LARGEST)
     for arm, k in planted.items():
         assert out["arms"][arm]["speedup"]["value"] == pytest.approx(k, rel=1e-9), arm
         assert out["arms"][arm]["speedup"]["bound"] is None
     # a slower arm cannot reach the baseline's final loss within the same budgets: only a bound exists
     assert out["arms"]["gpt-lrm"]["speedup"]["display"] == "<1"
     assert out["arms_order"][0] == "gpt"
-    assert out["targets"] == [{"seed": 0, "arm": "gpt", "budget": 65536, "loss": power_law(65536, 1.0),
-                               "lr": BEST_LR, "run": "cpu-4l-ctx64-gpt-t65536-lr0.003-s0",
-                               "at_largest_budget": True, "measurable": [1.0, 64.0]}]
+    assert out["targets"] == [{"seed": 0, "arm": "gpt", "reference": "largest", "reference_budget": 65536,
+                               "interpolated": False, "loss": power_law(65536, 1.0),
+                               "runs": [{"budget": 65536, "lr": BEST_LR, "loss": power_law(65536, 1.0),
+                                         "run": "cpu-4l-ctx64-gpt-t65536-lr0.003-s0"}],
+                               "at_largest_budget": True, "measurable": [1.0, 64.0], "note": None}]
 
 
 @pytest.mark.parametrize("k", [1.0, 1.5, 3.0, 4.0, 10.0, 20.0])
 def test_recovers_planted_speedups_from_power_laws(k):
-    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": k}), "gpt", 0, 0)
+    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": k}), "gpt", 0, 0, **LARGEST)
     s = out["arms"]["ngpt"]["speedup"]
     assert s["bound"] is None
     # the fitted power law is the planted one: exact (a chord in log tokens was within 2%, biased low)
@@ -103,7 +106,7 @@ def test_recovers_planted_speedups_from_power_laws(k):
 
 
 def test_both_bound_cases():
-    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 200.0, "gpt-nowd": 0.2}), "gpt", 100, 0)
+    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 200.0, "gpt-nowd": 0.2}), "gpt", 100, 0, **LARGEST)
     fast, slow = out["arms"]["ngpt"]["speedup"], out["arms"]["gpt-nowd"]["speedup"]
     # beats the target at the smallest budget: speed-up > largest / smallest budget, not extrapolated
     assert (fast["bound"], fast["value"], fast["display"]) == (">", 64.0, ">64")
@@ -135,27 +138,38 @@ def test_diverged_runs_are_ignored_even_with_a_low_loss():
     # the baseline's largest budget all diverged: the target moves to its largest completed budget
     all_lrs = {("gpt", 65536, lr) for lr in LRS}
     results = make_results({"gpt": 1.0, "ngpt": 3.0}, diverged=all_lrs)
-    out = estimate_cell(results, "gpt", 0, 0)
-    assert out["targets"][0]["budget"] == 32768
+    out = estimate_cell(results, "gpt", 0, 0, **LARGEST)
+    target = out["targets"][0]
+    assert target["reference_budget"] == 32768 and target["interpolated"] is False
     assert out["arms"]["ngpt"]["speedup"]["value"] == pytest.approx(3.0)
     # ... and says so, with the range of speed-ups it can now measure (32768 / 65536 .. 32768 / 1024)
-    assert out["targets"][0]["at_largest_budget"] is False
-    assert out["targets"][0]["measurable"] == [0.5, 32.0]
-    assert (out["targets"][0]["arm"], out["targets"][0]["lr"]) == ("gpt", BEST_LR)
+    assert target["at_largest_budget"] is False
+    assert target["measurable"] == [0.5, 32.0]
+    assert (target["arm"], target["runs"][0]["lr"]) == ("gpt", BEST_LR)
+    assert target["note"] == ("the gpt runs do not give the loss at the reference budget (65,536 tokens): no "
+                              "completed run at 65,536; the target is its best loss at 32,768, its largest "
+                              "budget with a completed run")
+    # a middle reference (8192 tokens) is a budget that ran: the diverged largest budget does not move it
+    target = estimate_cell(results, "gpt", 0, 0)["targets"][0]
+    assert (target["reference_budget"], target["note"], target["measurable"]) == (8192, None, [0.125, 8.0])
 
 
 def test_measurable_range_is_set_by_the_budget_range():
-    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 3.0}), "gpt", 0, 0)
+    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 3.0}), "gpt", 0, 0, **LARGEST)
     assert out["targets"][0]["at_largest_budget"] is True
     assert out["targets"][0]["measurable"] == [1.0, 64.0]  # budgets 1024 .. 65536
+    middle = estimate_cell(make_results({"gpt": 1.0, "ngpt": 3.0}), "gpt", 0, 0)["targets"][0]
+    assert (middle["at_largest_budget"], middle["measurable"]) == (False, [0.125, 8.0])  # 8192 / 65536 ..
     assert summarize_seeds([Estimate(1.0, "<")], 100, 0)["note"] == "a bound: no interval"  # one seed
-    two = summarize_seeds([Estimate(1.0, "<"), Estimate(0.5)], 100, 0)  # geometric mean sqrt(0.5)
-    assert (two["display"], two["note"]) == ("<0.707", "geometric mean of bounds and point estimates is "
-                                                       "itself a bound; no interval")
+    # the one exact value lies inside the bound: the censored likelihood has no maximum (sigma -> 0), so
+    # the bound rule stands: the geometric mean sqrt(0.5) is itself a bound
+    two = summarize_seeds([Estimate(1.0, "<"), Estimate(0.5)], 100, 0)
+    assert (two["display"], two["verdict"]) == ("<0.707", "not resolved (a bound)")
+    assert two["note"].endswith("geometric mean of bounds and point estimates is itself a bound; no interval")
     assert measurable_range(32768, [8192, 32768]) == [1.0, 4.0]  # budgets 4x apart: only (1, 4)
     # a speed-up outside the range is a bound, never a number
     out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 5.0}, curve=log_linear, budgets=[16384, 65536]),
-                        "gpt", 0, 0)
+                        "gpt", 0, 0, **LARGEST)
     assert out["arms"]["ngpt"]["speedup"]["display"] == ">4"
 
 
@@ -183,7 +197,11 @@ def test_seeds_geometric_mean_and_t_interval_on_log_speedup():
 
 
 def test_summaries_with_bounds():
-    assert summarize_seeds([Estimate(3.0), Estimate(5.0, ">")], 100, 0)["display"] == ">3.87"  # sqrt(15)
+    # one exact value below a lower bound: the censored likelihood places the mean above 3, with an
+    # interval too wide at two seeds to say anything
+    two = summarize_seeds([Estimate(3.0), Estimate(5.0, ">")], 100, 0)
+    assert (two["bound"], two["n_censored"], two["verdict"]) == (None, 1, "not resolved")
+    assert two["value"] > 3.0 and two["interval"][0] < 1 < two["interval"][1]
     assert summarize_seeds([Estimate(3.0, "<"), Estimate(5.0, ">")], 100, 0)["value"] is None
     one = summarize_seeds([Estimate(3.0)], 100, 0)
     assert one["value"] == 3.0 and one["interval"] is None and one["n_seeds"] == 1 and one["log"] is None
@@ -194,7 +212,7 @@ def test_summaries_with_bounds():
 
 def test_cheap_within_run_estimate():
     # Within-run curves here are the annealed law + 0.1 until the end: the cheap estimate needs more tokens.
-    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 4.0}), "gpt", 0, 0)
+    out = estimate_cell(make_results({"gpt": 1.0, "ngpt": 4.0}), "gpt", 0, 0, **LARGEST)
     cheap = out["arms"]["ngpt"]["cheap"]
     assert "cheaper" in cheap["method"]
     assert cheap["per_seed"][0]["run"] == "cpu-4l-ctx64-ngpt-t65536-lr0.003-s0"

@@ -93,11 +93,18 @@ def test_contrast_without_an_interval_says_why():
     assert one["ratio"] == pytest.approx(0.5) and one["interval"] is None and one["seeds_needed"] is None
     assert one["verdict"] == "not resolved (no interval)"
     assert one["note"] == "one seed: the difference, no interval; needs 2 seeds to measure the noise"
+    # a bound on a is a bound on the difference in its direction, one on b in the opposite direction: seed 2
+    # enters the censored likelihood; bounds on both that pull the difference apart leave the seed out
     bounded = contrast("gpt-orth", "ngpt", {0: Estimate(2.0), 1: Estimate(2.1), 2: Estimate(1.0, "<")},
-                       {0: Estimate(4.0), 1: Estimate(4.2), 2: Estimate(4.0)})
-    assert bounded["interval"] is None and bounded["verdict"] == "not resolved (no interval)"
-    assert bounded["seeds"] == [0, 1]
-    assert bounded["note"].startswith("seed 2 gives a bound for gpt-orth or ngpt: no interval")
+                       {0: Estimate(4.0), 1: Estimate(4.2), 2: Estimate(4.0, ">")})
+    assert (bounded["seeds"], bounded["n_censored"]) == ([0, 1, 2], 1)
+    assert bounded["method"].startswith("censored-normal profile likelihood")
+    assert bounded["note"].startswith("1 of 3 seeds are bounds (censored), used as such in the likelihood")
+    apart = contrast("gpt-orth", "ngpt", {0: Estimate(2.0), 1: Estimate(2.1), 2: Estimate(1.0, "<")},
+                     {0: Estimate(4.0), 1: Estimate(4.2), 2: Estimate(4.0, "<")})
+    assert (apart["seeds"], apart["n_censored"]) == ([0, 1], 0)
+    assert apart["method"] == "paired t on ln S_a - ln S_b over seeds"
+    assert apart["note"].startswith("seed 2 left out: bounds for gpt-orth and ngpt in directions that leave")
     # only seeds both arms have
     assert contrast("a", "b", {0: Estimate(2.0), 1: Estimate(2.0)}, {1: Estimate(1.0)})["seeds"] == [1]
 
@@ -177,8 +184,8 @@ def bowl_runs(arm: str, best_lr: float, k: float, seeds=(0, 1), budgets=(4096, 1
     return out
 
 
-def interpolated(results: list[RunResult]) -> tuple[dict, dict]:
-    estimate = estimate_cell(results, "gpt", 0, 0)
+def interpolated(results: list[RunResult], reference: str | int = "largest") -> tuple[dict, dict]:
+    estimate = estimate_cell(results, "gpt", 0, 0, reference=reference)
     return estimate, interpolate_cell(results, estimate, 0, 0)
 
 
@@ -203,6 +210,10 @@ def test_interpolation_moves_each_best_loss_to_the_vertex_and_the_speedup_with_i
     assert ngpt["log_difference"] == pytest.approx(math.log(interp_s / grid_s), rel=1e-9)
     assert ngpt["seed_noise_log"] == pytest.approx(0.0, abs=1e-12) and ngpt["differs"] is True
     assert out["gpt"]["speedup"]["value"] == pytest.approx(1.0) and out["gpt"]["speedup"]["verdict"] is None
+    # a reference between budgets (32768): the target is re-interpolated from the baseline's corrected losses
+    estimate, out = interpolated(results, 32768)
+    assert estimate["targets"][0]["interpolated"] is True
+    assert out["ngpt"]["speedup"]["value"] == pytest.approx(3.0, rel=1e-6)
 
     # the other way round: the baseline's optimum between points lowers the target, so the arm's speed-up
     results = bowl_runs("gpt", 2.8e-3, 1.0) + bowl_runs("ngpt", 2e-3, 3.0)

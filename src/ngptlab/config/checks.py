@@ -76,6 +76,11 @@ def cross_field_problem(params: dict) -> str | None:
     for baseline in baselines(params["speedup"]):
         if baseline not in train["arms"]:
             return f"speedup.baseline {baseline!r} is not among train.arms: {', '.join(train['arms'])}"
+    reference = setting(params["speedup"], "speedup.reference_budget")
+    if isinstance(reference, int) and not min(train["budgets"]) <= reference <= max(train["budgets"]):
+        budgets = train["budgets"]
+        return (f"speedup.reference_budget: {reference:,} tokens lies outside train.budgets "
+                f"({min(budgets):,} to {max(budgets):,}): a target there would be an extrapolation")
     return None
 
 

@@ -7,6 +7,7 @@ estimator.py    the paper's speed-up measure as pure functions: every seed at th
 selection.py    the seeds the speed-up is estimated on (held out from the lr's choice) and the choosing
                 seeds' optimism (selection_bias)
 inference.py    over seeds: geometric mean and t-interval on ln S, paired contrasts of arms, verdicts
+censored.py     the mean over seeds when some seeds are bounds: censored-normal profile likelihood
 interpolate.py  the best loss between learning-rate grid points (a parabola in ln lr) and its speed-up
 tuning.py       whether each arm's best learning rate is inside the learning rates run at its budget
 cell.py         one cell's estimate, written to results/speedup/<cell>.json (schema in its docstring)

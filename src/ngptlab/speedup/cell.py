@@ -1,4 +1,6 @@
-"""The speed-up job of one cell: the token speed-up of every arm in one (scale, context) cell.
+"""The speed-up job of one cell: the token speed-up of every arm in one (scale, context) cell, i.e. the
+tokens each arm needs to reach the baseline's loss at the reference budget of N tokens
+(speedup.reference_budget), as S = N / those tokens.
 
 Reads results/train/<cell>/<run>/summary.json and metrics.jsonl of every run of the cell in the grid (a
 missing one is an error: the speed-up of a partial grid would silently change), writes
@@ -9,10 +11,17 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
   cell, scale, context, baseline, method (text), bootstrap{resamples, seed, level, min_seeds},
   equivalence_margin (M > 1), resolve_ratio (> 1), verdict_rule (text: the rule every verdict follows)
   seeds [int], budgets [int], arms_order [arm; baseline first],
-  targets [{seed, arm, budget, loss, lr, run, at_largest_budget, measurable [lo, hi]}]
-                                   per seed, the baseline's best loss at the largest budget where it has a
-                                   completed run (at_largest_budget false: the grid's largest budget had
-                                   none); measurable = the speed-ups this grid can give as numbers
+  targets [{seed, arm, reference, reference_budget, interpolated, loss, runs [{budget, lr, loss, run}],
+            at_largest_budget, measurable [lo, hi], note}]
+                                   per seed, the baseline's loss at the reference budget: reference = the
+                                   setting as written (largest | middle | tokens), reference_budget = N in
+                                   tokens, interpolated = N lies between the two budgets in runs (the loss
+                                   there along the fitted law) rather than on the one budget in runs;
+                                   note (else null): the baseline's runs could not give it and the target
+                                   fell back to its largest completed budget (reference_budget then that
+                                   budget); at_largest_budget = N is the grid's largest budget;
+                                   measurable = N / largest .. N / smallest budget, the speed-ups this grid
+                                   can give as numbers
   lr_policy{rule (text: the estimand), selection_seeds [int], chosen [{arm, budget, lr}], notes [text],
             estimate_seeds [int], note}
                                    the learning rate every seed is estimated at, chosen on selection_seeds
@@ -21,14 +30,19 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    speed-up, contrast and factorial effect is summarized over: the held-out
                                    seeds when there are two or more, else all (speedup/selection.py)
   arms{<arm>: {
-     speedup{value, bound, display, interval [lo, hi] | null, level, n_seeds, note, method "t on ln S",
+     speedup{value, bound, display, interval [lo, hi] | null, level, n_seeds, n_censored, note, method,
              statistic (text), log {mean, sd, se, df} | null, bootstrap_interval [lo, hi] | null,
              verdict, seeds_needed (int) | null, seeds_needed_note, seeds_needed_upper,
              seeds_needed_upper_note, seeds_needed_equivalence, seeds_needed_equivalence_note}
                                       value = exp(mean of ln S over seeds), a geometric mean; interval = the
                                       t-interval of mean ln S, exponentiated (S scale; null below 2 point
                                       estimates or for a bound); log = mean ln S, its sd, se and df (null
-                                      likewise); bootstrap_interval = percentile bootstrap of mean ln S, S
+                                      likewise); with n_censored seeds that are bounds (> 0), method
+                                      "censored-normal profile likelihood, ..." (speedup/censored.py):
+                                      value = exp(mu_hat), interval its calibrated profile interval (an end
+                                      0 or "inf" where the data leave that side open: no verdict), log.se
+                                      null; else method "t on ln S"; bootstrap_interval = percentile
+                                      bootstrap of mean ln S, S
                                       scale, only with >= 10 point estimates; bound null (point estimate), ">"
                                       (true speed-up is larger) or "<" (smaller); display e.g. "4.2", ">8",
                                       "<0.5"; verdict against the baseline: "faster" | "slower" |
@@ -55,20 +69,23 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                       the swept seeds only (`seeds`; S at the optimal lr, another estimand)
                                       (speedup/interpolate.py); log_difference = mean ln S interpolated minus
                                       on the grid, seed_noise_log = the grid's sd of ln S over seeds}}
-  contrasts [{a, b, label, n_seeds, seeds, difference_log{mean, sd, interval}, ratio, interval, level,
-              verdict, seeds_needed (and _upper, _equivalence, with _note each), note}]
+  contrasts [{a, b, label, n_seeds, n_censored, seeds, difference_log{mean, sd, interval}, ratio, interval,
+              level, method, verdict, seeds_needed (and _upper, _equivalence, with _note each), note}]
                                    paired by seed, ln S_a - ln S_b; ratio = exp(mean) = S_a / S_b, interval on
                                    the ratio scale; for each pair of speedup.inference.CONTRASTS in the cell;
+                                   method the paired t, or the censored likelihood with n_censored bounds;
                                    verdict "exceeds by more than x<M>" | "falls short by more than x<M>" |
                                    "equivalent within x<M>" | "not resolved" | "not resolved (no interval)"
-  factorial{coding (text), arms {<arm>: [a, b]}, seeds [int], left_out [{seed, reason}], note,
+  factorial{coding (text), arms {<arm>: [a, b]}, seeds [int], left_out [{seed, effect (absent: every
+            effect), reason}], note,
             effects{conditioning | norm | interaction: {estimate {ln, ratio}, log {mean, sd, se, df},
                     log_interval [lo, hi] | null, interval [lo, hi] | null, method, level, n_seeds,
-                    verdict, p_values {exceeds, falls_short, equivalent} | null}}} | null
+                    n_censored, verdict, p_values {exceeds, falls_short, equivalent} | null}}} | null
                                    the 2x2 read as a factorial, paired by seed (speedup/factorial.py); null
                                    when the cell lacks one of gpt, gpt-rownorm, gpt-orth, ngpt; verdict by
                                    the symmetric rule (speedup/equivalence.py); p_values the one-sided
-                                   t-test p of each claim, for adjustment across cells
+                                   t-test p of each claim (censored: of its t-equivalent), for adjustment
+                                   across cells
   reading{primary (speedup.primary_contrast), predicted (the claim the account predicts), margin,
           estimate {ln, ratio} | null, log_interval, interval, method, level, n_seeds, verdict, p_values,
           reading, note}
@@ -117,10 +134,11 @@ from ngptlab.stats import LEVEL
 
 METHOD = ("final validation loss at the learning rate chosen on the swept seeds' sweep per arm and budget "
           "(per trunk under wsd), the same for every seed (diverged runs ignored); target = baseline's "
-          "loss at the largest budget where it has a completed run; tokens to target interpolated in log "
-          "tokens between bracketing budgets, bounds instead of extrapolation; speed-up S = baseline "
-          "tokens / arm tokens, per seed; over the held-out seeds (every seed with fewer than two) the "
-          "geometric mean exp(mean ln S) with a 95% t-interval on ln S, exponentiated; a percentile "
+          "loss at the reference budget N (speedup.reference_budget; between budgets interpolated along the "
+          "fitted law); tokens to target interpolated between bracketing budgets, bounds instead of "
+          "extrapolation; speed-up S = N / arm tokens, per seed; over the held-out seeds (every seed with "
+          "fewer than two) the geometric mean exp(mean ln S) with a 95% t-interval on ln S, exponentiated "
+          "(with seeds that are bounds, the censored-normal profile likelihood instead); a percentile "
           f"bootstrap of mean ln S only with at least {BOOTSTRAP_MIN_SEEDS} seeds; arms compared by paired "
           "differences of ln S; interpolated: the same on the swept seeds with each (arm, budget)'s loss "
           "moved to the minimum of a parabola in ln(lr) through the best learning rate and its two "
@@ -152,9 +170,10 @@ def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
     train, scale, context = params["train"], results[0].spec.scale, results[0].spec.context
     policy = cell_policy(train, {r.spec: r for r in results}.get, scale, context)
     first, *others = baselines(cfg)
+    reference = setting(cfg, "speedup.reference_budget")
 
     def against(baseline: str) -> dict:
-        return estimate_cell(results, baseline, resamples, seed, margin, ratio, policy)
+        return estimate_cell(results, baseline, resamples, seed, margin, ratio, policy, reference=reference)
 
     estimate = against(first)
     for arm, entry in interpolate_cell(results, estimate, resamples, seed, margin, ratio).items():

@@ -18,7 +18,7 @@ the larger of its two: TOST is an intersection-union test), so that several cell
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from scipy import stats
 
@@ -69,10 +69,19 @@ def claim_p_values(mean: float, se: float, df: int, margin: float) -> dict[str, 
     if se == 0:  # no seed noise: each null is rejected outright or not at all
         above, below = float(mean > band), float(mean < -band)
         return {"exceeds": 1 - above, "falls_short": 1 - below, "equivalent": float(not -band < mean < band)}
-    p_above = float(stats.t.sf((mean - band) / se, df))  # H0: theta <= ln M
-    p_below = float(stats.t.cdf((mean + band) / se, df))  # H0: theta >= -ln M
-    p_not_above_lower = float(stats.t.sf((mean + band) / se, df))  # H0: theta <= -ln M
-    p_not_below_upper = float(stats.t.cdf((mean - band) / se, df))  # H0: theta >= ln M
+    return claim_p_values_at(lambda theta0: (mean - theta0) / se, df, margin)
+
+
+def claim_p_values_at(t_at: Callable[[float], float], df: int, margin: float) -> dict[str, float]:
+    """claim_p_values from a test statistic t_at(theta0) that is Student t with df degrees of freedom at
+    theta = theta0, positive when the estimate lies above theta0 (the t statistic, or the t-equivalent of a
+    censored likelihood: speedup/censored.py)."""
+    band = math.log(margin)
+    at_upper, at_lower = t_at(band), t_at(-band)
+    p_above = float(stats.t.sf(at_upper, df))  # H0: theta <= ln M
+    p_below = float(stats.t.cdf(at_lower, df))  # H0: theta >= -ln M
+    p_not_above_lower = float(stats.t.sf(at_lower, df))  # H0: theta <= -ln M
+    p_not_below_upper = float(stats.t.cdf(at_upper, df))  # H0: theta >= ln M
     return {"exceeds": p_above, "falls_short": p_below,
             "equivalent": max(p_not_above_lower, p_not_below_upper)}
 

@@ -1,18 +1,24 @@
 """The paper's speed-up measure (its Fig. 2 method and 4x/10x/20x claims), as pure functions of run results.
 
-The estimand: S at the learning rate chosen on the swept seeds' sweep (ngptlab.grid.lr_policy). Per
-(arm, budget) the learning rate of the lowest mean final validation loss over the seeds of train.seeds at
-that budget (fewest diverged runs first, ties to the smaller), or with train.schedule wsd per trunk: the one
-chosen so at the arm's largest budget, at every budget. Every seed, the swept ones included, enters with its
-run at that learning rate; `ngptlab plan --add-seeds` adds seeds at exactly it.
-The swept seeds chose it, so the speed-up is estimated on the held-out seeds where there are two or more,
-and the swept seeds' excess (selection_bias) is shown (ngptlab.speedup.selection).
+The estimand: the tokens each arm needs to reach the baseline's loss at the reference budget of N tokens,
+as a speed-up S = N / those tokens (speedup.reference_budget sets N: the paper's largest budget, or by
+default the geometric mean of the smallest and largest, so that S straddles 1), every run at the learning
+rate chosen on the swept seeds' sweep (ngptlab.grid.lr_policy). Per (arm, budget) that is the learning rate
+of the lowest mean final validation loss over the seeds of train.seeds at that budget (fewest diverged runs
+first, ties to the smaller), or with train.schedule wsd per trunk: the one chosen so at the arm's largest
+budget, at every budget. Every seed, the swept ones included, enters with its run at that learning rate;
+`ngptlab plan --add-seeds` adds seeds at exactly it. The swept seeds chose it, so the speed-up is estimated
+on the held-out seeds where there are two or more, and the swept seeds' excess (selection_bias) is shown
+(ngptlab.speedup.selection).
 
 For one (scale, context) cell and one seed:
 1. best[arm][budget] = the seed's run at the chosen learning rate of (arm, budget), when it completed
    (a diverged run leaves the budget out).
-2. target = best[baseline][largest baseline budget]; baseline_tokens = that budget. When every baseline run
-   at the grid's largest budget diverged this is a smaller budget: the target says so (at_largest_budget).
+2. target = the baseline's loss at the reference budget N: best[baseline][N] when N is a budget that ran;
+   between two budgets, interpolated there along the same law as step 3 (reference_loss, the inverse of
+   tokens_to_target: loss_at), so the baseline's own S is 1. When the baseline's runs cannot give it (those
+   at or around N diverged) the target falls back to the baseline's largest budget with a completed run
+   and says so (note; at_largest_budget is false whenever the target is not at the grid's largest budget).
 3. For every arm, tokens_to_target: the first budget whose best loss is <= target, interpolated between it
    and the budget before it along the power law L = E + A T^-alpha fitted to the (arm, seed)'s best losses
    (ngptlab.speedup.loss_law: ln(L - E) linear in ln T through both budgets' losses), or, where that fit is
@@ -22,14 +28,17 @@ For one (scale, context) cell and one seed:
    Bias on planted laws L = 3 + A (S T)^-0.3, 5 budgets, target at the largest, no noise (measured in
    tests/test_speedup_estimator.py): the chord underestimates ln S by 0.018 at S = 1.5 and 2.8 with budgets
    x2 apart, by 0.042 and 0.034 at S = 1.5 and 4 x3 apart, by 0.058 x4 apart (none where the target falls
-   on a budget); the fitted law's |ln S error| is below 1e-9 in each.
-4. speedup = baseline_tokens / tokens_to_target; a bound on tokens becomes the opposite bound on speed-up.
+   on a budget); the fitted law's |ln S error| is below 1e-9 in each. With two budgets (2048, 8192) and the
+   middle reference (4096) the chord sets the target and the tokens alike: on L = 2 + 50 (S T)^-0.3 it
+   overestimates ln S by 0.014 at S = 0.7 and 0.023 at 1.4 (tests/test_speedup_censored.py); with a third
+   budget between them the fitted law is exact.
+4. speedup = N / tokens_to_target; a bound on tokens becomes the opposite bound on speed-up. Measurable as
+   numbers: N / largest budget to N / smallest (measurable_range); outside, a bound.
 With several seeds each seed is estimated on its own (seed s of every arm saw the same batches), the
 estimate's seeds (held-out ones, or every seed: selection.estimate_seeds) then summarized on the log scale
 by ngptlab.speedup.inference: the geometric mean with a t-interval on ln S, a verdict against the baseline,
-and paired contrasts between arms. A mean over point estimates and lower
-bounds is itself a lower bound (likewise upper); seeds whose bounds point in opposite directions give no
-estimate.
+and paired contrasts between arms; seeds whose speed-up is a bound enter as censored observations
+(ngptlab.speedup.censored).
 
 The cheaper estimate replaces step 3's budget sweep with one run's own validation curve (the arm's best run
 at its largest budget): the tokens at which the curve first reaches the target. Mid-run losses are not
@@ -55,6 +64,7 @@ from ngptlab.speedup.inference import (
 from ngptlab.speedup.loss_law import fit_loss_law
 from ngptlab.speedup.selection import estimate_seeds, selection_bias
 
+REFERENCE_BUDGET = "middle"  # speedup.reference_budget when a params file has none
 CHEAP_METHOD = ("within-run validation curve of the arm's best run at its largest budget (cheaper estimate; "
                 "mid-schedule losses are not annealed, so it is biased toward smaller speed-ups)")
 
@@ -79,6 +89,37 @@ def tokens_to_target(points: Iterable[tuple[float, float]], target: float, floor
             frac = (l0 - target) / (l0 - l1)  # in (0, 1): l0 > target > l1
             return Estimate(math.exp(math.log(t0) + frac * (math.log(t1) - math.log(t0))))
     return Estimate(pts[-1][0], ">")
+
+
+def loss_at(points: Iterable[tuple[float, float]], tokens: float, floor: float | None = None) -> float | None:
+    """The inverse of tokens_to_target: the loss at `tokens`, a point's own loss when it is one, else along
+    the same law between the two points around it (ln(L - floor), or L, linear in ln T); None outside them."""
+    pts = sorted((float(t), float(loss)) for t, loss in points if math.isfinite(loss))
+    for (t0, l0), (t1, l1) in zip(pts, pts[1:], strict=False):
+        if t0 < tokens < t1:
+            frac = (math.log(tokens) - math.log(t0)) / (math.log(t1) - math.log(t0))
+            if floor is None:
+                return l0 + frac * (l1 - l0)
+            u0, u1 = math.log(l0 - floor), math.log(l1 - floor)
+            return floor + math.exp(u0 + frac * (u1 - u0))
+    return next((loss for t, loss in pts if t == tokens), None)
+
+
+def reference_tokens(reference: str | int, budgets: Sequence[int]) -> int:
+    """The reference budget in tokens (speedup.reference_budget): the largest budget, the geometric mean of
+    the smallest and largest ("middle"), or a number of tokens as given."""
+    if reference == "largest":
+        return max(budgets)
+    if reference == "middle":
+        return round(math.sqrt(min(budgets) * max(budgets)))  # whole tokens: 4096 for 2048 and 8192
+    return int(reference)
+
+
+def reference_loss(losses: Mapping[int, float], reference: float) -> float | None:
+    """One seed's baseline loss at the reference budget, from its best loss per budget: the budget's own
+    when it ran, else interpolated along the law the estimator uses between budgets (seed_speedup), so that
+    the baseline's tokens to that loss are the reference again; None when no two budgets bracket it."""
+    return loss_at(losses.items(), reference, fit_loss_law(losses).floor)
 
 
 def speedup_from_tokens(baseline_tokens: float, tokens: Estimate) -> Estimate:
@@ -107,22 +148,53 @@ def runs_at_chosen_lr(results: Iterable[RunResult], policy: LrPolicy
     return at
 
 
-def measurable_range(target_budget: int, budgets: Sequence[int]) -> list[float]:
-    """The speed-ups a grid can measure as numbers: target budget / largest .. target budget / smallest.
+def measurable_range(reference: float, budgets: Sequence[int]) -> list[float]:
+    """The speed-ups a grid can measure as numbers: reference / largest budget .. reference / smallest.
 
     Tokens to target are interpolated only between budgets that were run (step 3), so with budgets 4x apart
-    and the target at the largest one, only speed-ups in [1, 4] come out as numbers; the rest are bounds.
+    and the reference at the largest one, only speed-ups in [1, 4] come out as numbers; at their geometric
+    mean ("middle"), those in [0.5, 2]; the rest are bounds.
     """
-    return [target_budget / max(budgets), target_budget / min(budgets)]
+    return [reference / max(budgets), reference / min(budgets)]
+
+
+def run_entry(r: RunResult) -> dict:
+    """{budget, lr, loss, run}: a best run as the document lists it."""
+    return {"budget": r.spec.budget, "lr": r.spec.lr, "loss": r.final_val_loss, "run": r.spec.name}
+
+
+def baseline_target(seed: int, baseline: str, runs: Mapping[int, RunResult], reference: str | int,
+                    budgets: Sequence[int]) -> dict:
+    """The target entry of one seed (step 2) from the baseline's best run per budget: {seed, arm, reference,
+    reference_budget, interpolated, loss, runs [{budget, lr, loss, run}], at_largest_budget, measurable,
+    note}; when the baseline's runs do not give the loss at the reference budget (runs there or around it
+    diverged) the target falls back to its largest budget with a completed run, and note says so."""
+    losses = {b: r.final_val_loss for b, r in runs.items()}
+    tokens = reference_tokens(reference, budgets)
+    loss, note = reference_loss(losses, tokens), None
+    if loss is None:
+        fallback = max(runs)
+        note = (f"the {baseline} runs do not give the loss at the reference budget ({tokens:,} tokens): "
+                f"no completed run at {', '.join(f'{b:,}' for b in budgets if b not in runs)}; the target is "
+                f"its best loss at {fallback:,}, its largest budget with a completed run")
+        tokens, loss = fallback, losses[fallback]
+    below = [b for b in runs if b <= tokens]
+    above = [b for b in runs if b >= tokens]
+    used = sorted({max(below), min(above)})  # the budget itself, or the two the loss is interpolated between
+    return {"seed": seed, "arm": baseline, "reference": reference, "reference_budget": tokens,
+            "interpolated": tokens not in runs, "loss": loss,
+            "runs": [run_entry(runs[b]) for b in used],
+            "at_largest_budget": tokens == max(budgets), "measurable": measurable_range(tokens, budgets),
+            "note": note}
 
 
 def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int, seed: int,
                   margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO,
-                  policy: LrPolicy | None = None) -> dict:
+                  policy: LrPolicy | None = None, *, reference: str | int = REFERENCE_BUDGET) -> dict:
     """The speed-up of every arm in one cell (see the module docstring); JSON-ready apart from inf/nan.
     margin and resolve_ratio feed the verdicts and seeds_needed (ngptlab.speedup.inference); policy the
     learning rates (ngptlab.grid.lr_policy.cell_policy from the params; without it, runs_policy: every seed
-    of the results chooses)."""
+    of the results chooses); reference is speedup.reference_budget (largest, middle or tokens)."""
     results = sorted(results, key=lambda r: r.spec)  # order-invariant from here on
     policy = policy or runs_policy(results)
     best = runs_at_chosen_lr(results, policy)
@@ -131,15 +203,8 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
     estimated, estimated_note = estimate_seeds(seeds, policy.selection_seeds)
 
     budgets = sorted({r.spec.budget for r in results})
-    targets = {}
-    for s in seeds:
-        base = best.get((baseline, s))
-        if base:
-            budget = max(base)  # below the grid's largest budget when every baseline run there diverged
-            targets[s] = {"seed": s, "arm": baseline, "budget": budget, "loss": base[budget].final_val_loss,
-                          "lr": base[budget].spec.lr, "run": base[budget].spec.name,
-                          "at_largest_budget": budget == budgets[-1],
-                          "measurable": measurable_range(budget, budgets)}
+    targets = {s: baseline_target(s, baseline, best[(baseline, s)], reference, budgets)
+               for s in seeds if best.get((baseline, s))}
 
     arms_out = {}
     for arm in arms:
@@ -148,11 +213,10 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
             runs = best.get((arm, s), {})
             if s not in targets or not runs:
                 continue
-            target, base_tokens = targets[s]["loss"], targets[s]["budget"]
+            target, base_tokens = targets[s]["loss"], targets[s]["reference_budget"]
             losses = {b: r.final_val_loss for b, r in runs.items()}
             tokens, speedup, interpolation = seed_speedup(losses, target, base_tokens)
-            best_runs = [{"budget": b, "lr": r.spec.lr, "loss": r.final_val_loss, "run": r.spec.name}
-                         for b, r in sorted(runs.items())]
+            best_runs = [run_entry(r) for _, r in sorted(runs.items())]
             per_seed.append({"seed": s, "tokens_to_target": tokens.as_dict(), "speedup": speedup.as_dict(),
                              "interpolation": interpolation, "best": best_runs})
             longest = runs[max(runs)]
@@ -183,8 +247,8 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
         if r.usable and r.spec.seed in targets:
             target = targets[r.spec.seed]
             tokens = tokens_to_target(r.curve, target["loss"])
-            entry["within_run"] = {"tokens_to_target": tokens.as_dict(),
-                                   "speedup": speedup_from_tokens(target["budget"], tokens).as_dict()}
+            speedup = speedup_from_tokens(target["reference_budget"], tokens)
+            entry["within_run"] = {"tokens_to_target": tokens.as_dict(), "speedup": speedup.as_dict()}
         per_run.append(entry)
 
     return {

@@ -17,9 +17,12 @@ Seed s of every arm saw the same batches and the same baseline run, so each effe
 over the seeds its mean, sd and the level t-interval mean +- t_{(1+level)/2, n-1} sd / sqrt(n)
 (ngptlab.stats, scipy.stats.t), method "paired t on ln S over seeds", exp() giving the ratio; its verdict by
 the symmetric rule (speedup/equivalence.py) and its claim p-values for adjustment across cells.
-A seed where any of the four arms has no estimate, or only a bound (censored: it never reached, or beat at
-once, the target), is left out of every effect, each effect using all four cells; the count is stated.
-A censored likelihood would use them; that is other work.
+A seed where any of the four arms has no estimate is left out of every effect, each effect using all four
+cells; the count is stated. An arm's bound (censored: it never reached, or beat at once, the target) bounds
+the effect: with a positive weight in its own direction, with a negative one in the opposite direction
+(censored.weighted_sum); such an effect is estimated by the censored likelihood (speedup/censored.py,
+method and p-values calibrated to the paired t, equal to it without censoring). Bounds that pull the effect
+in opposite directions leave that seed out of that effect, with the reason.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ngptlab.speedup.equivalence import claim_p_values, margin_verdict
+from ngptlab.speedup.censored import METHOD as CENSORED_METHOD
+from ngptlab.speedup.censored import censored_mean, log_of, weighted_sum
+from ngptlab.speedup.equivalence import claim_p_values, claim_p_values_at, margin_verdict
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.stats import LEVEL, mean_sd_interval
 
@@ -46,56 +51,73 @@ CODING = ("y_ab = ln S, a = norms fixed, b = conditioning fixed: y_00 gpt, y_10 
           "((y_10 - y_00) + (y_11 - y_01)) / 2, interaction = (y_11 - y_10) - (y_01 - y_00)")
 
 
-def effect_of(logs: Mapping[str, float], effect: str) -> float:
-    """One seed's effect from its ln S per 2x2 arm."""
-    return sum(WEIGHTS[effect][cell] * logs[arm] for arm, cell in ARMS.items())
-
-
 def usable_seeds(per_seed: Mapping[str, Mapping[int, Estimate]]) -> tuple[list[int], list[dict]]:
-    """(seeds with a point estimate for all four arms, [{seed, reason}] for the others)."""
+    """(seeds with an estimate, a number or a bound, for all four arms, [{seed, reason}] for the others)."""
     seeds = sorted(set().union(*(per_seed[arm] for arm in ARMS)))
     used, left_out = [], []
     for s in seeds:
-        estimates = {arm: per_seed[arm].get(s) for arm in ARMS}
-        missing = [arm for arm, e in estimates.items() if e is None or e.value is None]
-        bounded = [arm for arm, e in estimates.items() if e is not None and e.bound]
+        missing = [arm for arm in ARMS if per_seed[arm].get(s) is None or per_seed[arm][s].value is None]
         if missing:
             left_out.append({"seed": s, "reason": f"no estimate for {', '.join(missing)}"})
-        elif bounded:
-            left_out.append({"seed": s, "reason": f"a bound (censored) for {', '.join(bounded)}"})
         else:
             used.append(s)
     return used, left_out
 
 
-def summarize_effect(values: list[float], margin: float, level: float) -> dict:
+def effect_of(logs: Mapping[str, Estimate], effect: str) -> Estimate | None:
+    """One seed's effect from its ln S per 2x2 arm: a number, a bound, or None where bounds conflict."""
+    return weighted_sum([(WEIGHTS[effect][cell], logs[arm]) for arm, cell in ARMS.items()])
+
+
+def summarize_effect(values: list[Estimate], margin: float, level: float) -> dict:
     """{estimate {ln, ratio}, log {mean, sd, se, df}, log_interval, interval, method, level, n_seeds,
-    verdict, p_values}: the paired t-interval of the module docstring over one effect's per-seed values."""
-    summary = mean_sd_interval(values, level)
-    mean, log_interval = summary["mean"], summary["interval"]
-    p_values = (None if log_interval is None
-                else claim_p_values(mean, summary["se"], summary["df"], margin))
-    return {"estimate": {"ln": mean, "ratio": None if mean is None else math.exp(mean)},
-            "log": {k: summary[k] for k in ("mean", "sd", "se", "df")},
+    n_censored, verdict, p_values}: the paired t-interval of the module docstring over one effect's per-seed
+    values, or the censored likelihood's where some are bounds."""
+    n_censored = sum(v.bound is not None for v in values)
+    if n_censored:
+        fit = censored_mean(values, level)
+        mean, method, log_interval = fit.mean, CENSORED_METHOD, fit.interval
+        log = {"mean": fit.mean, "sd": fit.sd, "se": None, "df": fit.df if fit.mean is not None else None}
+        verdict = fit.verdict(lambda i: margin_verdict(i, margin))
+        p_values = claim_p_values_at(fit.t_at, fit.df, margin) if fit.bounded else None
+    else:
+        summary = mean_sd_interval([v.value for v in values], level)
+        mean, method, log_interval = summary["mean"], METHOD, summary["interval"]
+        log = {k: summary[k] for k in ("mean", "sd", "se", "df")}
+        verdict = margin_verdict(log_interval, margin)
+        p_values = (None if log_interval is None
+                    else claim_p_values(mean, summary["se"], summary["df"], margin))
+    return {"estimate": {"ln": mean, "ratio": None if mean is None else math.exp(mean)}, "log": log,
             "log_interval": log_interval,
             "interval": None if log_interval is None else [math.exp(x) for x in log_interval],
-            "method": METHOD, "level": level, "n_seeds": len(values),
-            "verdict": margin_verdict(log_interval, margin), "p_values": p_values}
+            "method": method, "level": level, "n_seeds": len(values), "n_censored": n_censored,
+            "verdict": verdict, "p_values": p_values}
 
 
 def factorial(per_seed: Mapping[str, Mapping[int, Estimate]], margin: float, level: float = LEVEL
               ) -> dict | None:
     """The 2x2 factorial of the module docstring (per_seed: arm -> seed -> speed-up over the baseline):
     {coding, arms {arm: [a, b]}, seeds, left_out [{seed, reason}], note, effects {conditioning, norm,
-    interaction: summarize_effect}}; None when the cell lacks one of the four arms."""
+    interaction: summarize_effect}}; None when the cell lacks one of the four arms. left_out names the
+    effect where a seed is left out of one effect only (bounds in conflicting directions)."""
     if any(arm not in per_seed for arm in ARMS):
         return None
     seeds, left_out = usable_seeds(per_seed)
-    logs = {s: {arm: math.log(per_seed[arm][s].value) for arm in ARMS} for s in seeds}
-    effects = {name: summarize_effect([effect_of(logs[s], name) for s in seeds], margin, level)
-               for name in WEIGHTS}
-    censored = sum("bound" in entry["reason"] for entry in left_out)
-    note = (f"{len(left_out)} seed(s) left out of every effect ({censored} for a bound, "
-            f"{len(left_out) - censored} for a missing estimate)" if left_out else None)
+    logs = {s: {arm: log_of(per_seed[arm][s]) for arm in ARMS} for s in seeds}
+    effects = {}
+    for name in WEIGHTS:
+        values = {s: effect_of(logs[s], name) for s in seeds}
+        conflicting = [s for s, v in values.items() if v is None]
+        for s in conflicting:
+            bounded = ", ".join(arm for arm in ARMS if logs[s][arm].bound)
+            left_out.append({"seed": s, "effect": name,
+                             "reason": f"bounds in conflicting directions for the {name} effect ({bounded})"})
+        effects[name] = summarize_effect([v for v in values.values() if v is not None], margin, level)
+    missing = sum("effect" not in entry for entry in left_out)
+    conflicts = len(left_out) - missing
+    note = "; ".join(filter(None, [
+        f"{missing} seed(s) left out of every effect for a missing estimate" if missing else None,
+        f"{conflicts} (seed, effect) pair(s) left out for bounds in conflicting directions" if conflicts
+        else None])) or None
     return {"coding": CODING, "arms": {arm: list(cell) for arm, cell in ARMS.items()}, "seeds": seeds,
             "left_out": left_out, "note": note, "effects": effects}

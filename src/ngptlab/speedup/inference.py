@@ -9,13 +9,19 @@ symmetric and a contrast between two arms is a difference:
 - a percentile bootstrap of the mean of ln S (resampling seeds), only with at least BOOTSTRAP_MIN_SEEDS
   point estimates, as bootstrap_interval: with n seeds a bootstrap has only C(2n-1, n) distinct resamples
   (10 at n = 3), too few for its percentiles to mean anything; below that it is null.
-A seed's bound (">": the arm beat the target already at the smallest budget; "<": it never reached it)
-keeps the rule of the estimator: a geometric mean over bounds and point estimates is itself a bound in the
-same direction, with no interval; bounds in opposite directions give no estimate.
+A seed's bound (">": the arm beat the target already at the smallest budget, ln S >= ln(N / smallest
+budget); "<": it never reached it) is a censored observation of ln S: with any such seed among two or
+more, the mean of ln S and its interval come from the censored-normal likelihood (ngptlab.speedup.censored:
+value exp(mu_hat), the profile-likelihood interval calibrated to equal the t-interval without censoring,
+method saying so, n_censored counting the bounds, no bootstrap). Where that has no estimate (every seed a
+bound, one seed, or the likelihood without a maximum) the estimator's rule stands: a geometric mean over
+bounds and point estimates is itself a bound in the same direction, with no interval and no verdict;
+bounds in opposite directions give no estimate. An interval the data bound on one side only gives no verdict.
 
-A paired contrast of arms a and b uses the seeds both share where both are point estimates:
-D_s = ln S_a,s - ln S_b,s, its mean, sd and t-interval, and the ratio exp(mean D) = S_a / S_b with its
-interval. A shared seed with a bound for either arm leaves the contrast without an interval.
+A paired contrast of arms a and b uses the seeds both share: D_s = ln S_a,s - ln S_b,s, its mean, sd and
+t-interval, and the ratio exp(mean D) = S_a / S_b with its interval. A bound on a bounds D_s in its own
+direction, one on b in the opposite direction; such seeds enter the censored likelihood likewise, and a seed
+whose two bounds pull D_s apart carries no information and is left out (the note counts it).
 
 Verdicts, with an equivalence margin M > 1:
 - one arm against the baseline, from the interval of mean ln S: "faster" when it lies above 0, "slower"
@@ -49,12 +55,19 @@ from ngptlab.sample_size import (
     seeds_for_equivalence,
     seeds_to_resolve,
 )
-from ngptlab.speedup.equivalence import NO_INTERVAL, margin_rule, margin_verdict
+from ngptlab.speedup.censored import METHOD as CENSORED_METHOD
+from ngptlab.speedup.censored import CensoredMean, censored_mean, log_of, weighted_sum
+from ngptlab.speedup.equivalence import (
+    NO_INTERVAL,
+    margin_rule,
+    margin_verdict,
+)
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.stats import LEVEL, mean_sd_interval
 
 BOOTSTRAP_MIN_SEEDS = 10
 METHOD = "t on ln S"
+PAIRED_METHOD = "paired t on ln S_a - ln S_b over seeds"
 STATISTIC = "geometric mean over seeds: exp(mean of ln S)"
 EQUIVALENCE_MARGIN = 1.25  # speedup.equivalence_margin when a params file has none
 RESOLVE_RATIO = 1.5  # speedup.resolve_ratio when a params file has none
@@ -68,10 +81,12 @@ SIZE_KEYS = ("seeds_needed", "seeds_needed_upper", "seeds_needed_equivalence")
 
 def verdict_rule(margin: float, level: float = LEVEL) -> str:
     """The verdict rules, one sentence for an arm against the baseline and one between arms."""
-    return (f"Against the baseline, from the {level:.0%} t-interval of mean ln S: faster if it lies above 0, "
-            f"slower if below 0, equivalent within x{margin:g} if it lies inside (-ln {margin:g}, "
-            f"ln {margin:g}), otherwise not resolved; a speed-up that is a bound is not resolved (a bound "
-            f"alone is never a verdict); without an interval (one seed) not resolved. "
+    return (f"Against the baseline, from the {level:.0%} t-interval of mean ln S (with seeds that are "
+            f"bounds, the censored-normal profile-likelihood interval calibrated to it): faster if it lies "
+            f"above 0, slower if below 0, equivalent within x{margin:g} if it lies inside (-ln {margin:g}, "
+            f"ln {margin:g}), otherwise not resolved; a speed-up that is a bound, or an interval the data "
+            f"leave open on one side, is not resolved (a bound alone is never a verdict); without an "
+            f"interval (one seed) not resolved. "
             + margin_rule(margin, level))
 
 
@@ -153,66 +168,94 @@ def _summary(estimates: Sequence[Estimate], n_bootstrap: int, seed: int, margin:
              level: float) -> dict:
     known = [e for e in estimates if e.value is not None]
     out = {"value": None, "bound": None, "display": "n/a", "interval": None, "level": level,
-           "n_seeds": len(known), "note": None, "method": METHOD, "statistic": STATISTIC, "log": None,
-           "bootstrap_interval": None, "verdict": NO_INTERVAL, **no_sizes(NEEDS_TWO)}
+           "n_seeds": len(known), "n_censored": sum(e.bound is not None for e in known), "note": None,
+           "method": METHOD, "statistic": STATISTIC, "log": None, "bootstrap_interval": None,
+           "verdict": NO_INTERVAL, **no_sizes(NEEDS_TWO)}
     if not known:
         out["note"] = "no seed reached an estimate"
         return out
+    logs = [Estimate(math.log(e.value), e.bound) for e in known]
+    if out["n_censored"] and len(logs) > 1:
+        fit = censored_mean(logs, level)
+        if fit.mean is not None:
+            return out | _censored_summary(fit, margin, resolve_ratio)
+        out["note"] = f"censored likelihood: {fit.note}"
     bounds = {e.bound for e in known} - {None}
     if len(bounds) > 1:
-        out["note"] = "seeds give bounds in opposite directions; no estimate"
+        out["note"] = _notes(out["note"], "seeds give bounds in opposite directions; no estimate")
         return out
-    logs = [math.log(e.value) for e in known]
-    summary = mean_sd_interval(logs, level)
+    summary = mean_sd_interval([y.value for y in logs], level)
     value = known[0].value if len(known) == 1 else math.exp(summary["mean"])  # one seed: its own number
     out.update(Estimate(value, bounds.pop() if bounds else None).as_dict())
     if out["bound"] is not None:
-        out["note"] = ("a bound: no interval" if len(logs) == 1
-                       else "geometric mean of bounds and point estimates is itself a bound; no interval")
+        out["note"] = _notes(out["note"], "a bound: no interval" if len(logs) == 1 else
+                             "geometric mean of bounds and point estimates is itself a bound; no interval")
         out.update(no_sizes("a bound: the seed noise is not measured"))
         out["verdict"] = A_BOUND
         return out
     if summary["sd"] is not None:
         out["log"] = {k: summary[k] for k in ("mean", "sd", "se", "df")}
         out["interval"] = [math.exp(x) for x in summary["interval"]]
-    out["bootstrap_interval"] = bootstrap_interval(logs, n_bootstrap, seed, level)
+    out["bootstrap_interval"] = bootstrap_interval([y.value for y in logs], n_bootstrap, seed, level)
     out["verdict"] = verdict(summary["interval"], margin)
     out.update(seeds_needed(summary["sd"], len(logs), resolve_ratio, margin, level))
     return out
+
+
+def _notes(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
+
+
+def _censored_summary(fit: CensoredMean, margin: float, resolve_ratio: float) -> dict:
+    """summarize_seeds' keys from the censored likelihood (speedup/censored.py): the value exp(mu_hat), the
+    calibrated profile interval, a verdict only where both its ends are finite."""
+    return {**Estimate(math.exp(fit.mean)).as_dict(), "interval": [math.exp(x) for x in fit.interval],
+            "method": CENSORED_METHOD, "note": fit.describe(),
+            "log": {"mean": fit.mean, "sd": fit.sd, "se": None, "df": fit.df},
+            "verdict": fit.verdict(lambda i: verdict(i, margin)),
+            **seeds_needed(fit.sd, fit.n, resolve_ratio, margin, fit.level)}
 
 
 def contrast(a: str, b: str, per_seed_a: Mapping[int, Estimate], per_seed_b: Mapping[int, Estimate],
              margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO,
              level: float = LEVEL) -> dict:
     """Arm a against arm b, paired by seed (per_seed_*: seed -> that seed's speed-up over the baseline):
-    {a, b, label, n_seeds, seeds, difference_log {mean, sd, interval}, ratio, interval, level, verdict,
-    seeds_needed's keys, note}; ratio = S_a / S_b (geometric), interval on the ratio scale."""
+    {a, b, label, n_seeds, n_censored, seeds, difference_log {mean, sd, interval}, ratio, interval, level,
+    method, verdict, seeds_needed's keys, note}; ratio = S_a / S_b (geometric), interval on the ratio scale.
+    A seed where either is a bound gives a bound on D_s (censored.weighted_sum) and the censored likelihood
+    takes over; bounds in conflicting directions leave the seed out."""
     shared = sorted(s for s in set(per_seed_a) & set(per_seed_b)
                     if per_seed_a[s].value is not None and per_seed_b[s].value is not None)
-    bounded = [s for s in shared if per_seed_a[s].bound or per_seed_b[s].bound]
-    seeds = [s for s in shared if s not in bounded]
-    diffs = [math.log(per_seed_a[s].value) - math.log(per_seed_b[s].value) for s in seeds]
-    summary = mean_sd_interval(diffs, level)
-    log_interval = None if bounded else summary["interval"]
+    diffs = {s: weighted_sum([(1.0, log_of(per_seed_a[s])), (-1.0, log_of(per_seed_b[s]))]) for s in shared}
+    conflicting = [s for s in shared if diffs[s] is None]
+    seeds = [s for s in shared if diffs[s] is not None]
+    observations = [diffs[s] for s in seeds]
+    n_censored = sum(d.bound is not None for d in observations)
     notes = []
-    if bounded:
-        notes.append(f"seed{'s' if len(bounded) > 1 else ''} {', '.join(map(str, bounded))} give"
-                     f"{'' if len(bounded) > 1 else 's'} a bound for {a} or {b}: no interval"
-                     + ("; the mean is over the other seeds" if seeds else ""))
+    if conflicting:
+        notes.append(f"seed{'s' if len(conflicting) > 1 else ''} {', '.join(map(str, conflicting))} left "
+                     f"out: bounds for {a} and {b} in directions that leave the difference free")
+    if n_censored:
+        fit = censored_mean(observations, level)
+        mean, sd, method, interval = fit.mean, fit.sd, CENSORED_METHOD, fit.interval
+        verdict_ = fit.verdict(lambda i: margin_verdict(i, margin))
+        notes.append(fit.describe())
+    else:
+        summary = mean_sd_interval([d.value for d in observations], level)
+        mean, sd, method, interval = summary["mean"], summary["sd"], PAIRED_METHOD, summary["interval"]
+        verdict_ = margin_verdict(interval, margin)
+        if len(seeds) == 1:
+            notes.append("one seed: the difference, no interval")
     if not seeds:
-        notes.append(f"no shared seed with a point estimate for both {a} and {b}")
-    elif len(seeds) == 1 and not bounded:
-        notes.append("one seed: the difference, no interval")
-    needed = seeds_needed(summary["sd"], len(seeds), resolve_ratio, margin, level)
+        notes.append(f"no shared seed with an estimate for both {a} and {b}")
+    needed = seeds_needed(sd, len(seeds), resolve_ratio, margin, level)
     if needed["seeds_needed"] is None and seeds:
         notes.append(needed["seeds_needed_note"])
-    mean = summary["mean"]
-    return {"a": a, "b": b, "label": f"{a} vs {b}", "n_seeds": len(seeds), "seeds": seeds,
-            "difference_log": {"mean": mean, "sd": summary["sd"], "interval": log_interval},
+    return {"a": a, "b": b, "label": f"{a} vs {b}", "n_seeds": len(seeds), "n_censored": n_censored,
+            "seeds": seeds, "difference_log": {"mean": mean, "sd": sd, "interval": interval},
             "ratio": None if mean is None else math.exp(mean),
-            "interval": None if log_interval is None else [math.exp(x) for x in log_interval],
-            "level": level, "verdict": margin_verdict(log_interval, margin), **needed,
-            "note": "; ".join(notes) or None}
+            "interval": None if interval is None else [math.exp(x) for x in interval],
+            "level": level, "method": method, "verdict": verdict_, **needed, "note": "; ".join(notes) or None}
 
 
 def cell_contrasts(per_seed: Mapping[str, Mapping[int, Estimate]], margin: float = EQUIVALENCE_MARGIN,

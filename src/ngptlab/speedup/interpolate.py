@@ -22,7 +22,8 @@ For each (arm, budget):
    says why.
 4. correction = L* - L_chosen (<= 0 under cosine, where the chosen learning rate is the best), L_chosen the
    mean loss at the learning rate the seeds were estimated at, added to every swept seed's loss at that
-   (arm, budget), the baseline's target budget included; without a vertex L* is the best grid loss (the
+   (arm, budget), the baseline's included: its loss at the reference budget (the target) is taken again
+   from its corrected losses (estimator.reference_loss); without a vertex L* is the best grid loss (the
    correction is 0 unless, under wsd, the choice at the largest budget is not the best here).
 The per-seed speed-up is then recomputed from the corrected losses exactly as the estimator computes it,
 and summarized over seeds as the grid estimate is (ngptlab.speedup.inference). log_difference says how
@@ -37,7 +38,7 @@ from collections.abc import Iterable, Sequence
 
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimate import Estimate
-from ngptlab.speedup.estimator import seed_speedup
+from ngptlab.speedup.estimator import reference_loss, seed_speedup
 from ngptlab.speedup.inference import EQUIVALENCE_MARGIN, RESOLVE_RATIO, summarize_seeds
 
 INTERPOLATED = "interpolated"
@@ -115,17 +116,21 @@ def interpolate_cell(results: Iterable[RunResult], estimate: dict, n_bootstrap: 
     minima = {key: sweep_minimum(runs, key[1], chosen.get(key)) for key, runs in sorted(groups.items())}
     baseline = estimate["baseline"]
     targets = {t["seed"]: t for t in estimate["targets"] if t["seed"] in swept}
-    at_targets = [minima[(baseline, b)] for b in sorted({t["budget"] for t in targets.values()})]
+    target_budgets = sorted({r["budget"] for t in targets.values() for r in t["runs"]})
+    at_targets = [minima[(baseline, b)] for b in target_budgets]
+    baseline_best = {p["seed"]: p["best"] for p in estimate["arms"][baseline]["per_seed"]}
 
     out = {}
     for arm, entry in estimate["arms"].items():
         per_seed, grid_per_seed = [], [p for p in entry["per_seed"] if p["seed"] in swept]
         for grid_seed in grid_per_seed:
             target = targets[grid_seed["seed"]]
-            target_loss = target["loss"] + _correction(minima, baseline, target["budget"])
+            base = {b["budget"]: b["loss"] + _correction(minima, baseline, b["budget"])
+                    for b in baseline_best[grid_seed["seed"]]}
+            target_loss = reference_loss(base, target["reference_budget"])
             losses = {b["budget"]: b["loss"] + _correction(minima, arm, b["budget"])
                       for b in grid_seed["best"]}
-            tokens, speedup, interpolation = seed_speedup(losses, target_loss, target["budget"])
+            tokens, speedup, interpolation = seed_speedup(losses, target_loss, target["reference_budget"])
             per_seed.append({"seed": grid_seed["seed"], "target_loss": target_loss,
                              "tokens_to_target": tokens.as_dict(), "speedup": speedup.as_dict(),
                              "interpolation": interpolation})

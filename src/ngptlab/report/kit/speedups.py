@@ -16,15 +16,23 @@ def bracket(interval: list) -> str:
     return f"[{fmt_num(read_float(interval[0]))}, {fmt_num(read_float(interval[1]))}]"
 
 
+def censored_text(entry: dict) -> str:
+    """' (<method>; 2 of 6 seeds bounds)' for an estimate from the censored likelihood, else ''."""
+    if not entry.get("n_censored") or entry.get("method") is None:
+        return ""
+    return f" ({entry['method']}; {entry['n_censored']} of {entry['n_seeds']} seeds bounds)"
+
+
 def speedup_text(s: dict) -> str:
-    """'4.2 [3.1, 5.3]', '>8 (bound)', '2.9 (one seed: no interval)' or 'n/a (reason)'."""
+    """'4.2 [3.1, 5.3]', '>8 (bound)', '2.9 (one seed: no interval)' or 'n/a (reason)'; an estimate with
+    seeds that are bounds names its method."""
     if s.get("value") is None:
         return f"n/a ({s['note']})" if s.get("note") else "n/a"
     text = s.get("display") or fmt_num(s["value"])
     if s.get("bound"):
         return f"{text} (bound)"
     if s.get("interval"):
-        return f"{text} {bracket(s['interval'])}"
+        return f"{text} {bracket(s['interval'])}{censored_text(s)}"
     return f"{text} ({ONE_SEED})" if s.get("n_seeds") == 1 else text
 
 
@@ -43,7 +51,8 @@ def arm_runs(doc: dict, arm: str, seeds: set[int] | None = None) -> list[str]:
     entry = doc["arms"].get(arm) or {}
     runs = [b["run"] for p in entry.get("per_seed", []) if seeds is None or p["seed"] in seeds
             for b in p.get("best", [])]
-    return runs + [t["run"] for t in doc.get("targets", []) if seeds is None or t["seed"] in seeds]
+    return runs + [r["run"] for t in doc.get("targets", []) if seeds is None or t["seed"] in seeds
+                   for r in t["runs"]]
 
 
 def measurable_text(doc: dict | None) -> str | None:

@@ -31,7 +31,7 @@ from ngptlab.report.kit.across_cells import HOLM, primary_across_cells
 from ngptlab.report.kit.crossarm import CONDITION_COLUMNS, Analysis
 from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.speedups import arm_runs, bracket, measurable_text, speedup_text
+from ngptlab.report.kit.speedups import arm_runs, bracket, censored_text, measurable_text, speedup_text
 from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_num, fmt_text
 from ngptlab.results import read_float
 from ngptlab.speedup.equivalence import CLAIMS
@@ -239,7 +239,7 @@ def comparisons_table(results: Results) -> Table:
     sizes = list(size_headers(ratio, margin))
     cols = ["cell", "arm", "design", "speedup_display", "verdict", *SIZE_KEYS, *sizes, "measurable"]
     t = Table("comparisons", "The 2x2: each probe arm against the baseline", cols, key=["cell", "arm"],
-              headers={"speedup_display": "speed-up [95% t-interval on ln S]", "design": "what it fixes",
+              headers={"speedup_display": "speed-up [95% interval]", "design": "what it fixes",
                        "verdict": "against the baseline", "measurable": "measurable speed-ups"}
               | size_headers(ratio, margin),
               formats={c: fmt_text for c in cols} | dict.fromkeys(SIZE_KEYS, fmt_int),
@@ -281,7 +281,7 @@ def _ratio_text(c: dict) -> str:
         return "n/a"
     text = fmt_num(c["ratio"])
     if c["interval"]:
-        return f"{text} [{fmt_num(c['interval'][0])}, {fmt_num(c['interval'][1])}]"
+        return f"{text} [{fmt_num(c['interval'][0])}, {fmt_num(c['interval'][1])}]{censored_text(c)}"
     return f"{text} (no interval)"
 
 
@@ -292,15 +292,17 @@ def contrasts_table(results: Results) -> Table:
             "log_sd", "ratio_display", "verdict", *SIZE_KEYS, *sizes, "note"]
     t = Table("contrasts", "Paired contrasts: the probe arms against nGPT and each other", cols,
               key=["cell", "label"],
-              headers={"label": "contrast", "n_seeds": "seeds", "ratio_display": "S_a / S_b [95% t-interval]"}
+              headers={"label": "contrast", "n_seeds": "seeds", "ratio_display": "S_a / S_b [95% interval]"}
               | size_headers(ratio, margin),
               formats={c: fmt_text for c in ("cell", "label", "a", "b", "seeds", "ratio_display", "verdict",
                                              *sizes, "note")}
               | {"n_seeds": fmt_int} | dict.fromkeys(SIZE_KEYS, fmt_int),
               shown=["cell", "label", "n_seeds", "ratio_display", "verdict", *sizes, "note"],
-              note="Paired by seed: D = ln S_a − ln S_b over the seeds where both arms have a point estimate "
-                   "(seed s of every arm saw the same batches); ratio = exp(mean D) = S_a / S_b, with the "
-                   "95% t-interval on mean D, exponentiated. The verdict reads a as against b. Seeds to "
+              note="Paired by seed: D = ln S_a − ln S_b over the seeds both arms have (seed s of every arm "
+                   "saw the same batches); ratio = exp(mean D) = S_a / S_b, with the 95% t-interval on mean "
+                   "D, exponentiated; where a seed's speed-up is a bound, D is bounded too and the interval "
+                   "is the censored-normal profile likelihood's, calibrated to the t-interval (the entry "
+                   "says so). The verdict reads a as against b. Seeds to "
                    f"resolve x{ratio:g}: the seeds that would give 80% power to exclude no difference were "
                    f"the true ratio x{ratio:g}, at the sd of D measured here (two seeds at least; "
                    f"{SIZES_HOW}).")

@@ -38,7 +38,8 @@ from ngptlab.results import read_float
 from ngptlab.settings import baselines
 from ngptlab.speedup.inference import SIZE_KEYS
 
-INTERVAL_HOW = "95% t-interval on ln S over seeds; the value is the geometric mean"
+INTERVAL_HOW = ("95% t-interval on ln S over seeds (where some seeds are bounds, the censored-normal profile "
+                "likelihood's, calibrated to it: the entry names it); the value is the geometric mean")
 
 
 def _number(x) -> float | None:
@@ -97,7 +98,7 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
     title = (f"Speed-up {words} (tokens {baseline} needs / tokens the arm needs)" if words else
              "Speed-up over the baseline (tokens the baseline needs / tokens the arm needs)")
     t = Table(f"speedup{suffix}", title, cols, key=["cell", "arm"],
-              headers={"display": "speed-up [95% t-interval on ln S]", "n_seeds": "seeds",
+              headers={"display": "speed-up [95% interval]", "n_seeds": "seeds",
                        "bootstrap_display": "bootstrap 95% interval", "verdict": "against the baseline",
                        "cheap_display": "within-run estimate", "tuned": "lr tuned (best inside its sweep)",
                        "paper": "paper (nGPT)", "paper_where": "paper source"},
@@ -154,31 +155,41 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
 
 
 def moved_targets(doc: dict | None) -> list[dict]:
-    """The targets (one per seed) not at the grid's largest budget: every baseline run there diverged."""
-    return [t for t in (doc or {}).get("targets", []) if not t["at_largest_budget"]]
+    """The targets (one per seed) not at the reference budget: the baseline's runs there diverged."""
+    return [t for t in (doc or {}).get("targets", []) if t["note"]]
 
 
 def target_table(results: Results) -> Table:
-    """The loss every speed-up is measured against: per cell and seed, its value, arm, budget and lr."""
-    cols = ["cell", "seed", "loss", "arm", "budget", "lr", "run", "measurable", "note"]
-    t = Table("speedup_target", "The speed-up target: the baseline's best final validation loss", cols,
+    """The loss every speed-up is measured against: per cell and seed, its value, arm, reference budget
+    and the runs it comes from."""
+    cols = ["cell", "seed", "loss", "arm", "reference", "reference_budget", "interpolated", "budgets", "lrs",
+            "measurable", "note"]
+    t = Table("speedup_target", "The speed-up target: the baseline's loss at the reference budget", cols,
               key=["cell", "seed"],
-              headers={"loss": "target loss", "measurable": "measurable speed-ups"},
+              headers={"loss": "target loss", "reference_budget": "reference budget",
+                       "budgets": "from its runs at", "lrs": "their lr",
+                       "measurable": "measurable speed-ups"},
               formats={"cell": fmt_text, "seed": fmt_int, "loss": fmt_loss, "arm": fmt_text,
-                       "budget": fmt_int, "lr": fmt_lr, "run": fmt_text, "measurable": fmt_text,
-                       "note": fmt_text},
-              shown=["cell", "seed", "loss", "arm", "budget", "lr", "measurable", "note"],
-              note="measurable = target budget / largest budget to target budget / smallest budget: the "
-                   "speed-ups the budgets run can give as numbers; outside that range only a bound exists.")
+                       "reference": fmt_text, "reference_budget": fmt_int, "interpolated": fmt_text,
+                       "budgets": fmt_text, "lrs": fmt_text, "measurable": fmt_text, "note": fmt_text},
+              shown=["cell", "seed", "loss", "arm", "reference", "reference_budget", "budgets", "lrs",
+                     "measurable", "note"],
+              note="The target is the baseline's loss at the reference budget N (speedup.reference_budget): "
+                   "its best loss there, or between two budgets interpolated along the law the estimator "
+                   "fits between budgets, so that the baseline's own speed-up is 1. measurable = N / largest "
+                   "budget to N / smallest budget: the speed-ups the budgets run can give as numbers; "
+                   "outside that range only a bound exists.")
     for cell, doc in results.speedups.items():
-        largest = max(doc["budgets"]) if doc else None
         for target in (doc or {}).get("targets", []):
-            moved = not target["at_largest_budget"]
+            runs = target["runs"]
             t.add({"cell": cell, "seed": target["seed"], "loss": read_float(target["loss"]),
-                   "arm": target["arm"], "budget": target["budget"], "lr": target["lr"], "run": target["run"],
+                   "arm": target["arm"], "reference": str(target["reference"]),
+                   "reference_budget": target["reference_budget"],
+                   "interpolated": "yes" if target["interpolated"] else "no",
+                   "budgets": ", ".join(f"{r['budget']:,}" for r in runs),
+                   "lrs": ", ".join(fmt_lr(r["lr"]) for r in runs),
                    "measurable": " to ".join(fmt_num(read_float(x)) for x in target["measurable"]),
-                   "note": (f"not at the largest budget ({largest:,}): every {target['arm']} run there "
-                            "diverged" if moved else None)}, [target["run"]])
+                   "note": target["note"]}, [r["run"] for r in runs])
     return t
 
 
@@ -228,8 +239,9 @@ def per_seed_table(results: Results) -> Table:
               note="The speed-up table's interval from these: over an arm's n seeds, mean m and sample sd s "
                    "of ln S; interval = exp(m ± t·s/√n), t the 97.5% quantile of Student's t with n − 1 "
                    "degrees of freedom (12.71 at n = 2, 4.30 at 3, 3.18 at 4); value = exp(m). Seed s of "
-                   "every arm saw the same batches. A bound's ln S is that of its bound value, and any bound "
-                   "leaves its arm without an interval.")
+                   "every arm saw the same batches. A bound's ln S is that of its bound value; an arm with "
+                   "bounds among its seeds takes them into the censored-normal likelihood instead "
+                   "(speedup/censored.py), whose interval is not computed by this formula.")
     for cell, doc in results.speedups.items():
         if doc is None:
             continue
@@ -364,14 +376,14 @@ def section(doc: Document, results: Results, long: Table) -> None:
     doc.add(Text(
         "Over seeds (seed s of every arm saw the same batches) each speed-up S is combined on the log "
         "scale: the value is the geometric mean exp(mean ln S), with a 95% t-interval on ln S over seeds, "
-        f"exponentiated; {ONE_SEED}. A percentile bootstrap interval is given only with at least "
+        "exponentiated; where some seeds are bounds they enter a censored-normal likelihood whose profile "
+        "interval is calibrated to equal the t-interval without censoring (the entry names the method); "
+        f"{ONE_SEED}. A percentile bootstrap interval is given only with at least "
         f"{min_seeds(results)} seeds."))
     for cell, cell_doc in results.speedups.items():
         for target in moved_targets(cell_doc):
-            doc.add(Callout(f"{cell}, seed {target['seed']}: the speed-up target is not at the largest "
-                            f"budget ({max(cell_doc['budgets']):,} tokens) but at {target['budget']:,}: "
-                            f"every {target['arm']} run at the largest budget diverged. Its speed-ups "
-                            "measure against a weaker baseline.", kind="note"))
+            doc.add(Callout(f"{cell}, seed {target['seed']}: {target['note']}. Its speed-ups measure "
+                            "against a different baseline loss.", kind="note"))
     doc.add(TableBlock(speedup_pivot(results, long)), TableBlock(target_table(results)), TableBlock(long))
     for baseline in baselines(results.params["speedup"])[1:]:
         further = speedup_table(results, baseline)
