@@ -105,7 +105,7 @@ def test_default_params_are_valid():
          "speedup.reference_budget: 100 tokens lies outside train.budgets (2,048 to 8,192): a target there "
          "would be an extrapolation"),
         (lambda p: p["speedup"].update(reference_budget="smallest"),
-         "speedup.reference_budget: 'smallest' is not valid under any of the given schemas"),
+         "speedup.reference_budget: 'smallest' is not allowed; allowed values: largest, middle"),
         (lambda p: p["train"].update(source="owt"),
          "train.source 'owt' must name the prepared source prepare.source.name 'shakespeare-news'"),
         (lambda p: p["train"]["resources"]["cpu-4l"].update(nodes=0),
