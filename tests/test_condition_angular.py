@@ -14,9 +14,10 @@ from support.train import make_params, metrics, run_dir, run_name, write_shards
 from ngptlab.checkpoint import load_model
 from ngptlab.condition.angular import AngularRate, kind_means, turn
 from ngptlab.condition.effective import effective_matrices
-from ngptlab.condition.over_training import KAPPA_KEYS, Observer
+from ngptlab.condition.over_training import KAPPA_KEYS, Observer, restart_points
 from ngptlab.condition.run import condition_run
-from ngptlab.grid.enumeration import find_run
+from ngptlab.grid.enumeration import enumerate_runs, find_run
+from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.models import Scale, build, build_seeded
 from ngptlab.tensorboard_view import scalars
 from ngptlab.train import loop
@@ -202,3 +203,26 @@ def test_an_observer_without_condition_settings_measures_no_kappa():
     observer = Observer(model, 0, None, every=1)
     row = observer.observe(model, 1, evaluation=1, last=True)
     assert "kappa" not in row and row["angular_rate"]["q"] == 0.0
+
+
+def test_a_wsd_branch_measures_the_intervals_of_its_budget_trained_alone(tmp_path):
+    """Branch points at steps 8 and 16, evaluations every 3 steps: the interval of the first evaluation after
+    a branch point starts at it, in the trunk's segments and branches as in a budget trained from step 0."""
+    params = make_params(arms=["gpt"], budgets=[10 * 512, 20 * 512], schedule="wsd", cooldown_fraction=0.2,
+                         learning_rates={"cpu-4l": {"gpt": [3e-3]}}, warmup_steps=2,
+                         eval_every_tokens=3 * 512, checkpoint_every_tokens=4 * 512)
+    train = params["train"]
+    shared, alone = tmp_path / "shared", tmp_path / "alone"
+    for root in (shared, alone):
+        write_shards(root)
+    for segment in enumerate_segments(params):
+        assert train_run(segment, train, root=shared, progress=False) == 0
+    runs = enumerate_runs(params)
+    assert restart_points(train, runs[1]) == {8, 16}
+    for run in runs:
+        assert train_run(run, train, root=shared, progress=False) == 0
+    assert train_run(runs[1], train, root=alone, progress=False) == 0  # no trunk: from step 0
+    rows = metrics(shared, runs[1].name)
+    assert rows == metrics(alone, runs[1].name)
+    intervals = {row["step"]: row["angular_steps"] for row in rows if "angular_steps" in row}
+    assert intervals == {3: 3, 6: 3, 9: 1, 12: 3, 15: 3, 18: 2, 20: 2}

@@ -62,9 +62,16 @@ class AngularRate:
     def __init__(self, matrices: Iterable[MatrixInfo], step: int):
         """Start from `matrices` (condition/effective.py's effective_matrices of the model) at `step`: the
         job's first state, its initial weights or the state it resumed from."""
-        self.step = step
-        self.previous = {info.name: info.weight.to(torch.float32) for info in matrices}
+        self.previous: dict[str, Tensor] = {}
         self._turns: list[tuple[str, int | None, Tensor]] = []
+        self.restart(matrices, step)
+
+    def restart(self, matrices: Iterable[MatrixInfo], step: int) -> None:
+        """Measure the next interval from `matrices` at `step`, replacing the previous copy one matrix at a
+        time (never two copies at once)."""
+        for info in matrices:
+            self.previous[info.name] = info.weight.to(torch.float32)
+        self.step = step
 
     def add(self, info: MatrixInfo) -> None:
         """One matrix of the new point: its turn since the previous one, and it replaces the previous."""

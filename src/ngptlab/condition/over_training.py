@@ -1,8 +1,10 @@
 """The conditioning over training: what a training run adds to its metrics rows at its evaluation points.
 
 At every evaluation point, the angular update rate and the relative change of every effective matrix since
-the previous point (condition/angular.py); at every k-th evaluation point (train.condition_every_evals; 0:
-never) and at the run's last one, the headline condition numbers the paper's conditioning account rests on:
+the interval's start (condition/angular.py): the previous evaluation point, or a later step at which the
+job started (its initial weights; a resumed checkpoint) or a WSD trunk's branch point (restart_points). At
+every k-th evaluation point (train.condition_every_evals; 0: never) and at the run's last one, the headline
+condition numbers the paper's conditioning account rests on:
 
     kappa  embed_in_cov_condition                  the input embedding's covariance (paper Fig. 4)
            layer{3,4}_{q,k}_head_condition_median  median over heads; the paper's 1-based layers 3, 4
@@ -43,8 +45,11 @@ from ngptlab.condition.analyse import (
 )
 from ngptlab.condition.angular import AngularRate
 from ngptlab.condition.effective import effective_matrices
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import TrunkSpec, trunk_budgets, trunk_of
 from ngptlab.models import MatrixInfo
 from ngptlab.results import json_ready
+from ngptlab.schedule import branch_point, shares_trunk
 
 KAPPA_KEYS = ("embed_in_cov_condition", *(f"layer{layer}_{kind}_head_condition_median"
                                           for layer in PAPER_LAYERS for kind in ("q", "k")))
@@ -68,17 +73,38 @@ def kappa_record(info: MatrixInfo, settings: Settings) -> dict:
     return {"kind": info.kind, "layer": info.layer, "variants": {"effective": record}}
 
 
+def restart_points(train: dict, spec: RunSpec | TrunkSpec) -> frozenset[int]:
+    """The steps besides the evaluation points at which an interval starts: a WSD trunk's branch points, where
+    its segments and branches start, so that every job of the trunk's runs measures the same intervals
+    whichever job trained a step (a branch equals its budget trained alone, metrics rows included). None
+    for a cosine run."""
+    if isinstance(spec, TrunkSpec):
+        trunk = spec
+    elif shares_trunk(spec):
+        trunk = trunk_of(spec)
+    else:
+        return frozenset()
+    return frozenset(branch_point(train, trunk.context, budget) for budget in trunk_budgets(train, trunk))
+
+
 class Observer:
     """A training job's observations of its own weights, from the state it starts from."""
 
     @torch.no_grad()
-    def __init__(self, model: nn.Module, step: int, condition: dict | None, every: int):
+    def __init__(self, model: nn.Module, step: int, condition: dict | None, every: int,
+                 restarts: frozenset[int] = frozenset()):
         """`condition`: the condition section of params (None: no kappa); `every`: kappa at every `every`-th
-        evaluation point (train.condition_every_evals)."""
+        evaluation point (train.condition_every_evals); `restarts`: restart_points."""
         device = next(model.parameters()).device.type
         self.settings = settings_of(condition, device) if condition is not None else None
-        self.every = every
+        self.every, self.restarts = every, restarts
         self.rate = AngularRate(effective_matrices(model), step)
+
+    @torch.no_grad()
+    def passed(self, model: nn.Module, step: int) -> None:
+        """A step without an evaluation point: at a restart point the next interval starts here."""
+        if step in self.restarts:
+            self.rate.restart(effective_matrices(model), step)
 
     def kappa_due(self, evaluation: int, last: bool) -> bool:
         """kappa at the `evaluation`-th evaluation point (1-based, in eval_every_tokens) or at the last."""

@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from ngptlab import runlock
-from ngptlab.condition.over_training import Observer
+from ngptlab.condition.over_training import Observer, restart_points
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_text_atomic
 from ngptlab.grid.runs import RunSpec
@@ -189,8 +189,8 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
     for name in progress.attention_disabled:  # kernels an earlier start of this job disabled
         trainer.attention.disable(name)
     # the weights' angular update rate and conditioning at evaluation points, from the state we start from
-    observer = Observer(trainer.model, step, ctx.condition, setting(train, "train.condition_every_evals")
-                        ) if main else None
+    observer = Observer(trainer.model, step, ctx.condition, setting(train, "train.condition_every_evals"),
+                        restart_points(train, spec)) if main else None
     diagnostics, loss, grad_norm = None, math.nan, math.nan  # nan: no step here (resumed at the end)
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
                desc=job.name, disable=not (main and ctx.show_progress), dynamic_ncols=True, file=sys.stderr)
@@ -273,6 +273,8 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
             progress.metrics_rows += 1
             if diagnostics:
                 break
+        if observer and not evaluate:
+            observer.passed(trainer.model, step)
         limit.step_done()
         if crossed(tokens, batch_tokens, train["checkpoint_every_tokens"]) or step == plan.steps:
             checkpoint()
