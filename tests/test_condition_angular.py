@@ -19,8 +19,11 @@ from ngptlab.condition.run import condition_run
 from ngptlab.grid.enumeration import enumerate_runs, find_run
 from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.models import Scale, build, build_seeded
+from ngptlab.plan.grid import lineage_keys
+from ngptlab.plan.lineage import STAGES, made_from
 from ngptlab.tensorboard_view import scalars
 from ngptlab.train import loop
+from ngptlab.train.jobs import make_job
 from ngptlab.train.loop import train_run
 
 torch.set_num_threads(1)
@@ -226,3 +229,15 @@ def test_a_wsd_branch_measures_the_intervals_of_its_budget_trained_alone(tmp_pat
     assert rows == metrics(alone, runs[1].name)
     intervals = {row["step"]: row["angular_steps"] for row in rows if "angular_steps" in row}
     assert intervals == {3: 3, 6: 3, 9: 1, 12: 3, 15: 3, 18: 2, 20: 2}
+
+
+def test_condition_every_evals_is_no_part_of_a_runs_identity():
+    """An observation, like train.tensorboard: neither the lineage keys nor a run's fingerprint see it."""
+    params = make_params()
+    edited = make_params(condition_every_evals=5)
+    code = {stage: f"{stage}-code" for stage in STAGES}
+    assert lineage_keys(made_from(params, code)) == lineage_keys(made_from(edited, code))
+    data = {"train_sha256": "t", "val_sha256": "v"}
+    spec = find_run(params, run_name())
+    assert make_job(spec, params["train"], ".").fingerprint(data) == \
+        make_job(spec, edited["train"], ".").fingerprint(data)
