@@ -21,9 +21,10 @@ Observing reads the weights and writes nothing to the model, its optimizer or an
 checkpoint is the same byte for byte with or without it. It runs on rank 0 only, at evaluation points, which
 already synchronise with the host.
 
-Cost per evaluation point, from the shapes (N matrix parameters, L layers, d model width, V vocabulary):
-each matrix formed once in float64 and compared with its previous copy, ~15 N flops and a few passes over
-8 N bytes (0.5B: ~8e9 flops; 1B: ~1.6e10; milliseconds on a GPU, seconds on a CPU); with kappa, a
+Cost per evaluation point, from the shapes (N matrix parameters, d model width, V vocabulary): each
+matrix formed once in float64 and compared with its previous copy, ~15 N flops and ~10 passes over 8 N
+bytes (0.5B: ~8e9 flops, ~40 GB moved; 1B: ~1.6e10, ~90 GB: tens of milliseconds on an H100/H200, memory-
+bound; measured 0.3-0.9 s on one CPU thread at cpu-4l with a 50k vocabulary); with kappa, a
 covariance 2 V d^2 (0.5B: 1.1e11 flops; 1B: 1.6e11) and its d x d eigenvalues, and 4 n_head SVDs of
 head_dim x d blocks (<1e9). Memory: the previous point's matrices, 4 N bytes, held throughout training
 (condition/angular.py). For a WSD grid the trunk's kept states (checkpoints at branch points) give the
