@@ -40,7 +40,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 SECTIONS = ["what-was-run", "speedup", "loss-curves", "conditioning", "conditioning-embeddings",
             "conditioning-layers", "conditioning-references", "conditioning-layers34",
-            "conditioning-renormalization", "settle-it", "caveats", "provenance"]
+            "conditioning-renormalization", "rivals", "settle-it", "caveats", "provenance"]
 REVISION = "test-revision"
 PEAK_TFLOPS = 0.05  # the complete grid's timings: a declared peak, so every run has an MFU
 
@@ -104,7 +104,7 @@ def test_outputs_sections_in_order_and_self_contained(complete):
         assert found == SECTIONS
     # Self-contained: every figure inlined, nothing fetched, no script.
     figures = sorted(p.stem for p in (out / "figures").glob("*.svg"))
-    assert len(figures) == 8  # final loss, loss curves, 5 conditioning, settle (one cell)
+    assert len(figures) == 9  # final loss, loss curves, 5 conditioning, rivals, settle (one cell)
     assert len(re.findall(r'<img src="data:image/svg\+xml;base64,', html)) == len(figures)
     assert not re.search(r'(src|href)="(https?:)?//', html)
     assert "<script" not in html and "<link" not in html

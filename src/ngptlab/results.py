@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,12 +132,11 @@ def read_summary(root: str | Path, spec: RunSpec) -> dict:
     return summary
 
 
-def read_val_curve(root: str | Path, spec: RunSpec) -> list[tuple[float, float]]:
-    """(tokens, val_loss) at every evaluation point of a run, in token order; non-finite losses dropped."""
+def _metrics_rows(root: str | Path, spec: RunSpec, field: str) -> Iterator[tuple[float, Any]]:
+    """(tokens, value of `field`) of every row of a run's metrics.jsonl that has the field."""
     path = train_dir(root, spec) / "metrics.jsonl"
     if not path.is_file():
         raise ResultsError(f"{path}: train metrics not found (train run {spec.name} first)")
-    curve = []
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -146,15 +145,25 @@ def read_val_curve(root: str | Path, spec: RunSpec) -> list[tuple[float, float]]
                 row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise ResultsError(f"{path}:{lineno}: not valid JSON: {err}") from None
-            loss = row.get("val_loss")
-            if loss is None:
+            if row.get(field) is None:
                 continue
             if "tokens" not in row:
-                raise ResultsError(f"{path}:{lineno}: a row with val_loss lacks 'tokens'")
-            loss = float(loss)
-            if math.isfinite(loss):
-                curve.append((float(row["tokens"]), loss))
-    return sorted(curve)
+                raise ResultsError(f"{path}:{lineno}: a row with {field} lacks 'tokens'")
+            yield float(row["tokens"]), row[field]
+
+
+def read_val_curve(root: str | Path, spec: RunSpec) -> list[tuple[float, float]]:
+    """(tokens, val_loss) at every evaluation point of a run, in token order; non-finite losses dropped."""
+    curve = [(tokens, float(loss)) for tokens, loss in _metrics_rows(root, spec, "val_loss")]
+    return sorted((tokens, loss) for tokens, loss in curve if math.isfinite(loss))
+
+
+def read_observed(root: str | Path, spec: RunSpec, field: str) -> list[tuple[float, dict[str, float]]]:
+    """(tokens, {name: value}) of a field that an evaluation point observes of the weights (angular_rate,
+    relative_change, kappa: condition/over_training.py), in token order; "inf" read as inf, null dropped.
+    Empty for a run trained before the observations existed."""
+    return sorted(((tokens, {name: read_float(v) for name, v in values.items() if v is not None})
+                   for tokens, values in _metrics_rows(root, spec, field)), key=lambda point: point[0])
 
 
 @dataclass(frozen=True)

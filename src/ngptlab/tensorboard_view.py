@@ -3,9 +3,11 @@
 
 A view of the metrics log, never a record: the stages read metrics.jsonl. Every numeric field of a metrics
 row but its step (train_loss, lr, grad_norm, val_loss, tokens, tokens_per_s, mfu, ...) is a scalar of that
-name at the row's step. At each start of a job the event directory is written afresh from the rows its
-checkpoint kept (the rows the metrics log keeps), so a resumed run holds each step once. Only rank 0 writes;
-the events flush at evaluations, checkpoints and the job's end, never per step.
+name at the row's step, and every number of a field that maps names to numbers (an evaluation point's
+angular_rate, relative_change and kappa: condition/over_training.py) a scalar `field/name`. At each
+start of a job the event directory is written afresh from the rows its checkpoint kept (the rows the metrics
+log keeps), so a resumed run holds each step once. Only rank 0 writes; the events flush at evaluations,
+checkpoints and the job's end, never per step.
 
 Writing events may fail (a full disk, a directory that is not one, a missing tensorboard package): the job
 then logs one line and trains on without them. This module sits outside train/ (ngptlab.layout.STAGE_CODE)
@@ -23,10 +25,20 @@ from typing import Any
 QUEUE_EVENTS = 10_000
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def scalars(row: dict[str, Any]) -> dict[str, float]:
-    """The fields of a metrics row that are curves: its numbers, without the step they are plotted at."""
-    return {key: value for key, value in row.items()
-            if key != "step" and isinstance(value, int | float) and not isinstance(value, bool)}
+    """The fields of a metrics row that are curves: its numbers, without the step they are plotted at, and
+    the numbers of a field that maps names to numbers (angular_rate, kappa, ...) as `field/name`."""
+    out: dict[str, float] = {}
+    for key, value in row.items():
+        if key != "step" and _number(value):
+            out[key] = value
+        elif isinstance(value, dict):
+            out.update((f"{key}/{name}", number) for name, number in value.items() if _number(number))
+    return out
 
 
 class TensorBoardView:

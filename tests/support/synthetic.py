@@ -101,7 +101,7 @@ def wsd_shift(spec: RunSpec) -> float:
     return (0.03 if spec.arm == "ngpt" else 0.005) + 0.002 * math.cos(3.0 * spec.seed + 1000.0 * spec.lr)
 
 
-def _curve(spec: RunSpec, train: dict) -> list[tuple[int, float]]:
+def planted_curve(spec: RunSpec, train: dict) -> list[tuple[int, float]]:
     eval_every = train["eval_every_tokens"]
     points = list(range(eval_every, spec.budget, eval_every)) + [spec.budget]
     if shares_trunk(spec):
@@ -116,13 +116,25 @@ def _curve(spec: RunSpec, train: dict) -> list[tuple[int, float]]:
     return [(t, _loss(spec, t) + 0.05 * (1 - t / spec.budget)) for t in points]
 
 
+def planted_observations(spec: RunSpec, tokens: float) -> dict:
+    """An evaluation row's observations of the weights (condition/over_training.py): ngpt turns 3x faster
+    than every other arm from its first point on, and its input embedding's kappa falls from the baseline's
+    10 to 2.5 over the run; every arm's heads have kappa 3."""
+    turning = (0.03 if spec.arm == "ngpt" else 0.01) / math.sqrt(tokens / 4096)
+    embed = 10.0 / (1.0 + 3.0 * tokens / spec.budget) if spec.arm == "ngpt" else 10.0
+    return {"angular_rate": dict.fromkeys(("embed_in", "q", "k", "v", "o", "mlp_u", "mlp_v", "mlp_o",
+                                           "embed_out"), turning),
+            "kappa": {"embed_in_cov_condition": embed, "layer3_q_head_condition_median": 3.0,
+                      "layer4_k_head_condition_median": 3.0}}
+
+
 def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> dict:
     """results/train/<cell>/<run>/summary.json + metrics.jsonl as the train stage writes them; the summary."""
     out = train_dir(root, spec)
     out.mkdir(parents=True, exist_ok=True)
     train = params["train"]
     batch_tokens = train["batch_sequences"] * spec.context
-    curve = _curve(spec, train)
+    curve = planted_curve(spec, train)
     diagnostics = None
     if status == "diverged":
         curve = curve[: max(1, len(curve) // 2)]
@@ -132,7 +144,7 @@ def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed"
     for tokens, loss in curve:
         step = tokens // batch_tokens
         rows.append({"step": step, "tokens": tokens, "train_loss": loss + 0.01, "lr": spec.lr,
-                     "grad_norm": 0.5, "val_loss": loss})
+                     "grad_norm": 0.5, "val_loss": loss, **planted_observations(spec, tokens)})
     if status == "diverged":
         rows.append({"step": rows[-1]["step"] + 1, "tokens": rows[-1]["tokens"] + batch_tokens,
                      "train_loss": None, "lr": spec.lr, "grad_norm": None})

@@ -47,6 +47,12 @@ class Settings:
     device: str = "cpu"
 
 
+def settings_of(condition: dict, device: str) -> Settings:
+    """The analysis settings of the condition section of params, computing on `device`."""
+    return Settings(singular_tol=float(condition["singular_tol"]), sample_rows=int(condition["sample_rows"]),
+                    seed=int(condition["seed"]), device=device)
+
+
 @dataclass
 class Analysis:
     """Result of analysing one model: JSON-ready records plus spectra rows (without the run column)."""
@@ -74,6 +80,36 @@ def _norm_summary(norms: np.ndarray) -> dict:
             "min": float(norms.min()), "max": float(norms.max())}
 
 
+def heads_record(weight: torch.Tensor, n_heads: int, settings: Settings) -> tuple[list[np.ndarray], dict]:
+    """The singular values of each head's row block of a q/k/v matrix and the record of their metrics."""
+    head_svs = [metrics.singular_values(block, settings.device)
+                for block in metrics.head_blocks(weight, n_heads)]
+    per_head = [metrics.spectrum_stats(sv, settings.singular_tol) for sv in head_svs]
+    kappas = [s.condition_number for s in per_head]
+    return head_svs, {
+        "condition_number": kappas,
+        "singular": [s.singular for s in per_head],
+        "stable_rank": [s.stable_rank for s in per_head],
+        "effective_rank": [s.effective_rank for s in per_head],
+        "condition_number_median": float(np.median(kappas)),  # paper Fig. 5: median over heads
+    }
+
+
+def covariance_record(weight: torch.Tensor, settings: Settings) -> tuple[np.ndarray, dict]:
+    """The eigenvalues of an embedding table's mean-centred covariance (paper Fig. 4) and their metrics."""
+    eig = metrics.covariance_eigenvalues(weight, settings.device)
+    cov = metrics.spectrum_stats(eig, settings.singular_tol)
+    return eig, {
+        "condition_number": cov.condition_number,
+        "singular": cov.singular,
+        "eigenvalue_ratio": cov.sigma_ratio,
+        "numerical_rank": cov.numerical_rank,
+        "largest": cov.largest,
+        "smallest": cov.smallest,
+        "median": float(np.median(eig)),
+    }
+
+
 def analyse_matrix(info: MatrixInfo, weight: torch.Tensor, variant: str,
                    settings: Settings) -> tuple[dict, list[tuple]]:
     """Every metric of one variant of one matrix: a JSON-ready dict and its spectra rows."""
@@ -87,33 +123,13 @@ def analyse_matrix(info: MatrixInfo, weight: torch.Tensor, variant: str,
     rows += _spectrum_rows(info.name, info.kind, info.layer, variant, -1, "singular_value", sv)
 
     if info.kind in HEAD_KINDS and info.n_heads:
-        per_head = []
-        for h, block in enumerate(metrics.head_blocks(weight, info.n_heads)):
-            head_sv = metrics.singular_values(block, settings.device)
-            per_head.append(metrics.spectrum_stats(head_sv, settings.singular_tol))
+        head_svs, record["heads"] = heads_record(weight, info.n_heads, settings)
+        for h, head_sv in enumerate(head_svs):
             rows += _spectrum_rows(info.name, info.kind, info.layer, variant, h, "singular_value", head_sv)
-        kappas = [s.condition_number for s in per_head]
-        record["heads"] = {
-            "condition_number": kappas,
-            "singular": [s.singular for s in per_head],
-            "stable_rank": [s.stable_rank for s in per_head],
-            "effective_rank": [s.effective_rank for s in per_head],
-            "condition_number_median": float(np.median(kappas)),  # paper Fig. 5: median over heads
-        }
 
     if info.kind in EMBED_KINDS:
-        eig = metrics.covariance_eigenvalues(weight, settings.device)
-        cov = metrics.spectrum_stats(eig, settings.singular_tol)
         record["row_norms"] = metrics.norm_distribution(metrics.vector_norms(weight, info.norm_dim))
-        record["covariance"] = {
-            "condition_number": cov.condition_number,
-            "singular": cov.singular,
-            "eigenvalue_ratio": cov.sigma_ratio,
-            "numerical_rank": cov.numerical_rank,
-            "largest": cov.largest,
-            "smallest": cov.smallest,
-            "median": float(np.median(eig)),
-        }
+        eig, record["covariance"] = covariance_record(weight, settings)
         cosines = metrics.pairwise_cosines(weight, settings.sample_rows, settings.seed)
         record["anisotropy"] = float(cosines.mean()) if cosines.size else math.nan
         record["pairwise_cosine"] = metrics.cosine_distribution(cosines)

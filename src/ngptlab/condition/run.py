@@ -35,7 +35,7 @@ import torch
 
 from ngptlab import layout
 from ngptlab.checkpoint import load_model, sha256_file
-from ngptlab.condition.analyse import Settings, analyse_matrices
+from ngptlab.condition.analyse import Settings, analyse_matrices, settings_of
 from ngptlab.condition.effective import effective_matrices
 from ngptlab.condition.reference import gaussian_reference
 from ngptlab.device import resolve_device
@@ -98,9 +98,8 @@ def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progr
     model, config = load_model(ckpt, device="cpu", expected_arm=spec.arm)
     _check_config(ckpt, config, spec)
 
-    settings = Settings(singular_tol=float(condition_params["singular_tol"]),
-                        sample_rows=int(condition_params["sample_rows"]), seed=int(condition_params["seed"]),
-                        device=resolve_device(condition_params["device"], "condition.device").type)
+    device = resolve_device(condition_params["device"], "condition.device").type
+    settings = settings_of(condition_params, device)
     with torch.no_grad():
         analysis = analyse_matrices(effective_matrices(model), settings, progress=progress)
     reference = references(model, spec, settings)

@@ -2,6 +2,8 @@
 
     peak = 16 N                      fp32 weights (4 N), gradients (4 N), AdamW's two moments (8 N);
                                      bf16 autocast casts on the fly and keeps the fp32 master weights
+         + 4 N                       the previous evaluation point's effective matrices, float32, for the
+                                     angular update rate (condition/angular.py; on rank 0, counted for all)
          + tokens x L x A d x b      the tensors each block saves for backward, for one micro-batch
          + tokens x V x h            the LM head: logits, their log-softmax and its gradient
 
@@ -38,10 +40,11 @@ class Memory:
     weights_optimizer: float  # bytes: weights, gradients, AdamW state
     activations: float  # bytes: the blocks' saved tensors for one micro-batch
     head: float  # bytes: logits, log-softmax and gradient for one micro-batch
+    observation: float = 0.0  # bytes: the previous evaluation point's matrices (angular update rate)
 
     @property
     def total(self) -> float:
-        return self.weights_optimizer + self.activations + self.head
+        return self.weights_optimizer + self.activations + self.head + self.observation
 
 
 def training_memory(arm: str, shape: Scale, n_params: int, vocab_rows: int, micro_tokens: int, bf16: bool,
@@ -53,7 +56,7 @@ def training_memory(arm: str, shape: Scale, n_params: int, vocab_rows: int, micr
     else:
         per_token = shape.n_layer * saved
     head = micro_tokens * vocab_rows * (18 if bf16 else 16)
-    return Memory(16.0 * n_params, float(micro_tokens * per_token), float(head))
+    return Memory(16.0 * n_params, float(micro_tokens * per_token), float(head), 4.0 * n_params)
 
 
 def micro_tokens(train: dict, context: int, world_size: int) -> int:

@@ -19,6 +19,7 @@ from ngptlab.report.sections import (
     conditioning,
     loss,
     provenance,
+    rivals,
     settle,
     speedup,
     summary,
@@ -40,6 +41,7 @@ def build_document(results: Results, analysis: Analysis, code_revision: str) -> 
     calibration.section(doc, results)  # a WSD grid with cosine calibration runs only
     zero_shot.section(doc, results)
     conditioning.section(doc, results)
+    rivals.section(doc, results)  # conditioning and the angular update rate over training
     settle.section(doc, results, analysis, comparisons)
     caveats.section(doc, results, long)
     provenance.section(doc, results, code_revision)

@@ -23,6 +23,7 @@ class RunContext:
     data: dict  # the token shards' record: source and hashes (train/data.py)
     expected: dict  # the trajectory's fingerprint: a checkpoint or output of another is not this job's
     show_progress: bool  # draw a progress bar (rank 0)
+    condition: dict | None = None  # the condition section of params: kappa over training (None: none)
 
     @property
     def paths(self) -> RunPaths | TrunkPaths:

@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from ngptlab import runlock
+from ngptlab.condition.over_training import Observer, restart_points
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_text_atomic
 from ngptlab.grid.runs import RunSpec
@@ -89,13 +90,14 @@ def log_every_tokens(train: dict) -> int:
 
 
 def train_run(spec: RunSpec | Segment, train: dict, root: str | Path = ".", fresh: bool = False,
-              progress: bool = True) -> int:
+              progress: bool = True, condition: dict | None = None) -> int:
     """Train a run or a trunk segment with the `train` section of params; artifacts under `root`. Returns the
-    exit code."""
+    exit code. `condition`, the condition section of params, adds the condition numbers to the metrics rows
+    (condition/over_training.py; None: the angular update rate only)."""
     topo = dist.setup(train["device"])
     say(dist.visibility(topo))  # every rank: which GPUs each node's processes see, in the run's log
     try:
-        return _train_run(make_job(spec, train, root), train, topo, fresh, progress)
+        return _train_run(make_job(spec, train, root), train, topo, fresh, progress, condition)
     finally:
         dist.teardown(topo)
 
@@ -110,10 +112,11 @@ def _lock(lock_dir: Path, name: str) -> runlock.RunLock:
                           f"(lock {held.path}, held by {held.holder})") from None
 
 
-def _train_run(job: Job, train: dict, topo: dist.Topology, fresh: bool, progress: bool) -> int:
+def _train_run(job: Job, train: dict, topo: dist.Topology, fresh: bool, progress: bool,
+               condition: dict | None = None) -> int:
     plan = plan_batches(train, job.spec, topo.world_size, job.steps)
     data = data_record(load_meta(job.paths.tokens_dir), train["source"])
-    ctx = RunContext(job, train, topo, plan, data, job.fingerprint(data), progress)
+    ctx = RunContext(job, train, topo, plan, data, job.fingerprint(data), progress, condition)
     if job.done(ctx.expected, topo.is_main):
         return 0
     lock = _lock(job.lock_dir, job.name) if topo.is_main else None
@@ -185,6 +188,9 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
     retries = progress.nonfinite_retries  # steps computed again: train/attention.py
     for name in progress.attention_disabled:  # kernels an earlier start of this job disabled
         trainer.attention.disable(name)
+    # the weights' angular update rate and conditioning at evaluation points, from the state we start from
+    observer = Observer(trainer.model, step, ctx.condition, setting(train, "train.condition_every_evals"),
+                        restart_points(train, spec)) if main else None
     diagnostics, loss, grad_norm = None, math.nan, math.nan  # nan: no step here (resumed at the end)
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
                desc=job.name, disable=not (main and ctx.show_progress), dynamic_ncols=True, file=sys.stderr)
@@ -252,6 +258,9 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
                     row["diverged"] = True
                 else:
                     progress.last_val_loss, progress.last_val_step = val, step
+                if observer:
+                    row.update(observer.observe(trainer.model, step, tokens // train["eval_every_tokens"],
+                                                step == plan.steps and job.ends_run))
             if main:
                 metrics.write(json.dumps(row, allow_nan=False) + "\n")
                 metrics.flush()
@@ -264,6 +273,8 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
             progress.metrics_rows += 1
             if diagnostics:
                 break
+        if observer and not evaluate:
+            observer.passed(trainer.model, step)
         limit.step_done()
         if crossed(tokens, batch_tokens, train["checkpoint_every_tokens"]) or step == plan.steps:
             checkpoint()

@@ -2,7 +2,8 @@
 
 The report renders whatever exists. A Snakemake --keep-going run can leave holes, so every expected input of
 the grid is looked up and recorded as present or missing, never assumed:
-- results/train/<cell>/<run>/summary.json + metrics.jsonl (train stage; status "completed" | "diverged")
+- results/train/<cell>/<run>/summary.json + metrics.jsonl (train stage; status "completed" | "diverged"; the
+  validation curve, and the angular update rate and condition numbers over training)
 - results/conditioning/<run>.json + <run>.spectra.parquet (condition stage)
 - results/timing/<cell>/<run>.json                     (train stage; measured tokens/s and MFU; absent for
                                                         runs trained before timing files existed: blank)
@@ -25,8 +26,10 @@ from ngptlab.errors import ResultsError
 from ngptlab.files import read_json, sha256_file
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
-from ngptlab.results import read_summary, read_val_curve, train_dir
+from ngptlab.results import read_observed, read_summary, read_val_curve, train_dir
 from ngptlab.settings import baselines
+
+OBSERVED = ("angular_rate", "kappa")  # the metrics rows' observations of the weights the report draws
 
 
 @dataclass
@@ -36,6 +39,8 @@ class RunRecord:
     spec: RunSpec
     summary: dict | None = None
     curve: list[tuple[float, float]] = field(default_factory=list)  # (tokens, val_loss)
+    # (tokens, {name: value}) per field an evaluation point observes of the weights: angular_rate, kappa
+    observed: dict[str, list[tuple[float, dict[str, float]]]] = field(default_factory=dict)
     conditioning: dict | None = None
     spectra_path: Path | None = None
     stale_conditioning: bool = False  # analysed a checkpoint other than the one the summary names
@@ -152,6 +157,7 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
             record.summary_sha256 = note(run_results / "summary.json")
             if (run_results / "metrics.jsonl").is_file():
                 record.curve = read_val_curve(root, spec)
+                record.observed = {name: read_observed(root, spec, name) for name in OBSERVED}
                 note(run_results / "metrics.jsonl")
         cond_files = layout.conditioning_files(spec.name)
         cond = root / cond_files["json"]

@@ -1,0 +1,127 @@
+"""The conditioning over training: what a training run adds to its metrics rows at its evaluation points.
+
+At every evaluation point, the angular update rate and the relative change of every effective matrix since
+the interval's start (condition/angular.py): the previous evaluation point, or a later step at which the
+job started (its initial weights; a resumed checkpoint) or a WSD trunk's branch point (restart_points). At
+every k-th evaluation point (train.condition_every_evals; 0: never) and at the run's last one, the headline
+condition numbers the paper's conditioning account rests on:
+
+    kappa  embed_in_cov_condition                  the input embedding's covariance (paper Fig. 4)
+           layer{3,4}_{q,k}_head_condition_median  median over heads; the paper's 1-based layers 3, 4
+                                                   (Figs. 11-12)
+
+These are analyse.headline's keys of the "effective" variant, computed by the condition stage's own
+functions (analyse.heads_record, covariance_record, headline) on the same effective matrices
+(condition/effective.py) with the condition section's settings: kappa at a step is what `ngptlab condition`
+finds on the checkpoint of that step, up to the device's float64 round-off. A numerically singular one is the
+string "inf" (ngptlab.results), one the model does not have (fewer than 4 layers) is left out. One pass over
+the effective matrices serves both.
+
+Observing reads the weights and writes nothing to the model, its optimizer or any random generator: a run's
+checkpoint is the same byte for byte with or without it. It runs on rank 0 only, at evaluation points, which
+already synchronise with the host.
+
+Cost per evaluation point, from the shapes (N matrix parameters, d model width, V vocabulary): each
+matrix formed once in float64 and compared with its previous copy, ~15 N flops and ~10 passes over 8 N
+bytes (0.5B: ~8e9 flops, ~40 GB moved; 1B: ~1.6e10, ~90 GB: tens of milliseconds on an H100/H200, memory-
+bound; measured 0.3-0.9 s on one CPU thread at cpu-4l with a 50k vocabulary); with kappa, a
+covariance 2 V d^2 (0.5B: 1.1e11 flops; 1B: 1.6e11) and its d x d eigenvalues, and 4 n_head SVDs of
+head_dim x d blocks (<1e9). Memory: the previous point's matrices, 4 N bytes, held throughout training
+(condition/angular.py). For a WSD grid the trunk's kept states (checkpoints at branch points) give the
+condition stage's full analysis at those steps for free.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ngptlab.condition.analyse import (
+    PAPER_LAYERS,
+    Settings,
+    covariance_record,
+    headline,
+    heads_record,
+    settings_of,
+)
+from ngptlab.condition.angular import AngularRate
+from ngptlab.condition.effective import effective_matrices
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import TrunkSpec, trunk_budgets, trunk_of
+from ngptlab.models import MatrixInfo
+from ngptlab.results import json_ready
+from ngptlab.schedule import branch_point, shares_trunk
+
+KAPPA_KEYS = ("embed_in_cov_condition", *(f"layer{layer}_{kind}_head_condition_median"
+                                          for layer in PAPER_LAYERS for kind in ("q", "k")))
+
+
+def tracked(info: MatrixInfo) -> bool:
+    """A matrix behind one of KAPPA_KEYS: the input embedding, q and k of the paper's layers 3 and 4."""
+    return info.kind == "embed_in" or (info.kind in ("q", "k") and info.layer is not None
+                                       and info.layer + 1 in PAPER_LAYERS)
+
+
+def kappa_record(info: MatrixInfo, settings: Settings) -> dict:
+    """The part of the condition stage's record of one tracked matrix that headline() reads for KAPPA_KEYS."""
+    weight = info.weight
+    if not bool(torch.isfinite(weight).all()):
+        record: dict = {"finite": False}
+    elif info.kind == "embed_in":
+        record = {"finite": True, "covariance": covariance_record(weight, settings)[1]}
+    else:
+        record = {"finite": True, "heads": heads_record(weight, info.n_heads, settings)[1]}
+    return {"kind": info.kind, "layer": info.layer, "variants": {"effective": record}}
+
+
+def restart_points(train: dict, spec: RunSpec | TrunkSpec) -> frozenset[int]:
+    """The steps besides the evaluation points at which an interval starts: a WSD trunk's branch points, where
+    its segments and branches start, so that every job of the trunk's runs measures the same intervals
+    whichever job trained a step (a branch equals its budget trained alone, metrics rows included). None
+    for a cosine run."""
+    if isinstance(spec, TrunkSpec):
+        trunk = spec
+    elif shares_trunk(spec):
+        trunk = trunk_of(spec)
+    else:
+        return frozenset()
+    return frozenset(branch_point(train, trunk.context, budget) for budget in trunk_budgets(train, trunk))
+
+
+class Observer:
+    """A training job's observations of its own weights, from the state it starts from."""
+
+    @torch.no_grad()
+    def __init__(self, model: nn.Module, step: int, condition: dict | None, every: int,
+                 restarts: frozenset[int] = frozenset()):
+        """`condition`: the condition section of params (None: no kappa); `every`: kappa at every `every`-th
+        evaluation point (train.condition_every_evals); `restarts`: restart_points."""
+        device = next(model.parameters()).device.type
+        self.settings = settings_of(condition, device) if condition is not None else None
+        self.every, self.restarts = every, restarts
+        self.rate = AngularRate(effective_matrices(model), step)
+
+    @torch.no_grad()
+    def passed(self, model: nn.Module, step: int) -> None:
+        """A step without an evaluation point: at a restart point the next interval starts here."""
+        if step in self.restarts:
+            self.rate.restart(effective_matrices(model), step)
+
+    def kappa_due(self, evaluation: int, last: bool) -> bool:
+        """kappa at the `evaluation`-th evaluation point (1-based, in eval_every_tokens) or at the last."""
+        return self.settings is not None and self.every > 0 and (evaluation % self.every == 0 or last)
+
+    @torch.no_grad()
+    def observe(self, model: nn.Module, step: int, evaluation: int, last: bool) -> dict:
+        """The fields of the metrics row of an evaluation point at `step` (strict JSON)."""
+        kappa = self.kappa_due(evaluation, last)
+        records = {}
+        for info in effective_matrices(model):
+            self.rate.add(info)
+            if kappa and tracked(info):
+                records[info.name] = kappa_record(info, self.settings)
+        row = self.rate.close(step)
+        if kappa:
+            numbers = headline(records, "effective")
+            row["kappa"] = {key: numbers[key] for key in KAPPA_KEYS if numbers[key] is not None}
+        return json_ready(row)
