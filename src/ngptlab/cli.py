@@ -31,6 +31,7 @@ VERBS = {
     "speedup": "estimate the token speed-up of every arm for one (scale, context) cell",
     "report": "render reports/report.md and report.html from results/",
     "plan": "validate the params file and list the runs it describes",
+    "design": "check a design on planted worlds: how often its reading is right, before paying for it",
     "bench": "speed benchmarks, printed as ratios measured side by side",
 }
 
