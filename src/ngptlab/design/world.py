@@ -36,7 +36,8 @@ class World:
         """Seed, trunk and run noise of one run (module docstring)."""
         m = self.model
         shared = self._draw(("seed", spec.cell, spec.seed), m.seed_sd * math.sqrt(m.seed_shared))
-        own = self._draw(("arm-seed", spec.cell, spec.arm, spec.seed), m.seed_sd * math.sqrt(1.0 - m.seed_shared))
+        own = self._draw(("arm-seed", spec.cell, spec.arm, spec.seed),
+                         m.seed_sd * math.sqrt(1.0 - m.seed_shared))
         seed = shared + own
         trunk = (self._draw(("trunk", spec.cell, spec.arm, spec.lr, spec.seed), m.trunk_sd)
                  if shares_trunk(spec) else 0.0)
