@@ -15,7 +15,7 @@ import yaml
 
 from ngptlab.cli import main
 from ngptlab.config.load import load_params, validate_params
-from ngptlab.design.command import with_design
+from ngptlab.design.command import measured_seed_sd, with_design
 from ngptlab.design.loss_model import loss_model
 from ngptlab.design.protocol import analysed_world
 from ngptlab.design.simulate import planted_world, simulate
@@ -140,3 +140,32 @@ def test_wrong_directional_counts_only_claims_the_truth_does_not_make():
     true = cell_summary([outcome(c) for c in claims], Truth("account true", 4.0), "conditioning", 1.25)
     assert true["wrong_directional"]["p"] == pytest.approx(0.1)  # exceeds is the planted claim there
     assert true["expected_reading"].startswith("consistent")
+
+
+def test_noise_from_a_pilot_inverts_the_first_order_law(tmp_path):
+    params = small_params(protocol=False)
+    model = loss_model(params)
+    slope = model.exponent * model.amplitude * 16384 ** -model.exponent
+    log_var = 2 * (0.003**2 + model.trunk_sd**2 + model.run_sd**2) / slope**2  # seed_sd 0.003, no sharing
+    arms = {"gpt": {"speedup": {"log": None}},
+            "ngpt": {"speedup": {"log": {"sd": math.sqrt(log_var * 0.5), "df": 1}}},
+            "gpt-orth": {"speedup": {"log": {"sd": math.sqrt(log_var * 1.25), "df": 2}}}}  # pooled: log_var
+    out = tmp_path / "results" / "speedup" / f"{CELL}.json"
+    out.parent.mkdir(parents=True)
+    out.write_text(json.dumps({"baseline": "gpt", "arms": arms}))
+    measured = measured_seed_sd(params, str(tmp_path))
+    assert measured["df"] == 3 and measured["seed_sd"] == pytest.approx(0.003)
+
+
+def test_design_command_prints_the_table_as_json(tmp_path, capsys):
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(small_params(protocol=False), sort_keys=False))
+    assert main(["design", "--params", str(params_file), "--worlds", "2", "--jobs", "1", "--json",
+                 "--set", "seed_sd=0.003"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"]["seed_sd"] == 0.003 and doc["worlds"] == 2
+    assert [s["truth"] for s in doc["scenarios"]] == ["account true, ngpt x1.5", "account true, ngpt x4",
+                                                      "account false, ngpt x1.5", "account false, ngpt x4",
+                                                      "null"]
+    assert len(doc["thresholds"]) == 10 and doc["gpu_hours"]["projected"] is None
+    assert main(["design", "--params", str(params_file), "--set", "seed_sd=-1"]) == 2

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import asdict
 
 from ngptlab.config.load import validate_params
 from ngptlab.design.loss_model import DESIGN_KEYS, loss_model
+from ngptlab.design.measured_noise import pooled_log_variance, seed_sd_from
 from ngptlab.design.printout import table_lines
 from ngptlab.design.simulate import simulate
 from ngptlab.design.table import design_table
@@ -37,6 +39,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help=f"a loss-model parameter over the params file's design section, the value as "
                              f"YAML (keys: {', '.join(DESIGN_KEYS)}); repeatable")
+    parser.add_argument("--noise-from", metavar="DIR",
+                        help="set seed_sd from a pilot's measured sd of ln S over seeds, pooled over "
+                             "DIR/results/speedup/*.json (design/measured_noise.py)")
 
 
 def with_design(params: dict, assignments: list[str], source: str) -> dict:
@@ -76,9 +81,21 @@ def design_document(params: dict, params_file: str, worlds: int | None = None, s
             **design_table(outcomes, planted, primary, margin)}
 
 
+def measured_seed_sd(params: dict, root: str) -> dict:
+    """{root, log_sd, df, seed_sd}: the seed noise a pilot's speed-ups measured (design/measured_noise.py),
+    read at the grid's largest budget, where the target is."""
+    variance, df = pooled_log_variance(root)
+    seed_sd = seed_sd_from(loss_model(params), variance, max(params["train"]["budgets"]))
+    return {"root": root, "log_sd": math.sqrt(variance), "df": df, "seed_sd": seed_sd}
+
+
 def run(args: argparse.Namespace, params: dict) -> int:
     params = with_design(params, args.set, args.params)
-    document = design_document(params, args.params, args.worlds, args.seed, args.jobs)
+    measured = measured_seed_sd(params, args.noise_from) if args.noise_from else None
+    if measured:
+        params = with_design(params, [f"seed_sd={measured['seed_sd']!r}"], args.params)
+    document = {**design_document(params, args.params, args.worlds, args.seed, args.jobs),
+                "noise_from": measured}
     if args.json:
         print(json.dumps(document, indent=1))
     else:

@@ -41,7 +41,12 @@ def table_lines(document: dict) -> list[str]:
              f"primary effect {document['primary']}, margin x{document['margin']:g}",
              f"loss model (design/loss_model.py): {model}",
              "each probability ± its Monte-Carlo standard error; coverage of level-"
-             f"{document['level']:.0%} intervals; ln scale throughout", ""]
+             f"{document['level']:.0%} intervals; ln scale throughout"]
+    measured = document.get("noise_from")
+    if measured:
+        lines.append(f"seed_sd {measured['seed_sd']:.4g} from the pooled sd of ln S over seeds measured "
+                     f"under {measured['root']}: {measured['log_sd']:.3g} (df {measured['df']})")
+    lines.append("")
     for scenario in document["scenarios"]:
         lines += scenario_lines(scenario, document["primary"])
     lines.append("thresholds:")
