@@ -116,14 +116,14 @@ def test_seed_noise_has_its_set_sd():
 def test_wrong_directional_rate_under_a_noisy_null():
     params = with_design(small_params(protocol=False), ["seed_sd=0.05", "run_sd=0.02"], "small design")
     model, null = loss_model(params), Truth("null", 1.0)
-    outcomes = simulate(params, model, [null], worlds=6, seed=1, jobs=1)
+    outcomes = simulate(params, model, [null], worlds=4, seed=1, jobs=1)
     table = design_table(outcomes, [null], "conditioning", 1.25)
     # the same worlds analysed again: the rate is the share of worlds whose primary claim is directional
     claims = [held_claim(analysed_world(params, planted_world(params, model, null, 1, 0, w))["cells"][CELL]
-                         ["reading"]["p_values"]) for w in range(6)]
+                         ["reading"]["p_values"]) for w in range(4)]
     wrong = sum(c in ("exceeds", "falls_short") for c in claims)
     rate = table["scenarios"][0]["cells"][CELL]["wrong_directional"]
-    assert rate == {"p": wrong / 6, "se": math.sqrt(wrong / 6 * (1 - wrong / 6) / 6), "n": 6}
+    assert rate == {"p": wrong / 4, "se": math.sqrt(wrong / 4 * (1 - wrong / 4) / 4), "n": 4}
     assert [c["check"] for c in table["thresholds"]] == ["wrong directional reading",
                                                          "coverage of the primary effect's interval"]
 
@@ -160,10 +160,10 @@ def test_noise_from_a_pilot_inverts_the_first_order_law(tmp_path):
 def test_design_command_prints_the_table_as_json(tmp_path, capsys):
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(small_params(protocol=False), sort_keys=False))
-    assert main(["design", "--params", str(params_file), "--worlds", "2", "--jobs", "1", "--json",
+    assert main(["design", "--params", str(params_file), "--worlds", "1", "--jobs", "1", "--json",
                  "--set", "seed_sd=0.003"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["model"]["seed_sd"] == 0.003 and doc["worlds"] == 2
+    assert doc["model"]["seed_sd"] == 0.003 and doc["worlds"] == 1
     assert [s["truth"] for s in doc["scenarios"]] == ["account true, ngpt x1.5", "account true, ngpt x4",
                                                       "account false, ngpt x1.5", "account false, ngpt x4",
                                                       "null"]
