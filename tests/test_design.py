@@ -17,8 +17,9 @@ from ngptlab.cli import main
 from ngptlab.config.load import load_params, validate_params
 from ngptlab.design.command import measured_seed_sd, with_design
 from ngptlab.design.loss_model import loss_model
+from ngptlab.design.outcome import world_outcome
 from ngptlab.design.protocol import analysed_world
-from ngptlab.design.simulate import planted_world, simulate
+from ngptlab.design.simulate import planted_world
 from ngptlab.design.table import cell_summary, design_table
 from ngptlab.design.truths import Truth
 from ngptlab.grid.enumeration import compared_runs
@@ -113,19 +114,27 @@ def test_seed_noise_has_its_set_sd():
     assert other - planted == pytest.approx(gpt[7] - model.curve(1.0, 2e-3, 8192, np.array([8192]), 0.0)[0])
 
 
-def test_wrong_directional_rate_under_a_noisy_null():
-    params = with_design(small_params(protocol=False), ["seed_sd=0.05", "run_sd=0.02"], "small design")
-    model, null = loss_model(params), Truth("null", 1.0)
-    outcomes = simulate(params, model, [null], worlds=4, seed=1, jobs=1)
-    table = design_table(outcomes, [null], "conditioning", 1.25)
-    # the same worlds analysed again: the rate is the share of worlds whose primary claim is directional
-    claims = [held_claim(analysed_world(params, planted_world(params, model, null, 1, 0, w))["cells"][CELL]
-                         ["reading"]["p_values"]) for w in range(4)]
-    wrong = sum(c in ("exceeds", "falls_short") for c in claims)
-    rate = table["scenarios"][0]["cells"][CELL]["wrong_directional"]
-    assert rate == {"p": wrong / 4, "se": math.sqrt(wrong / 4 * (1 - wrong / 4) / 4), "n": 4}
+def test_wrong_directional_rate_read_against_a_null_that_does_not_hold():
+    """Worlds planted with gpt-orth and ngpt at 1.5x, read against the null: every directional claim of the
+    conditioning effect is then wrong, so the rate is the share of worlds whose documents make one."""
+    params = small_params(protocol=False)
+    params["train"]["seeds"] = [0, 1, 2]
+    params = with_design(params, ["seed_sd=0.03", "run_sd=0.01"], "small design")
+    model, planted, null = loss_model(params), Truth("account true", 1.5), Truth("null", 1.0)
+    analysed = [analysed_world(params, planted_world(params, model, planted, 1, 0, w)) for w in range(6)]
+    outcomes = [world_outcome(a, planted) for a in analysed]
+    wrong = sum(held_claim(a["cells"][CELL]["reading"]["p_values"]) in ("exceeds", "falls_short")
+                for a in analysed)
+    assert 0 < wrong < 6
+    rate = cell_summary([w[CELL] for w in outcomes], null, "conditioning", 1.25)["wrong_directional"]
+    assert rate == {"p": wrong / 6, "se": math.sqrt(wrong / 6 * (1 - wrong / 6) / 6), "n": 6}
+    # read against the truth that was planted, exceeding is the right claim
+    against_planted = cell_summary([w[CELL] for w in outcomes], planted, "conditioning", 1.25)
+    assert against_planted["wrong_directional"]["p"] == 0
+    table = design_table([outcomes], [null], "conditioning", 1.25)
     assert [c["check"] for c in table["thresholds"]] == ["wrong directional reading",
                                                          "coverage of the primary effect's interval"]
+    assert table["thresholds"][0]["passed"] == (wrong / 8 <= 0.05)
 
 
 def test_wrong_directional_counts_only_claims_the_truth_does_not_make():
