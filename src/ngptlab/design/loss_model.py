@@ -5,7 +5,8 @@ Final validation loss of a run (arm, budget T tokens, learning rate lr, seed), i
   L = E + A (S_arm T)^-alpha                         the data term of a Chinchilla-style law (Hoffmann et
                                                      al. 2022, arXiv 2203.15556, eq. 10 and its Approach 3
                                                      fit: B = 410.7, beta = 0.28, with E standing in for the
-                                                     irreducible and model-size terms at a fixed shape);
+                                                     irreducible and model-size terms at a fixed shape:
+                                                     illustrative E = 2.0 nats);
                                                      S_arm is the arm's planted token speed-up over gpt
       + c (ln lr - ln lr*(T))^2                      the learning-rate curvature: a parabola in ln lr
                                                      (illustrative c = 0.04: a learning rate x2 off the
