@@ -1,5 +1,6 @@
 """`ngptlab <verb>`: one subcommand per pipeline stage (prepare, train, condition, evaluate, speedup,
-report) plus `plan` (validate params, list the runs) and `bench` (speed benchmarks).
+report) plus `plan` (validate params, list the runs), `design` (check a design on planted worlds) and `bench`
+(speed benchmarks).
 
 Each verb lives in `ngptlab/<verb>/command.py`, which provides `configure(parser)` for its own options and
 `run(args, params) -> int`. This module only loads and validates the params file and dispatches, so every
