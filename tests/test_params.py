@@ -79,7 +79,7 @@ def test_default_params_are_valid():
          "train.budgets: 256 is smaller than one batch at context 128 (train.batch_sequences 4 x 128 = 512 "
          "tokens)"),
         (lambda p: p.update(extra={}),
-         "unknown key extra; allowed keys: condition, evaluate, prepare, report, speedup, train"),
+         "unknown key extra; allowed keys: condition, design, evaluate, prepare, report, speedup, train"),
         (lambda p: p["train"]["learning_rates"].update({"bad name": {"gpt": [1e-3]}}),
          "train.learning_rates: 'bad name' does not match"),
         (lambda p: p["train"]["learning_rates"]["cpu-4l"].update(gpt=[0.0]),

@@ -1,5 +1,6 @@
 """`ngptlab <verb>`: one subcommand per pipeline stage (prepare, train, condition, evaluate, speedup,
-report) plus `plan` (validate params, list the runs) and `bench` (speed benchmarks).
+report) plus `plan` (validate params, list the runs), `design` (check a design on planted worlds) and `bench`
+(speed benchmarks).
 
 Each verb lives in `ngptlab/<verb>/command.py`, which provides `configure(parser)` for its own options and
 `run(args, params) -> int`. This module only loads and validates the params file and dispatches, so every
@@ -31,6 +32,7 @@ VERBS = {
     "speedup": "estimate the token speed-up of every arm for one (scale, context) cell",
     "report": "render reports/report.md and report.html from results/",
     "plan": "validate the params file and list the runs it describes",
+    "design": "check a design on planted worlds: how often its reading is right, before paying for it",
     "bench": "speed benchmarks, printed as ratios measured side by side",
 }
 

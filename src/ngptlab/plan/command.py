@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ngptlab.plan.estimate import MFU, PEAK_TFLOPS
 from ngptlab.plan.extend import DEFAULT_CAP
 from ngptlab.plan.grid import check_grid_file
 from ngptlab.plan.gridfile import write_plan
@@ -19,10 +20,11 @@ from ngptlab.plan.storage import PROFILE
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the run table as JSON")
-    parser.add_argument("--mfu", type=float, default=0.4,
-                        help="model FLOPs utilisation assumed (default 0.4)")
-    parser.add_argument("--peak-tflops", type=float, default=989.0,
-                        help="peak accelerator throughput in TFLOP/s (default 989: H100/H200 dense bf16)")
+    parser.add_argument("--mfu", type=float, default=MFU,
+                        help=f"model FLOPs utilisation assumed (default {MFU:g})")
+    parser.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS,
+                        help=f"peak accelerator throughput in TFLOP/s (default {PEAK_TFLOPS:g}: "
+                             "H100/H200 dense bf16)")
     parser.add_argument("--gpu-memory-gb", type=float, default=GPU_MEMORY_GB,
                         help=f"memory of one GPU, for the memory check (default {GPU_MEMORY_GB:g}: an H100; "
                              "141 for an H200)")

@@ -4,7 +4,7 @@ write one that does not validate. Used by `ngptlab plan --set` and `--extend-swe
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, MutableSequence
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -68,16 +68,27 @@ def add_entries(document: CommentedMap, key: str, entries: list[dict], match: tu
     train = document["train"]
     if key not in train:
         train[key] = CommentedSeq()
-    listed = train[key]
+    merge_entries(train[key], entries, match, _flow_row)
+
+
+def merge_entries(listed: MutableSequence, entries: list[dict], match: tuple[str, ...],
+                  row: Callable[[dict], dict] = dict) -> None:
+    """Each entry (as `row` makes it) appended to listed, or in place of the one equal on the `match`
+    fields: how a params file's train.pruned_sweeps and train.added_seeds grow, in the file or in memory."""
     for entry in entries:
-        row = CommentedMap(entry)
-        row.fa.set_flow_style()
-        for field, value in entry.items():
-            if isinstance(value, list):
-                row[field] = CommentedSeq(value)
-                row[field].fa.set_flow_style()
         same = [i for i, old in enumerate(listed) if match and all(old[f] == entry[f] for f in match)]
         if same:
-            listed[same[0]] = row
+            listed[same[0]] = row(entry)
         else:
-            listed.append(row)
+            listed.append(row(entry))
+
+
+def _flow_row(entry: dict) -> CommentedMap:
+    """One entry as a flow-style mapping on one line, its lists flow-style too."""
+    row = CommentedMap(entry)
+    row.fa.set_flow_style()
+    for field, value in entry.items():
+        if isinstance(value, list):
+            row[field] = CommentedSeq(value)
+            row[field].fa.set_flow_style()
+    return row

@@ -25,6 +25,8 @@ from ngptlab.schedule import branch_point, shares_trunk, trunk_warmup, warmup_st
 from ngptlab.settings import setting
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
+MFU = 0.4  # the model FLOPs utilisation assumed unless a command is told otherwise
+PEAK_TFLOPS = 989.0  # H100/H200 dense bf16
 
 
 def _gpu_hours(flops: float, mfu: float, peak_tflops: float) -> float:

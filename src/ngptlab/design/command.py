@@ -1,0 +1,103 @@
+"""`ngptlab design`: check a design (a params file: its grid, sweeps, seeds, train.protocol and speed-up
+settings) on planted worlds before any GPU-hour is spent.
+
+For every planted truth (design/truths.py) it plays --worlds worlds: the loss model (design/loss_model.py)
+gives every run's losses, the protocol runs through the stages' own functions and the speed-up stage's
+analyse_cell reads the result (design/protocol.py); the table (design/table.py) says how often the reading
+is right, how often intervals cover the truth, and whether the design meets the project's thresholds,
+beside its GPU-hours as `ngptlab plan` prices them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict
+
+from ngptlab.config.load import validate_params
+from ngptlab.design.loss_model import DESIGN_KEYS, loss_model
+from ngptlab.design.measured_noise import pooled_log_variance, seed_sd_from
+from ngptlab.design.printout import table_lines
+from ngptlab.design.simulate import simulate
+from ngptlab.design.table import design_table
+from ngptlab.design.truths import truths
+from ngptlab.errors import ParamsError
+from ngptlab.plan.edit import parse_assignment
+from ngptlab.plan.estimate import MFU, PEAK_TFLOPS, estimate_plan
+from ngptlab.plan.printout import projection
+from ngptlab.settings import setting
+from ngptlab.stats import LEVEL
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the table as JSON")
+    parser.add_argument("--worlds", type=int, metavar="N",
+                        help="planted worlds per truth (default: design.worlds, 200)")
+    parser.add_argument("--seed", type=int, help="the worlds' random seed (default: design.seed, 0)")
+    parser.add_argument("--jobs", type=int, metavar="N", help="processes (default: every CPU available)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"a loss-model parameter over the params file's design section, the value as "
+                             f"YAML (keys: {', '.join(DESIGN_KEYS)}); repeatable")
+    parser.add_argument("--noise-from", metavar="DIR",
+                        help="set seed_sd from a pilot's measured sd of ln S over seeds, pooled over "
+                             "DIR/results/speedup/*.json (design/measured_noise.py)")
+
+
+def with_design(params: dict, assignments: list[str], source: str) -> dict:
+    """params with design.<KEY> set from each KEY=VALUE, validated (a bad key or value names itself)."""
+    design = dict(params.get("design", {}))
+    for key, value in map(parse_assignment, assignments):
+        if key not in DESIGN_KEYS:
+            raise ParamsError(f"--set {key}: not a loss-model parameter; keys: {', '.join(DESIGN_KEYS)}")
+        design[key] = value
+    params = {**params, "design": design}
+    validate_params(params, source=source)
+    return params
+
+
+def gpu_hours(params: dict) -> dict:
+    """What `ngptlab plan` prints: the runs listed now and, with train.protocol, the whole protocol."""
+    projected = projection(params, mfu=MFU, peak_tflops=PEAK_TFLOPS)
+    return {"mfu": MFU, "peak_tflops": PEAK_TFLOPS,
+            "listed": estimate_plan(params, MFU, PEAK_TFLOPS)["total_gpu_hours"],
+            "projected": None if projected is None else projected["total_gpu_hours"]}
+
+
+def design_document(params: dict, params_file: str, worlds: int | None = None, seed: int | None = None,
+                    jobs: int | None = None) -> dict:
+    """The table of the module docstring, with the settings it was made under."""
+    design = params.get("design", {})
+    worlds = worlds or setting(design, "design.worlds")
+    seed = setting(design, "design.seed") if seed is None else seed
+    model = loss_model(params)
+    planted = truths(setting(design, "design.ngpt_speedups"))
+    primary = setting(params["speedup"], "speedup.primary_contrast")
+    margin = float(setting(params["speedup"], "speedup.equivalence_margin"))
+    outcomes = simulate(params, model, planted, worlds, seed, jobs)
+    return {"params_file": params_file, "worlds": worlds, "seed": seed, "level": LEVEL,
+            "model": asdict(model),
+            "primary": primary, "margin": margin, "gpu_hours": gpu_hours(params),
+            **design_table(outcomes, planted, primary, margin)}
+
+
+def measured_seed_sd(params: dict, root: str) -> dict:
+    """{root, log_sd, df, seed_sd}: the seed noise a pilot's speed-ups measured (design/measured_noise.py),
+    read at the grid's largest budget, where the target is."""
+    variance, df = pooled_log_variance(root)
+    seed_sd = seed_sd_from(loss_model(params), variance, max(params["train"]["budgets"]))
+    return {"root": root, "log_sd": math.sqrt(variance), "df": df, "seed_sd": seed_sd}
+
+
+def run(args: argparse.Namespace, params: dict) -> int:
+    params = with_design(params, args.set, args.params)
+    measured = measured_seed_sd(params, args.noise_from) if args.noise_from else None
+    if measured:
+        params = with_design(params, [f"seed_sd={measured['seed_sd']!r}"], args.params)
+    document = {**design_document(params, args.params, args.worlds, args.seed, args.jobs),
+                "noise_from": measured}
+    if args.json:
+        print(json.dumps(document, indent=1))
+    else:
+        print("\n".join(table_lines(document)))
+    return 0

@@ -1,0 +1,44 @@
+"""The seed noise of the loss model from a pilot's measured speed-ups (`ngptlab design --noise-from DIR`).
+
+A seed's ln S moves with the loss noise of the baseline's target run and of the arm's run where it reaches
+the target, divided by the law's slope there: to first order ln S = (e_baseline - e_arm) / s with
+s = |dL / d ln T| = alpha A T^-alpha at the target's budget T (both curves have that slope where the arm meets
+the target, since the arm's law is the baseline's at S T). So var(ln S) = 2 ((1 - seed_shared) seed_sd^2 +
+trunk_sd^2 + run_sd^2) / s^2, solved for seed_sd with the other terms as set. var(ln S) is pooled over every
+arm (not the baseline) and cell of results/speedup/*.json: sum(df sd^2) / sum(df), each arm's log.sd and df.
+A first-order reading: it ignores that the pilot's law, and so its slope, may differ from the model's.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ngptlab.design.loss_model import LossModel
+from ngptlab.errors import ResultsError
+from ngptlab.results import read_json
+
+
+def pooled_log_variance(root: str | Path) -> tuple[float, int]:
+    """(pooled variance of ln S over seeds, its degrees of freedom) from root's results/speedup/*.json."""
+    paths = sorted((Path(root) / "results" / "speedup").glob("*.json"))
+    weighted, df_total = 0.0, 0
+    for path in paths:
+        doc = read_json(path, "speed-up")
+        for arm, entry in doc.get("arms", {}).items():
+            log = entry["speedup"]["log"]
+            if arm != doc["baseline"] and log is not None and log["sd"] is not None:
+                weighted += log["df"] * log["sd"] ** 2
+                df_total += log["df"]
+    if df_total == 0:
+        raise ResultsError(f"{root}/results/speedup: no speed-up with an sd over seeds to measure the noise "
+                           "from")
+    return weighted / df_total, df_total
+
+
+def seed_sd_from(model: LossModel, log_variance: float, target_tokens: float) -> float:
+    """seed_sd solving the module docstring's var(ln S) at the target's budget (0 when the other terms
+    already account for all of it)."""
+    slope = model.exponent * model.amplitude * target_tokens ** -model.exponent
+    per_arm = log_variance * slope**2 / 2 - model.trunk_sd**2 - model.run_sd**2
+    return math.sqrt(max(0.0, per_arm) / (1.0 - model.seed_shared)) if model.seed_shared < 1 else 0.0

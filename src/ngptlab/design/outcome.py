@@ -1,0 +1,53 @@
+"""What one planted world's documents say, set beside the truth planted in it: one record per cell.
+
+All on the log scale: an arm's ln S (its speed-up's log mean and its interval, logged), each factorial
+effect and each paired contrast (ln S_a - ln S_b), each with the planted value it estimates; the primary
+effect's claim (held_claim of its p-values: exceeds, falls_short, equivalent, or None) and the reading.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ngptlab.design.truths import Truth
+from ngptlab.speedup.equivalence import held_claim
+
+
+def _logged(interval: list[float] | None) -> list[float] | None:
+    return None if interval is None else [math.log(x) for x in interval]
+
+
+def _log_mean(speedup: dict) -> float | None:
+    return None if speedup["log"] is None else speedup["log"]["mean"]
+
+
+def cell_outcome(doc: dict, truth: Truth, holm_reading: str | None = None) -> dict:
+    """{reading, claim, holm_reading, estimates {name: {estimate, interval, planted}}} of one cell's
+    document; names: "primary", "arm <arm>", "effect <name>", "contrast <label>"."""
+    reading = doc["reading"]
+    planted = {arm: math.log(truth.speedup(arm)) for arm in doc["arms_order"]}
+    estimates = {"primary": {"estimate": (reading["estimate"] or {}).get("ln"),
+                             "interval": reading["log_interval"],
+                             "planted": truth.effect(reading["primary"])}}
+    for arm, entry in doc["arms"].items():
+        if arm != doc["baseline"]:
+            estimates[f"arm {arm}"] = {"estimate": _log_mean(entry["speedup"]),
+                                       "interval": _logged(entry["speedup"]["interval"]),
+                                       "planted": planted[arm]}
+    for name, effect in ((doc["factorial"] or {}).get("effects") or {}).items():
+        estimates[f"effect {name}"] = {"estimate": effect["estimate"]["ln"],
+                                       "interval": effect["log_interval"],
+                                       "planted": truth.effect(name)}
+    for contrast in doc["contrasts"]:
+        estimates[f"contrast {contrast['label']}"] = {
+            "estimate": contrast["difference_log"]["mean"],
+            "interval": contrast["difference_log"]["interval"],
+            "planted": planted[contrast["a"]] - planted[contrast["b"]]}
+    return {"reading": reading["reading"], "claim": held_claim(reading["p_values"], reading["level"]),
+            "holm_reading": holm_reading, "estimates": estimates}
+
+
+def world_outcome(analysed: dict, truth: Truth) -> dict[str, dict]:
+    """{cell: cell_outcome} of one analysed world (design/protocol.py analysed_world)."""
+    holm = {row["cell"]: row["holm_reading"] for row in analysed["across"] or []}
+    return {cell: cell_outcome(doc, truth, holm.get(cell)) for cell, doc in analysed["cells"].items()}

@@ -1,0 +1,62 @@
+"""The design's table in words: one block per planted truth and cell, then the thresholds and the cost."""
+
+from __future__ import annotations
+
+
+def _p(value: dict) -> str:
+    return "   n/a    " if value["p"] is None else f"{value['p']:5.1%} ±{value['se']:5.1%}"
+
+
+def _num(x: float | None) -> str:
+    return f"{'n/a':>7}" if x is None else f"{x:+7.3f}"
+
+
+def scenario_lines(scenario: dict, primary: str) -> list[str]:
+    lines = []
+    for cell, s in scenario["cells"].items():
+        expected = (s["expected_reading"] or "on the margin's edge").split(" with ")[0]
+        lines.append(f"{scenario['truth']} — {cell} ({scenario['worlds']} worlds; planted {primary}: "
+                     f"{s['estimates']['primary']['planted']:+.3f} ln, claim {s['planted_claim']}, "
+                     f"expected reading: {expected})")
+        lines.append("  reading:    " + "   ".join(f"{k} {_p(v)}" for k, v in s["readings"].items()))
+        if "holm_readings" in s:
+            lines.append("  Holm:       " + "   ".join(f"{k} {_p(v)}" for k, v in s["holm_readings"].items()))
+        lines.append("  claim:      " + "   ".join(f"{k} {_p(v)}" for k, v in s["claims"].items()))
+        correct = "n/a" if s["correct"] is None else _p(s["correct"])
+        lines.append(f"  correct reading {correct}   wrong directional {_p(s['wrong_directional'])}")
+        lines.append(f"  {'estimate (ln)':<34} {'planted':>7} {'bias':>7}  {'coverage':<15} "
+                     f"{'with interval':<15}")
+        for name, e in s["estimates"].items():
+            label = f"{name} ({primary})" if name == "primary" else name
+            lines.append(f"  {label:<34} {_num(e['planted'])} {_num(e['bias'])}  {_p(e['coverage']):<15} "
+                         f"{_p(e['with_interval']):<15}")
+        lines.append("")
+    return lines
+
+
+def table_lines(document: dict) -> list[str]:
+    """The whole printout of `ngptlab design`."""
+    model = ", ".join(f"{k} {v:g}" for k, v in document["model"].items())
+    lines = [f"design check of {document['params_file']}: {document['worlds']} planted worlds per truth, "
+             f"primary effect {document['primary']}, margin x{document['margin']:g}",
+             f"loss model (design/loss_model.py): {model}",
+             "each probability ± its Monte-Carlo standard error; coverage of level-"
+             f"{document['level']:.0%} intervals; ln scale throughout"]
+    measured = document.get("noise_from")
+    if measured:
+        lines.append(f"seed_sd {measured['seed_sd']:.4g} from the pooled sd of ln S over seeds measured "
+                     f"under {measured['root']}: {measured['log_sd']:.3g} (df {measured['df']})")
+    lines.append("")
+    for scenario in document["scenarios"]:
+        lines += scenario_lines(scenario, document["primary"])
+    lines.append("thresholds:")
+    for c in document["thresholds"]:
+        lines.append(f"  {'PASS' if c['passed'] else 'FAIL'}  {c['check']} {c['bound']}: {_p(c['value'])} "
+                     f"({c['truth']}, {c['cell']})")
+    cost = document["gpu_hours"]
+    projected = ("" if cost["projected"] is None
+                 else f"; projected over the whole protocol {cost['projected']:,.0f}")
+    lines.append(f"GPU-hours (`ngptlab plan`, {cost['mfu']:.0%} MFU of {cost['peak_tflops']:g} TFLOP/s): "
+                 f"{cost['listed']:,.0f} for the runs listed now{projected}")
+    lines.append(f"design {'meets' if document['passed'] else 'does NOT meet'} every threshold")
+    return lines

@@ -1,0 +1,56 @@
+"""A design's protocol played out on one planted world, through the very functions the stages use.
+
+The grid the params file describes (ngptlab.grid.enumeration), then the steps train.protocol names, in the
+order the project runs them: the pruning of the sweeps (ngptlab.plan.prune.proposed_prunes) and the added
+seeds (ngptlab.plan.seeds.proposed_seeds), each reading the world's results and its entries merged into an
+in-memory copy of the params as `ngptlab plan` merges them into the file (ngptlab.plan.edit.merge_entries);
+the grid grows, and its new runs get planted losses when the estimate asks for them. Finally every cell's
+document from ngptlab.speedup.cell.analyse_cell, and with several cells the report's Holm adjustment of the
+primary effect across them (ngptlab.report.kit.across_cells).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from ngptlab.design.world import World
+from ngptlab.grid.enumeration import compared_runs, enumerate_cells
+from ngptlab.plan.edit import merge_entries
+from ngptlab.plan.prune import proposed_prunes
+from ngptlab.plan.seeds import ENTRY_KEY, proposed_seeds
+from ngptlab.report.kit.across_cells import primary_across_cells
+from ngptlab.report.kit.load import Results
+from ngptlab.settings import setting
+from ngptlab.speedup.cell import analyse_cell
+
+
+def played_protocol(params: dict, world: World) -> tuple[dict, dict]:
+    """(the params once train.protocol's steps are applied, {pruned_sweeps, added_seeds}: their entries)."""
+    params = copy.deepcopy(params)
+    train = params["train"]
+    protocol = setting(train, "train.protocol")
+    decisions: dict[str, list[dict]] = {"pruned_sweeps": [], "added_seeds": []}
+    prune = setting(protocol, "train.protocol.prune_sweeps")
+    if prune:
+        decisions["pruned_sweeps"], _ = proposed_prunes(params, world.result_of, prune["keep"])
+        merge_entries(train.setdefault("pruned_sweeps", []), decisions["pruned_sweeps"], ())
+    n_seeds = setting(protocol, "train.protocol.add_seeds")
+    if n_seeds:
+        decisions["added_seeds"], _ = proposed_seeds(params, world.result_of, n_seeds)
+        merge_entries(train.setdefault("added_seeds", []), decisions["added_seeds"], ENTRY_KEY)
+    return params, decisions
+
+
+def analysed_world(params: dict, world: World) -> dict:
+    """{params (grown), decisions, cells {cell: analyse_cell's document}, across [primary_across_cells rows]
+    | None (one cell: no family to adjust)}."""
+    grown, decisions = played_protocol(params, world)
+    runs = compared_runs(grown)
+    cells = {cell: analyse_cell(grown, cell, [world.result_of(s) for s in runs if s.cell == cell])
+             for cell in enumerate_cells(grown)}
+    across = None
+    if len(cells) > 1:
+        across = primary_across_cells(Results(root=Path("."), params=grown, params_path=None, runs={},
+                                              speedups=cells, meta=None))
+    return {"params": grown, "decisions": decisions, "cells": cells, "across": across}

@@ -1,0 +1,56 @@
+"""Every planted truth (design/truths.py) over design.worlds worlds each, spread over processes.
+
+World w of truth i draws from numpy's generator seeded [design.seed, i, w], so its runs are the same
+whichever process plays it and however many there are.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import numpy as np
+
+from ngptlab.design.loss_model import LossModel
+from ngptlab.design.outcome import world_outcome
+from ngptlab.design.protocol import analysed_world
+from ngptlab.design.truths import Truth
+from ngptlab.design.world import World
+
+_shared: dict = {}  # a worker's params, model and truths (set once per process, not sent per world)
+
+
+def planted_world(params: dict, model: LossModel, truth: Truth, seed: int, truth_index: int,
+                  world_index: int) -> World:
+    """World world_index of truth truth_index: its generator seeded [seed, truth_index, world_index]."""
+    rng = np.random.default_rng([seed, truth_index, world_index])
+    return World(model, truth, params["train"]["eval_every_tokens"], rng)
+
+
+def _play(task: tuple[int, int]) -> tuple[int, dict]:
+    truth_index, world_index = task
+    params, model, truths, seed = (_shared[k] for k in ("params", "model", "truths", "seed"))
+    truth = truths[truth_index]
+    world = planted_world(params, model, truth, seed, truth_index, world_index)
+    return truth_index, world_outcome(analysed_world(params, world), truth)
+
+
+def _share(params: dict, model: LossModel, truths: list[Truth], seed: int) -> None:
+    _shared.update(params=params, model=model, truths=truths, seed=seed)
+
+
+def simulate(params: dict, model: LossModel, truths: list[Truth], worlds: int, seed: int,
+             jobs: int | None = None) -> list[list[dict]]:
+    """[truth index][world] -> world_outcome; jobs processes (default: the CPUs this process may use)."""
+    tasks = [(i, w) for i in range(len(truths)) for w in range(worlds)]
+    jobs = min(jobs or len(os.sched_getaffinity(0)), len(tasks))
+    if jobs <= 1:
+        _share(params, model, truths, seed)
+        played = [_play(task) for task in tasks]
+    else:
+        with multiprocessing.get_context("fork").Pool(jobs, _share, (params, model, truths, seed)) as pool:
+            played = pool.map(_play, tasks, chunksize=4)
+    outcomes: list[list[dict]] = [[] for _ in truths]
+    for truth_index, outcome in played:
+        outcomes[truth_index].append(outcome)
+    return outcomes

@@ -1,0 +1,110 @@
+"""The design's table: per planted truth and cell, how often each reading and claim comes out, how often
+each interval covers its planted value, the bias of each estimate, and the thresholds a design must meet.
+
+Every probability p over n worlds comes with its Monte-Carlo standard error sqrt(p (1 - p) / n).
+Definitions (per cell; the primary effect is speedup.primary_contrast):
+- correct reading: the reading the planted effect gives (design/truths.py Truth.reading);
+- wrong directional: the primary effect's claim is "exceeds" or "falls short" and the planted effect makes
+  another claim (under the null, any directional claim);
+- coverage: among the worlds where an estimate has an interval, the fraction whose interval holds the
+  planted value (an arm's ln S, an effect, a contrast's ln S_a - ln S_b); with_interval: the fraction of
+  worlds with one;
+- bias: the mean over worlds with an estimate of estimate - planted (ln scale).
+Thresholds: >= 80% correct readings in every world where the account is true and where it is false, <= 5%
+wrong directional readings under the null, and 93-97% coverage of the primary effect's interval in each.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from ngptlab.design.truths import Truth
+from ngptlab.speedup.equivalence import CLAIMS, NOT_RESOLVED
+from ngptlab.speedup.reading import CONSISTENT, INCONSISTENT
+
+READINGS = {"consistent": CONSISTENT, "inconsistent": INCONSISTENT, "not resolved": NOT_RESOLVED}
+DIRECTIONAL = ("exceeds", "falls_short")
+MIN_CORRECT, MAX_WRONG_DIRECTIONAL, COVERAGE = 0.80, 0.05, (0.93, 0.97)
+
+
+def proportion(hits: int, n: int) -> dict:
+    """{p, se, n}: a Monte-Carlo proportion and its standard error (None over no worlds)."""
+    if n == 0:
+        return {"p": None, "se": None, "n": 0}
+    p = hits / n
+    return {"p": p, "se": math.sqrt(p * (1 - p) / n), "n": n}
+
+
+def _covers(interval: list[float], value: float) -> bool:
+    return interval[0] <= value <= interval[1]
+
+
+def estimate_summary(entries: list[dict]) -> dict:
+    """{planted, with_interval, coverage, bias, n_estimates} of one estimate over the worlds."""
+    with_interval = [e for e in entries if e["interval"] is not None]
+    estimated = [e["estimate"] - e["planted"] for e in entries if e["estimate"] is not None]
+    return {"planted": entries[0]["planted"],
+            "with_interval": proportion(len(with_interval), len(entries)),
+            "coverage": proportion(sum(_covers(e["interval"], e["planted"]) for e in with_interval),
+                                   len(with_interval)),
+            "bias": statistics.fmean(estimated) if estimated else None, "n_estimates": len(estimated)}
+
+
+def cell_summary(outcomes: list[dict], truth: Truth, primary: str, margin: float) -> dict:
+    """The table's entries of one cell over its worlds' outcomes (design/outcome.py)."""
+    n = len(outcomes)
+    expected, planted_claim = truth.reading(primary, margin), truth.claim(primary, margin)
+    names = list(dict.fromkeys(name for o in outcomes for name in o["estimates"]))
+    summary = {
+        "expected_reading": expected, "planted_claim": planted_claim,
+        "readings": {key: proportion(sum(o["reading"] == words for o in outcomes), n)
+                     for key, words in READINGS.items()},
+        "claims": {claim: proportion(sum(o["claim"] == claim for o in outcomes), n) for claim in CLAIMS}
+        | {"none": proportion(sum(o["claim"] is None for o in outcomes), n)},
+        "correct": (None if expected is None
+                    else proportion(sum(o["reading"] == expected for o in outcomes), n)),
+        "wrong_directional": proportion(sum(o["claim"] in DIRECTIONAL and o["claim"] != planted_claim
+                                            for o in outcomes), n),
+        "estimates": {name: estimate_summary([o["estimates"][name] for o in outcomes
+                                              if name in o["estimates"]]) for name in names}}
+    if any(o["holm_reading"] is not None for o in outcomes):
+        summary["holm_readings"] = {key: proportion(sum(o["holm_reading"] == words for o in outcomes), n)
+                                    for key, words in READINGS.items()}
+    return summary
+
+
+def thresholds(scenarios: list[dict]) -> list[dict]:
+    """[{check, truth, cell, value {p, se, n}, bound, passed}]: the module docstring's thresholds."""
+    checks = []
+    for scenario in scenarios:
+        account = scenario["account"]
+        for cell, s in scenario["cells"].items():
+            row = {"truth": scenario["truth"], "cell": cell}
+            if account != "null" and s["correct"] is not None:
+                checks.append({**row, "check": "correct reading", "value": s["correct"],
+                               "bound": f">= {MIN_CORRECT:.0%}", "passed": s["correct"]["p"] >= MIN_CORRECT})
+            if account == "null":
+                value = s["wrong_directional"]
+                checks.append({**row, "check": "wrong directional reading", "value": value,
+                               "bound": f"<= {MAX_WRONG_DIRECTIONAL:.0%}",
+                               "passed": value["p"] <= MAX_WRONG_DIRECTIONAL})
+            coverage = s["estimates"]["primary"]["coverage"]
+            inside = coverage["p"] is not None and COVERAGE[0] <= coverage["p"] <= COVERAGE[1]
+            checks.append({**row, "check": "coverage of the primary effect's interval", "value": coverage,
+                           "bound": f"{COVERAGE[0]:.0%}-{COVERAGE[1]:.0%}",
+                           "passed": inside})
+    return checks
+
+
+def design_table(outcomes: list[list[dict]], truths: list[Truth], primary: str, margin: float) -> dict:
+    """{scenarios [{truth, account, ngpt, worlds, cells {cell: cell_summary}}], thresholds, passed}."""
+    scenarios = []
+    for truth, worlds in zip(truths, outcomes, strict=True):
+        cells = list(dict.fromkeys(cell for world in worlds for cell in world))
+        scenarios.append({"truth": truth.label, "account": truth.account, "ngpt": truth.ngpt,
+                          "worlds": len(worlds),
+                          "cells": {cell: cell_summary([w[cell] for w in worlds], truth, primary, margin)
+                                    for cell in cells}})
+    checks = thresholds(scenarios)
+    return {"scenarios": scenarios, "thresholds": checks, "passed": all(c["passed"] for c in checks)}

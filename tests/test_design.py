@@ -1,0 +1,180 @@
+"""`ngptlab design`: the simulator plays a design through the stages' own functions, so on one planted world
+it must decide and estimate exactly what the real commands do on the same runs written to disk."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from ngptlab.cli import main
+from ngptlab.config.load import load_params, validate_params
+from ngptlab.design.command import measured_seed_sd, with_design
+from ngptlab.design.loss_model import loss_model
+from ngptlab.design.outcome import world_outcome
+from ngptlab.design.protocol import analysed_world
+from ngptlab.design.simulate import planted_world
+from ngptlab.design.table import cell_summary, design_table
+from ngptlab.design.truths import Truth
+from ngptlab.grid.enumeration import compared_runs
+from ngptlab.grid.runs import RunSpec
+from ngptlab.layout import REPO_ROOT
+from ngptlab.results import train_dir
+from ngptlab.speedup.equivalence import held_claim
+
+ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt"]
+CELL = "cpu-4l-ctx128"
+
+
+def small_params(protocol: bool = True) -> dict:
+    """One cell, the 2x2, three budgets of a few thousand tokens, three learning rates, two seeds; with
+    protocol: prune to two learning rates above the middle budget, then add a seed."""
+    params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
+    train = params["train"]
+    train.update(scales=["cpu-4l"], contexts=[128], arms=ARMS, budgets=[4096, 8192, 16384], seeds=[0, 1],
+                 learning_rates={"cpu-4l": {arm: [1e-3, 2e-3, 4e-3] for arm in ARMS}}, eval_every_tokens=2048)
+    if protocol:
+        train["protocol"] = {"prune_sweeps": {"after_budget": 8192, "keep": 2}, "add_seeds": 1}
+    params["speedup"].update(baseline="gpt", bootstrap=50, seed=0)
+    # a noisy world at a 2x ngpt: the seeds and the learning rates the protocol picks differ by arm
+    params["design"] = {"seed_sd": 0.01, "run_sd": 0.01, "amplitude": 40.0, "lr_curvature": 0.05}
+    validate_params(params, source="small design")
+    return params
+
+
+def write_world_runs(root: Path, params: dict, world) -> None:
+    """Every compared run of the grid not yet on disk, as the train stage writes it (summary.json and the
+    validation rows of metrics.jsonl), from the world's planted results."""
+    for spec in compared_runs(params):
+        out = train_dir(root, spec)
+        if (out / "summary.json").is_file():
+            continue
+        result = world.result_of(spec)
+        out.mkdir(parents=True, exist_ok=True)
+        rows = [{"step": int(t) // 512, "tokens": int(t), "val_loss": loss} for t, loss in result.curve]
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (out / "summary.json").write_text(json.dumps({"run": spec.name, "spec": spec.as_dict(),
+                                                      "status": "completed",
+                                                      "final_val_loss": result.final_val_loss}))
+
+
+def test_simulated_world_equals_the_real_commands(tmp_path):
+    params = small_params()
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    truth = Truth("account true", 2.0)
+    world = planted_world(params, loss_model(params), truth, seed=3, truth_index=0, world_index=0)
+    simulated = analysed_world(params, world)
+    decisions = simulated["decisions"]
+    assert decisions["pruned_sweeps"] and decisions["added_seeds"]
+
+    # the project's steps on disk: train (planted), prune, train, add seeds, train, speed-up
+    (tmp_path / "src").symlink_to(REPO_ROOT / "src")  # the plan fingerprints the code under --root
+    write_world_runs(tmp_path, load_params(params_file), world)
+    assert main(["plan", "--params", str(params_file), "--prune-sweeps", "2", "--root", str(tmp_path)]) == 0
+    write_world_runs(tmp_path, load_params(params_file), world)
+    assert main(["plan", "--params", str(params_file), "--add-seeds", "1", "--root", str(tmp_path)]) == 0
+    write_world_runs(tmp_path, load_params(params_file), world)
+    grown = load_params(params_file)
+    assert grown["train"]["pruned_sweeps"] == decisions["pruned_sweeps"]
+    assert grown["train"]["added_seeds"] == decisions["added_seeds"]
+    assert compared_runs(grown) == compared_runs(simulated["params"])
+    assert main(["speedup", "--params", str(params_file), "--cell", CELL, "--root", str(tmp_path)]) == 0
+
+    on_disk = json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())
+    in_memory = json.loads(json.dumps(simulated["cells"][CELL]))
+    assert on_disk["reading"] == in_memory["reading"]
+    assert on_disk["factorial"] == in_memory["factorial"]
+    for arm in ARMS:
+        assert on_disk["arms"][arm]["per_seed"] == in_memory["arms"][arm]["per_seed"]
+    assert [p["seed"] for p in on_disk["arms"]["ngpt"]["per_seed"]] == [0, 1, 2]  # the added seed entered
+    assert on_disk == in_memory  # and so does everything else the document holds
+
+
+def test_seed_noise_has_its_set_sd():
+    params = small_params(protocol=False)
+    params["design"] = {"seed_sd": 0.004, "seed_shared": 0.5, "trunk_sd": 0.0, "run_sd": 0.0}
+    model = loss_model(params)
+    world = planted_world(params, model, Truth("null", 1.0), seed=0, truth_index=0, world_index=0)
+    seeds = range(4000)
+    spec = lambda arm, s: RunSpec("cpu-4l", 128, arm, 8192, 2e-3, s)  # noqa: E731
+    gpt = [world.result_of(spec("gpt", s)).final_val_loss for s in seeds]
+    ngpt = [world.result_of(spec("ngpt", s)).final_val_loss for s in seeds]
+    assert statistics.stdev(gpt) == pytest.approx(0.004, rel=0.05)
+    assert statistics.correlation(gpt, ngpt) == pytest.approx(0.5, abs=0.05)  # seed_shared: the same batches
+    # every budget and learning rate of an (arm, seed) shares its seed noise: no run noise here
+    other = world.result_of(RunSpec("cpu-4l", 128, "gpt", 16384, 4e-3, 7)).final_val_loss
+    planted = model.curve(1.0, 4e-3, 16384, np.array([16384]), 0.0)[0]
+    assert other - planted == pytest.approx(gpt[7] - model.curve(1.0, 2e-3, 8192, np.array([8192]), 0.0)[0])
+
+
+def test_wrong_directional_rate_read_against_a_null_that_does_not_hold():
+    """Worlds planted with gpt-orth and ngpt at 1.5x, read against the null: every directional claim of the
+    conditioning effect is then wrong, so the rate is the share of worlds whose documents make one."""
+    params = small_params(protocol=False)
+    params["train"]["seeds"] = [0, 1, 2]
+    params = with_design(params, ["seed_sd=0.03", "run_sd=0.01"], "small design")
+    model, planted, null = loss_model(params), Truth("account true", 1.5), Truth("null", 1.0)
+    analysed = [analysed_world(params, planted_world(params, model, planted, 1, 0, w)) for w in range(6)]
+    outcomes = [world_outcome(a, planted) for a in analysed]
+    wrong = sum(held_claim(a["cells"][CELL]["reading"]["p_values"]) in ("exceeds", "falls_short")
+                for a in analysed)
+    assert 0 < wrong < 6
+    rate = cell_summary([w[CELL] for w in outcomes], null, "conditioning", 1.25)["wrong_directional"]
+    assert rate == {"p": wrong / 6, "se": math.sqrt(wrong / 6 * (1 - wrong / 6) / 6), "n": 6}
+    # read against the truth that was planted, exceeding is the right claim
+    against_planted = cell_summary([w[CELL] for w in outcomes], planted, "conditioning", 1.25)
+    assert against_planted["wrong_directional"]["p"] == 0
+    table = design_table([outcomes], [null], "conditioning", 1.25)
+    assert [c["check"] for c in table["thresholds"]] == ["wrong directional reading",
+                                                         "coverage of the primary effect's interval"]
+    assert table["thresholds"][0]["passed"] == (wrong / 8 <= 0.05)
+
+
+def test_wrong_directional_counts_only_claims_the_truth_does_not_make():
+    def outcome(claim):
+        estimate = {"estimate": 0.1, "interval": [-0.2, 0.4], "planted": 0.0}
+        return {"reading": "not resolved", "claim": claim, "holm_reading": None,
+                "estimates": {"primary": estimate}}
+    claims = ["exceeds", "falls_short", "equivalent", None, None, "exceeds", "equivalent", None, None, None]
+    null = cell_summary([outcome(c) for c in claims], Truth("null", 1.0), "conditioning", 1.25)
+    assert null["wrong_directional"]["p"] == pytest.approx(0.3)
+    assert null["estimates"]["primary"]["coverage"]["p"] == 1.0
+    true = cell_summary([outcome(c) for c in claims], Truth("account true", 4.0), "conditioning", 1.25)
+    assert true["wrong_directional"]["p"] == pytest.approx(0.1)  # exceeds is the planted claim there
+    assert true["expected_reading"].startswith("consistent")
+
+
+def test_noise_from_a_pilot_inverts_the_first_order_law(tmp_path):
+    params = small_params(protocol=False)
+    model = loss_model(params)
+    slope = model.exponent * model.amplitude * 16384 ** -model.exponent
+    log_var = 2 * (0.003**2 + model.trunk_sd**2 + model.run_sd**2) / slope**2  # seed_sd 0.003, no sharing
+    arms = {"gpt": {"speedup": {"log": None}},
+            "ngpt": {"speedup": {"log": {"sd": math.sqrt(log_var * 0.5), "df": 1}}},
+            "gpt-orth": {"speedup": {"log": {"sd": math.sqrt(log_var * 1.25), "df": 2}}}}  # pooled: log_var
+    out = tmp_path / "results" / "speedup" / f"{CELL}.json"
+    out.parent.mkdir(parents=True)
+    out.write_text(json.dumps({"baseline": "gpt", "arms": arms}))
+    measured = measured_seed_sd(params, str(tmp_path))
+    assert measured["df"] == 3 and measured["seed_sd"] == pytest.approx(0.003)
+
+
+def test_design_command_prints_the_table_as_json(tmp_path, capsys):
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(small_params(protocol=False), sort_keys=False))
+    assert main(["design", "--params", str(params_file), "--worlds", "1", "--jobs", "1", "--json",
+                 "--set", "seed_sd=0.003"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"]["seed_sd"] == 0.003 and doc["worlds"] == 1
+    assert [s["truth"] for s in doc["scenarios"]] == ["account true, ngpt x1.5", "account true, ngpt x4",
+                                                      "account false, ngpt x1.5", "account false, ngpt x4",
+                                                      "null"]
+    assert len(doc["thresholds"]) == 10 and doc["gpu_hours"]["projected"] is None
+    assert main(["design", "--params", str(params_file), "--set", "seed_sd=-1"]) == 2
