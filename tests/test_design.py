@@ -119,7 +119,7 @@ def test_wrong_directional_rate_read_against_a_null_that_does_not_hold():
     conditioning effect is then wrong, so the rate is the share of worlds whose documents make one."""
     params = small_params(protocol=False)
     params["train"]["seeds"] = [0, 1, 2]
-    params = with_design(params, ["seed_sd=0.03", "run_sd=0.01"], "small design")
+    params = with_design(params, ["seed_sd=0.06", "run_sd=0.01"], "small design")
     model, planted, null = loss_model(params), Truth("account true", 1.5), Truth("null", 1.0)
     analysed = [analysed_world(params, planted_world(params, model, planted, 1, 0, w)) for w in range(6)]
     outcomes = [world_outcome(a, planted) for a in analysed]
@@ -134,7 +134,7 @@ def test_wrong_directional_rate_read_against_a_null_that_does_not_hold():
     table = design_table([outcomes], [null], "conditioning", 1.25)
     assert [c["check"] for c in table["thresholds"]] == ["wrong directional reading",
                                                          "coverage of the primary effect's interval"]
-    assert table["thresholds"][0]["passed"] == (wrong / 8 <= 0.05)
+    assert table["thresholds"][0]["passed"] == (wrong / 6 <= 0.05)
 
 
 def test_wrong_directional_counts_only_claims_the_truth_does_not_make():

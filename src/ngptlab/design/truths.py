@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from ngptlab.speedup.equivalence import CLAIMS
+from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.factorial import ARMS, effect_of
 from ngptlab.speedup.reading import CONSISTENT, INCONSISTENT, PREDICTED
 
@@ -42,7 +43,7 @@ class Truth:
 
     def effect(self, name: str) -> float:
         """The planted factorial effect (ln scale), by the factorial's own weights."""
-        return effect_of(self.log_speedups(), name)
+        return effect_of({arm: Estimate(y) for arm, y in self.log_speedups().items()}, name).value
 
     def claim(self, name: str, margin: float) -> str | None:
         """The claim the planted effect makes on the symmetric rule, None on the margin's edge."""
