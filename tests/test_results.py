@@ -39,3 +39,19 @@ def test_a_completed_run_with_its_loss_is_read(tmp_path):
     write_summary(tmp_path, status="completed", final_val_loss=4.5)
     assert read_summary(tmp_path, SPEC)["final_val_loss"] == 4.5
     assert read_run_result(tmp_path, SPEC).usable
+
+
+def test_one_pass_gives_the_curve_and_the_observations_old_runs_none(tmp_path):
+    path = write_summary(tmp_path, status="completed", final_val_loss=4.5)
+    rows = [{"tokens": 4096, "val_loss": 5.5, "angular_rate": {"q": 0.02, "k": None}},
+            {"tokens": 2048, "val_loss": 6.0, "angular_rate": {"q": 0.03},
+             "kappa": {"embed_in_cov_condition": "inf"}},
+            {"tokens": 6144, "train_loss": 5.0}]
+    (train_dir(tmp_path, SPEC) / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = read_run_result(tmp_path, SPEC)
+    assert result.curve == [(2048.0, 6.0), (4096.0, 5.5)]
+    assert result.observed["angular_rate"] == [(2048.0, {"q": 0.03}), (4096.0, {"q": 0.02})]
+    assert result.observed["kappa"] == [(2048.0, {"embed_in_cov_condition": float("inf")})]
+    assert result.observed["relative_change"] == []
+    assert read_run_result(tmp_path, SPEC, with_curve=False).observed == {}
+    assert path

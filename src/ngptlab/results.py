@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,11 +132,16 @@ def read_summary(root: str | Path, spec: RunSpec) -> dict:
     return summary
 
 
-def _metrics_rows(root: str | Path, spec: RunSpec, field: str) -> Iterator[tuple[float, Any]]:
-    """(tokens, value of `field`) of every row of a run's metrics.jsonl that has the field."""
+OBSERVED = ("angular_rate", "relative_change", "kappa")  # what an evaluation point observes of the weights
+
+
+def _metrics_rows(root: str | Path, spec: RunSpec, fields: Sequence[str]
+                  ) -> dict[str, list[tuple[float, Any]]]:
+    """{field: [(tokens, value)] over the rows of a run's metrics.jsonl that have it}, in one pass."""
     path = train_dir(root, spec) / "metrics.jsonl"
     if not path.is_file():
         raise ResultsError(f"{path}: train metrics not found (train run {spec.name} first)")
+    out: dict[str, list[tuple[float, Any]]] = {name: [] for name in fields}
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -145,25 +150,42 @@ def _metrics_rows(root: str | Path, spec: RunSpec, field: str) -> Iterator[tuple
                 row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise ResultsError(f"{path}:{lineno}: not valid JSON: {err}") from None
-            if row.get(field) is None:
-                continue
-            if "tokens" not in row:
-                raise ResultsError(f"{path}:{lineno}: a row with {field} lacks 'tokens'")
-            yield float(row["tokens"]), row[field]
+            for name in fields:
+                if row.get(name) is None:
+                    continue
+                if "tokens" not in row:
+                    raise ResultsError(f"{path}:{lineno}: a row with {name} lacks 'tokens'")
+                out[name].append((float(row["tokens"]), row[name]))
+    return out
+
+
+def _val_curve(rows: Iterable[tuple[float, Any]]) -> list[tuple[float, float]]:
+    curve = [(tokens, float(loss)) for tokens, loss in rows]
+    return sorted((tokens, loss) for tokens, loss in curve if math.isfinite(loss))
+
+
+def _observed(rows: Iterable[tuple[float, Any]]) -> list[tuple[float, dict[str, float]]]:
+    return sorted(((tokens, {name: read_float(v) for name, v in values.items() if v is not None})
+                   for tokens, values in rows), key=lambda point: point[0])
+
+
+def read_metrics(root: str | Path, spec: RunSpec, observed: Sequence[str] = OBSERVED
+                 ) -> tuple[list[tuple[float, float]], dict[str, list[tuple[float, dict[str, float]]]]]:
+    """(read_val_curve, {field: read_observed} for each of `observed`) from one pass over metrics.jsonl."""
+    rows = _metrics_rows(root, spec, ["val_loss", *observed])
+    return _val_curve(rows["val_loss"]), {name: _observed(rows[name]) for name in observed}
 
 
 def read_val_curve(root: str | Path, spec: RunSpec) -> list[tuple[float, float]]:
     """(tokens, val_loss) at every evaluation point of a run, in token order; non-finite losses dropped."""
-    curve = [(tokens, float(loss)) for tokens, loss in _metrics_rows(root, spec, "val_loss")]
-    return sorted((tokens, loss) for tokens, loss in curve if math.isfinite(loss))
+    return read_metrics(root, spec, ())[0]
 
 
 def read_observed(root: str | Path, spec: RunSpec, field: str) -> list[tuple[float, dict[str, float]]]:
     """(tokens, {name: value}) of a field that an evaluation point observes of the weights (angular_rate,
     relative_change, kappa: condition/over_training.py), in token order; "inf" read as inf, null dropped.
     Empty for a run trained before the observations existed."""
-    return sorted(((tokens, {name: read_float(v) for name, v in values.items() if v is not None})
-                   for tokens, values in _metrics_rows(root, spec, field)), key=lambda point: point[0])
+    return _observed(_metrics_rows(root, spec, [field])[field])
 
 
 @dataclass(frozen=True)
@@ -174,6 +196,9 @@ class RunResult:
     status: str
     final_val_loss: float  # nan when the run diverged before any evaluation
     curve: list[tuple[float, float]] = field(default_factory=list)
+    # (tokens, {name: value}) per field of OBSERVED at the run's evaluation points; empty for a run trained
+    # before the observations existed (or read without its curve)
+    observed: dict[str, list[tuple[float, dict[str, float]]]] = field(default_factory=dict)
 
     @property
     def usable(self) -> bool:
@@ -188,5 +213,5 @@ def read_run_result(root: str | Path, spec: RunSpec, with_curve: bool = True) ->
     except (TypeError, ValueError):
         path = train_dir(root, spec) / "summary.json"
         raise ResultsError(f"{path}: final_val_loss {summary['final_val_loss']!r} is not a number") from None
-    curve = read_val_curve(root, spec) if with_curve else []
-    return RunResult(spec=spec, status=summary["status"], final_val_loss=loss, curve=curve)
+    curve, observed = read_metrics(root, spec) if with_curve else ([], {})
+    return RunResult(spec=spec, status=summary["status"], final_val_loss=loss, curve=curve, observed=observed)

@@ -3,6 +3,7 @@
 t_quantile          the two-sided Student t quantile, for integer degrees of freedom
 t_interval          mean +- t_{(1+level)/2, n-1} s / sqrt(n), the textbook interval of a mean
 mean_sd_interval    mean, sample sd, standard error, df and that interval, as one JSON-ready dict
+rank_correlation    Spearman's rho with its interval by Fisher's z (the report's correlations across arms)
 
 The report's calibration section and the speed-up stage share them, so both state their intervals alike;
 how many seeds a comparison needs is ngptlab.sample_size.
@@ -44,4 +45,33 @@ def mean_sd_interval(values: Sequence[float], level: float = LEVEL) -> dict:
         sd = statistics.stdev(values)
         lo, hi = t_interval(values, level)
         out.update(sd=sd, se=sd / math.sqrt(n), df=n - 1, interval=[lo, hi])
+    return out
+
+
+SPEARMAN_MIN = 4  # Fisher's z variance 1.06 / (n - 3) needs n > 3
+SPEARMAN_METHOD = ("Spearman ρ (scipy.stats.spearmanr), interval by Fisher's z = atanh ρ ± z_{(1+level)/2} "
+                   "sqrt(1.06 / (n − 3)) (Fieller, Hartley and Pearson 1957), back through tanh")
+
+
+def rank_correlation(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> dict:
+    """{rho, interval [lo, hi], n, method, level, note}: Spearman's rho of paired x, y and its interval by
+    Fisher's z with the Fieller-Hartley-Pearson variance 1.06 / (n - 3) (SPEARMAN_METHOD). rho and interval
+    are None below SPEARMAN_MIN pairs or where a variable is constant; the interval None at rho = +-1 (z
+    infinite); note says why."""
+    n = len(x)
+    out = {"rho": None, "interval": None, "n": n, "method": SPEARMAN_METHOD, "level": level, "note": None}
+    if n < SPEARMAN_MIN:
+        out["note"] = f"{n} point(s): Fisher's z needs at least {SPEARMAN_MIN} (variance 1.06 / (n - 3))"
+        return out
+    if len(set(x)) < 2 or len(set(y)) < 2:
+        out["note"] = "a constant variable has no rank correlation"
+        return out
+    rho = float(stats.spearmanr(x, y).statistic)
+    out["rho"] = rho
+    if abs(rho) >= 1:
+        out["note"] = "ρ = ±1: Fisher's z is infinite, no interval"
+        return out
+    half = float(stats.norm.ppf((1 + level) / 2)) * math.sqrt(1.06 / (n - 3))
+    z = math.atanh(rho)
+    out["interval"] = [math.tanh(z - half), math.tanh(z + half)]
     return out

@@ -88,10 +88,26 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    across cells
   reading{primary (speedup.primary_contrast), predicted (the claim the account predicts), margin,
           estimate {ln, ratio} | null, log_interval, interval, method, level, n_seeds, verdict, p_values,
-          reading, note}
+          reading, confounded_by_effective_lr (bool) | null, note}
                                    reading: "consistent with the account that conditioning explains nGPT's
                                    speed-up" | "inconsistent with ..." | "not resolved", the words the
-                                   report prints (speedup/reading.py)
+                                   report prints (speedup/reading.py), followed by "; confounded by the
+                                   effective learning rate (...)" when rivals.primary.confounded is true
+  rivals{arms {<arm>: {angular_rate, kappa {embed_in_cov_condition, layer34_qk_head_condition_median},
+               n_seeds}},
+         primary {effect, log_difference {mean, interval [lo, hi] | null, method, level}, ratio, n_seeds,
+                  confounded (bool) | null, note},
+         contrasts [{a, b, log_difference, ratio, n_seeds, confounded, note}], rule (text), note}
+                                   the effective learning rate beside the speed-ups (speedup/rivals.py):
+                                   per (arm, seed) from the run entering the seed's estimate at the arm's
+                                   largest budget, angular_rate = mean over its evaluation points of the
+                                   mean over the attention and MLP kinds (rad / step), kappa its last
+                                   (the input embedding's covariance; median of the layer 3-4 Q and K head
+                                   medians); per arm geometric means over the estimate seeds having them
+                                   (n_seeds); log_difference = the primary effect's factorial weights (or
+                                   a contrast's a minus b) on ln angular rate, paired t over seeds, ratio
+                                   its exp; confounded by the rule; null (with note) for runs trained
+                                   before the rates were logged
   by_baseline{<baseline>: {targets, arms {<arm>: {speedup, per_seed}}, contrasts}}
                                    only when speedup.baseline names several arms: for each but the first
                                    (the primary, whose speed-ups are the fields above), the same fields as
@@ -129,6 +145,7 @@ from ngptlab.speedup.factorial import factorial
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
 from ngptlab.speedup.interpolate import interpolate_cell
 from ngptlab.speedup.reading import primary_reading
+from ngptlab.speedup.rivals import rivals
 from ngptlab.speedup.tuning import sweep_edges, tuned_arms
 from ngptlab.stats import LEVEL
 
@@ -187,12 +204,14 @@ def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
                       if p["seed"] in estimated} for arm, entry in estimate["arms"].items()}
     effects = factorial(per_seed, margin)
     primary = setting(cfg, "speedup.primary_contrast")
+    rival = rivals(results, estimate, primary, margin)
     # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.
     further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}
     return {"cell": cell, "scale": scale, "context": context, "method": METHOD,
             "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
                           "min_seeds": BOOTSTRAP_MIN_SEEDS},
-            **estimate, **further, "factorial": effects, "reading": primary_reading(effects, primary, margin),
+            **estimate, **further, "factorial": effects,
+            "reading": primary_reading(effects, primary, margin, confound=rival["primary"]), "rivals": rival,
             "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
 
 

@@ -10,11 +10,17 @@ The reading is "consistent with" the account when the effect's verdict is the pr
 with" it when another claim holds, else "not resolved" (no interval, or an interval across a margin's
 edge). It never proves the account: the factorial is not clean (speedup/factorial.py).
 The same words serve the cell's own level-interval and, in the report, the Holm-adjusted claims across cells.
+Where the arms the primary effect credits turn their weights at another rate than those it debits
+(speedup/rivals.py: beyond the margin), the cell's words gain "; confounded by the effective learning rate
+(...)": the effect cannot tell conditioning from the effective learning rate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ngptlab.speedup.equivalence import NOT_RESOLVED, held_claim
+from ngptlab.speedup.rivals import clause
 from ngptlab.stats import LEVEL
 
 ACCOUNT = "the account that conditioning explains nGPT's speed-up"
@@ -32,18 +38,22 @@ def reading_words(primary: str, p_values: dict[str, float] | None, level: float 
     return CONSISTENT if claim == PREDICTED[primary] else INCONSISTENT
 
 
-def primary_reading(factorial: dict | None, primary: str, margin: float, level: float = LEVEL) -> dict:
+def primary_reading(factorial: dict | None, primary: str, margin: float, level: float = LEVEL,
+                    confound: Mapping | None = None) -> dict:
     """{primary, predicted, estimate {ln, ratio}, log_interval, interval, method, level, n_seeds, verdict,
-    p_values, reading, note}: the cell's primary effect and the words the report uses for it."""
+    p_values, reading, confounded_by_effective_lr, note}: the cell's primary effect and the words the report
+    uses for it; confound is rivals()'s primary entry (None: not checked)."""
     out = {"primary": primary, "predicted": PREDICTED[primary], "margin": margin, "estimate": None,
            "log_interval": None, "interval": None, "method": None, "level": level, "n_seeds": 0,
-           "verdict": None, "p_values": None, "reading": NOT_RESOLVED, "note": None}
+           "verdict": None, "p_values": None, "reading": NOT_RESOLVED, "confounded_by_effective_lr": None,
+           "note": None}
     if factorial is None:
         out["note"] = "the cell lacks one of gpt, gpt-rownorm, gpt-orth, ngpt: no factorial"
         return out
     effect = factorial["effects"][primary]
     out.update({key: effect[key] for key in ("estimate", "log_interval", "interval", "method", "level",
                                                "n_seeds", "verdict", "p_values")})
-    out["reading"] = reading_words(primary, effect["p_values"], level)
+    out["reading"] = reading_words(primary, effect["p_values"], level) + clause(confound or {})
+    out["confounded_by_effective_lr"] = (confound or {}).get("confounded")
     out["note"] = factorial["note"]
     return out

@@ -26,7 +26,7 @@ from ngptlab.errors import ResultsError
 from ngptlab.files import read_json, sha256_file
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
-from ngptlab.results import read_observed, read_summary, read_val_curve, train_dir
+from ngptlab.results import read_metrics, read_summary, train_dir
 from ngptlab.settings import baselines
 
 OBSERVED = ("angular_rate", "kappa")  # the metrics rows' observations of the weights the report draws
@@ -156,8 +156,7 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
             record.summary = read_summary(root, spec)
             record.summary_sha256 = note(run_results / "summary.json")
             if (run_results / "metrics.jsonl").is_file():
-                record.curve = read_val_curve(root, spec)
-                record.observed = {name: read_observed(root, spec, name) for name in OBSERVED}
+                record.curve, record.observed = read_metrics(root, spec, OBSERVED)
                 note(run_results / "metrics.jsonl")
         cond_files = layout.conditioning_files(spec.name)
         cond = root / cond_files["json"]

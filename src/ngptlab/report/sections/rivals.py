@@ -26,11 +26,10 @@ from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, 
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.table import Table, fmt_int, fmt_text
 from ngptlab.report.kit.views import Representative
+from ngptlab.speedup.rivals import HEAD_KEYS, RATE_KINDS
 
 RATIO_BAND = 1.25  # κ and the angular rate: a factor 1.25 either way
 LOSS_BAND = 0.02  # nats: about the spread of the eval windows' loss between neighbouring evaluations
-BLOCK_KINDS = ("q", "k", "v", "o", "mlp_u", "mlp_v", "mlp_o")
-HEAD_KEYS = tuple(f"layer{layer}_{kind}_head_condition_median" for layer in (3, 4) for kind in ("q", "k"))
 
 
 def _mean_of(names: tuple[str, ...], median: bool = False) -> Callable[[dict[str, float]], float | None]:
@@ -71,7 +70,7 @@ class Quantity:
 
 QUANTITIES = (
     Quantity("loss", "loss", lambda _: None),
-    Quantity("angular rate", "angular_rate", _mean_of(BLOCK_KINDS)),
+    Quantity("angular rate", "angular_rate", _mean_of(RATE_KINDS)),
     Quantity("κ input embedding", "kappa", _mean_of(("embed_in_cov_condition",))),
     Quantity("κ heads, layers 3-4", "kappa", _mean_of(HEAD_KEYS, median=True)),
 )

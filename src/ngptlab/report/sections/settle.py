@@ -9,12 +9,14 @@ is the JSON's (speedup/reading.py), per cell and again after Holm's adjustment a
 (kit/across_cells.py). Read top to bottom:
 
   settle_figure       speed-up against conditioning, one point per (cell, arm)
-  settle_table        per (cell, arm): place in the design, speed-up and conditioning (crossarm.arm_table)
-  tracking_table      rank correlation across arms of the speed-up with each conditioning number
+  settle_table        per (cell, arm): place in the design, speed-up, conditioning (crossarm.arm_table) and
+                      the angular update rate (the speed-up file's rivals)
+  tracking_table      rank correlation over arms and cells of ln S with ln κ and with ln angular rate
   comparisons_table   each probe arm against the baseline, with the seeds a 1.5x difference would need
   contrasts_table     the paired contrasts: gpt-orth and gpt-rownorm against nGPT, and against each other
   factorial_table     the 2x2 as a factorial: conditioning, norm and interaction effects, per cell
-  primary_table       the primary effect per cell, its reading, and both after Holm across cells
+  primary_table       the primary effect per cell, its reading, whether the effective learning rate
+                      confounds it (speedup/rivals.py), and both after Holm across cells
   verdict_text        what the primary effect says about the conditioning account, cell by cell
   section             the section: its text, the figure, the tables, the verdict
 A grid below report.min_budget_for_claims concludes nothing, whatever the intervals say.
@@ -24,11 +26,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ngptlab.report.kit import plot, views
 from ngptlab.report.kit.across_cells import HOLM, primary_across_cells
-from ngptlab.report.kit.crossarm import CONDITION_COLUMNS, Analysis
+from ngptlab.report.kit.crossarm import Analysis
 from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import arm_runs, bracket, censored_text, measurable_text, speedup_text
@@ -38,6 +41,8 @@ from ngptlab.speedup.equivalence import CLAIMS
 from ngptlab.speedup.factorial import CODING
 from ngptlab.speedup.inference import RESOLVE_RATIO, SIZE_KEYS
 from ngptlab.speedup.reading import ACCOUNT, PREDICTED
+from ngptlab.speedup.rivals import rule as confound_rule
+from ngptlab.stats import rank_correlation
 
 SETTLE_METRICS = {"eff_attn_head_condition_median": "κ attention, median over heads",
                   "eff_embed_in_cov_condition": "κ input emb. cov."}
@@ -125,20 +130,36 @@ def settle_figure(results: Results, arm_rows: pd.DataFrame, metrics: dict[str, s
                   "fast) to lower right.", svg, sorted(set(runs)))
 
 
-def settle_table(arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
-    """Per (cell, arm): place in the design, speed-up and conditioning (crossarm.arm_table)."""
+ANGULAR = "angular rate (rad/step)"
+ANGULAR_HOW = ("the speed-up file's rivals (speedup/rivals.py): per seed, the run entering its estimate at "
+               "the arm's largest budget, mean over its evaluation points of the mean over the attention and "
+               "MLP matrix kinds of the angle turned per step; geometric mean over the estimate seeds")
+
+
+def angular_rate(results: Results, cell: str, arm: str) -> float | None:
+    """The arm's angular update rate from the cell's speed-up file (None: not there or not logged)."""
+    doc = results.speedups.get(cell) or {}
+    entry = ((doc.get("rivals") or {}).get("arms") or {}).get(arm) or {}
+    return entry.get("angular_rate")
+
+
+def settle_table(results: Results, arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
+    """Per (cell, arm): place in the design, speed-up, conditioning (crossarm.arm_table) and angular rate."""
     cols = ["cell", "arm", "norms", "conditioning", "speedup", "speedup_display", *SETTLE_METRICS,
-            "final_val_loss", "n_seeds"]
-    t = Table("settle", "Speed-up against conditioning, per arm", cols, key=["cell", "arm"],
+            "angular_rate", "final_val_loss", "n_seeds"]
+    t = Table("settle", "Speed-up against conditioning and the effective learning rate, per arm", cols,
+              key=["cell", "arm"],
               headers={"speedup_display": "speed-up", "final_val_loss": "final val loss (mean)",
-                       "n_seeds": "seeds",
+                       "n_seeds": "seeds", "angular_rate": ANGULAR,
                        "norms": "weight norms", "conditioning": "conditioning", **SETTLE_METRICS},
               formats={"cell": fmt_text, "arm": fmt_text, "norms": fmt_text, "conditioning": fmt_text,
                        "speedup_display": fmt_text, "final_val_loss": fmt_loss, "n_seeds": fmt_int},
               shown=["cell", "arm", "norms", "conditioning", "speedup_display", *SETTLE_METRICS,
-                     "final_val_loss", "n_seeds"],
-              note="Conditioning of each arm's best-learning-rate runs at its largest budget, mean over "
-                   "seeds (report/crossarm.py arm_table).")
+                     "angular_rate", "final_val_loss", "n_seeds"],
+              note="κ: the condition stage's analysis of each arm's best-learning-rate runs at its largest "
+                   "budget, mean over seeds (report/crossarm.py arm_table); the speed-up file's κ over "
+                   f"training is not repeated here. Angular rate: {ANGULAR_HOW}; — where the runs predate "
+                   "it (Kosson et al. 2023, arXiv 2305.17212: the effective learning rate).")
     for _, row in arm_rows.iterrows():
         chosen = cross[(cross["cell"] == row["cell"]) & (cross["arm"] == row["arm"])
                        & cross["best_lr_for_budget"] & (cross["budget"] == row["budget"])]
@@ -146,6 +167,7 @@ def settle_table(arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
                "conditioning": row["conditioning"],
                "speedup": _float(row["speedup"]), "speedup_display": row["speedup_display"] or None,
                **{m: _float(row.get(m)) for m in SETTLE_METRICS},
+               "angular_rate": angular_rate(results, row["cell"], row["arm"]),
                "final_val_loss": _float(row["final_val_loss"]), "n_seeds": int(row["n_seeds"])},
               list(chosen["run"]))
     return t
@@ -158,27 +180,64 @@ def _float(x) -> float | None:
     return None if math.isnan(x) else x
 
 
-def tracking_table(results: Results, rho: pd.DataFrame, cross: pd.DataFrame) -> Table:
-    cols = ["cell", "metric", "rho", "n_arms", "bounds"]
-    t = Table("tracking", "Rank correlation across arms of the speed-up with each conditioning number", cols,
-              key=["cell", "metric"], headers={"rho": "Spearman ρ", "n_arms": "arms",
-                                               "bounds": "arms entering as a bound"},
-              formats={"cell": fmt_text, "metric": fmt_text, "n_arms": fmt_int, "bounds": fmt_text,
-                       "rho": lambda x: fmt_num(x, 2)},
-              note="report/crossarm.py tracking: within a cell, across arms. A bound enters at its bound "
-                   "value, which can misplace that arm's rank: read a ρ whose cell has bounds with care. A "
-                   "negative ρ means: the better conditioned (smaller κ), the larger the speed-up.")
+def _log(x) -> float | None:
+    """ln x of a positive finite number ("inf" and null read as in ngptlab.results), else None."""
+    x = None if x is None else read_float(x)
+    return math.log(x) if x is not None and 0 < x < math.inf else None
+
+
+def tracking_points(results: Results, arm_rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (cell, arm) with a speed-up: cell, arm, ln_s, bound, and ln of each SETTLE_METRICS κ and of
+    the angular rate (nan where missing, infinite or not positive)."""
+    out = []
+    for _, row in arm_rows.iterrows():
+        entry = ((results.speedups.get(row["cell"]) or {}).get("arms") or {}).get(row["arm"])
+        s = None if entry is None else entry["speedup"]
+        if s is None or _log(s["value"]) is None:
+            continue
+        values = {**{m: row.get(m) for m in SETTLE_METRICS},
+                  ANGULAR: angular_rate(results, row["cell"], row["arm"])}
+        out.append({"cell": row["cell"], "arm": row["arm"], "ln_s": _log(s["value"]), "bound": s["bound"],
+                    **{name: _log(v) if _log(v) is not None else math.nan for name, v in values.items()}})
+    return pd.DataFrame(out, columns=["cell", "arm", "ln_s", "bound", *SETTLE_METRICS, ANGULAR])
+
+
+def tracking_table(results: Results, arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
+    """Spearman ρ over arms and cells of ln S with ln κ (each SETTLE_METRICS) and with ln angular rate, with
+    its 95% interval by Fisher's z (ngptlab.stats.rank_correlation)."""
+    cols = ["metric", "rho", "interval_lo", "interval_hi", "rho_display", "n", "n_cells", "bounds", "method",
+            "note"]
+    t = Table("tracking", "Rank correlation over arms and cells of the speed-up with κ and with the "
+              "angular rate", cols, key=["metric"],
+              headers={"rho_display": "Spearman ρ [95% interval]", "n": "(cell, arm) points",
+                       "n_cells": "cells", "bounds": "points entering as a bound"},
+              formats={c: fmt_text for c in ("metric", "rho_display", "bounds", "method", "note")}
+              | {"n": fmt_int, "n_cells": fmt_int},
+              shown=["metric", "rho_display", "n", "n_cells", "bounds", "note"],
+              note="One point per (cell, arm) with a speed-up and the number (the baseline included, at "
+                   "S = 1): ln S against ln κ (the condition stage's, as in the table above) and against ln "
+                   f"angular rate ({ANGULAR_HOW}). Method: {rank_correlation([], [])['method']}, at 95%. "
+                   "Arms and cells are not randomised: a correlation, not a cause; points of one cell share "
+                   "its baseline, so they are not independent and the interval is optimistic. A bound "
+                   "enters at its bound value, which can misplace that arm's rank: read a ρ with bounds "
+                   "with care. A negative ρ with κ means: the better conditioned (smaller κ), the larger the "
+                   "speed-up; a positive ρ with the angular rate: the faster the weights turn, the larger.")
+    points = tracking_points(results, arm_rows)
+    if points.empty:
+        return t
     chosen = cross[cross["best_lr_for_budget"]]
     chosen = chosen[chosen["budget"] == chosen.groupby(["cell", "arm"])["budget"].transform("max")]
-    # The report shows the headline numbers of the effective matrices (the speed-up package has them all).
-    rho = rho[rho["metric"].isin([f"eff_{k}" for k in CONDITION_COLUMNS])]
-    for _, row in rho.iterrows():
-        doc = results.speedups.get(row["cell"]) or {}
-        bounds = [f"{arm} ({entry['speedup']['display']})" for arm, entry in doc.get("arms", {}).items()
-                  if entry["speedup"].get("bound")]
-        runs = chosen[chosen["cell"] == row["cell"]]["run"]  # the runs arm_table averaged
-        t.add({"cell": row["cell"], "metric": row["metric"], "rho": float(row["rho"]),
-               "n_arms": int(row["n_arms"]), "bounds": ", ".join(bounds) or None}, list(runs))
+    for metric in (*SETTLE_METRICS, ANGULAR):
+        used = points[np.isfinite(points[metric])]
+        r = rank_correlation(list(used["ln_s"]), list(used[metric]))
+        lo, hi = r["interval"] or (None, None)
+        display = (None if r["rho"] is None else fmt_num(r["rho"], 2)
+                   + (f" [{fmt_num(lo, 2)}, {fmt_num(hi, 2)}]" if r["interval"] else " (no interval)"))
+        bounds = [f"{row.cell} {row.arm}" for row in used.itertuples() if row.bound]
+        runs = chosen.merge(used[["cell", "arm"]], on=["cell", "arm"])["run"]  # the runs arm_table averaged
+        t.add({"metric": SETTLE_METRICS.get(metric, metric), "rho": r["rho"], "interval_lo": lo,
+               "interval_hi": hi, "rho_display": display, "n": r["n"], "n_cells": used["cell"].nunique(),
+               "bounds": ", ".join(bounds) or None, "method": r["method"], "note": r["note"]}, list(runs))
     return t
 
 
@@ -381,29 +440,51 @@ def factorial_table(results: Results) -> Table:
     return t
 
 
+def confound_text(doc: dict) -> str:
+    """Whether the effective learning rate confounds the primary effect (the speed-up file's rivals): its
+    ratio of angular rates with the interval it rests on, or why it is not known."""
+    rivals = doc.get("rivals")
+    if rivals is None:
+        return "not checked (a speed-up file without rivals: rerun the speedup stage)"
+    c = rivals["primary"]
+    if c["confounded"] is None:
+        return f"not measured: {c['note']}"
+    d = c["log_difference"]
+    interval = (bracket([math.exp(x) for x in d["interval"]]) if d["interval"] else "(no interval)")
+    return (f"{'confounded' if c['confounded'] else 'not confounded'}: the arms it credits turn their "
+            f"weights x{fmt_num(c['ratio'])} {interval} as fast ({d['level']:.0%} {d['method']}, "
+            f"{c['n_seeds']} seed{'s' if c['n_seeds'] != 1 else ''})")
+
+
 def primary_table(results: Results) -> Table:
     cols = ["cell", "primary", "ratio", "interval_lo", "interval_hi", "ratio_display", "verdict", "reading",
-            *CLAIMS, "holm_verdict", "holm_reading"]
+            "confounded", "confound", *CLAIMS, "holm_verdict", "holm_reading"]
     t = Table("primary", "The primary effect per cell, and across cells after Holm's adjustment", cols,
               key=["cell"],
               headers={"primary": "primary effect", "ratio_display": "effect [interval]",
                        "verdict": "verdict in the cell", "reading": "reading in the cell",
+                       "confound": "effective learning rate (angular rate)",
                        "holm_verdict": "verdict across cells (Holm)", "holm_reading": "reading across cells "
                        "(Holm)"} | CLAIM_HEADERS,
               formats={c: fmt_text for c in ("cell", "primary", "ratio_display", "verdict", "reading",
-                                             "holm_verdict", "holm_reading")}
+                                             "confounded", "confound", "holm_verdict", "holm_reading")}
               | {c: lambda x: fmt_num(x, 3) for c in CLAIMS},
-              shown=["cell", "primary", "ratio_display", "verdict", "reading", *CLAIMS, "holm_verdict",
-                     "holm_reading"],
+              shown=["cell", "primary", "ratio_display", "verdict", "reading", "confound", *CLAIMS,
+                     "holm_verdict", "holm_reading"],
               note=f"Across cells: {HOLM} (speedup/multiplicity.py). Holm's adjusted p-values, not a pooled "
-                   "estimate: the cells differ in scale and context and the question is asked per cell.")
+                   "estimate: the cells differ in scale and context and the question is asked per cell. "
+                   "Effective learning rate: the primary effect's factorial weights applied to ln angular "
+                   f"rate per seed ({ANGULAR_HOW}), paired t over seeds, exponentiated; "
+                   f"{confound_rule(rule(results)['equivalence_margin'] or 1.25)}.")
     for row in primary_across_cells(results):
         r, cell = row["reading"], row["cell"]
         lo, hi = r["interval"] or (None, None)
         t.add({"cell": cell, "primary": EFFECT_LABELS[r["primary"]],
                "ratio": (r["estimate"] or {}).get("ratio"), "interval_lo": lo, "interval_hi": hi,
                "ratio_display": _effect_text(r if r["estimate"] else None), "verdict": r["verdict"],
-               "reading": r["reading"], **(row["holm_p"] or dict.fromkeys(CLAIMS)),
+               "reading": r["reading"], "confounded": r.get("confounded_by_effective_lr"),
+               "confound": confound_text(results.speedups[cell]),
+               **(row["holm_p"] or dict.fromkeys(CLAIMS)),
                "holm_verdict": row["holm_verdict"], "holm_reading": row["holm_reading"]})
     return t
 
@@ -475,13 +556,14 @@ def section(doc: Document, results: Results, analysis: Analysis, comparisons: Ta
     doc.add(Text(rule_text(results)))
     fig = settle_figure(results, analysis.arm_rows, SETTLE_METRICS)
     doc.add(FigureBlock(fig) if fig else Text("No cell has both a speed-up and conditioning results yet."))
-    doc.add(TableBlock(settle_table(analysis.arm_rows, analysis.cross)), TableBlock(comparisons))
+    doc.add(TableBlock(settle_table(results, analysis.arm_rows, analysis.cross)), TableBlock(comparisons))
     contrasts = contrasts_table(results)
     if len(contrasts):
         doc.add(TableBlock(contrasts))
     factorial = factorial_table(results)
     if len(factorial):
         doc.add(TableBlock(factorial), TableBlock(primary_table(results)))
-    if not analysis.tracking.empty:
-        doc.add(TableBlock(tracking_table(results, analysis.tracking, analysis.cross)))
+    tracking = tracking_table(results, analysis.arm_rows, analysis.cross)
+    if len(tracking):
+        doc.add(TableBlock(tracking))
     doc.add(Text("**What the data show.** " + verdict_text(results, comparisons, views.too_small(results))))

@@ -1,0 +1,137 @@
+"""The rival account beside the factorial: does the effective learning rate move with what a contrast credits?
+
+An optimizer step of size lr turns a weight matrix of norm ||W|| by about lr / ||W||, so fixing the norms or
+the conditioning can change how fast the weights rotate, the effective learning rate (Kosson et al. 2023,
+"Rotational equilibrium", arXiv 2305.17212). If the arms a contrast credits rotate their weights at another
+rate than the arms it debits, the contrast is confounded by the effective learning rate.
+
+Per (arm, seed), from the run entering that seed's estimate at the arm's largest budget (the chosen-lr run:
+estimator per_seed `best`), read from its metrics rows (condition/over_training.py):
+  angular_rate = mean over the run's evaluation points t of the mean over the attention and MLP matrix kinds
+                 k (RATE_KINDS) of theta_k(t), the angle the kind's effective matrices turned per step since
+                 the previous point                                                            [rad / step]
+  kappa        = the run's last kappa: the input embedding's covariance (embed_in_cov_condition) and the
+                 median over the Q and K head medians of the paper's layers 3 and 4 (HEAD_KEYS)
+Per arm: each a geometric mean over the estimate seeds that have it (n_seeds those seeds).
+Per seed, with r_arm,s = ln angular_rate:
+  the primary factorial effect   d_s = sum_ab w_ab r_ab,s    (w the effect's factorial.WEIGHTS; seeds with
+                                                              all four 2x2 arms)
+  a contrast of a over b         d_s = r_a,s - r_b,s         (inference.CONTRASTS; seeds both arms have)
+so exp(d) is the ratio of effective learning rates the effect or contrast carries alongside its speed-ups.
+Over the seeds: mean d and its paired t-interval (ngptlab.stats.mean_sd_interval, scipy's t).
+Rule: confounded when |mean d| > ln M, M the equivalence margin (speedup.equivalence_margin): the arms it
+credits turn their weights more than xM faster, or slower, than those it debits; null without a rate.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+
+from ngptlab.results import RunResult
+from ngptlab.speedup.factorial import ARMS, WEIGHTS
+from ngptlab.speedup.inference import CONTRASTS
+from ngptlab.stats import LEVEL, mean_sd_interval
+
+RATE_KINDS = ("q", "k", "v", "o", "mlp_u", "mlp_v", "mlp_o")  # the attention and MLP matrix kinds
+EMBED_KEY = "embed_in_cov_condition"
+HEAD_KEYS = tuple(f"layer{layer}_{kind}_head_condition_median" for layer in (3, 4) for kind in ("q", "k"))
+HEADS = "layer34_qk_head_condition_median"  # the median over HEAD_KEYS
+KAPPA_LABELS = {EMBED_KEY: "κ input embedding covariance", HEADS: "κ heads, layers 3-4 (median of Q, K)"}
+METHOD = "paired t on ln angular rate over seeds"
+NO_RATE = "no angular rate over training in the runs entering the estimate (trained before it was logged)"
+
+
+def rule(margin: float) -> str:
+    return (f"confounded by the effective learning rate when the arms a contrast credits turn their "
+            f"weights more than x{margin:g} (the equivalence margin) faster or slower than those it debits: "
+            f"|mean difference in ln angular rate over seeds| > ln {margin:g}; the angular rate of a run is "
+            "the mean over its evaluation points of the mean over the attention and MLP matrix kinds "
+            "(rad / step)")
+
+
+def angular_rate(result: RunResult) -> float | None:
+    """The run's mean over evaluation points of the mean over RATE_KINDS of the angular rate (rad / step)."""
+    means = []
+    for _, rates in result.observed.get("angular_rate", []):
+        found = [rates[k] for k in RATE_KINDS if k in rates and math.isfinite(rates[k])]
+        if found:
+            means.append(statistics.fmean(found))
+    return statistics.fmean(means) if means else None
+
+
+def kappa(result: RunResult) -> dict[str, float | None]:
+    """The run's last kappa: the input embedding's, and the median over the layer 3-4 Q and K head medians."""
+    points = result.observed.get("kappa", [])
+    last = points[-1][1] if points else {}
+    heads = [last[k] for k in HEAD_KEYS if k in last]
+    return {EMBED_KEY: last.get(EMBED_KEY), HEADS: statistics.median(heads) if heads else None}
+
+
+def _geometric_mean(values: Iterable[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
+    if not found:
+        return None
+    if any(math.isinf(v) for v in found):  # a numerically singular kappa
+        return math.inf
+    return math.exp(statistics.fmean(math.log(v) for v in found))
+
+
+def log_difference(values: Sequence[float], margin: float, level: float) -> dict:
+    """{log_difference {mean, interval, method, level}, ratio, n_seeds, confounded} of per-seed d_s."""
+    summary = mean_sd_interval(values, level)
+    mean = summary["mean"]
+    return {"log_difference": {"mean": mean, "interval": summary["interval"], "method": METHOD,
+                               "level": level},
+            "ratio": None if mean is None else math.exp(mean), "n_seeds": len(values),
+            "confounded": None if mean is None else abs(mean) > math.log(margin)}
+
+
+def rivals(results: Iterable[RunResult], estimate: Mapping, primary: str, margin: float,
+           level: float = LEVEL) -> dict:
+    """{arms {arm: {angular_rate, kappa {EMBED_KEY, HEADS}, n_seeds}}, primary {effect, log_difference,
+    ratio, n_seeds, confounded, note}, contrasts [{a, b, ... as primary}], rule, note} from the cell's runs
+    and its estimate_cell document (module docstring)."""
+    by_name = {r.spec.name: r for r in results}
+    seeds = set(estimate["lr_policy"]["estimate_seeds"])
+    rate: dict[str, dict[int, float]] = {}
+    arms = {}
+    for arm, entry in estimate["arms"].items():
+        runs = {p["seed"]: by_name[max(p["best"], key=lambda b: b["budget"])["run"]]
+                for p in entry["per_seed"] if p["seed"] in seeds and p["best"]}
+        rate[arm] = {s: v for s, r in runs.items() if (v := angular_rate(r)) is not None}
+        kappas = [kappa(r) for r in runs.values()]
+        arms[arm] = {"angular_rate": _geometric_mean(rate[arm].values()),
+                     "kappa": {key: _geometric_mean(k[key] for k in kappas) for key in KAPPA_LABELS},
+                     "n_seeds": len(rate[arm])}
+    log = {arm: {s: math.log(v) for s, v in by_seed.items()} for arm, by_seed in rate.items()}
+
+    def summarized(d: dict[int, float], lacking: str) -> dict:
+        return log_difference(list(d.values()), margin, level) | {"note": None if d else lacking}
+
+    if all(arm in log for arm in ARMS):
+        shared = sorted(set.intersection(*(set(log[arm]) for arm in ARMS)))
+        d = {s: sum(WEIGHTS[primary][cell] * log[arm][s] for arm, cell in ARMS.items()) for s in shared}
+        first = summarized(d, f"no seed with an angular rate for all four 2x2 arms ({NO_RATE})")
+    else:
+        first = summarized({}, "the cell lacks one of gpt, gpt-rownorm, gpt-orth, ngpt: no factorial")
+    contrasts = []
+    for a, b in CONTRASTS:
+        if a in log and b in log:
+            d = {s: log[a][s] - log[b][s] for s in sorted(set(log[a]) & set(log[b]))}
+            lacking = f"no seed with an angular rate for both ({NO_RATE})"
+            contrasts.append({"a": a, "b": b} | summarized(d, lacking))
+    observed = any(by_seed for by_seed in rate.values())
+    return {"arms": arms, "primary": {"effect": primary} | first, "contrasts": contrasts,
+            "rule": rule(margin), "note": None if observed else NO_RATE}
+
+
+def clause(confound: Mapping) -> str:
+    """'; confounded by the effective learning rate (the arms it credits rotate their weights x1.4 faster)'
+    for a confounded effect or contrast, else ''."""
+    if not confound.get("confounded"):
+        return ""
+    ratio = confound["ratio"]
+    how = f"x{ratio:.2g} faster" if ratio >= 1 else f"x{1 / ratio:.2g} slower"
+    return f"; confounded by the effective learning rate (the arms it credits rotate their weights {how})"
