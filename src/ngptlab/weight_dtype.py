@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 FP32, BF16 = "fp32", "bf16"
 DTYPES = (FP32, BF16)
+BYTES = {FP32: 4, BF16: 2}  # per stored value: a weight, its gradient, each AdamW moment
 
 
 def of(train: dict) -> list[str]:

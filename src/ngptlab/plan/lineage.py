@@ -15,9 +15,9 @@ Both tools decide what is stale from these keys, never from file times:
 
 The per-run stages have one key per schedule and weight dtype (a run's name encodes its grid point, its
 schedule and its dtype's cell, so a WSD setting changes the keys of WSD runs only, and an fp32 run's key is
-the same whether or not the grid also trains bf16); WSD trunk segments have one key (a segment's name says where
-it starts and ends); the per-cell stages have one per cell, since a cell's results also depend on which runs
-it holds.
+the same whether or not the grid also trains bf16); WSD trunk segments have one key (a segment's name says
+where it starts and ends, its cell which dtype it trains in); the per-cell stages have one per cell, since a
+cell's results also depend on which runs it holds.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def settings(params: dict, stage: str, knobs: tuple[str, ...] = ()) -> dict:
 
 def made_from(params: dict, code: dict[str, str]) -> dict:
     """What each stage's results are made from: {stage: inputs}; per lineage group (cosine, wsd, and with
-    bf16 runs cosine-bf16, wsd-bf16) for train and condition, per cell (by name) for speedup and evaluate. `code` maps each stage to the fingerprint of its
-    code (ngptlab.layout.STAGE_CODE)."""
+    bf16 runs cosine-bf16, wsd-bf16) for train and condition, per cell (by name) for speedup and evaluate.
+    `code` maps each stage to the fingerprint of its code (ngptlab.layout.STAGE_CODE)."""
     train_params = params["train"]
     prepare_settings = settings(params, "prepare", PREPARE_SPEED_KNOBS)
     # min_documents is a check of what the source yields, not a setting of it: it never changes the shards

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.checkpoint import (
     atomic_save_tensors,
     load_weights,
@@ -31,7 +32,6 @@ from ngptlab.checkpoint import (
     tensors_sha256,
     write_model,
 )
-from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.errors import CheckpointError
 from ngptlab.files import read_json, write_json_atomic
 from ngptlab.train.progress import Progress

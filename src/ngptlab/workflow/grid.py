@@ -154,9 +154,9 @@ class Grid:
     # Lineage
 
     def lineage_of(self, stage: str, job: str) -> tuple[dict, str]:
-        """(what the job is made from, its key); a cell's job for speedup and evaluate, a run's lineage group's
-        (schedule and weight dtype) for train (job "<cell>/<run>") and condition (job "<run>"), one for every trunk segment, prepare and
-        report."""
+        """(what the job is made from, its key); a cell's job for speedup and evaluate, a run's lineage
+        group's (schedule and weight dtype) for train (job "<cell>/<run>") and condition (job "<run>"), one
+        for every trunk segment, prepare and report."""
         if stage in PER_CELL:
             self.runs_of_cell(job)  # refuses a cell outside the grid
             return self.made_from[stage][job], self.lineage[stage][cell_key(job)]
