@@ -11,8 +11,8 @@ counts), so sizing the paper's grid never imports torch. Decimal units: 1 GB = 1
   AdamW's two moments, 12 bytes per parameter, 6 in bf16 (ngptlab/checkpoint_cost.py); writing the next one
   briefly holds two, and the whole directory goes when the run ends. At most the Slurm profile's `jobs`
   train at once, so the peak is that many of the largest jobs. A WSD trunk's segments train one after
-  another: each trunk adds one job of its own, and its kept states (runs/trunks/) at least one state per trunk (the latest is never
-  deleted), up to one per segment while branches are still to run.
+  another: each trunk adds one job of its own, and its kept states (runs/trunks/) at least one state per
+  trunk (the latest is never deleted), up to one per segment while branches are still to run.
 - DVC: `dvc commit` stores the cached outputs of dvc.yaml, nearly all of it the checkpoints; the token
   shards, spectra tables and report are cached too but small beside them, and the small results are
   `cache: false` (git). With cache.type copy, what DVC's default `reflink,copy` falls back to on a filesystem
