@@ -62,6 +62,13 @@ def lineage_group(schedule: str, dtype: str) -> str:
     return f"{schedule}{name_suffix(dtype)}"
 
 
+def describe(train: dict) -> str:
+    """The report's words for the grid's dtypes."""
+    words = {FP32: "fp32 (master weights; bf16 autocast on a GPU)",
+             BF16: "bf16 (weights and AdamW state, as the paper's reference code; cells -bf16)"}
+    return " and ".join(words[dtype] for dtype in of(train))
+
+
 def torch_dtype(dtype: str) -> torch.dtype:
     import torch  # here: sizing a grid never loads torch
 
