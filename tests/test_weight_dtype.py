@@ -4,19 +4,28 @@ refuses a checkpoint of the other dtype, and lives in a cell of its own; fp32 ru
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 
 import pytest
 import torch
+from safetensors.torch import load_file
+from support import synthetic
 from support.train import make_params, metrics, run_dir, summary, write_params, write_shards
 
 from ngptlab import weight_dtype as weight_dtypes
+from ngptlab.checkpoint import load_model
+from ngptlab.checkpoint_cost import state_bytes
 from ngptlab.config.load import load_params
 from ngptlab.errors import CheckpointError, ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells, enumerate_runs, find_run
 from ngptlab.grid.runs import RunSpec, parse_run_name
+from ngptlab.models.scales import SCALES
 from ngptlab.plan.grid import lineage_keys
 from ngptlab.plan.lineage import key_of, made_from
+from ngptlab.plan.memory import training_memory
+from ngptlab.plan.storage import final_checkpoint_bytes
+from ngptlab.speedup.cell import speedup_cell
 from ngptlab.train import loop
 from ngptlab.train.jobs import RunJob
 from ngptlab.train.loop import EXIT_RESUMABLE, train_run
@@ -136,23 +145,18 @@ def uninterrupted(tmp_path_factory):
     return root, spec
 
 
-def test_a_bf16_run_stores_weights_and_adam_state_in_bf16(uninterrupted, monkeypatch):
+def test_a_bf16_run_stores_weights_and_adam_state_in_bf16(uninterrupted):
     root, spec = uninterrupted
     s = summary(root, spec.name)
     assert s["status"] == "completed" and s["spec"]["weight_dtype"] == "bf16"
     assert s["params"]["precision"] == "bf16-autocast"  # a CPU computes a bf16 run under autocast
     rows = [r for r in metrics(root, spec.name) if r.get("train_loss") is not None]
     assert rows[-1]["train_loss"] < rows[0]["train_loss"]  # it learns
-    from safetensors.torch import load_file
-
     weights = load_file(run_dir(root, spec.name) / "model.safetensors")
     assert {t.dtype for t in weights.values()} == {torch.bfloat16}
     # nGPT's renormalisation after each step holds in bf16: unit rows to bf16's rounding
     norms = weights["embed_in.weight"].float().norm(dim=1)
     assert torch.allclose(norms, torch.ones_like(norms), atol=1e-2)
-
-    from ngptlab.checkpoint import load_model
-
     model, _ = load_model(run_dir(root, spec.name) / "model.safetensors", expected_arm="ngpt")
     assert {p.dtype for p in model.parameters()} == {torch.float32}  # analysed in fp32, widened exactly
     assert torch.equal(model.embed_in.weight, weights["embed_in.weight"].float())
@@ -168,22 +172,18 @@ def test_a_bf16_run_resumes_to_the_uninterrupted_result_and_refuses_fp32_state(u
     state_dir = run_dir(root, spec.name) / "state"
     latest = json.loads((state_dir / "latest.json").read_text())
     assert 0 < latest["step"] < 12
-    from safetensors.torch import load_file
-
     moments = load_file(state_dir / latest["checkpoint"] / "optimizer.safetensors")
     assert {moments[k].dtype for k in moments if k.endswith(("exp_avg", "exp_avg_sq"))} == {torch.bfloat16}
 
     # The same run in fp32 would start from this bf16 state: refused, naming the file and both dtypes.
-    fp32 = make_params(arms=["ngpt"], budgets=[BUDGET], checkpoint_every_tokens=BUDGET, eval_every_tokens=4096)
+    fp32 = make_params(arms=["ngpt"], budgets=[BUDGET], checkpoint_every_tokens=BUDGET,
+                       eval_every_tokens=4096)
     fp32_spec = RunSpec("cpu-4l", 32, "ngpt", BUDGET, 3e-3, 0)
-    fp32_state = run_dir(root, fp32_spec.name) / "state"
-    fp32_state.parent.mkdir(parents=True)
-    (state_dir / latest["checkpoint"]).parent  # noqa: B018
-    import shutil
-
-    shutil.copytree(state_dir, fp32_state, ignore=shutil.ignore_patterns(".lock"))
-    with pytest.raises(CheckpointError, match=r"model\.safetensors: checkpoint stores its weights and optimizer "
-                                              r"state in bf16, this run trains in fp32 \(train\.weight_dtype\)"):
+    shutil.copytree(state_dir, run_dir(root, fp32_spec.name) / "state",
+                    ignore=shutil.ignore_patterns(".lock"))
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: checkpoint stores its weights and "
+                                              r"optimizer state in bf16, this run trains in fp32 "
+                                              r"\(train\.weight_dtype\)"):
         train_run(fp32_spec, fp32["train"], root=root, progress=False)
 
     monkeypatch.setattr(loop, "StopRequest", StopRequest)
@@ -191,9 +191,43 @@ def test_a_bf16_run_resumes_to_the_uninterrupted_result_and_refuses_fp32_state(u
     s, reference = summary(root, spec.name), summary(whole, spec.name)
     assert s["resumed_from"] == [latest["step"]]
     assert s["final_val_loss"] == reference["final_val_loss"]
-    name = "model.safetensors"
-    from safetensors.torch import load_file as tensors
+    resumed = load_file(run_dir(root, spec.name) / "model.safetensors")
+    straight = load_file(run_dir(whole, spec.name) / "model.safetensors")
+    assert resumed.keys() == straight.keys() and all(torch.equal(resumed[k], straight[k]) for k in resumed)
 
-    assert all(torch.equal(a, b) for a, b in zip(tensors(run_dir(root, spec.name) / name).values(),
-                                                 tensors(run_dir(whole, spec.name) / name).values(),
-                                                 strict=True))
+
+# ----------------------------------------------------------------------------------------------------------
+# The speed-up compares a dtype's arms with its own baseline; the plan sizes bf16 storage
+
+
+def test_the_speedup_of_a_bf16_cell_is_against_the_bf16_baseline(tmp_path, monkeypatch):
+    params = synthetic.synthetic_params(seeds=(0, 1), budgets=(16384, 65536, 262144))
+    params["train"].update(contexts=[64], arms=["gpt", "ngpt"], weight_dtype=["fp32", "bf16"])
+    params["train"]["learning_rates"] = {"cpu-4l": {"gpt": [synthetic.BEST_LR], "ngpt": [synthetic.BEST_LR]}}
+    planted = synthetic._loss
+
+    def bf16_hurts_gpt(spec, tokens):  # the reference code's warning, planted: bf16 storage hurts GPT more
+        return planted(spec, tokens) + (0.3 if (spec.weight_dtype, spec.arm) == ("bf16", "gpt") else 0.0)
+
+    monkeypatch.setattr(synthetic, "_loss", bf16_hurts_gpt)
+    for spec in enumerate_runs(params):
+        synthetic.write_run(tmp_path, spec, params)
+    fp32, bf16 = (speedup_cell(params, cell, tmp_path) for cell in ("cpu-4l-ctx64", "cpu-4l-ctx64-bf16"))
+    runs = enumerate_runs(params)
+    for doc in (fp32, bf16):  # each cell's runs, and only those: one dtype each
+        assert sorted(r["run"] for r in doc["runs"]) == sorted(r.name for r in runs if r.cell == doc["cell"])
+    assert all("-bf16-" in r["run"] for r in bf16["runs"])
+    assert all("-bf16-" not in r["run"] for r in fp32["runs"])
+    assert all(t["run"].startswith("cpu-4l-ctx64-bf16-gpt-") for t in bf16["targets"])
+    speedup = {doc["cell"]: doc["arms"]["ngpt"]["speedup"]["value"] for doc in (fp32, bf16)}
+    assert speedup["cpu-4l-ctx64-bf16"] > 1.5 * speedup["cpu-4l-ctx64"]  # the weaker bf16 baseline
+
+
+def test_the_plan_sizes_bf16_storage_at_two_bytes_a_value():
+    shape, n = SCALES["cpu-4l"], 1_000_000
+    fp32 = training_memory("gpt", shape, n, 256, 512, bf16=True)
+    bf16 = training_memory("gpt", shape, n, 256, 512, bf16=True, weight_bytes=weight_dtypes.BYTES["bf16"])
+    assert (fp32.weights_optimizer, bf16.weights_optimizer) == (16 * n, 8 * n)
+    assert bf16.activations == fp32.activations and bf16.head == fp32.head
+    assert (state_bytes(n), state_bytes(n, "bf16")) == (12 * n, 6 * n)
+    assert (final_checkpoint_bytes(n), final_checkpoint_bytes(n, "bf16")) == (4 * n, 2 * n)
