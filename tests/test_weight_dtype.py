@@ -20,7 +20,8 @@ from ngptlab.config.load import load_params
 from ngptlab.errors import CheckpointError, ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells, enumerate_runs, find_run
 from ngptlab.grid.runs import RunSpec, parse_run_name
-from ngptlab.models.scales import SCALES
+from ngptlab.models import ARMS, build_seeded
+from ngptlab.models.scales import SCALES, Scale
 from ngptlab.plan.grid import lineage_keys
 from ngptlab.plan.lineage import key_of, made_from
 from ngptlab.plan.memory import training_memory
@@ -109,6 +110,28 @@ def test_a_malformed_weight_dtype_names_the_key(tmp_path):
 
 # ----------------------------------------------------------------------------------------------------------
 # Training in bf16 on a CPU
+
+
+def test_every_arm_steps_with_weights_and_adam_state_in_bf16():
+    """Two updates of every arm in bf16 under CPU autocast, each arm's constraint after each (nGPT's
+    renormalisation, gpt-orth's projection, whose tolerance follows bf16's round-off)."""
+    x = torch.randint(0, 64, (2, 16))
+    for arm in ARMS:
+        model, recipe = build_seeded(arm, Scale(n_layer=1, d_model=32, n_head=2), 64, 16, 0, 1)
+        weight_dtypes.store(model, "bf16")
+        optimizer = torch.optim.AdamW(recipe.param_groups(model, 1e-3), lr=1e-3)
+        for _ in range(2):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                _, loss = model(x, x)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            recipe.post_step(model)
+        assert torch.isfinite(loss), arm
+        assert {p.dtype for p in model.parameters()} == {torch.bfloat16}, arm
+        moments = [v for state in optimizer.state.values() for k, v in state.items() if k != "step"]
+        assert moments and {v.dtype for v in moments} == {torch.bfloat16}, arm
+        assert getattr(model, "orth_error", 0.0) < 0.1, arm  # bf16's floor at this width: ~0.014
 
 
 class StopAfter(StopRequest):

@@ -71,8 +71,7 @@ def parse_run_name(name: str) -> RunSpec:
     if not match:
         raise ParamsError(
             f"run name {name!r} is not of the form <scale>-ctx<context>[-bf16]-<arm>-t<budget>-lr<lr>-s<seed>"
-            f"[-wsd] "
-            f"with arm in {allowed_arms()}"
+            f"[-wsd] with arm in {allowed_arms()}"
         )
     g = match.groupdict()
     return RunSpec(g["scale"], int(g["context"]), g["arm"], int(g["budget"]), float(g["lr"]), int(g["seed"]),
