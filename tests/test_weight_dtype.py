@@ -20,6 +20,7 @@ from ngptlab.config.load import load_params
 from ngptlab.errors import CheckpointError, ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells, enumerate_runs, find_run
 from ngptlab.grid.runs import RunSpec, parse_run_name
+from ngptlab.layout import REPO_ROOT
 from ngptlab.models import ARMS, build_seeded
 from ngptlab.models.scales import SCALES, Scale
 from ngptlab.plan.grid import lineage_keys
@@ -41,7 +42,7 @@ CODE = {stage: "c" for stage in ("prepare", "train", "condition", "speedup", "ev
 
 
 def default_params(weight_dtype=None) -> dict:
-    params = load_params(weight_dtypes.__file__.rsplit("/src/", 1)[0] + "/params.yaml")
+    params = load_params(REPO_ROOT / "params.yaml")
     if weight_dtype is not None:
         params["train"]["weight_dtype"] = weight_dtype
     return params
