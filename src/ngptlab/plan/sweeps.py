@@ -1,6 +1,8 @@
 """What the finished runs say about a sweep, for `ngptlab plan --prune-sweeps` and `--add-seeds`: per
 (scale, context, arm, budget), the mean final validation loss of each learning rate over train.seeds, and
-the best of them. Added seeds never enter it: they run one learning rate, the one chosen here."""
+the best of them. Added seeds never enter it: they run one learning rate, the one chosen here. With several
+train.weight_dtype, the runs of the first dtype decide for every dtype (the sweeps are the (scale,
+context)'s)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ngptlab import schedule as schedules
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.sweeps import held_back, lr_sweep
 from ngptlab.results import RunResult, read_run_result, train_dir
@@ -37,7 +40,8 @@ def mean_losses(params: dict, results: ResultOf, scale: str, context: int, arm: 
     for lr in lr_sweep(train, scale, context, arm, budget):
         values = []
         for seed in train["seeds"]:
-            result = results(RunSpec(scale, context, arm, budget, lr, seed, schedules.of(train)))
+            result = results(RunSpec(scale, context, arm, budget, lr, seed, schedules.of(train),
+                                     weight_dtypes.of(train)[0]))
             if result is None:
                 return None
             values.append(result.final_val_loss if result.usable else math.inf)
