@@ -17,6 +17,7 @@ from ngptlab.models.gpt_orth import (
     OrthRecipe,
     polar_factor,
     project_orthogonal_,
+    stored_tolerance,
 )
 
 torch.set_num_threads(1)  # the 2 cores are shared; more threads only contend
@@ -138,10 +139,18 @@ def test_a_matrix_that_cannot_be_projected_raises_naming_it():
 
 
 def test_a_matrix_the_exact_projection_cannot_bring_within_the_tolerance_raises():
-    # bf16 holds U V^T only to ~4e-3 an entry: even the float64 SVD's result, rounded, misses 1e-4
-    w = planted((64, 64), torch.linspace(0.9, 1.1, 64)).to(torch.bfloat16)
+    # float32 holds U V^T only to its round-off: even the float64 SVD's result, rounded, misses 1e-9
+    w = planted((64, 64), torch.linspace(0.9, 1.1, 64)).float()
     with pytest.raises(OrthogonalityError, match=r"low: .* after the exact projection, over the tolerance"):
-        project_orthogonal_([w], ["low"])
+        project_orthogonal_([w], ["low"], tol=1e-9)
+
+
+def test_a_bf16_matrix_is_held_to_bf16s_round_off():
+    # bf16 holds U V^T only to ~4e-3 an entry: its tolerance is 4 u sqrt(n) = 0.125 at n = 64, not 1e-4
+    w = planted((64, 64), torch.linspace(0.9, 1.1, 64)).to(torch.bfloat16)
+    assert stored_tolerance(w) == pytest.approx(4 * 2**-8 * 8) and stored_tolerance(w.float()) == 1e-4
+    failed, error = project_orthogonal_([w], ["low"])
+    assert failed == [] and 0.005 < error < 0.05  # above float32's tolerance, at bf16's floor
 
 
 def test_the_caller_matmul_precision_is_kept():

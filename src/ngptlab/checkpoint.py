@@ -156,11 +156,13 @@ def _parse_config(path: Path, metadata: dict[str, str]) -> dict[str, Any]:
 def load_model(
     path: str | Path, device: str | torch.device = "cpu", expected_arm: str | None = None
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """Rebuild the model a checkpoint describes and load its weights (strict: names, shapes, dtypes).
+    """Rebuild the model a checkpoint describes and load its weights (strict: names, shapes, dtypes), in fp32:
+    weights a run stored in bf16 (train.weight_dtype) are loaded as bf16, then widened, which is exact.
 
     Raises CheckpointError naming the file and what is wrong: unreadable or truncated file, corrupt tensor
     bytes, missing config, an arm other than `expected_arm`, or weights that do not fit the rebuilt model.
     """
+    from ngptlab import weight_dtype as weight_dtypes
     from ngptlab.models import build  # here, so that hashing helpers do not pull in the models
     from ngptlab.models.scales import shape_from_dict
 
@@ -179,7 +181,10 @@ def load_model(
                              int(config["context"]), int(config.get("vocab_multiple", 1)))
     except NgptlabError as err:
         raise CheckpointError(f"{path}: cannot rebuild the model its config describes: {err}") from None
+    stored = weight_dtypes.of_record(config.get("spec", {}))
+    weight_dtypes.store(model, stored)
     load_weights(path, model, tensors, what=f"a {config['arm']} {config['scale']} model")
+    weight_dtypes.store(model, weight_dtypes.FP32)
     return model.to(device), config
 
 

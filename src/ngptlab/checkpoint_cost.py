@@ -6,15 +6,17 @@ timed a checkpoint of its own (train/job_limit.py), so both count with the same 
 
 from __future__ import annotations
 
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.settings import setting
 
 # fp32 weights (4) + AdamW's exp_avg and exp_avg_sq (4 + 4); the rest (RNG, metrics rows) is negligible
 STATE_BYTES_PER_PARAMETER = 12
 
 
-def state_bytes(n_params: int) -> int:
-    """The bytes of one training state (a resume checkpoint, a kept trunk state) of n_params parameters."""
-    return STATE_BYTES_PER_PARAMETER * n_params
+def state_bytes(n_params: int, weight_dtype: str = weight_dtypes.FP32) -> int:
+    """The bytes of one training state (a resume checkpoint, a kept trunk state) of n_params parameters:
+    weights and two moments, at 2 bytes each where train.weight_dtype stores them in bf16."""
+    return STATE_BYTES_PER_PARAMETER * n_params * weight_dtypes.BYTES[weight_dtype] // 4
 
 
 def write_gbps(train: dict) -> float:

@@ -94,8 +94,8 @@ def run_train(root: Path, run: str, nproc: int = 1, timeout: float = 120) -> sub
 
 
 def cell_of(run: str) -> str:
-    """The cell of a run named by these helpers: the name up to "-ctx<context>"."""
-    return re.match(r"(.*-ctx\d+)-", run)[1]
+    """The cell of a run named by these helpers: the name up to "-ctx<context>" and its dtype's "-bf16"."""
+    return re.match(r"(.*-ctx\d+(?:-bf16)?)-", run)[1]
 
 
 def run_dir(root: Path, run: str) -> Path:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from ngptlab import schedule as schedules
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.errors import ParamsError
 from ngptlab.grid.runs import RunSpec, cell_name, parse_run_name
 from ngptlab.grid.sweeps import held_back, lr_sweep
@@ -19,7 +21,7 @@ def enumerate_runs(params: dict) -> list[RunSpec]:
     """Every run the grid describes, in a stable order: the runs of train.schedule, then the cosine
     calibration runs of a WSD grid (train.calibrate), each in (scale, context, arm, budget, seed, lr) order,
     then the runs of train.added_seeds. Budgets that train.protocol holds back until the sweep is pruned
-    (held_back) are left out."""
+    (held_back) are left out. With several train.weight_dtype, all of these once per dtype, in its order."""
     train = params["train"]
     runs = []
     for schedule, budgets in ((schedules.of(train), train["budgets"]),
@@ -35,7 +37,7 @@ def enumerate_runs(params: dict) -> list[RunSpec]:
         for seed in added["seeds"]:
             runs.append(RunSpec(added["scale"], added["context"], added["arm"], added["budget"],
                                 float(added["lr"]), seed, schedules.of(train)))
-    return runs
+    return [replace(run, weight_dtype=dtype) for dtype in weight_dtypes.of(train) for run in runs]
 
 
 def compared_runs(params: dict) -> list[RunSpec]:
@@ -45,8 +47,10 @@ def compared_runs(params: dict) -> list[RunSpec]:
 
 
 def enumerate_cells(params: dict) -> list[str]:
+    """Every (scale, context, weight dtype) cell: a bf16 run's cell is its own (ngptlab.weight_dtype)."""
     train = params["train"]
-    return [cell_name(s, c) for s, c in itertools.product(train["scales"], train["contexts"])]
+    return [cell_name(s, c, d) for s, c, d in itertools.product(train["scales"], train["contexts"],
+                                                                 weight_dtypes.of(train))]
 
 
 def find_run(params: dict, name: str) -> RunSpec:

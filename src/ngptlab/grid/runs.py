@@ -1,5 +1,6 @@
-"""A run of the grid and its name: `<scale>-ctx<context>-<arm>-t<budget>-lr<lr>-s<seed>[-wsd]`, under the
-(scale, context) cell of the speed-up table it belongs to."""
+"""A run of the grid and its name: `<cell>-<arm>-t<budget>-lr<lr>-s<seed>[-wsd]`, under the cell of the
+speed-up table it belongs to, `<scale>-ctx<context>[-bf16]` (a bf16 run's cell is its own:
+ngptlab.weight_dtype)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from functools import cache
 from typing import Any
 
 from ngptlab import schedule as schedules
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.errors import ParamsError
 from ngptlab.settings import allowed_arms
 
@@ -17,8 +19,8 @@ def format_lr(lr: float) -> str:
     return f"{lr:g}"
 
 
-def cell_name(scale: str, context: int) -> str:
-    return f"{scale}-ctx{context}"
+def cell_name(scale: str, context: int, weight_dtype: str = weight_dtypes.FP32) -> str:
+    return f"{scale}-ctx{context}{weight_dtypes.name_suffix(weight_dtype)}"
 
 
 @dataclass(frozen=True, order=True)
@@ -32,11 +34,17 @@ class RunSpec:
     lr: float
     seed: int
     schedule: str = schedules.COSINE  # train.schedule (ngptlab.schedule)
+    weight_dtype: str = weight_dtypes.FP32  # train.weight_dtype (ngptlab.weight_dtype)
 
     @property
     def cell(self) -> str:
-        """The (scale, context) cell of the speed-up table this run belongs to."""
-        return cell_name(self.scale, self.context)
+        """The (scale, context, weight dtype) cell of the speed-up table this run belongs to."""
+        return cell_name(self.scale, self.context, self.weight_dtype)
+
+    @property
+    def lineage_group(self) -> str:
+        """The runs whose train and condition jobs share this run's lineage key: its schedule and dtype."""
+        return weight_dtypes.lineage_group(self.schedule, self.weight_dtype)
 
     @property
     def name(self) -> str:
@@ -45,14 +53,15 @@ class RunSpec:
 
     def as_dict(self) -> dict[str, Any]:
         return {"scale": self.scale, "context": self.context, "arm": self.arm, "budget": self.budget,
-                "lr": self.lr, "seed": self.seed, **schedules.spec_record(self.schedule)}
+                "lr": self.lr, "seed": self.seed, **schedules.spec_record(self.schedule),
+                **weight_dtypes.spec_record(self.weight_dtype)}
 
 
 @cache
 def _run_name_pattern() -> re.Pattern:
     alternatives = lambda names: "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))  # noqa: E731
     return re.compile(
-        rf"^(?P<scale>[A-Za-z0-9][A-Za-z0-9._-]*?)-ctx(?P<context>\d+)-(?P<arm>{alternatives(allowed_arms())})"
+        rf"^(?P<scale>[A-Za-z0-9][A-Za-z0-9._-]*?)-ctx(?P<context>\d+)(?P<dtype>-bf16)?-(?P<arm>{alternatives(allowed_arms())})"
         r"-t(?P<budget>\d+)-lr(?P<lr>[0-9.e+-]+?)-s(?P<seed>\d+)(?P<suffix>-wsd)?$"
     )
 
@@ -61,9 +70,9 @@ def parse_run_name(name: str) -> RunSpec:
     match = _run_name_pattern().match(name)
     if not match:
         raise ParamsError(
-            f"run name {name!r} is not of the form <scale>-ctx<context>-<arm>-t<budget>-lr<lr>-s<seed>[-wsd] "
-            f"with arm in {allowed_arms()}"
+            f"run name {name!r} is not of the form <scale>-ctx<context>[-bf16]-<arm>-t<budget>-lr<lr>-s<seed>"
+            f"[-wsd] with arm in {allowed_arms()}"
         )
     g = match.groupdict()
     return RunSpec(g["scale"], int(g["context"]), g["arm"], int(g["budget"]), float(g["lr"]), int(g["seed"]),
-                   schedules.from_suffix(g["suffix"]))
+                   schedules.from_suffix(g["suffix"]), weight_dtypes.from_suffix(g["dtype"]))

@@ -22,21 +22,23 @@ from ngptlab.batch import tokens_per_step
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import RunSpec, cell_name, format_lr
 from ngptlab.schedule import TRUNK, branch_point, run_tokens, shares_trunk
+from ngptlab.weight_dtype import FP32, spec_record
 
 
 @dataclass(frozen=True, order=True)
 class TrunkSpec:
-    """The stable phase that the WSD runs of one (scale, context, arm, lr, seed) share."""
+    """The stable phase that the WSD runs of one (scale, context, arm, lr, seed, weight dtype) share."""
 
     scale: str
     context: int
     arm: str
     lr: float
     seed: int
+    weight_dtype: str = FP32
 
     @property
     def cell(self) -> str:
-        return cell_name(self.scale, self.context)
+        return cell_name(self.scale, self.context, self.weight_dtype)
 
     @property
     def name(self) -> str:
@@ -44,7 +46,7 @@ class TrunkSpec:
 
     def as_dict(self) -> dict[str, Any]:
         return {"scale": self.scale, "context": self.context, "arm": self.arm, "lr": self.lr,
-                "seed": self.seed, "schedule": TRUNK}
+                "seed": self.seed, "schedule": TRUNK, **spec_record(self.weight_dtype)}
 
 
 @dataclass(frozen=True, order=True)
@@ -70,7 +72,7 @@ class Segment:
 
 
 def trunk_of(run: RunSpec) -> TrunkSpec:
-    return TrunkSpec(run.scale, run.context, run.arm, run.lr, run.seed)
+    return TrunkSpec(run.scale, run.context, run.arm, run.lr, run.seed, run.weight_dtype)
 
 
 def wsd_runs(params: dict) -> list[RunSpec]:

@@ -9,6 +9,7 @@ that several budgets share is counted once.
 
 from __future__ import annotations
 
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.batch import steps_per_run, tokens_per_step
 from ngptlab.checkpoint_cost import state_bytes
 from ngptlab.grid.enumeration import enumerate_runs
@@ -84,7 +85,7 @@ def estimate_segments(train: dict, segments: list[Segment], mfu: float, peak_tfl
                      "tokens_per_step": tokens_per_step(train, trunk.context),
                      "warmup_steps": trunk_warmup(train, trunk.context, warms_up(trunk.arm)),
                      "trained_tokens": tokens, "train_flops": flops,
-                     "state_gb": state_bytes(n_params) / 1e9,
+                     "state_gb": state_bytes(n_params, trunk.weight_dtype) / 1e9,
                      **_placement(train, trunk.scale, gpu_hours, job)})
     return rows
 
@@ -116,10 +117,12 @@ def _memory(train: dict, run: RunSpec, shape: Scale, n_params: int, vocab_rows: 
     layout = scale_layout(train, run.scale)
     on_gpu = layout.gpus_per_node > 0
     precision = setting(train, "train.precision")
-    bf16 = precision == "bf16" or (on_gpu and precision == "auto")
+    # bf16 weights compute under bf16 autocast on either device (train/trainer.py)
+    bf16 = precision == "bf16" or (on_gpu and precision == "auto") or run.weight_dtype == weight_dtypes.BF16
     tokens = micro_tokens(train, run.context, layout.world_size)
     memory = training_memory(run.arm, shape, n_params, vocab_rows, tokens, bf16,
-                             bool(setting(train, "train.activation_checkpointing")))
+                             bool(setting(train, "train.activation_checkpointing")),
+                             weight_dtypes.BYTES[run.weight_dtype])
     mem_mb = train["resources"][run.scale]["mem_mb"]
     limit = gpu_memory_gb if on_gpu else mem_mb / 1024 / layout.processes_per_node
     return {"memory_gb": memory.total / 2**30, "memory_limit_gb": limit,

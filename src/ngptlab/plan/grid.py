@@ -43,8 +43,9 @@ def stage_code(root: str | Path = ".") -> dict[str, str]:
 
 
 def lineage_keys(sources: dict) -> dict:
-    """The keys of lineage.made_from's result as dvc.yaml declares them: one per stage, per schedule for train
-    and condition, and for speedup and evaluate one per cell, under the cell's DVC key."""
+    """The keys of lineage.made_from's result as dvc.yaml declares them: one per stage, per lineage group
+    (schedule and weight dtype) for train and condition, and for speedup and evaluate one per cell, under
+    the cell's DVC key."""
     def keys(stage: str, value: dict):
         if stage in PER_CELL:
             return {cell_key(cell): key_of(inputs) for cell, inputs in value.items()}
@@ -80,13 +81,13 @@ def resolved_grid(params: dict, root: str | Path = ".") -> dict:
     code = stage_code(root)
     segments = enumerate_segments(params)
     ends = by_end(segments)
-    # A run maps to its cell, schedule and start only: its name already encodes every grid coordinate, and
-    # DVC parses this file on every command (a full spec per run made it ~3x larger and added ~1 s to
-    # `dvc status` on the paper preset's 1296 runs).
+    # A run maps to its cell, schedule, lineage group (its train and condition keys) and start only: its
+    # name already encodes every grid coordinate, and DVC parses this file on every command (a full spec per
+    # run made it ~3x larger and added ~1 s to `dvc status` on the paper preset's 1296 runs).
     return {
         "generated_by": GENERATED_BY,
         "source": params["prepare"]["source"]["name"],
-        "runs": {run.name: {"cell": run.cell, "schedule": run.schedule,
+        "runs": {run.name: {"cell": run.cell, "schedule": run.schedule, "lineage": run.lineage_group,
                             "after": run_after(params, run, ends)} for run in runs},
         "trunks": {segment.name: {"cell": segment.trunk.cell, "trunk": segment.trunk.name,
                                   "span": segment.span, "after": segment_after(params, segment, ends)}

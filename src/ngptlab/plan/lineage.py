@@ -13,10 +13,11 @@ Both tools decide what is stale from these keys, never from file times:
 - DVC: each stage declares its key, `lineage.<stage>` of results/plan.json, as a param, and keeps its
   content-hashed file dependencies.
 
-The per-run stages have one key per schedule (a run's name encodes its grid point and its schedule, so a
-WSD setting changes the keys of WSD runs only); WSD trunk segments have one key (a segment's name says where
-it starts and ends); the per-cell stages have one per cell, since a cell's results also depend on which runs
-it holds.
+The per-run stages have one key per schedule and weight dtype (a run's name encodes its grid point, its
+schedule and its dtype's cell, so a WSD setting changes the keys of WSD runs only, and an fp32 run's key is
+the same whether or not the grid also trains bf16); WSD trunk segments have one key (a segment's name says
+where it starts and ends, its cell which dtype it trains in); the per-cell stages have one per cell, since a
+cell's results also depend on which runs it holds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import hashlib
 import json
 
 from ngptlab import schedule as schedules
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.grid.enumeration import GRID_KEYS, enumerate_runs
 from ngptlab.settings import setting
 
@@ -40,7 +42,7 @@ TRAIN_SETTINGS = ("source", "shapes", "batch_sequences", "warmup_steps", "warmup
                   "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "vocab_multiple")
 
 STAGES = ("prepare", "trunk", "train", "condition", "speedup", "evaluate", "report")
-PER_SCHEDULE = ("train", "condition")  # a key per schedule (cosine, wsd)
+PER_SCHEDULE = ("train", "condition")  # a key per lineage group: schedule and dtype (RunSpec.lineage_group)
 PER_CELL = ("speedup", "evaluate")  # a key per cell
 
 
@@ -56,9 +58,9 @@ def settings(params: dict, stage: str, knobs: tuple[str, ...] = ()) -> dict:
 
 
 def made_from(params: dict, code: dict[str, str]) -> dict:
-    """What each stage's results are made from: {stage: inputs}; per schedule (cosine, wsd) for train and
-    condition, per cell (by name) for speedup and evaluate. `code` maps each stage to the fingerprint of its
-    code (ngptlab.layout.STAGE_CODE)."""
+    """What each stage's results are made from: {stage: inputs}; per lineage group (cosine, wsd, and with
+    bf16 runs cosine-bf16, wsd-bf16) for train and condition, per cell (by name) for speedup and evaluate.
+    `code` maps each stage to the fingerprint of its code (ngptlab.layout.STAGE_CODE)."""
     train_params = params["train"]
     prepare_settings = settings(params, "prepare", PREPARE_SPEED_KNOBS)
     # min_documents is a check of what the source yields, not a setting of it: it never changes the shards
@@ -75,12 +77,17 @@ def made_from(params: dict, code: dict[str, str]) -> dict:
     run_end = {"final_eval_tokens": setting(train_params, "train.final_eval_tokens")}
     train = {schedules.COSINE: {**common, **run_end},
              schedules.WSD: {**trunk, "cooldown_shape": schedules.cooldown_shape(train_params), **run_end}}
+    # Another dtype's runs: the same inputs and the dtype, under keys of their own ("cosine-bf16"); an fp32
+    # grid has none of these, so its keys and records stay those of before.
+    train.update({weight_dtypes.lineage_group(schedule, dtype): {**inputs, "weight_dtype": dtype}
+                  for dtype in weight_dtypes.of(train_params) if dtype != weight_dtypes.FP32
+                  for schedule, inputs in list(train.items())})
     trained = {schedule: key_of(inputs) for schedule, inputs in train.items()}
     runs_of_cell: dict[str, list[str]] = {}
     schedules_of_cell: dict[str, set[str]] = {}
     for run in enumerate_runs(params):
         runs_of_cell.setdefault(run.cell, []).append(run.name)
-        schedules_of_cell.setdefault(run.cell, set()).add(run.schedule)
+        schedules_of_cell.setdefault(run.cell, set()).add(run.lineage_group)
     speedup = {cell: {"train": {s: trained[s] for s in sorted(schedules_of_cell[cell])}, "runs": runs,
                       "speedup": params["speedup"], "code": code["speedup"]}
                for cell, runs in runs_of_cell.items()}

@@ -1,7 +1,8 @@
 """Peak memory of one training process, in closed form from the shape (torch-free, like the rest of plan).
 
     peak = 16 N                      fp32 weights (4 N), gradients (4 N), AdamW's two moments (8 N);
-                                     bf16 autocast casts on the fly and keeps the fp32 master weights
+                                     bf16 autocast casts on the fly and keeps the fp32 master weights;
+                                     8 N where train.weight_dtype stores all four in bf16 (2 bytes each)
          + 4 N                       the previous evaluation point's effective matrices, float32, for the
                                      angular update rate (condition/angular.py; on rank 0, counted for all)
          + tokens x L x A d x b      the tensors each block saves for backward, for one micro-batch
@@ -48,15 +49,16 @@ class Memory:
 
 
 def training_memory(arm: str, shape: Scale, n_params: int, vocab_rows: int, micro_tokens: int, bf16: bool,
-                    checkpointing: bool = False) -> Memory:
-    """The peak bytes of one process training `arm` at `shape` on micro-batches of `micro_tokens`."""
+                    checkpointing: bool = False, weight_bytes: int = 4) -> Memory:
+    """The peak bytes of one process training `arm` at `shape` on micro-batches of `micro_tokens`, its
+    weights, gradients and AdamW moments stored at `weight_bytes` each (ngptlab.weight_dtype.BYTES)."""
     saved = SAVED_PER_BLOCK.get(arm, BASELINE_SAVED) * shape.d_model * (3 if bf16 else 4)
     if checkpointing:
         per_token = shape.n_layer * 4 * shape.d_model + saved
     else:
         per_token = shape.n_layer * saved
     head = micro_tokens * vocab_rows * (18 if bf16 else 16)
-    return Memory(16.0 * n_params, float(micro_tokens * per_token), float(head), 4.0 * n_params)
+    return Memory(4.0 * weight_bytes * n_params, float(micro_tokens * per_token), float(head), 4.0 * n_params)
 
 
 def micro_tokens(train: dict, context: int, world_size: int) -> int:

@@ -13,14 +13,17 @@ partition's limit, and never below MIN_RUNTIME_MIN.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.checkpoint_cost import checkpoint_minutes, state_bytes, write_gbps
 from ngptlab.evaluate.tasks import CONTINUATION, N_CHOICES, OFFLINE_EXAMPLES, OFFLINE_TASKS
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.resources import MIN_RUNTIME_MIN, run_shape, time_limit_min
+from ngptlab.grid.runs import cell_name
 from ngptlab.jobclock import MARGIN_FRACTION, MARGIN_MAX_S
 from ngptlab.settings import setting
 
@@ -187,8 +190,8 @@ def stage_runtimes(params: dict, n_params: dict[str, int]) -> dict:
     cells = {}
     for scale in train["scales"]:
         on_gpu = train["resources"][scale]["gpus"] > 0 and params["evaluate"]["device"] != "cpu"
-        for context in train["contexts"]:
-            cell = f"{scale}-ctx{context}"
+        for context, dtype in itertools.product(train["contexts"], weight_dtypes.of(train)):
+            cell = cell_name(scale, context, dtype)
             minutes = evaluate_minutes(params, cell, n_params[scale], context, on_gpu)
             cells[cell] = {**job_time(minutes, partition).as_dict(), "fits": True,
                            "requests": evaluate_requests(params) * evaluated_runs(params, cell)}

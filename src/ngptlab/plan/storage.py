@@ -4,14 +4,15 @@ counts), so sizing the paper's grid never imports torch. Decimal units: 1 GB = 1
 
 - Final checkpoints, runs/<cell>/<run>/model.safetensors: the model's state dict as train/outputs.py saves
   it, fp32 parameters (bf16 autocast keeps fp32 master weights; the rotary tables are not persistent
-  buffers): 4 bytes per parameter. The header (run config, tensor index: tens of kB) and config.json beside
-  it are left out, under 0.01% of a model's bytes.
+  buffers): 4 bytes per parameter, 2 for a run that stores its weights in bf16 (train.weight_dtype). The
+  header (run config, tensor index: tens of kB) and config.json beside it are left out, under 0.01% of a
+  model's bytes.
 - Resume state, runs/<cell>/<run>/state/ while a run trains (train/state.py): one checkpoint of weights and
-  AdamW's two moments, 12 bytes per parameter (ngptlab/checkpoint_cost.py); writing the next one briefly holds
-  two, and the whole directory goes when the run ends. At most the Slurm profile's `jobs` train at once, so
-  the peak is that many of the largest jobs. A WSD trunk's segments train one after another: each trunk adds
-  one job of its own, and its kept states (runs/trunks/) at least one state per trunk (the latest is never
-  deleted), up to one per segment while branches are still to run.
+  AdamW's two moments, 12 bytes per parameter, 6 in bf16 (ngptlab/checkpoint_cost.py); writing the next one
+  briefly holds two, and the whole directory goes when the run ends. At most the Slurm profile's `jobs`
+  train at once, so the peak is that many of the largest jobs. A WSD trunk's segments train one after
+  another: each trunk adds one job of its own, and its kept states (runs/trunks/) at least one state per
+  trunk (the latest is never deleted), up to one per segment while branches are still to run.
 - DVC: `dvc commit` stores the cached outputs of dvc.yaml, nearly all of it the checkpoints; the token
   shards, spectra tables and report are cached too but small beside them, and the small results are
   `cache: false` (git). With cache.type copy, what DVC's default `reflink,copy` falls back to on a filesystem
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.checkpoint_cost import STATE_BYTES_PER_PARAMETER, state_bytes
 from ngptlab.errors import ParamsError
 
@@ -58,8 +60,8 @@ def plan_storage(plan: dict, root: str | Path, profile: str | None = None) -> di
     return storage_summary(plan, profile_jobs(path), str(path))
 
 
-def final_checkpoint_bytes(n_params: int) -> int:
-    return CHECKPOINT_BYTES_PER_PARAMETER * n_params
+def final_checkpoint_bytes(n_params: int, weight_dtype: str = weight_dtypes.FP32) -> int:
+    return CHECKPOINT_BYTES_PER_PARAMETER * n_params * weight_dtypes.BYTES[weight_dtype] // 4
 
 
 def storage_summary(plan: dict, jobs: int | None, profile: str, profile_found: bool = True) -> dict:
@@ -70,18 +72,21 @@ def storage_summary(plan: dict, jobs: int | None, profile: str, profile_found: b
     for r in runs:
         entry = per_scale.setdefault(r["scale"], {"runs": 0, "bytes": 0})
         entry["runs"] += 1
-        entry["bytes"] += final_checkpoint_bytes(r["n_params"])
+        entry["bytes"] += final_checkpoint_bytes(r["n_params"], weight_dtypes.of_record(r))
     final = sum(entry["bytes"] for entry in per_scale.values())
 
-    trunk_state = {s["trunk"]: state_bytes(s["n_params"]) for s in segments}  # one size per trunk
+    trunk_state = {s["trunk"]: state_bytes(s["n_params"], weight_dtypes.of_record(s))
+                   for s in segments}  # one size per trunk
     # what can train at once: every run, and one segment per trunk (its segments follow one another)
-    training = sorted([state_bytes(r["n_params"]) for r in runs] + list(trunk_state.values()), reverse=True)
+    training = sorted([state_bytes(r["n_params"], weight_dtypes.of_record(r)) for r in runs]
+                      + list(trunk_state.values()), reverse=True)
     concurrent = len(training) if jobs is None else min(jobs, len(training))
     running, kept = sum(training[:concurrent]), sum(trunk_state.values())
     resume = {"bytes_per_parameter": STATE_BYTES_PER_PARAMETER, "profile": profile,
               "profile_found": profile_found, "profile_jobs": jobs, "concurrent_jobs": concurrent,
               "running_bytes": running, "kept_trunk_states_bytes": kept,
-              "kept_trunk_states_worst_bytes": sum(state_bytes(s["n_params"]) for s in segments),
+              "kept_trunk_states_worst_bytes": sum(state_bytes(s["n_params"], weight_dtypes.of_record(s))
+                                                   for s in segments),
               "peak_bytes": running + kept}
     # the cache holds the cached outputs, the remote what the cache holds
     dvc = {"cache_bytes_copy": final, "cache_bytes_link": 0, "remote_bytes": final}

@@ -185,7 +185,8 @@ def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
     margin = float(setting(cfg, "speedup.equivalence_margin"))
     ratio = float(setting(cfg, "speedup.resolve_ratio"))
     train, scale, context = params["train"], results[0].spec.scale, results[0].spec.context
-    policy = cell_policy(train, {r.spec: r for r in results}.get, scale, context)
+    policy = cell_policy(train, {r.spec: r for r in results}.get, scale, context,
+                         results[0].spec.weight_dtype)
     first, *others = baselines(cfg)
     reference = setting(cfg, "speedup.reference_budget")
 

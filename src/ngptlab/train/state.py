@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.checkpoint import (
     atomic_save_tensors,
     load_weights,
@@ -101,6 +102,9 @@ def load_state(
     ckpt = state_dir / str(latest.get("checkpoint", ""))
     if not latest.get("checkpoint") or not ckpt.is_dir():
         raise CheckpointError(f"{latest_path}: points to missing checkpoint {latest.get('checkpoint')!r}")
+    model_path = ckpt / "model.safetensors"
+    config = read_config(model_path)
+    check_weight_dtype(model_path, config, fingerprint, state_dir)
     record = read_json(ckpt / "state.json", CheckpointError)
     saved = record.get("fingerprint", {})
     differing = sorted(k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k))
@@ -108,8 +112,6 @@ def load_state(
         shown = ", ".join(f"{k}: saved {saved.get(k)!r} vs now {fingerprint.get(k)!r}" for k in differing[:4])
         raise CheckpointError(f"{ckpt / 'state.json'}: checkpoint belongs to a run with different settings "
                               f"({shown}); delete {state_dir} (or pass --fresh) to start this run over")
-    model_path = ckpt / "model.safetensors"
-    config = read_config(model_path)
     if config.get("arm") != fingerprint.get("arm"):
         raise CheckpointError(f"{model_path}: checkpoint is arm {config.get('arm')!r}, "
                               f"this run is {fingerprint.get('arm')!r}")
@@ -126,6 +128,16 @@ def load_state(
     if cuda_states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(cuda_states[: torch.cuda.device_count()])
     return Progress.from_dict(record)
+
+
+def check_weight_dtype(model_path: Path, config: dict, fingerprint: dict, state_dir: Path) -> None:
+    """Refuse a checkpoint whose weights and AdamW state are stored in another dtype than this run's
+    (train.weight_dtype): resuming would silently change the run's precision."""
+    saved, wanted = weight_dtypes.of_record(config.get("spec", {})), weight_dtypes.of_record(fingerprint)
+    if saved != wanted:
+        raise CheckpointError(f"{model_path}: checkpoint stores its weights and optimizer state in {saved}, "
+                              f"this run trains in {wanted} (train.weight_dtype); delete {state_dir} (or "
+                              f"pass --fresh) to start this run over")
 
 
 def _restore_optimizer(path: Path, optimizer: torch.optim.Optimizer, tensors: dict, scalars: dict) -> None:

@@ -9,6 +9,7 @@ import contextlib
 
 import torch
 
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.errors import ParamsError
 from ngptlab.grid.resources import run_shape
 from ngptlab.grid.runs import RunSpec
@@ -29,10 +30,14 @@ def vocab_multiple(train: dict) -> int:
     return int(setting(train, "train.vocab_multiple"))
 
 
-def resolve_precision(setting: str, device: torch.device) -> str:
-    """train.precision: auto (bf16 autocast on a GPU, fp32 on a CPU), bf16 (autocast on either) or fp32."""
+def resolve_precision(setting: str, device: torch.device, weight_dtype: str = weight_dtypes.FP32) -> str:
+    """train.precision: auto (bf16 autocast on a GPU, fp32 on a CPU), bf16 (autocast on either) or fp32.
+    Weights stored in bf16 compute under bf16 autocast on either device: nGPT's normalisations return fp32,
+    which a bf16 matrix cannot multiply without autocast's casts."""
     if setting not in ("auto", "bf16", "fp32"):
         raise ParamsError(f"train.precision must be auto, bf16 or fp32, got {setting!r}")
+    if weight_dtype == weight_dtypes.BF16:
+        return "bf16"
     if setting == "auto":
         return "bf16" if device.type == "cuda" else "fp32"
     return setting
@@ -48,6 +53,7 @@ class Trainer:
         self.model, self.recipe = build_seeded(spec.arm, self.shape, shards.vocab_size, spec.context,
                                                spec.seed, vocab_multiple(train))
         self.model.to(self.device)
+        weight_dtypes.store(self.model, spec.weight_dtype)  # bf16: AdamW's moments follow the parameters
         self.model.activation_checkpointing = bool(setting(train, "train.activation_checkpointing"))
         groups = self.recipe.param_groups(self.model, spec.lr)
         for group in groups:
@@ -63,7 +69,7 @@ class Trainer:
         self.flops_per_token = train_flops_per_token(spec.arm, self.shape, shards.vocab_size, spec.context)
         # for MFU; None on an unknown device
         self.peak = detect_peak(self.device, setting(train, "train.peak_tflops"))
-        self.precision = resolve_precision(setting(train, "train.precision"), self.device)
+        self.precision = resolve_precision(setting(train, "train.precision"), self.device, spec.weight_dtype)
         self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision == "bf16"
                          else contextlib.nullcontext())
         self.compiled = bool(train["compile"])

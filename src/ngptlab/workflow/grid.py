@@ -154,15 +154,15 @@ class Grid:
     # Lineage
 
     def lineage_of(self, stage: str, job: str) -> tuple[dict, str]:
-        """(what the job is made from, its key); a cell's job for speedup and evaluate, a run's schedule's for
-        train (job "<cell>/<run>") and condition (job "<run>"), one for every trunk segment, prepare and
-        report."""
+        """(what the job is made from, its key); a cell's job for speedup and evaluate, a run's lineage
+        group's (schedule and weight dtype) for train (job "<cell>/<run>") and condition (job "<run>"), one
+        for every trunk segment, prepare and report."""
         if stage in PER_CELL:
             self.runs_of_cell(job)  # refuses a cell outside the grid
             return self.made_from[stage][job], self.lineage[stage][cell_key(job)]
         if stage in PER_SCHEDULE:
-            schedule = self.run(job.split("/")[-1]).schedule
-            return self.made_from[stage][schedule], self.lineage[stage][schedule]
+            group = self.run(job.split("/")[-1]).lineage_group
+            return self.made_from[stage][group], self.lineage[stage][group]
         return self.made_from[stage], self.lineage[stage]
 
     def lineage_file(self, stage: str, job: str) -> str:
@@ -175,11 +175,12 @@ class Grid:
 
     def schedule_lineage_file(self, stage: str, job: str) -> str | None:
         """The key file of a run's job as a pattern (`job` of the run's wildcards) where every run has one
-        schedule, which costs Snakemake nothing per job; None where each run's schedule decides."""
-        schedules = {spec.schedule for spec in self.runs.values()}
-        if len(schedules) != 1:
+        lineage group (schedule and weight dtype), which costs Snakemake nothing per job; None where each
+        run's group decides."""
+        groups = {spec.lineage_group for spec in self.runs.values()}
+        if len(groups) != 1:
             return None
-        return layout.lineage_file(stage, job, self.lineage[stage][schedules.pop()])
+        return layout.lineage_file(stage, job, self.lineage[stage][groups.pop()])
 
     def lineage_files(self) -> list[str]:
         """Every job's key file."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import statistics
 
 from ngptlab import layout
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.errors import ResultsError
 from ngptlab.files import read_json
 from ngptlab.grid.sweeps import held_back, lr_sweep, pruning_of
@@ -102,6 +103,8 @@ def grid_table(results: Results) -> Table:
     t.add({"item": "arms", "value": ", ".join(views.arms(results))})
     t.add({"item": "token budgets", "value": ", ".join(f"{b:,}" for b in views.budgets(results))})
     t.add({"item": "schedule", "value": describe(train)})
+    if weight_dtypes.of(train) != [weight_dtypes.FP32]:  # an fp32 grid's table as before
+        t.add({"item": "weight dtype", "value": weight_dtypes.describe(train)})
     for scale in train["scales"]:
         for context in train["contexts"]:
             lrs = "; ".join(f"{arm} {', '.join(fmt_lr(x) for x in lr_sweep(train, scale, context, arm))}"
