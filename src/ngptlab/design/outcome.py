@@ -3,6 +3,7 @@
 All on the log scale: an arm's ln S (its speed-up's log mean and its interval, logged), each factorial
 effect and each paired contrast (ln S_a - ln S_b), each with the planted value it estimates; the primary
 effect's claim (held_claim of its p-values: exceeds, falls_short, equivalent, or None) and the reading.
+with_estimand adds, beside each planted value, the estimand's value: what the noise-free world estimates.
 """
 
 from __future__ import annotations
@@ -51,3 +52,13 @@ def world_outcome(analysed: dict, truth: Truth) -> dict[str, dict]:
     """{cell: cell_outcome} of one analysed world (design/protocol.py analysed_world)."""
     holm = {row["cell"]: row["holm_reading"] for row in analysed["across"] or []}
     return {cell: cell_outcome(doc, truth, holm.get(cell)) for cell, doc in analysed["cells"].items()}
+
+
+def with_estimand(outcomes: list[dict[str, dict]], noise_free: dict[str, dict]) -> None:
+    """Give every estimate of every world's outcome its `estimand`: the noise-free world's estimate of the
+    same name (None where that world has none, e.g. a speed-up beyond the measurable range)."""
+    for outcome in outcomes:
+        for cell, record in outcome.items():
+            reference = noise_free.get(cell, {}).get("estimates", {})
+            for name, entry in record["estimates"].items():
+                entry["estimand"] = reference.get(name, {}).get("estimate")

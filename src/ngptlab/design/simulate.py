@@ -2,17 +2,24 @@
 
 World w of truth i draws from numpy's generator seeded [design.seed, i, w], so its runs are the same
 whichever process plays it and however many there are.
+
+Each truth also plays one noise-free world (seed, trunk and run sd 0) through the same protocol: what its
+documents estimate is the estimand's value in that truth, the speed-up at the learning rates the policy
+chooses, which differs from the planted law's speed-up where the chosen learning rate costs an arm more at
+the budgets it reaches the target at than the baseline at the reference (learning-rate drift under a
+per-trunk choice). Coverage and bias are measured against it (design/outcome.py with_estimand).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 
 import numpy as np
 
 from ngptlab.design.loss_model import LossModel
-from ngptlab.design.outcome import world_outcome
+from ngptlab.design.outcome import with_estimand, world_outcome
 from ngptlab.design.protocol import analysed_world
 from ngptlab.design.truths import Truth
 from ngptlab.design.world import World
@@ -53,4 +60,8 @@ def simulate(params: dict, model: LossModel, truths: list[Truth], worlds: int, s
     outcomes: list[list[dict]] = [[] for _ in truths]
     for truth_index, outcome in played:
         outcomes[truth_index].append(outcome)
+    noise_free = dataclasses.replace(model, seed_sd=0.0, trunk_sd=0.0, run_sd=0.0)
+    for truth_index, truth in enumerate(truths):
+        world = World(noise_free, truth, params["train"]["eval_every_tokens"], np.random.default_rng(seed))
+        with_estimand(outcomes[truth_index], world_outcome(analysed_world(params, world), truth))
     return outcomes

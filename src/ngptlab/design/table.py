@@ -6,10 +6,13 @@ Definitions (per cell; the primary effect is speedup.primary_contrast):
 - correct reading: the reading the planted effect gives (design/truths.py Truth.reading);
 - wrong directional: the primary effect's claim is "exceeds" or "falls short" and the planted effect makes
   another claim (under the null, any directional claim);
+- estimand: what the estimate estimates, the value a noise-free world gives (design/simulate.py): the
+  speed-up at the learning rates the policy chooses; policy gap: estimand - planted (the planted law's
+  ln S, effect, or a contrast's ln S_a - ln S_b), what the learning-rate policy itself costs;
 - coverage: among the worlds where an estimate has an interval, the fraction whose interval holds the
-  planted value (an arm's ln S, an effect, a contrast's ln S_a - ln S_b); with_interval: the fraction of
-  worlds with one;
-- bias: the mean over worlds with an estimate of estimate - planted (ln scale).
+  estimand (the planted value where the noise-free world gives none); with_interval: the fraction of
+  worlds with one; coverage_planted: the same for the planted value;
+- bias: the mean over worlds with an estimate of estimate - estimand (ln scale).
 Thresholds: >= 80% correct readings in every world where the account is true and where it is false, <= 5%
 wrong directional readings under the null, and 93-97% coverage of the primary effect's interval in each.
 """
@@ -41,13 +44,19 @@ def _covers(interval: list[float], value: float) -> bool:
 
 
 def estimate_summary(entries: list[dict]) -> dict:
-    """{planted, with_interval, coverage, bias, n_estimates} of one estimate over the worlds."""
+    """{planted, estimand, policy_gap, with_interval, coverage, coverage_planted, bias, n_estimates} of one
+    estimate over the worlds."""
+    planted, estimand = entries[0]["planted"], entries[0].get("estimand")
+    target = planted if estimand is None else estimand
     with_interval = [e for e in entries if e["interval"] is not None]
-    estimated = [e["estimate"] - e["planted"] for e in entries if e["estimate"] is not None]
-    return {"planted": entries[0]["planted"],
+    estimated = [e["estimate"] - target for e in entries if e["estimate"] is not None]
+    return {"planted": planted, "estimand": estimand,
+            "policy_gap": None if estimand is None else estimand - planted,
             "with_interval": proportion(len(with_interval), len(entries)),
-            "coverage": proportion(sum(_covers(e["interval"], e["planted"]) for e in with_interval),
+            "coverage": proportion(sum(_covers(e["interval"], target) for e in with_interval),
                                    len(with_interval)),
+            "coverage_planted": proportion(sum(_covers(e["interval"], planted) for e in with_interval),
+                                           len(with_interval)),
             "bias": statistics.fmean(estimated) if estimated else None, "n_estimates": len(estimated)}
 
 
