@@ -2,9 +2,9 @@
 DVC and git on copies of the end-to-end grid's local run, recorded with `dvc commit` and committed.
 
 Both tools decide what is stale from the same lineage keys (ngptlab/plan/lineage.py): a changed prepare
-setting reruns every stage after prepare in both, an edit that changes no value reruns nothing, a non-grid
-`dvc exp run -S` reruns exactly the stages whose key includes that setting, a grid change trains only its
-new runs, and after `dvc exp apply` neither tool has anything to do.
+setting makes every stage after prepare stale in both, an edit that changes no value reruns nothing, a
+non-grid `dvc exp run -S` reruns exactly the stages whose key includes that setting, a grid change trains
+only its new runs, and after `dvc exp apply` neither tool has anything to do.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from support.workflow import (
     snakemake,
 )
 
+from ngptlab import layout
 from ngptlab.grid.enumeration import enumerate_runs
 
 pytestmark = pytest.mark.slow
@@ -64,33 +65,32 @@ def test_reordered_params_plan_nothing_in_either_tool(committed):
     assert_nothing_to_do(committed)
 
 
-def test_a_new_val_fraction_retrains_every_run_in_both_tools(committed):
+def test_a_new_val_fraction_plans_every_run_again_in_both_tools(committed):
+    # Both tools call every stage after prepare stale, and nothing else; one run retrained shows the new
+    # shards reach training. (That a retrained grid records and then leaves nothing to do is what test_dvc
+    # and test_provenance check on runs of their own: retraining the whole grid here would add minutes.)
     params = e2e_params()
-    runs, cells = len(enumerate_runs(params)), 1
+    runs, cells = enumerate_runs(params), 1
     set_params(committed, "prepare.val_fraction=0.03")
-    after_prepare = Counter(train=runs, condition=runs, speedup=cells, evaluate=cells, report=1)
+    after_prepare = Counter(train=len(runs), condition=len(runs), speedup=cells, evaluate=cells, report=1)
     assert dvc_changed(committed) == Counter(plan=1, prepare=1) + after_prepare
     planned = job_counts(snakemake(committed, "--dry-run").stdout)
-    assert planned == Counter(prepare=1, lineage=2 * runs + 2 * cells + 2, all=1) + after_prepare
-    snakemake(committed, "--cores", "2", timeout=1800)
+    assert planned == Counter(prepare=1, lineage=2 * len(runs) + 2 * cells + 2, all=1) + after_prepare
+    summary = committed / layout.train_results_dir(runs[0].cell, runs[0].name) / "summary.json"
+    snakemake(committed, "--cores", "2", str(summary.relative_to(committed)), timeout=900)
     meta = json.loads((committed / "data" / "tokens" / params["train"]["source"] / "meta.json").read_text())
-    shards = {json.loads(path.read_text())["data"]["train_sha256"]
-              for path in committed.glob("results/train/*/*/summary.json")}
-    assert shards == {meta["splits"]["train"]["sha256"]}  # every run trained on the new shards
-    dvc(committed, "commit", "--force")
-    assert_nothing_to_do(committed)
+    assert json.loads(summary.read_text())["data"]["train_sha256"] == meta["splits"]["train"]["sha256"]
 
 
 def test_dvc_experiments_run_queue_show_and_apply(committed):
     out = dvc(committed, "exp", "run", "-n", "limit20", "-S", "evaluate.limit=20", timeout=900)
     assert ran_stages(out.stdout) == Counter(plan=1, evaluate=1, report=1)  # exactly what reads the key
-    for limit in (15, 10):
-        dvc(committed, "exp", "run", "--queue", "-n", f"limit{limit}", "-S", f"evaluate.limit={limit}")
+    dvc(committed, "exp", "run", "--queue", "-n", "limit15", "-S", "evaluate.limit=15")
     dvc(committed, "exp", "run", "--run-all", timeout=1800)
     shown = json.loads(dvc(committed, "exp", "show", "--json").stdout)
     experiments = {rev["name"]: rev["data"] for entry in shown for exp in entry.get("experiments") or []
                    for rev in exp["revs"]}
-    assert {"limit20", "limit15", "limit10"} <= set(experiments)
+    assert {"limit20", "limit15"} <= set(experiments)
     for name, data in experiments.items():
         headline = data["metrics"]["reports/metrics.json"]["data"]
         assert set(headline) == {"cpu-4l-ctx128"} and {"gpt", "ngpt"} <= set(headline["cpu-4l-ctx128"]), name
