@@ -1,4 +1,4 @@
-"""One learning-rate policy for every seed (ngptlab.grid.lr_policy), on planted worlds held in memory.
+"""One learning-rate policy for every seed (ngptlab.lr_policy), on planted worlds held in memory.
 
 The loss is a power law in tokens with a parabola in ln(lr) around an optimum that drifts down as runs get
 longer: L(lr, T, seed) = 3 + 8 (S T / 4096)^-0.3 + c (ln lr - ln lr*(T))^2 + seed noise, c sharp for gpt and
@@ -19,8 +19,8 @@ from support.synthetic import synthetic_params
 
 from ngptlab.config.load import validate_params
 from ngptlab.grid.enumeration import compared_runs
-from ngptlab.grid.lr_policy import RULES, best_lr, cell_policy, chosen_lrs, runs_policy
 from ngptlab.grid.runs import RunSpec
+from ngptlab.lr_policy import RULES, best_lr, cell_policy, chosen_lrs, runs_policy
 from ngptlab.plan.prune import proposed_prunes
 from ngptlab.plan.seeds import proposed_seeds
 from ngptlab.report.sections.speedup import tuned_text
@@ -78,7 +78,7 @@ class World:
         return [self.result(spec) for spec in compared_runs(params)]
 
     def lookup(self, params: dict):
-        """The grid's results as the plan's result lookup (ngptlab.grid.lr_policy.ResultOf)."""
+        """The grid's results as the plan's result lookup (ngptlab.lr_policy.ResultOf)."""
         return {r.spec: r for r in self.run(params)}.get
 
 

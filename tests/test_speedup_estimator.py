@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from ngptlab.grid.lr_policy import runs_policy
 from ngptlab.grid.runs import RunSpec
+from ngptlab.lr_policy import runs_policy
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import (
     Estimate,

@@ -2,7 +2,7 @@
 
 A grid that prunes its sweeps and adds seeds grows in steps that depend on results: which learning rates
 survive the pruning, and at which learning rate the seeds go. Their cost does not depend on it: every
-learning rate of a run costs the same, and the seeds follow the learning-rate policy (ngptlab.grid.lr_policy):
+learning rate of a run costs the same, and the seeds follow the learning-rate policy (ngptlab.lr_policy):
 one run per budget at that budget's chosen learning rate, or with train.schedule wsd one trunk per added seed
 at the arm's chosen learning rate, while each surviving learning rate continues one trunk. So the projection
 applies the steps still to come with stand-in choices (the lowest learning rates of each sweep survive; the
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import copy
 
-from ngptlab.grid.lr_policy import grid_budgets
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
+from ngptlab.lr_policy import grid_budgets
 from ngptlab.plan.seeds import new_seeds
 from ngptlab.schedule import is_wsd
 from ngptlab.settings import setting

@@ -2,7 +2,7 @@
 
 One seed gives a speed-up without an interval; the interval comes from seeds, and a seed costs a run per
 (arm, budget) only at the learning rate that enters the speed-up: the one the learning-rate policy chooses
-on train.seeds' sweep (ngptlab.grid.lr_policy.chosen_lrs, the speed-up stage's own chooser). So once
+on train.seeds' sweep (ngptlab.lr_policy.chosen_lrs, the speed-up stage's own chooser). So once
 train.seeds' sweep at a budget has results, each (scale, context, arm, budget) gets seeds
 max(train.seeds) + 1 .. + N at its chosen learning rate there (lowest mean final loss over train.seeds): one
 train.added_seeds entry. With train.schedule wsd the choice is per trunk: the learning rate best at the
@@ -20,8 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ngptlab.config.load import load_params
-from ngptlab.grid.lr_policy import chosen_lrs
 from ngptlab.grid.sweeps import held_back
+from ngptlab.lr_policy import chosen_lrs
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import ResultOf, on_disk

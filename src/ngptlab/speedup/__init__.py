@@ -2,7 +2,7 @@
 
 estimate.py     a number or a one-sided bound on it (Estimate)
 estimator.py    the paper's speed-up measure as pure functions: every seed at the learning rate chosen on
-                the swept seeds (ngptlab.grid.lr_policy), log-token interpolation, bounds, and the cheaper
+                the swept seeds (ngptlab.lr_policy), log-token interpolation, bounds, and the cheaper
                 within-run estimate
 selection.py    the seeds the speed-up is estimated on (held out from the lr's choice) and the choosing
                 seeds' optimism (selection_bias)

@@ -25,7 +25,7 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
   lr_policy{rule (text: the estimand), selection_seeds [int], chosen [{arm, budget, lr}], notes [text],
             estimate_seeds [int], note}
                                    the learning rate every seed is estimated at, chosen on selection_seeds
-                                   (train.seeds) by ngptlab.grid.lr_policy, per budget (per trunk under wsd:
+                                   (train.seeds) by ngptlab.lr_policy, per budget (per trunk under wsd:
                                    the choice at the arm's largest budget); estimate_seeds the seeds every
                                    speed-up, contrast and factorial effect is summarized over: the held-out
                                    seeds when there are two or more, else all (speedup/selection.py)
@@ -135,8 +135,8 @@ from pathlib import Path
 from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells
-from ngptlab.grid.lr_policy import cell_policy
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
+from ngptlab.lr_policy import cell_policy
 from ngptlab.results import RunResult, read_run_result, write_json
 from ngptlab.settings import baselines, setting
 from ngptlab.speedup.estimate import Estimate

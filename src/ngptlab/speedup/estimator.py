@@ -3,7 +3,7 @@
 The estimand: the tokens each arm needs to reach the baseline's loss at the reference budget of N tokens,
 as a speed-up S = N / those tokens (speedup.reference_budget sets N: the paper's largest budget, or by
 default the geometric mean of the smallest and largest, so that S straddles 1), every run at the learning
-rate chosen on the swept seeds' sweep (ngptlab.grid.lr_policy). Per (arm, budget) that is the learning rate
+rate chosen on the swept seeds' sweep (ngptlab.lr_policy). Per (arm, budget) that is the learning rate
 of the lowest mean final validation loss over the seeds of train.seeds at that budget (fewest diverged runs
 first, ties to the smaller), or with train.schedule wsd per trunk: the one chosen so at the arm's largest
 budget, at every budget. Every seed, the swept ones included, enters with its run at that learning rate;
@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from ngptlab.grid.lr_policy import LrPolicy, runs_policy
+from ngptlab.lr_policy import LrPolicy, runs_policy
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimate import FLIP, Estimate
 from ngptlab.speedup.inference import (
@@ -193,7 +193,7 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
                   policy: LrPolicy | None = None, *, reference: str | int = REFERENCE_BUDGET) -> dict:
     """The speed-up of every arm in one cell (see the module docstring); JSON-ready apart from inf/nan.
     margin and resolve_ratio feed the verdicts and seeds_needed (ngptlab.speedup.inference); policy the
-    learning rates (ngptlab.grid.lr_policy.cell_policy from the params; without it, runs_policy: every seed
+    learning rates (ngptlab.lr_policy.cell_policy from the params; without it, runs_policy: every seed
     of the results chooses); reference is speedup.reference_budget (largest, middle or tokens)."""
     results = sorted(results, key=lambda r: r.spec)  # order-invariant from here on
     policy = policy or runs_policy(results)

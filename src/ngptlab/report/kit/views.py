@@ -4,7 +4,7 @@ The best run per (arm, budget, seed) is the speed-up stage's choice: results/spe
 (runs[].best_lr_for_budget), so the curves and spectra shown are those of the runs that entered the speed-up
 (a WSD grid's cosine calibration runs never do). A cell without its speed-up file (some run has not finished)
 and the calibration runs, which no speed-up reads, are chosen by the speed-up stage's own functions
-(ngptlab.grid.lr_policy.runs_policy, ngptlab.speedup.estimator.runs_at_chosen_lr: each seed's completed run
+(ngptlab.lr_policy.runs_policy, ngptlab.speedup.estimator.runs_at_chosen_lr: each seed's completed run
 at the learning rate of the lowest mean final loss over train.seeds, ties to the smaller learning rate).
 A cell's "representative" run of an arm, whose conditioning the figures show, is that best run at the
 grid's largest budget for the smallest seed: every arm is then compared at the same budget, and an arm
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ngptlab.grid.lr_policy import runs_policy
+from ngptlab.lr_policy import runs_policy
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.results import RunResult
 from ngptlab.settings import baselines

@@ -4,7 +4,7 @@ run's status.
 The sweeps: a grid that grows by its results (ngptlab.plan.prune, ngptlab.plan.seeds) no longer sweeps every
 learning rate at every budget: above a pruning budget only the K kept learning rates run (successive
 halving), and the seeds added beyond train.seeds run only the learning rate chosen on train.seeds' sweep
-(ngptlab.grid.lr_policy: per budget, per trunk under wsd), the one every seed is estimated at. A reader of a
+(ngptlab.lr_policy: per budget, per trunk under wsd), the one every seed is estimated at. A reader of a
 speed-up needs both facts: an arm tuned over fewer learning rates at some budget is compared as the table
 says, not as the sweep promises.
 
