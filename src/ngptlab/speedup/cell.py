@@ -139,8 +139,7 @@ from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.lr_policy import cell_policy
 from ngptlab.results import RunResult, read_run_result, write_json
 from ngptlab.settings import baselines, setting
-from ngptlab.speedup.estimate import Estimate
-from ngptlab.speedup.estimator import estimate_cell
+from ngptlab.speedup.estimator import estimate_cell, seed_speedups
 from ngptlab.speedup.factorial import factorial
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
 from ngptlab.speedup.interpolate import interpolate_cell
@@ -200,10 +199,7 @@ def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
     swept = [r.spec for r in results if r.spec.seed in set(train["seeds"])]
     edges = sweep_edges(results, lambda arm, budget: lr_sweep(train, scale, context, arm, budget), swept,
                         lambda arm, budget: pruning_of(train, scale, context, arm, budget) is not None)
-    estimated = set(estimate["lr_policy"]["estimate_seeds"])
-    per_seed = {arm: {p["seed"]: Estimate.from_dict(p["speedup"]) for p in entry["per_seed"]
-                      if p["seed"] in estimated} for arm, entry in estimate["arms"].items()}
-    effects = factorial(per_seed, margin)
+    effects = factorial(seed_speedups(estimate["arms"], estimate["lr_policy"]["estimate_seeds"]), margin)
     primary = setting(cfg, "speedup.primary_contrast")
     rival = rivals(results, estimate, primary, margin)
     # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.

@@ -188,6 +188,14 @@ def baseline_target(seed: int, baseline: str, runs: Mapping[int, RunResult], ref
             "note": note}
 
 
+def seed_speedups(arms: Mapping[str, dict], seeds: Iterable[int]) -> dict[str, dict[int, Estimate]]:
+    """{arm: {seed: its speed-up}} over the given seeds (the estimate's), from estimate_cell's `arms`: what
+    the contrasts and the factorial are paired over."""
+    kept = set(seeds)
+    return {arm: {p["seed"]: Estimate.from_dict(p["speedup"]) for p in entry["per_seed"] if p["seed"] in kept}
+            for arm, entry in arms.items()}
+
+
 def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int, seed: int,
                   margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO,
                   policy: LrPolicy | None = None, *, reference: str | int = REFERENCE_BUDGET) -> dict:
@@ -255,13 +263,11 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
         "baseline": baseline,
         "arms_order": arms,
         "seeds": seeds,
-        "budgets": sorted({r.spec.budget for r in results}),
+        "budgets": budgets,
         "targets": [targets[s] for s in seeds if s in targets],
         "lr_policy": {**policy.as_dict(), "estimate_seeds": estimated, "note": estimated_note},
         "arms": arms_out,
-        "contrasts": cell_contrasts({arm: {p["seed"]: Estimate.from_dict(p["speedup"])
-                                           for p in entry["per_seed"] if p["seed"] in estimated}
-                                     for arm, entry in arms_out.items()}, margin, resolve_ratio),
+        "contrasts": cell_contrasts(seed_speedups(arms_out, estimated), margin, resolve_ratio),
         "equivalence_margin": margin,
         "resolve_ratio": resolve_ratio,
         "verdict_rule": verdict_rule(margin),

@@ -30,11 +30,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ngptlab.speedup.censored import METHOD as CENSORED_METHOD
-from ngptlab.speedup.censored import censored_mean, log_of, weighted_sum
-from ngptlab.speedup.equivalence import claim_p_values, claim_p_values_at, margin_verdict
+from ngptlab.speedup.censored import log_of, weighted_sum
 from ngptlab.speedup.estimate import Estimate
-from ngptlab.stats import LEVEL, mean_sd_interval
+from ngptlab.speedup.paired import paired_mean
+from ngptlab.stats import LEVEL
 
 METHOD = "paired t on ln S over seeds"
 ARMS = {"gpt": (0, 0), "gpt-rownorm": (1, 0), "gpt-orth": (0, 1), "ngpt": (1, 1)}  # arm -> (a, b)
@@ -73,25 +72,13 @@ def summarize_effect(values: list[Estimate], margin: float, level: float) -> dic
     """{estimate {ln, ratio}, log {mean, sd, se, df}, log_interval, interval, method, level, n_seeds,
     n_censored, verdict, p_values}: the paired t-interval of the module docstring over one effect's per-seed
     values, or the censored likelihood's where some are bounds."""
-    n_censored = sum(v.bound is not None for v in values)
-    if n_censored:
-        fit = censored_mean(values, level)
-        mean, method, log_interval = fit.mean, CENSORED_METHOD, fit.interval
-        log = {"mean": fit.mean, "sd": fit.sd, "se": None, "df": fit.df if fit.mean is not None else None}
-        verdict = fit.verdict(lambda i: margin_verdict(i, margin))
-        p_values = claim_p_values_at(fit.t_at, fit.df, margin) if fit.bounded else None
-    else:
-        summary = mean_sd_interval([v.value for v in values], level)
-        mean, method, log_interval = summary["mean"], METHOD, summary["interval"]
-        log = {k: summary[k] for k in ("mean", "sd", "se", "df")}
-        verdict = margin_verdict(log_interval, margin)
-        p_values = (None if log_interval is None
-                    else claim_p_values(mean, summary["se"], summary["df"], margin))
-    return {"estimate": {"ln": mean, "ratio": None if mean is None else math.exp(mean)}, "log": log,
-            "log_interval": log_interval,
-            "interval": None if log_interval is None else [math.exp(x) for x in log_interval],
-            "method": method, "level": level, "n_seeds": len(values), "n_censored": n_censored,
-            "verdict": verdict, "p_values": p_values}
+    m = paired_mean(values, margin, level, METHOD)
+    return {"estimate": {"ln": m.mean, "ratio": None if m.mean is None else math.exp(m.mean)},
+            "log": {"mean": m.mean, "sd": m.sd, "se": m.se, "df": m.df}, "log_interval": m.interval,
+            "interval": None if m.interval is None else [math.exp(x) for x in m.interval],
+            "method": m.method, "level": level, "n_seeds": len(values),
+            "n_censored": sum(v.bound is not None for v in values), "verdict": m.verdict,
+            "p_values": m.p_values}
 
 
 def factorial(per_seed: Mapping[str, Mapping[int, Estimate]], margin: float, level: float = LEVEL

@@ -60,9 +60,9 @@ from ngptlab.speedup.censored import CensoredMean, censored_mean, log_of, weight
 from ngptlab.speedup.equivalence import (
     NO_INTERVAL,
     margin_rule,
-    margin_verdict,
 )
 from ngptlab.speedup.estimate import Estimate
+from ngptlab.speedup.paired import paired_mean
 from ngptlab.stats import LEVEL, mean_sd_interval
 
 BOOTSTRAP_MIN_SEEDS = 10
@@ -235,17 +235,12 @@ def contrast(a: str, b: str, per_seed_a: Mapping[int, Estimate], per_seed_b: Map
     if conflicting:
         notes.append(f"seed{'s' if len(conflicting) > 1 else ''} {', '.join(map(str, conflicting))} left "
                      f"out: bounds for {a} and {b} in directions that leave the difference free")
-    if n_censored:
-        fit = censored_mean(observations, level)
-        mean, sd, method, interval = fit.mean, fit.sd, CENSORED_METHOD, fit.interval
-        verdict_ = fit.verdict(lambda i: margin_verdict(i, margin))
-        notes.append(fit.describe())
-    else:
-        summary = mean_sd_interval([d.value for d in observations], level)
-        mean, sd, method, interval = summary["mean"], summary["sd"], PAIRED_METHOD, summary["interval"]
-        verdict_ = margin_verdict(interval, margin)
-        if len(seeds) == 1:
-            notes.append("one seed: the difference, no interval")
+    paired = paired_mean(observations, margin, level, PAIRED_METHOD)
+    mean, sd, interval = paired.mean, paired.sd, paired.interval
+    if paired.note:
+        notes.append(paired.note)
+    elif len(seeds) == 1:
+        notes.append("one seed: the difference, no interval")
     if not seeds:
         notes.append(f"no shared seed with an estimate for both {a} and {b}")
     needed = seeds_needed(sd, len(seeds), resolve_ratio, margin, level)
@@ -255,7 +250,8 @@ def contrast(a: str, b: str, per_seed_a: Mapping[int, Estimate], per_seed_b: Map
             "seeds": seeds, "difference_log": {"mean": mean, "sd": sd, "interval": interval},
             "ratio": None if mean is None else math.exp(mean),
             "interval": None if interval is None else [math.exp(x) for x in interval],
-            "level": level, "method": method, "verdict": verdict_, **needed, "note": "; ".join(notes) or None}
+            "level": level, "method": paired.method, "verdict": paired.verdict, **needed,
+            "note": "; ".join(notes) or None}
 
 
 def cell_contrasts(per_seed: Mapping[str, Mapping[int, Estimate]], margin: float = EQUIVALENCE_MARGIN,
