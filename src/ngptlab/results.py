@@ -171,21 +171,12 @@ def _observed(rows: Iterable[tuple[float, Any]]) -> list[tuple[float, dict[str, 
 
 def read_metrics(root: str | Path, spec: RunSpec, observed: Sequence[str] = OBSERVED
                  ) -> tuple[list[tuple[float, float]], dict[str, list[tuple[float, dict[str, float]]]]]:
-    """(read_val_curve, {field: read_observed} for each of `observed`) from one pass over metrics.jsonl."""
+    """(the validation curve: (tokens, val_loss) at every evaluation point in token order, non-finite losses
+    dropped; {field: [(tokens, {name: value})] in token order ("inf" read as inf, null dropped; empty for a
+    run trained before the observations existed)} for each of `observed`), from one pass over
+    metrics.jsonl."""
     rows = _metrics_rows(root, spec, ["val_loss", *observed])
     return _val_curve(rows["val_loss"]), {name: _observed(rows[name]) for name in observed}
-
-
-def read_val_curve(root: str | Path, spec: RunSpec) -> list[tuple[float, float]]:
-    """(tokens, val_loss) at every evaluation point of a run, in token order; non-finite losses dropped."""
-    return read_metrics(root, spec, ())[0]
-
-
-def read_observed(root: str | Path, spec: RunSpec, field: str) -> list[tuple[float, dict[str, float]]]:
-    """(tokens, {name: value}) of a field that an evaluation point observes of the weights (angular_rate,
-    relative_change, kappa: condition/over_training.py), in token order; "inf" read as inf, null dropped.
-    Empty for a run trained before the observations existed."""
-    return _observed(_metrics_rows(root, spec, [field])[field])
 
 
 @dataclass(frozen=True)
