@@ -154,7 +154,8 @@ def test_wrong_directional_counts_only_claims_the_truth_does_not_make():
 def test_noise_from_a_pilot_inverts_the_first_order_law(tmp_path):
     params = small_params(protocol=False)
     model = loss_model(params)
-    slope = model.exponent * model.amplitude * 16384 ** -model.exponent
+    # the target sits at the reference budget: middle, the geometric mean of 4,096 and 16,384 tokens
+    slope = model.exponent * model.amplitude * 8192 ** -model.exponent
     log_var = 2 * (0.003**2 + model.trunk_sd**2 + model.run_sd**2) / slope**2  # seed_sd 0.003, no sharing
     arms = {"gpt": {"speedup": {"log": None}},
             "ngpt": {"speedup": {"log": {"sd": math.sqrt(log_var * 0.5), "df": 1}}},

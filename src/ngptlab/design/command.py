@@ -27,6 +27,7 @@ from ngptlab.plan.edit import parse_assignment
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS, estimate_plan
 from ngptlab.plan.printout import projection
 from ngptlab.settings import setting
+from ngptlab.speedup.estimator import reference_tokens
 from ngptlab.stats import LEVEL
 
 
@@ -83,9 +84,11 @@ def design_document(params: dict, params_file: str, worlds: int | None = None, s
 
 def measured_seed_sd(params: dict, root: str) -> dict:
     """{root, log_sd, df, seed_sd}: the seed noise a pilot's speed-ups measured (design/measured_noise.py),
-    read at the grid's largest budget, where the target is."""
+    read at the reference budget, where the target is (speedup.reference_budget)."""
     variance, df = pooled_log_variance(root)
-    seed_sd = seed_sd_from(loss_model(params), variance, max(params["train"]["budgets"]))
+    reference = reference_tokens(setting(params["speedup"], "speedup.reference_budget"),
+                                 params["train"]["budgets"])
+    seed_sd = seed_sd_from(loss_model(params), variance, reference)
     return {"root": root, "log_sd": math.sqrt(variance), "df": df, "seed_sd": seed_sd}
 
 
