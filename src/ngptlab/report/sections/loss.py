@@ -71,9 +71,10 @@ def final_loss_vs_budget(results: Results) -> Figure | None:
         plot.arm_legend(fig, views.arms(results), markers=True)
         svg = plot.save(fig)
     return Figure("final_loss_vs_budget", "Final validation loss against token budget",
-                  "Best final loss over the learning-rate sweep at each budget, mean over seeds (the "
-                  "paper's Fig. 2 method). Dashed: the target, the baseline's best loss at its largest "
-                  "budget; an arm's speed-up is read where its curve crosses it.", svg, sorted(set(runs)))
+                  "Final loss at each budget's chosen learning rate (chosen on the swept seeds), mean over "
+                  "seeds (the paper's Fig. 2 method). Dashed: the target, the baseline's loss at the "
+                  "reference budget (speedup.reference_budget); an arm's speed-up is read where its curve "
+                  "crosses it.", svg, sorted(set(runs)))
 
 
 def loss_curves(results: Results, cell: str) -> Figure | None:
