@@ -15,7 +15,8 @@ from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.layout import REPO_ROOT
-from ngptlab.plan.grid import resolved_grid, stage_code
+from ngptlab.plan.closure import stage_fingerprints
+from ngptlab.plan.grid import resolved_grid
 from ngptlab.plan.lineage import STAGES
 from ngptlab.workflow.grid import MERGED_CONFIG, Grid
 from ngptlab.workflow.jobs import Jobs
@@ -42,7 +43,7 @@ def params_file(request, tmp_path) -> str:
 
 def grid_of(params_file: str) -> Grid:
     # the code fingerprints of the repository's stages, wherever the tests run
-    return Grid(load_params(params_file), params_file, code=stage_code(REPO_ROOT))
+    return Grid(load_params(params_file), params_file, code=stage_fingerprints(REPO_ROOT))
 
 
 def test_the_grid_is_the_plans(params_file):

@@ -117,18 +117,3 @@ def lineage_dir(stage: str, job: str) -> str:
 
 def lineage_file(stage: str, job: str, key: str) -> str:
     return f"{lineage_dir(stage, job)}/{key}"
-
-
-# The code a stage's results depend on, as paths under the project root. Its fingerprint is part of the
-# stage's lineage key (ngptlab.plan.lineage), so an edit to it reruns the stage's jobs in both tools; DVC
-# hashes these paths once, as the dependencies of the `plan` stage that writes the keys.
-STAGE_CODE = {
-    "prepare": ("src/ngptlab/prepare",),
-    "train": ("src/ngptlab/train", "src/ngptlab/models", "src/ngptlab/checkpoint.py",
-              "src/ngptlab/schedule.py",  # the learning rate at each step
-              "src/ngptlab/grid/trunks.py"),  # where a WSD run's branch starts
-    "condition": ("src/ngptlab/condition", "src/ngptlab/checkpoint.py"),
-    "speedup": ("src/ngptlab/speedup", "src/ngptlab/stats.py"),  # stats: the intervals over seeds
-    "evaluate": ("src/ngptlab/evaluate", "src/ngptlab/checkpoint.py"),
-    "report": ("src/ngptlab/report", "src/ngptlab/stats.py"),
-}

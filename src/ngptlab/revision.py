@@ -5,8 +5,8 @@ is on disk), not the git commit: committing results, docs or dvc.lock moves the 
 every artifact that records it, although the code that made them is the same. An edit to the code changes
 it, committed or not. Outside a git checkout it hashes the files under those paths directly.
 
-A stage's code fingerprint is the same kind of hash over just the code one stage depends on
-(layout.STAGE_CODE), as the working tree has it: what the per-run stages declare instead of code directories.
+A stage's code fingerprint, what decides when its jobs rerun, is narrower: the code its command imports
+(ngptlab.plan.closure).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from ngptlab.errors import ParamsError
 from ngptlab.layout import REPO_ROOT
 
 CODE_PATHS = ("src", "workflow", "Snakefile")
@@ -66,14 +65,3 @@ def code_revision(root: str | Path = REPO_ROOT) -> str:
     """'code:' + 16 hex digits of a sha256 over the code's file names and bytes; 'unknown' if none."""
     digest = _digest(Path(root), _code_files(Path(root)))
     return f"code:{digest}" if digest else "unknown"
-
-
-def code_fingerprint(paths: Sequence[str], root: str | Path = ".") -> str:
-    """16 hex digits of a sha256 over the names and bytes of the files under `paths` (files or directories,
-    relative to root) as they are on disk: the code one stage's results depend on (layout.STAGE_CODE)."""
-    root = Path(root)
-    missing = [root / name for name in paths if not (root / name).exists()]
-    if missing:
-        raise ParamsError(f"{missing[0]}: not found; a stage's code (ngptlab.layout.STAGE_CODE) is read from "
-                          "the project's working directory")
-    return _digest(root, _files_under(root, paths)) or ""

@@ -10,8 +10,8 @@ log keeps), so a resumed run holds each step once. Only rank 0 writes; the event
 checkpoints and the job's end, never per step.
 
 Writing events may fail (a full disk, a directory that is not one, a missing tensorboard package): the job
-then logs one line and trains on without them. This module sits outside train/ (ngptlab.layout.STAGE_CODE)
-because the events change no result: an edit here must rerun no run.
+then logs one line and trains on without them. The train stage's code fingerprint leaves this module out
+(ngptlab.plan.closure.OUTSIDE_FINGERPRINT) because the events change no result: an edit here reruns no run.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ngptlab.plan.closure import VERB_OF_STAGE, explain
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS
 from ngptlab.plan.extend import DEFAULT_CAP
 from ngptlab.plan.grid import check_grid_file
@@ -59,12 +60,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", default=".", metavar="DIR",
                         help="the project directory: its src/ is the code --write fingerprints and --check "
                              "compares, and with --extend-sweeps its results/ are read (default: .)")
+    parser.add_argument("--explain", choices=VERB_OF_STAGE, metavar="STAGE",
+                        help="print the files whose code a stage's lineage key covers (the import closure of "
+                             f"its command; one of {', '.join(VERB_OF_STAGE)}) and those left out, and exit")
     parser.add_argument("--max-sweep", type=int, default=DEFAULT_CAP, metavar="N",
                         help=f"with --extend-sweeps: learning rates per sweep at most "
                              f"(default {DEFAULT_CAP})")
 
 
 def run(args: argparse.Namespace, params: dict) -> int:
+    if args.explain:
+        print(explain(args.explain, args.root))
+        return 0
     plan_file = args.write or str(Path(args.root) / "results" / "plan.json")  # of --set, --extend-sweeps
     if args.set:
         params = set_keys(args.params, args.set)

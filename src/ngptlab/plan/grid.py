@@ -25,8 +25,8 @@ from ngptlab.files import write_text_atomic
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, branch_segment, by_end, enumerate_segments, segment_before
+from ngptlab.plan.closure import stage_fingerprints
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, key_of, made_from
-from ngptlab.revision import code_fingerprint
 from ngptlab.schedule import shares_trunk
 
 GENERATED_BY = "`ngptlab plan --write` from the params file and the code; do not edit. dvc.yaml reads it."
@@ -35,11 +35,6 @@ GENERATED_BY = "`ngptlab plan --write` from the params file and the code; do not
 def cell_key(cell: str) -> str:
     """The cell's name as a DVC params key: DVC reads a dot as a nesting level ("0.5B-ctx1024")."""
     return cell.replace(".", "_")
-
-
-def stage_code(root: str | Path = ".") -> dict[str, str]:
-    """The fingerprint of every stage's code under root (layout.STAGE_CODE)."""
-    return {stage: code_fingerprint(paths, root) for stage, paths in layout.STAGE_CODE.items()}
 
 
 def lineage_keys(sources: dict) -> dict:
@@ -78,7 +73,7 @@ def resolved_grid(params: dict, root: str | Path = ".") -> dict:
     if len({cell["key"] for cell in cells.values()}) != len(cells):
         raise ParamsError(f"train.scales: two cells of {', '.join(cells)} differ only in '.' against '_'; "
                           "rename a scale")
-    code = stage_code(root)
+    code = stage_fingerprints(root)
     segments = enumerate_segments(params)
     ends = by_end(segments)
     # A run maps to its cell, schedule, lineage group (its train and condition keys) and start only: its

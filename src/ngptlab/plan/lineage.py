@@ -60,7 +60,7 @@ def settings(params: dict, stage: str, knobs: tuple[str, ...] = ()) -> dict:
 def made_from(params: dict, code: dict[str, str]) -> dict:
     """What each stage's results are made from: {stage: inputs}; per lineage group (cosine, wsd, and with
     bf16 runs cosine-bf16, wsd-bf16) for train and condition, per cell (by name) for speedup and evaluate.
-    `code` maps each stage to the fingerprint of its code (ngptlab.layout.STAGE_CODE)."""
+    `code` maps each stage to the fingerprint of its code (ngptlab.plan.closure)."""
     train_params = params["train"]
     prepare_settings = settings(params, "prepare", PREPARE_SPEED_KNOBS)
     # min_documents is a check of what the source yields, not a setting of it: it never changes the shards

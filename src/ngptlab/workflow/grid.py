@@ -25,7 +25,8 @@ from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, branch_segment, by_end, enumerate_segments, segment_before
-from ngptlab.plan.grid import cell_key, lineage_keys, stage_code
+from ngptlab.plan.closure import stage_fingerprints
+from ngptlab.plan.grid import cell_key, lineage_keys
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, made_from
 from ngptlab.schedule import shares_trunk
 
@@ -54,7 +55,7 @@ class Grid:
         self.tokens = [f"{tokens_dir}/{name}" for name in ("train.bin", "val.bin", "meta.json")]
         # What each job's results are made from (the settings, the code's fingerprints, the keys upstream),
         # and its key; the same values `ngptlab plan --write` puts in results/plan.json for DVC.
-        self.made_from = made_from(params, stage_code() if code is None else code)
+        self.made_from = made_from(params, stage_fingerprints(".") if code is None else code)
         self.lineage = lineage_keys(self.made_from)
 
     @classmethod
