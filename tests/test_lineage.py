@@ -1,24 +1,102 @@
 """Lineage keys (ngptlab/plan/lineage.py): a key changes exactly when what its job is made from changes, and
-a change upstream reaches every key after it."""
+a change upstream reaches every key after it. What a params key shapes is its schema entry's class
+(config/roles.py): every key of the schema is walked here."""
 
 from __future__ import annotations
 
 import copy
 
+import pytest
 from support.workflow import default_params
 
+from ngptlab.config.roles import GRID, roles
+from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.plan.grid import cell_key, lineage_keys
-from ngptlab.plan.lineage import STAGES, TRAIN_SETTINGS, made_from
+from ngptlab.plan.lineage import PER_SCHEDULE, STAGES, made_from
 
 CODE = {stage: f"{stage}-code" for stage in STAGES}
+# What a stage's key reaches: the stages whose keys hold it. The trunk's only where the grid trains WSD runs.
+AFTER = {"prepare": {"trunk", "train", "condition", "speedup", "evaluate", "report"},
+         "trunk": {"train", "condition", "speedup", "evaluate", "report"},
+         "train": {"condition", "speedup", "evaluate", "report"}, "condition": {"report"},
+         "speedup": {"evaluate", "report"}, "evaluate": {"report"}, "report": set()}
+# A grid key's change must keep a valid grid, so each gets a value here (the test of the walk asks for one).
+GRID_EDITS = {
+    "train.scales": lambda t: t["scales"].append("cpu-8l") or t["learning_rates"].update(
+        {"cpu-8l": t["learning_rates"][t["scales"][0]]}),
+    "train.contexts": lambda t: t["contexts"].append(256),
+    "train.arms": lambda t: t["arms"].remove("gpt-nowd"),
+    "train.budgets": lambda t: t["budgets"].append(16384),
+    "train.seeds": lambda t: t["seeds"].append(1),
+    "train.learning_rates": lambda t: t["learning_rates"][t["scales"][0]]["ngpt"].append(4.0e-2),
+    "train.schedule": lambda t: t.update(schedule="wsd"),
+    "train.weight_dtype": lambda t: t.update(weight_dtype=["fp32", "bf16"]),
+    "train.calibrate": lambda t: t.update(schedule="wsd", calibrate={"budgets": [8192]}),
+    "train.pruned_sweeps": lambda t: t.update(pruned_sweeps=[{
+        "scale": t["scales"][0], "context": t["contexts"][0], "arm": "gpt", "after_budget": 2048, "keep": 2,
+        "learning_rates": [5.0e-3, 1.0e-2]}]),
+    "train.added_seeds": lambda t: t.update(added_seeds=[{
+        "scale": t["scales"][0], "context": t["contexts"][0], "arm": "gpt", "budget": 8192, "lr": 1.0e-2,
+        "seeds": [1]}]),
+}
 
 
 def keys(params: dict, code: dict | None = None) -> dict:
     return lineage_keys(made_from(params, code or CODE))
 
 
-def changed(before: dict, after: dict) -> set[str]:
-    return {stage for stage in before if before[stage] != after[stage]}
+def changed(before: dict, after: dict, groups: set[str] | None = None) -> set[str]:
+    """The stages whose keys differ; with `groups`, a per-schedule stage's keys of those lineage groups
+    only (the groups a grid's runs use)."""
+    def used(stage: str, value):
+        return {g: value[g] for g in groups} if groups is not None and stage in PER_SCHEDULE else value
+    return {stage for stage in before if used(stage, before[stage]) != used(stage, after.get(stage, {}))}
+
+
+def set_key(params: dict, key: str, value) -> None:
+    *path, last = key.split(".")
+    section = params
+    for part in path:
+        section = section[part]
+    section[last] = value
+
+
+@pytest.mark.parametrize("role", [r for r in roles() if GRID not in r.shapes], ids=lambda r: r.key)
+def test_every_key_changes_the_keys_of_exactly_the_stages_it_shapes_and_after(role):
+    params = wsd_params() if role.only_schedule == "wsd" else default_params()
+    groups = {run.lineage_group for run in enumerate_runs(params)}
+    edited = copy.deepcopy(params)
+    set_key(edited, role.key, f"changed {role.key}")
+    expected = set(role.shapes)
+    for stage in role.shapes:
+        expected |= AFTER[stage] if stage != "trunk" or "wsd" in groups else {"trunk"}
+    assert changed(keys(params), keys(edited), groups) == expected, role
+
+
+@pytest.mark.parametrize("key", sorted(GRID_EDITS))
+def test_a_grid_key_reaches_the_report_and_the_cells_through_their_runs(key):
+    params = default_params()
+    edited = copy.deepcopy(params)
+    GRID_EDITS[key](edited["train"])
+    before, after = keys(params), keys(edited)
+    assert before["report"] != after["report"], key
+    assert before["prepare"] == after["prepare"], key
+    runs_before = {run.name for run in enumerate_runs(params)}
+    assert {run.name for run in enumerate_runs(edited)} != runs_before, key
+
+
+def test_every_grid_key_of_the_schema_has_an_edit_here():
+    assert sorted(GRID_EDITS) == sorted(r.key for r in roles() if GRID in r.shapes)
+
+
+def test_the_schema_classifies_the_keys_the_results_turn_on():
+    by_key = {r.key: r for r in roles()}
+    for key in ("train.precision", "train.log_every_tokens", "train.condition_every_evals"):
+        assert {"trunk", "train"} <= set(by_key[key].shapes), key
+    for key, why in (("train.checkpoint_every_tokens", "cadence"), ("train.tensorboard", "view"),
+                     ("prepare.workers", "speed"), ("train.micro_batch_tokens", "roundoff"),
+                     ("train.device", "roundoff"), ("train.compile", "roundoff")):
+        assert by_key[key].execution == why, key
 
 
 def test_a_prepare_setting_changes_every_key_after_prepare():
@@ -43,16 +121,11 @@ def test_speed_knobs_and_key_order_change_no_key():
 def test_each_stage_key_follows_its_own_settings_and_code():
     params = default_params()
     base = keys(params)
-    for key in TRAIN_SETTINGS:
-        edited = copy.deepcopy(params)
-        edited["train"][key] = "changed"
-        assert changed(base, keys(edited)) == {"trunk", "train", "condition", "speedup", "evaluate",
-                                               "report"}, key
     edited = copy.deepcopy(params)
     edited["evaluate"]["limit"] = 7
     assert changed(base, keys(edited)) == {"evaluate", "report"}
     edited = copy.deepcopy(params)
-    edited["condition"]["device"] = "cuda"
+    edited["condition"]["sample_rows"] = 7
     assert changed(base, keys(edited)) == {"condition", "report"}
     assert changed(base, keys(params, {**CODE, "speedup": "edited"})) == {"speedup", "evaluate", "report"}
 

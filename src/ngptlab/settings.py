@@ -29,7 +29,7 @@ def allowed_arms() -> list[str]:
     return list(load_schema()["$defs"]["arm"]["enum"])
 
 
-def _resolved(node: dict) -> dict:
+def resolved_node(node: dict) -> dict:
     """A schema node with a local `$ref` followed (keywords beside the `$ref` win)."""
     ref = node.get("$ref")
     if not ref:
@@ -37,7 +37,7 @@ def _resolved(node: dict) -> dict:
     target = load_schema()
     for part in ref.removeprefix("#/").split("/"):
         target = target[part]
-    return {**_resolved(target), **{k: v for k, v in node.items() if k != "$ref"}}
+    return {**resolved_node(target), **{k: v for k, v in node.items() if k != "$ref"}}
 
 
 def default(key: str) -> Any:
@@ -45,9 +45,9 @@ def default(key: str) -> Any:
     mapping (e.g. "train.resources.*.nodes"). A key without a default is a KeyError: it is required."""
     node = load_schema()
     for part in key.split("."):
-        node = _resolved(node)
+        node = resolved_node(node)
         node = node["additionalProperties"] if part == "*" else node["properties"][part]
-    node = _resolved(node)
+    node = resolved_node(node)
     if "default" not in node:
         raise KeyError(f"{key}: the params schema gives no default")
     return copy.deepcopy(node["default"])  # a fresh [] or {} for whoever changes it

@@ -12,10 +12,6 @@ from ngptlab.grid.runs import RunSpec, cell_name, parse_run_name
 from ngptlab.grid.sweeps import held_back, lr_sweep
 from ngptlab.settings import setting
 
-# The train keys that shape the grid: which runs and cells exist, and under which schedule.
-GRID_KEYS = ("scales", "contexts", "arms", "budgets", "seeds", "learning_rates", "schedule", "calibrate",
-             "pruned_sweeps", "added_seeds", "protocol")
-
 
 def enumerate_runs(params: dict) -> list[RunSpec]:
     """Every run the grid describes, in a stable order: the runs of train.schedule, then the cosine
