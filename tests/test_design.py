@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from ngptlab.design.protocol import analysed_world
 from ngptlab.design.simulate import planted_world
 from ngptlab.design.table import cell_summary, design_table, estimate_summary
 from ngptlab.design.truths import Truth
+from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
@@ -179,6 +181,15 @@ def test_design_command_prints_the_table_as_json(tmp_path, capsys):
                                                       "null"]
     assert len(doc["thresholds"]) == 10 and doc["gpu_hours"]["projected"] is None
     assert main(["design", "--params", str(params_file), "--set", "seed_sd=-1"]) == 2
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("seed_sd=.nan", "design.seed_sd: nan is not a finite number"),
+    ("seed_sd", "--set 'seed_sd': expected KEY=VALUE, e.g. seed_sd=0.005"),
+])
+def test_a_bad_design_assignment_is_refused_in_one_line(assignment, message):
+    with pytest.raises(ParamsError, match=re.escape(message)):
+        with_design(small_params(protocol=False), [assignment], "params.yaml")
 
 
 def test_the_estimand_is_what_a_noise_free_world_estimates_and_its_gap_is_the_policys():

@@ -122,6 +122,18 @@ def test_default_params_are_valid():
         (lambda p: p["train"]["resources"]["cpu-4l"].update(gpus=2, processes=1),
          "train.resources.cpu-4l: processes (1) must equal gpus (2): one training process per GPU, on each "
          "node"),
+        (lambda p: p["train"]["learning_rates"]["cpu-4l"]["gpt"].__setitem__(0, float("nan")),
+         "train.learning_rates.cpu-4l.gpt[0]: nan is not a finite number"),
+        (lambda p: p["train"].update(grad_clip=float("inf")), "train.grad_clip: inf is not a finite number"),
+        (lambda p: p["prepare"].update(val_fraction=float("nan")),
+         "prepare.val_fraction: nan is not a finite"),
+        (lambda p: p["speedup"].update(equivalence_margin=float("inf")),
+         "speedup.equivalence_margin: inf is not a finite number"),
+        (lambda p: p["train"].update(warmup_max_fraction=float("nan")),
+         "train.warmup_max_fraction: nan is not a finite number"),
+        (lambda p: p["train"].update(batch_sequences=3, micro_batch_tokens=128),
+         "train.budgets: 2,048 tokens at context 128 are 5.33 batches of 384 tokens "
+         "(train.batch_sequences 3 x 128): a run would train 1,920 tokens, 6.2% short"),
     ],
 )
 def test_malformed_params_name_the_key(edit, expected):
@@ -131,6 +143,9 @@ def test_malformed_params_name_the_key(edit, expected):
 
 
 def test_unreadable_files(tmp_path: Path):
+    (tmp_path / "empty.yaml").write_text("# nothing here\n")
+    with pytest.raises(ParamsError, match=r"empty.yaml is empty; copy params.yaml"):
+        load_params(tmp_path / "empty.yaml")
     with pytest.raises(ParamsError, match="params file not found"):
         load_params(tmp_path / "missing.yaml")
     broken = tmp_path / "broken.yaml"

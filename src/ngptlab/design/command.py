@@ -48,7 +48,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def with_design(params: dict, assignments: list[str], source: str) -> dict:
     """params with design.<KEY> set from each KEY=VALUE, validated (a bad key or value names itself)."""
     design = dict(params.get("design", {}))
-    for key, value in map(parse_assignment, assignments):
+    for key, value in (parse_assignment(a, example="seed_sd=0.005") for a in assignments):
         if key not in DESIGN_KEYS:
             raise ParamsError(f"--set {key}: not a loss-model parameter; keys: {', '.join(DESIGN_KEYS)}")
         design[key] = value

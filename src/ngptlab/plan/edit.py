@@ -30,11 +30,12 @@ def edit_params_file(path: str | Path, edit: Callable[[CommentedMap], None]) -> 
     write_text_atomic(path, text)
 
 
-def parse_assignment(assignment: str) -> tuple[str, object]:
-    """`KEY=VALUE` with a dotted KEY and a YAML VALUE, as `dvc exp run -S` takes them."""
+def parse_assignment(assignment: str, example: str = "train.budgets=[2048,8192]") -> tuple[str, object]:
+    """`KEY=VALUE` with a dotted KEY and a YAML VALUE, as `dvc exp run -S` takes them; `example` is the
+    command's own, for the message of a malformed one."""
     key, sep, value = assignment.partition("=")
     if not sep or not key:
-        raise ParamsError(f"--set {assignment!r}: expected KEY=VALUE, e.g. train.budgets=[2048,8192]")
+        raise ParamsError(f"--set {assignment!r}: expected KEY=VALUE, e.g. {example}")
     try:
         return key, YAML(typ="safe").load(value)
     except Exception as err:  # ruamel raises several error types for malformed YAML
