@@ -17,7 +17,7 @@ from ngptlab.settings import load_schema, resolved_node
 
 STAGES = ("prepare", "trunk", "train", "condition", "speedup", "evaluate", "report")
 GRID = "grid"
-EXECUTION = ("speed", "roundoff", "placement", "cadence", "view", "check", "planning")
+EXECUTION = ("speed", "roundoff", "placement", "cadence", "view", "planning")
 
 
 @dataclass(frozen=True)
