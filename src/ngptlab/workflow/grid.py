@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
@@ -29,6 +30,7 @@ from ngptlab.plan.closure import stage_fingerprints
 from ngptlab.plan.grid import cell_key, lineage_keys
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, made_from
 from ngptlab.schedule import shares_trunk
+from ngptlab.workflow.damage import damage
 
 MERGED_CONFIG = ("the ngptlab stages read a single params file, but this config merges params.yaml with "
                  "--configfile/--config overrides that would never reach them. Apply a preset with "
@@ -66,10 +68,15 @@ class Grid:
         candidates = list(configfiles or ()) or ["params.yaml"]
         try:
             if len(candidates) == 1 and load_params(candidates[0]) == config:
-                return cls(config, str(candidates[0]))
+                grid = cls(config, str(candidates[0]))
+            else:
+                raise WorkflowError(MERGED_CONFIG)
         except ParamsError as err:
             raise WorkflowError(f"invalid params: {err}") from None
-        raise WorkflowError(MERGED_CONFIG)
+        problem = grid.damaged()
+        if problem:
+            raise WorkflowError(f"damaged output: {problem}")
+        return grid
 
     # ------------------------------------------------------------------------------------------------------
     # Lookups: a name outside the grid is refused where a rule first looks it up.
@@ -108,6 +115,13 @@ class Grid:
             # measured speed, varies per training: the report reads it
             "timing": layout.timing_file(cell, run),
         }
+
+    def damaged(self, root: str | Path = ".") -> str | None:
+        """The first truncated shard or checkpoint under root, with its repair (workflow/damage.py)."""
+        root = Path(root)
+        runs = ((root / layout.run_dir(run.cell, name), root / layout.train_results_dir(run.cell, name))
+                for name, run in self.runs.items())
+        return damage(root / layout.tokens_dir(self.source), runs)
 
     def cell_train_outputs(self, cell: str, kind: str) -> list[str]:
         """The `kind` train output ("summary", "metrics", "model") of every run of a cell."""

@@ -1,0 +1,78 @@
+"""Damaged outputs are seen by the workflow before any job (ngptlab/workflow/damage.py): a truncated shard or
+checkpoint stops Snakemake with one line naming the file and its repair, and nothing is deleted."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from snakemake.exceptions import WorkflowError
+
+from ngptlab import layout
+from ngptlab.config.load import load_params
+from ngptlab.layout import REPO_ROOT
+from ngptlab.plan.lineage import STAGES
+from ngptlab.workflow.damage import checkpoint_damage, shard_damage
+from ngptlab.workflow.grid import Grid
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A project root with the default grid's shards (sizes as meta.json records) and one run's checkpoint."""
+    config = load_params(REPO_ROOT / "params.yaml")
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text((REPO_ROOT / "params.yaml").read_text())
+    tokens = tmp_path / layout.tokens_dir(config["prepare"]["source"]["name"])
+    tokens.mkdir(parents=True)
+    for split, n in (("train", 1000), ("val", 100)):
+        (tokens / f"{split}.bin").write_bytes(b"\0\1" * n)
+    (tokens / "meta.json").write_text(json.dumps({"splits": {
+        "train": {"file": "train.bin", "bytes": 2000}, "val": {"file": "val.bin", "bytes": 200}}}))
+    grid = Grid(config, str(params_file), code=dict.fromkeys(STAGES, "code"))
+    run = next(iter(grid.runs.values()))
+    model = tmp_path / layout.run_dir(run.cell, run.name) / "model.safetensors"
+    model.parent.mkdir(parents=True)
+    save_file({"w": torch.ones(64, 64), "b": torch.zeros(64)}, str(model))
+    return tmp_path, config, grid, tokens, model
+
+
+def test_whole_outputs_pass(project):
+    root, _, grid, tokens, model = project
+    assert shard_damage(tokens) is None and checkpoint_damage(model) is None and grid.damaged(root) is None
+
+
+def test_a_truncated_shard_is_named_with_its_repair_and_left_alone(project):
+    root, _, grid, tokens, _ = project
+    with open(tokens / "train.bin", "r+b") as f:
+        f.truncate(1500)
+    problem = grid.damaged(root)
+    assert problem.startswith(f"{tokens}/train.bin: 1,500 bytes, but meta.json records 2,000")
+    assert f"`dvc checkout {tokens}`" in problem and (tokens / "train.bin").stat().st_size == 1500
+
+
+@pytest.mark.parametrize("keep", [0, 5, 40, -100])
+def test_a_truncated_checkpoint_is_named_with_its_repair(project, keep):
+    root, _, grid, _, model = project
+    size = model.stat().st_size
+    with open(model, "r+b") as f:
+        f.truncate(keep if keep >= 0 else size + keep)
+    problem = grid.damaged(root)
+    assert problem.startswith(str(model)) and "retrains that run" in problem
+    assert model.is_file()
+
+
+def test_snakemake_refuses_to_start_on_a_damaged_output(project):
+    root, config, _, tokens, _ = project
+    with open(tokens / "val.bin", "ab") as f:
+        f.write(b"\0\0")
+    (root / "src").symlink_to(REPO_ROOT / "src")  # the code the plan fingerprints
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        with pytest.raises(WorkflowError, match=r"^damaged output: .*val.bin: 202 bytes"):
+            Grid.from_config(config, [root / "params.yaml"])
+    finally:
+        os.chdir(cwd)
