@@ -18,9 +18,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from dvc.repo import Repo
+from safetensors.numpy import save_file
 from support.workflow import (
     copy_tokens,
     default_params,
@@ -34,6 +36,7 @@ from support.workflow import (
 
 from ngptlab import layout
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.plan.grid import cell_key
 
 
 def dvc_stage_of_output(work) -> dict[str, str]:
@@ -75,6 +78,9 @@ def recorded(tmp_path_factory):
                 path.mkdir(parents=True, exist_ok=True)
                 path = path / "placeholder"
             path.parent.mkdir(parents=True, exist_ok=True)
+            if output.endswith(".safetensors"):  # a whole one: the workflow refuses a truncated checkpoint
+                save_file({"placeholder": np.zeros(4, dtype=np.float32)}, str(path))
+                continue
             path.write_text(json.dumps({"file": output, "final_val_loss": 3.25}) if output.endswith(".json")
                             else output)
     (work / "reports" / "figures" / "loss.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
@@ -94,32 +100,32 @@ def test_after_dvc_commit_and_new_file_times_both_tools_have_nothing_to_do(recor
 
 
 def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns_that_stage(recorded):
+    """lr_policy.py decides which learning rate every speed-up reads: the speedup stage imports it, so an
+    edit reruns the speed-ups (and the evaluations and report after them), and no train job."""
     params = two_cell_params()
-    runs = enumerate_runs(params)
-    code = recorded / "src" / "ngptlab" / "condition" / "metrics.py"
+    cells = sorted({run.cell for run in enumerate_runs(params)})
+    code = recorded / "src" / "ngptlab" / "lr_policy.py"
     original = code.read_text()
-    code.write_text(original + "\n# an edit to the condition stage's code\n")
+    code.write_text(original + "\n_EDITED = True  # a line of code in the speedup stage's import closure\n")
     try:
-        # The plan stage depends on every stage's code (README, "Why Snakemake and DVC agree") ...
+        # The plan stage depends on all the code (README, "Why Snakemake and DVC agree") ...
         assert dvc_work(recorded) == {"plan"}
-        # ... and a stage run on its own refuses the stale plan (DVC removes the stage's outputs first: the
-        # cached ones come back with `dvc checkout`, the committed one is kept here).
-        committed = recorded / layout.conditioning_files(runs[0].name)["json"]
+        # ... and a stage run on its own refuses the stale plan (the committed output is kept).
+        committed = recorded / layout.speedup_file(cells[0])
         kept = committed.read_bytes()
-        out = dvc(recorded, "repro", "--force", "--single-item", f"condition@{runs[0].name}", check=False)
+        out = dvc(recorded, "repro", "--force", "--single-item", f"speedup@{cell_key(cells[0])}", check=False)
         assert out.returncode != 0
-        assert "results/plan.json: stale, the code of condition changed since it was written" in \
-            out.stdout + out.stderr
-        write_params(recorded, params)  # the plan takes the code's new fingerprint (as `dvc repro` would)
-        expected = {*(f"condition@{run.name}" for run in runs), "report"}
+        assert "results/plan.json: stale, the code of speedup, report changed" in out.stdout + out.stderr
+        write_params(recorded, params)  # the plan takes the code's new fingerprints (as `dvc repro` would)
+        expected = {*(f"{stage}@{cell_key(cell)}" for cell in cells for stage in ("speedup", "evaluate")),
+                    "report"}
         assert dvc_work(recorded) == {"plan", *expected}
         assert snakemake_work(recorded) == expected
     finally:
         code.write_text(original)
         write_params(recorded, params)
-    dvc(recorded, "checkout", f"condition@{runs[0].name}")
     committed.write_bytes(kept)
-    assert dvc_work(recorded) == set()
+    assert dvc_work(recorded) == set() and snakemake_work(recorded) == set()
 
 
 def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_adds_only_its_work(recorded):
