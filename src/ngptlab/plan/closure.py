@@ -49,7 +49,7 @@ OUTSIDE_FINGERPRINT = {
     "ngptlab/tensorboard_view.py": "writes the metrics rows again as TensorBoard events: a view, never read "
                                    "back by any stage (train.tensorboard)",
     "ngptlab/config/schema.yaml": "its defaults reach every key as values: the lineage hashes each stage's "
-                                  "settings with the schema's defaults filled in (ngptlab.config.typed), so "
+                                  "settings with the schema's defaults filled in (ngptlab.settings), so "
                                   "its descriptions rerun nothing",
 }
 

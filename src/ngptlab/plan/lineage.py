@@ -28,8 +28,8 @@ import json
 from ngptlab import schedule as schedules
 from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.config.roles import GRID, STAGES, shaping
-from ngptlab.config.typed import filled
 from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.settings import filled
 
 PER_SCHEDULE = ("train", "condition")  # a key per lineage group: schedule and dtype (RunSpec.lineage_group)
 PER_CELL = ("speedup", "evaluate")  # a key per cell

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
-from ngptlab.settings import load_schema, resolved_node
+from ngptlab.settings.schema import load_schema, resolved_node
 
 
 @dataclass(frozen=True)

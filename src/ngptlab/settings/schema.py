@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "config" / "schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
 
 
 @cache

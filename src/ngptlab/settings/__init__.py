@@ -1,0 +1,12 @@
+"""The params file's settings as the code reads them, below every stage (nothing here imports the rest of the
+package):
+
+  schema.py   the schema (config/schema.yaml) read once: its nodes, defaults and arm names
+  typed.py    the typed, frozen settings built from a validated params mapping, defaults filled in
+"""
+
+from ngptlab.settings.schema import allowed_arms, baselines, default, load_schema, resolved_node, setting
+from ngptlab.settings.typed import Params, filled
+
+__all__ = ["Params", "allowed_arms", "baselines", "default", "filled", "load_schema", "resolved_node",
+           "setting"]
