@@ -3,6 +3,7 @@ standard error; the curve keeps the cheap eval windows."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 
@@ -25,9 +26,11 @@ from support.train import (
 from ngptlab.checkpoint import load_model
 from ngptlab.errors import CheckpointError, DataError, ParamsError
 from ngptlab.grid.enumeration import find_run
+from ngptlab.models import build_seeded
 from ngptlab.train import final_eval
-from ngptlab.train.data import FINAL_EVAL_CAP_TOKENS, eval_offsets, final_eval_offsets
-from ngptlab.train.evaluation import mean_and_se
+from ngptlab.train.data import FINAL_EVAL_CAP_TOKENS, eval_offsets, final_eval_offsets, gather
+from ngptlab.train.dist import Topology
+from ngptlab.train.evaluation import HEAD_ROWS, Evaluator, mean_and_se
 from ngptlab.train.loop import train_run
 from ngptlab.train.outputs import fingerprint
 
@@ -110,6 +113,25 @@ def test_a_split_too_small_for_the_final_windows_fails_before_anything_trains(tm
     assert not (tmp_path / "results").exists()
     state = run_dir(tmp_path, run_name()) / "state"
     assert not [p for p in state.iterdir() if p.name != ".lock"]  # no checkpoint, no metrics
+
+
+@pytest.mark.parametrize(("arm", "vocab_multiple"), [("gpt", 1), ("ngpt", 1), ("gpt-lrm", 64)])
+def test_the_head_in_row_chunks_gives_the_same_bits_as_the_whole_logits(arm, vocab_multiple):
+    # At the default grid's shape and the real vocabulary, where a micro-batch's logits outgrow the caches
+    # (the case the chunks are for): the fast path must not move any loss by a single bit. Three windows a
+    # pass, so the last chunk of each is a partial one.
+    vocab, context = 50257, 100
+    assert 3 * context % HEAD_ROWS != 0
+    model, _ = build_seeded(arm, "cpu-4l", vocab, context, seed=0, vocab_multiple=vocab_multiple)
+    val = np.random.default_rng(0).integers(0, vocab, 8 * (context + 1)).astype(np.uint16)
+    offsets = final_eval_offsets(len(val), context, "all")
+    topo = Topology(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
+    whole = Evaluator(model, val, vocab, context, 3, contextlib.nullcontext(), topo)
+    chunked = Evaluator(model, val, vocab, context, 3, contextlib.nullcontext(), topo, model=model)
+    with torch.no_grad():
+        x, y = gather(val, offsets[:3], context)
+        assert torch.equal(whole.token_losses(x, y), chunked.token_losses(x, y))
+    assert whole.loss(offsets) == chunked.loss(offsets)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ BENCHMARKS = {
     "gpu": "the GPU path in one call: every arm's step (eager, compiled, bf16), a bf16-vs-fp32 training run, "
            "condition's time, DDP; tiny shapes on a CPU",
     "schedule": "wall time of training a small sweep with WSD trunks against the same sweep in cosine",
+    "evaluation": "a run's final evaluation with the LM head in row chunks against the whole logits, per arm",
     "workflow": "seconds `snakemake -n` and `dvc status` take to plan a preset's grid, against their targets",
 }
 

@@ -80,8 +80,10 @@ class Trainer:
         self.attention = Attention(self.device, (plan.micro_seqs, self.shape.n_head, spec.context,
                                                  self.shape.d_model // self.shape.n_head),
                                    torch.bfloat16 if self.precision == "bf16" else torch.float32)
+        # the head in row chunks only where the losses are measured the same bits (train/evaluation.py)
+        chunked = self.device.type == "cpu" and self.precision == "fp32" and not self.compiled
         self.evaluator = Evaluator(self.forward, shards.val, shards.vocab_size, spec.context, plan.micro_seqs,
-                                   self.autocast, topo)
+                                   self.autocast, topo, model=self.model if chunked else None)
 
     def forward_backward(self, step: int, stop_requested: bool = False) -> tuple[float, float, bool]:
         """Gradients of the global batch of `step`; returns (mean train loss, grad norm before clipping, a
