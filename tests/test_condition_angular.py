@@ -1,4 +1,4 @@
-"""The angular update rate and the condition numbers over training (condition/angular.py, over_training.py):
+"""The angular update rate and the condition numbers over training (observe/angular.py, observer.py):
 planted matrices, rescaled weights, and tiny training runs against the condition stage and a run without them.
 """
 
@@ -12,13 +12,13 @@ import torch
 from support.train import make_params, metrics, run_dir, run_name, write_shards
 
 from ngptlab.checkpoint import load_model
-from ngptlab.condition.angular import AngularRate, kind_means, turn
-from ngptlab.condition.effective import effective_matrices
-from ngptlab.condition.over_training import KAPPA_KEYS, Observer, restart_points
 from ngptlab.condition.run import condition_run
 from ngptlab.grid.enumeration import enumerate_runs, find_run
 from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.models import Scale, build, build_seeded
+from ngptlab.observe.angular import AngularRate, kind_means, turn
+from ngptlab.observe.effective import effective_matrices
+from ngptlab.observe.observer import KAPPA_KEYS, Observer, restart_points
 from ngptlab.plan.grid import lineage_keys
 from ngptlab.plan.lineage import STAGES, made_from
 from ngptlab.tensorboard_view import scalars

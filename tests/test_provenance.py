@@ -96,7 +96,7 @@ def test_after_dvc_commit_and_new_file_times_both_tools_have_nothing_to_do(recor
 def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns_that_stage(recorded):
     params = two_cell_params()
     runs = enumerate_runs(params)
-    code = recorded / "src" / "ngptlab" / "condition" / "metrics.py"
+    code = recorded / "src" / "ngptlab" / "condition" / "analyse.py"
     original = code.read_text()
     code.write_text(original + "\n# an edit to the condition stage's code\n")
     try:
@@ -337,7 +337,7 @@ def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its
                 if job.rule != "all"}
 
     before = planned()
-    code = work / "src" / "ngptlab" / "condition" / "metrics.py"
+    code = work / "src" / "ngptlab" / "condition" / "analyse.py"
     code.write_text(code.read_text() + "\n# an edit to the condition stage's code\n")
     completed = [run for run in enumerate_runs(params) if run != failing]
     added = planned() - before

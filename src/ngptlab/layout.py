@@ -126,8 +126,9 @@ STAGE_CODE = {
     "prepare": ("src/ngptlab/prepare",),
     "train": ("src/ngptlab/train", "src/ngptlab/models", "src/ngptlab/checkpoint.py",
               "src/ngptlab/schedule.py",  # the learning rate at each step
-              "src/ngptlab/grid/trunks.py"),  # where a WSD run's branch starts
-    "condition": ("src/ngptlab/condition", "src/ngptlab/checkpoint.py"),
+              "src/ngptlab/grid/trunks.py",  # where a WSD run's branch starts
+              "src/ngptlab/observe"),  # the angular update rate and kappa of its metrics rows
+    "condition": ("src/ngptlab/condition", "src/ngptlab/observe", "src/ngptlab/checkpoint.py"),
     "speedup": ("src/ngptlab/speedup", "src/ngptlab/stats.py"),  # stats: the intervals over seeds
     "evaluate": ("src/ngptlab/evaluate", "src/ngptlab/checkpoint.py"),
     "report": ("src/ngptlab/report", "src/ngptlab/stats.py"),

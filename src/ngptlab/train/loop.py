@@ -22,12 +22,12 @@ import torch
 from tqdm import tqdm
 
 from ngptlab import runlock
-from ngptlab.condition.over_training import Observer, restart_points
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_text_atomic
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment
 from ngptlab.jobclock import EXIT_RESUMABLE
+from ngptlab.observe.observer import Observer, restart_points
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
 from ngptlab.settings import setting
@@ -93,7 +93,7 @@ def train_run(spec: RunSpec | Segment, train: dict, root: str | Path = ".", fres
               progress: bool = True, condition: dict | None = None) -> int:
     """Train a run or a trunk segment with the `train` section of params; artifacts under `root`. Returns the
     exit code. `condition`, the condition section of params, adds the condition numbers to the metrics rows
-    (condition/over_training.py; None: the angular update rate only)."""
+    (observe/observer.py; None: the angular update rate only)."""
     topo = dist.setup(train["device"])
     say(dist.visibility(topo))  # every rank: which GPUs each node's processes see, in the run's log
     try:

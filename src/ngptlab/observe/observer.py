@@ -1,7 +1,7 @@
 """The conditioning over training: what a training run adds to its metrics rows at its evaluation points.
 
 At every evaluation point, the angular update rate and the relative change of every effective matrix since
-the interval's start (condition/angular.py): the previous evaluation point, or a later step at which the
+the interval's start (observe/angular.py): the previous evaluation point, or a later step at which the
 job started (its initial weights; a resumed checkpoint) or a WSD trunk's branch point (restart_points). At
 every k-th evaluation point (train.condition_every_evals; 0: never) and at the run's last one, the headline
 condition numbers the paper's conditioning account rests on:
@@ -10,12 +10,12 @@ condition numbers the paper's conditioning account rests on:
            layer{3,4}_{q,k}_head_condition_median  median over heads; the paper's 1-based layers 3, 4
                                                    (Figs. 11-12)
 
-These are analyse.headline's keys of the "effective" variant, computed by the condition stage's own
-functions (analyse.heads_record, covariance_record, headline) on the same effective matrices
-(condition/effective.py) with the condition section's settings: kappa at a step is what `ngptlab condition`
-finds on the checkpoint of that step, up to the device's float64 round-off. A numerically singular one is the
-string "inf" (ngptlab.results), one the model does not have (fewer than 4 layers) is left out. One pass over
-the effective matrices serves both.
+These are headline's keys of the "effective" variant (observe/headline.py), computed by the functions the
+condition stage computes them with (observe/kappa.py: heads_record, covariance_record) on the same
+effective matrices (observe/effective.py) with the condition section's settings: kappa at a step is what
+`ngptlab condition` finds on the checkpoint of that step, up to the device's float64 round-off. A
+numerically singular one is the string "inf" (ngptlab.results), one the model does not have (fewer than 4
+layers) is left out. One pass over the effective matrices serves both.
 
 Observing reads the weights and writes nothing to the model, its optimizer or any random generator: a run's
 checkpoint is the same byte for byte with or without it. It runs on rank 0 only, at evaluation points, which
@@ -27,7 +27,7 @@ bytes (0.5B: ~8e9 flops, ~40 GB moved; 1B: ~1.6e10, ~90 GB: tens of milliseconds
 bound; measured 0.3-0.9 s on one CPU thread at cpu-4l with a 50k vocabulary); with kappa, a
 covariance 2 V d^2 (0.5B: 1.1e11 flops; 1B: 1.6e11) and its d x d eigenvalues, and 4 n_head SVDs of
 head_dim x d blocks (<1e9). Memory: the previous point's matrices, 4 N bytes, held throughout training
-(condition/angular.py). For a WSD grid the trunk's kept states (checkpoints at branch points) give the
+(observe/angular.py). For a WSD grid the trunk's kept states (checkpoints at branch points) give the
 condition stage's full analysis at those steps for free.
 """
 
@@ -36,19 +36,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ngptlab.condition.analyse import (
-    PAPER_LAYERS,
-    Settings,
-    covariance_record,
-    headline,
-    heads_record,
-    settings_of,
-)
-from ngptlab.condition.angular import AngularRate
-from ngptlab.condition.effective import effective_matrices
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import TrunkSpec, trunk_budgets, trunk_of
 from ngptlab.models import MatrixInfo
+from ngptlab.observe.angular import AngularRate
+from ngptlab.observe.effective import effective_matrices
+from ngptlab.observe.headline import PAPER_LAYERS, headline
+from ngptlab.observe.kappa import Settings, covariance_record, heads_record, settings_of
 from ngptlab.results import json_ready
 from ngptlab.schedule import branch_point, shares_trunk
 

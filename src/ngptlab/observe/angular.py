@@ -3,7 +3,7 @@
 A rival account of nGPT's speed-up: with normalised or norm-fixed weights an optimizer step of size ~lr turns
 the matrix by an angle ~lr / ||W|| instead of growing it, so the effective learning rate is the rotation
 per step (Kosson et al. 2023, "Rotational equilibrium", arXiv 2305.17212). Measured on the effective
-matrices (condition/effective.py: the map the forward pass applies, multipliers, scalars and input gains
+matrices (observe/effective.py: the map the forward pass applies, multipliers, scalars and input gains
 folded in), between the previous evaluation point W_prev and this one W_now, s optimizer steps apart:
 
     angular rate     theta / s,  theta = arccos(<W_prev, W_now>_F / (||W_prev||_F ||W_now||_F))   rad / step
@@ -60,7 +60,7 @@ class AngularRate:
     """The effective matrices of the previous evaluation point (float32, on their device) and its step."""
 
     def __init__(self, matrices: Iterable[MatrixInfo], step: int):
-        """Start from `matrices` (condition/effective.py's effective_matrices of the model) at `step`: the
+        """Start from `matrices` (observe/effective.py's effective_matrices of the model) at `step`: the
         job's first state, its initial weights or the state it resumed from."""
         self.previous: dict[str, Tensor] = {}
         self._turns: list[tuple[str, int | None, Tensor]] = []
