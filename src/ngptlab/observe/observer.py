@@ -1,8 +1,9 @@
 """The conditioning over training: what a training run adds to its metrics rows at its evaluation points.
 
 At every evaluation point, the angular update rate and the relative change of every effective matrix since
-the interval's start (observe/angular.py): the previous evaluation point, or a later step at which the
-job started (its initial weights; a resumed checkpoint) or a WSD trunk's branch point (restart_points). At
+the interval's start (observe/angular.py): the previous evaluation point, or where the run started (its
+initial weights; a WSD branch, its trunk's kept state) or a WSD trunk's branch point (restart_points). A
+job resumed from its own checkpoint measures on from the start that checkpoint kept. At
 every k-th evaluation point (train.condition_every_evals; 0: never) and at the run's last one, the headline
 condition numbers the paper's conditioning account rests on:
 
@@ -39,7 +40,7 @@ from torch import nn
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import TrunkSpec, trunk_budgets, trunk_of
 from ngptlab.models import MatrixInfo
-from ngptlab.observe.angular import AngularRate
+from ngptlab.observe.angular import AngularRate, IntervalStart
 from ngptlab.observe.effective import effective_matrices
 from ngptlab.observe.headline import PAPER_LAYERS, headline
 from ngptlab.observe.kappa import Settings, covariance_record, heads_record, settings_of
@@ -87,13 +88,21 @@ class Observer:
 
     @torch.no_grad()
     def __init__(self, model: nn.Module, step: int, condition: dict | None, every: int,
-                 restarts: frozenset[int] = frozenset()):
+                 restarts: frozenset[int] = frozenset(), start: IntervalStart | None = None):
         """`condition`: the condition section of params (None: no kappa); `every`: kappa at every `every`-th
-        evaluation point (train.condition_every_evals); `restarts`: restart_points."""
-        device = next(model.parameters()).device.type
-        self.settings = settings_of(condition, device) if condition is not None else None
+        evaluation point (train.condition_every_evals); `restarts`: restart_points; `start`: the interval
+        start kept by the checkpoint the job resumed from (None: the interval starts at `step`)."""
+        device = next(model.parameters()).device
+        self.settings = settings_of(condition, device.type) if condition is not None else None
         self.every, self.restarts = every, restarts
-        self.rate = AngularRate(effective_matrices(model), step)
+        if start is None or start.step == step:
+            self.rate = AngularRate(effective_matrices(model), step)
+        else:
+            self.rate = AngularRate.resumed(start, device)
+
+    def interval_start(self, step: int) -> IntervalStart:
+        """What a checkpoint at `step` keeps so that the job resumed from it measures the same intervals."""
+        return self.rate.interval_start(step)
 
     @torch.no_grad()
     def passed(self, model: nn.Module, step: int) -> None:

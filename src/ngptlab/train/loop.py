@@ -27,6 +27,7 @@ from ngptlab.files import write_text_atomic
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment
 from ngptlab.jobclock import EXIT_RESUMABLE
+from ngptlab.observe.angular import IntervalStart
 from ngptlab.observe.observer import Observer, restart_points
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
@@ -167,7 +168,7 @@ def _train_locked(ctx: RunContext, fresh: bool) -> int:
     stop = StopRequest()
     stop.install()
     try:
-        return _loop(ctx, trainer, config, progress, metrics, events, stop)
+        return _loop(ctx, trainer, config, progress, metrics, events, stop, start.interval)
     finally:
         stop.restore()
         trainer.attention.close()  # torch's attention settings as they were before this job
@@ -177,7 +178,7 @@ def _train_locked(ctx: RunContext, fresh: bool) -> int:
 
 
 def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, metrics: IO[str] | None,
-          events: TensorBoardView, stop: StopRequest) -> int:
+          events: TensorBoardView, stop: StopRequest, interval: IntervalStart | None) -> int:
     job, train, topo, plan, spec, paths = ctx.job, ctx.train, ctx.topo, ctx.plan, ctx.spec, ctx.paths
     main, batch_tokens = ctx.main, plan.batch_tokens
     started, wall_before = time.perf_counter(), progress.wall_s
@@ -189,8 +190,9 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
     for name in progress.attention_disabled:  # kernels an earlier start of this job disabled
         trainer.attention.disable(name)
     # the weights' angular update rate and conditioning at evaluation points, from the state we start from
+    # (its interval: the one it kept, where it is a checkpoint of this job's own)
     observer = Observer(trainer.model, step, ctx.condition, setting(train, "train.condition_every_evals"),
-                        restart_points(train, spec)) if main else None
+                        restart_points(train, spec), interval) if main else None
     diagnostics, loss, grad_norm = None, math.nan, math.nan  # nan: no step here (resumed at the end)
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
                desc=job.name, disable=not (main and ctx.show_progress), dynamic_ncols=True, file=sys.stderr)
@@ -209,7 +211,8 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
         if main:
             metrics.flush()
             events.flush()
-            state.save_state(paths.state_dir, trainer.model, trainer.optimizer, config, progress)
+            state.save_state(paths.state_dir, trainer.model, trainer.optimizer, config, progress,
+                             observer.interval_start(step))
         dist.barrier(topo)
         limit.checkpoint_done(time.perf_counter() - began)
 
