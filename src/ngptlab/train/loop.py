@@ -37,6 +37,7 @@ from ngptlab.train import dist, final_eval, nonfinite, restore, state, threads
 from ngptlab.train.batches import BatchPlan, plan_batches
 from ngptlab.train.context import RunContext
 from ngptlab.train.data import Shards, data_record, open_shards
+from ngptlab.train.execution import execution_record
 from ngptlab.train.job_limit import JobLimit
 from ngptlab.train.jobs import Job, make_job
 from ngptlab.train.log import clock, eval_line, say
@@ -56,10 +57,10 @@ def crossed(tokens: int, batch_tokens: int, every: int) -> bool:
 
 
 def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.Topology) -> dict[str, Any]:
-    """The train settings this run actually used, with everything derived from them."""
+    """The train settings this run actually used, with everything derived from them; not the settings of how
+    it ran (train/execution.py), which its timing file records."""
     keys = ("source", "batch_sequences", "micro_batch_tokens", "warmup_max_fraction", "grad_clip",
-            "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "compile",
-            "checkpoint_every_tokens")
+            "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "compile")
     return {**{k: train[k] for k in keys}, "log_every_tokens": log_every_tokens(train),
             "final_eval_tokens": final_eval.setting(train),
             "vocab_multiple": vocab_multiple(train),
@@ -317,7 +318,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
                           eval_offsets=trainer.eval_offsets, final_offsets=trainer.final_offsets,
                           flops_per_token=trainer.flops_per_token, peak=trainer.peak,
                           attention_backend=attention_backend, timing_method=timing_method,
-                          threads=torch.get_num_threads())
+                          threads=torch.get_num_threads(), execution=execution_record(train, spec.scale))
         written = job.finish(outcome, ctx.expected)
         ended = (f"diverged at step {step} ({diagnostics['reason']})" if diagnostics else
                  f"completed {step} steps, final val loss {final.loss:.4f} ± {final.se:.4f}" if final
