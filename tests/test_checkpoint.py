@@ -73,6 +73,7 @@ def test_a_resume_checkpoint_hashes_each_byte_once(saved, tmp_path, monkeypatch)
     from safetensors.torch import load_file
 
     from ngptlab import checkpoint, files
+    from ngptlab.observe.angular import IntervalStart
     from ngptlab.train import state
     from ngptlab.train.progress import Progress
 
@@ -96,11 +97,12 @@ def test_a_resume_checkpoint_hashes_each_byte_once(saved, tmp_path, monkeypatch)
     opt.step()
     for module in (checkpoint, files):
         monkeypatch.setattr(module, "hashlib", type("Hashlib", (), {"sha256": Counting}))
-    state.save_state(tmp_path, model, opt, config_for("ngpt"), Progress(step=1))
+    interval = IntervalStart(0, {"embed_in": torch.ones(VOCAB, 8)})  # the interval began before the step
+    state.save_state(tmp_path, model, opt, config_for("ngpt"), Progress(step=1), interval)
 
     ckpt = tmp_path / json.loads((tmp_path / "latest.json").read_text())["checkpoint"]
     once = 0  # what one tensors_sha256 pass over each file's tensors feeds
-    for name in ("model.safetensors", "optimizer.safetensors"):
+    for name in ("model.safetensors", "optimizer.safetensors", "interval.safetensors"):
         for key, t in load_file(str(ckpt / name)).items():
             once += len(f"{key}|{t.dtype}|{tuple(t.shape)}|".encode()) + t.numel() * t.element_size()
     assert sum(fed) == once

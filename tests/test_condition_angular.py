@@ -1,24 +1,25 @@
-"""The angular update rate and the condition numbers over training (condition/angular.py, over_training.py):
+"""The angular update rate and the condition numbers over training (observe/angular.py, observer.py):
 planted matrices, rescaled weights, and tiny training runs against the condition stage and a run without them.
 """
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 import torch
-from support.train import make_params, metrics, run_dir, run_name, write_shards
+from support.train import make_params, metrics, results_dir, run_dir, run_name, write_shards
 
 from ngptlab.checkpoint import load_model
-from ngptlab.condition.angular import AngularRate, kind_means, turn
-from ngptlab.condition.effective import effective_matrices
-from ngptlab.condition.over_training import KAPPA_KEYS, Observer, restart_points
 from ngptlab.condition.run import condition_run
 from ngptlab.grid.enumeration import enumerate_runs, find_run
 from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.models import Scale, build, build_seeded
+from ngptlab.observe.angular import AngularRate, IntervalStart, kind_means, turn
+from ngptlab.observe.effective import effective_matrices
+from ngptlab.observe.observer import KAPPA_KEYS, Observer, restart_points
 from ngptlab.plan.grid import lineage_keys
 from ngptlab.plan.lineage import STAGES, made_from
 from ngptlab.tensorboard_view import scalars
@@ -119,6 +120,9 @@ class Unobserved:
     def passed(self, *args, **kwargs) -> None:
         pass
 
+    def interval_start(self, step: int) -> IntervalStart:
+        return IntervalStart(step)
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
@@ -211,27 +215,77 @@ def test_an_observer_without_condition_settings_measures_no_kappa():
     assert "kappa" not in row and row["angular_rate"]["q"] == 0.0
 
 
+def wsd_params(every: int = 3) -> dict:
+    """Branch points at steps 8 and 16 (budgets of 10 and 20 steps), evaluations every `every` steps."""
+    return make_params(arms=["gpt"], budgets=[10 * 512, 20 * 512], schedule="wsd", cooldown_fraction=0.2,
+                       learning_rates={"cpu-4l": {"gpt": [3e-3]}}, warmup_steps=2,
+                       eval_every_tokens=every * 512, checkpoint_every_tokens=4 * 512)
+
+
+def train_grid(root, params: dict) -> None:
+    """Every trunk segment, then every run, each job trained until it ends (a job may stop: rerun it)."""
+    write_shards(root)
+    for job in (*enumerate_segments(params), *enumerate_runs(params)):
+        while (code := train_run(job, params["train"], root=root, progress=False)) != 0:
+            assert code == loop.EXIT_RESUMABLE
+
+
 def test_a_wsd_branch_measures_the_intervals_of_its_budget_trained_alone(tmp_path):
     """Branch points at steps 8 and 16, evaluations every 3 steps: the interval of the first evaluation after
     a branch point starts at it, in the trunk's segments and branches as in a budget trained from step 0."""
-    params = make_params(arms=["gpt"], budgets=[10 * 512, 20 * 512], schedule="wsd", cooldown_fraction=0.2,
-                         learning_rates={"cpu-4l": {"gpt": [3e-3]}}, warmup_steps=2,
-                         eval_every_tokens=3 * 512, checkpoint_every_tokens=4 * 512)
+    params = wsd_params()
     train = params["train"]
     shared, alone = tmp_path / "shared", tmp_path / "alone"
-    for root in (shared, alone):
-        write_shards(root)
-    for segment in enumerate_segments(params):
-        assert train_run(segment, train, root=shared, progress=False) == 0
+    train_grid(shared, params)
     runs = enumerate_runs(params)
     assert restart_points(train, runs[1]) == {8, 16}
-    for run in runs:
-        assert train_run(run, train, root=shared, progress=False) == 0
+    write_shards(alone)
     assert train_run(runs[1], train, root=alone, progress=False) == 0  # no trunk: from step 0
     rows = metrics(shared, runs[1].name)
     assert rows == metrics(alone, runs[1].name)
     intervals = {row["step"]: row["angular_steps"] for row in rows if "angular_steps" in row}
     assert intervals == {3: 3, 6: 3, 9: 1, 12: 3, 15: 3, 18: 2, 20: 2}
+
+
+class StopsAfter3Steps:
+    """The job's own clock (train/job_limit.py), run out after 3 steps of each job."""
+
+    def __init__(self, train: dict, n_params: int):
+        self.steps = 0
+
+    def step_done(self) -> None:
+        self.steps += 1
+
+    def must_stop(self) -> bool:
+        return self.steps >= 3
+
+    def checkpoint_done(self, seconds: float) -> None:
+        pass
+
+    def reason(self) -> str:
+        return "3 steps"
+
+
+def test_wsd_jobs_stopped_between_evaluation_points_measure_what_jobs_that_ran_through_measure(tmp_path,
+                                                                                              monkeypatch):
+    """Evaluations every 5 steps, branch points at 8 and 16, every job stopped after 3 steps: the segments
+    at steps 3, 6, 11 and 14, the 20-step branch at 19, whose interval starts at its branch point. Each job
+    that resumes measures on from the interval start its checkpoint kept: every row is the same."""
+    params = wsd_params(every=5)
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    train_grid(whole, params)
+    monkeypatch.setattr(loop, "JobLimit", StopsAfter3Steps)
+    train_grid(split, params)
+    short, long = enumerate_runs(params)
+    summaries = {run: json.loads((results_dir(split, run.name) / "summary.json").read_text())
+                 for run in (short, long)}
+    assert summaries[short]["resumed_from"] == [] and summaries[long]["resumed_from"] == [19]
+    for run in (short, long):
+        assert (results_dir(split, run.name) / "metrics.jsonl").read_bytes() == \
+            (results_dir(whole, run.name) / "metrics.jsonl").read_bytes()
+    rows = metrics(split, long.name)
+    assert {row["step"]: row["angular_steps"] for row in rows if "angular_steps" in row} == \
+        {5: 5, 10: 2, 15: 5, 20: 4}
 
 
 def test_condition_every_evals_is_no_part_of_a_runs_identity():

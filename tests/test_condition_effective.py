@@ -1,4 +1,4 @@
-"""One definition of the effective matrix for every arm (condition/effective.py): the linear map the forward
+"""One definition of the effective matrix for every arm (observe/effective.py): the linear map the forward
 pass applies to its normalised input, formed in float64. Checked against a product built by hand in numpy
 float64 from the raw parameters, and against the forward pass itself."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from ngptlab.condition.effective import effective_matrices
 from ngptlab.models import build
 from ngptlab.models.registry import ARMS
+from ngptlab.observe.effective import effective_matrices
 
 VOCAB = 96
 

@@ -9,7 +9,7 @@ import pytest
 import scipy.linalg
 import torch
 
-from ngptlab.condition import metrics
+from ngptlab.observe import metrics
 from ngptlab.results import json_ready, read_float
 
 torch.set_num_threads(1)
@@ -172,8 +172,9 @@ def test_pairwise_cosine_distribution_is_the_dot_product_panel():
 
 def test_per_head_spectra_of_a_planted_multi_head_matrix_match_numpy():
     """Figs. 11-12 are per-head spectra: every head's singular values, its kappa and the median over heads."""
-    from ngptlab.condition.analyse import Settings, analyse_matrices
+    from ngptlab.condition.analyse import analyse_matrices
     from ngptlab.models import MatrixInfo
+    from ngptlab.observe.kappa import Settings
 
     head_kappas = [3.0, 30.0, 300.0, 3000.0]  # head h: singular values from 1 down to 1 / kappa_h
     blocks = [planted(np.geomspace(1.0, 1.0 / k, 8), (8, 32), seed=h) for h, k in enumerate(head_kappas)]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import ngptlab
 
-STAGES = ("prepare", "train", "condition", "evaluate", "speedup", "report", "plan", "bench")
+STAGES = ("prepare", "train", "condition", "evaluate", "speedup", "report", "plan", "bench",
+          "observe")  # observe: no stage, but what train and condition share, below both
 SRC = Path(ngptlab.__file__).parent
 
 
@@ -51,6 +52,13 @@ def test_condition_and_speedup_do_not_import_each_other():
     graph = stage_imports()
     assert "speedup" not in graph["condition"]
     assert "condition" not in graph["speedup"]
+
+
+def test_train_stands_below_condition_and_both_on_observe():
+    graph = stage_imports()
+    assert "condition" not in graph["train"]
+    assert "observe" in graph["train"] and "observe" in graph["condition"]
+    assert graph["observe"] == set()  # no stage below it
 
 
 def module_imports() -> dict[str, set[str]]:

@@ -1,6 +1,7 @@
 """A job's own clock (ngptlab/jobclock.py, train/job_limit.py) and the time limits of the plan
 (plan/runtime.py): a run longer than train.max_job_minutes trains over several jobs, each stopping before its
-limit with a checkpoint and exit 75, and ends with the bytes of a run that went through in one.
+limit with a checkpoint and exit 75, and ends with the bytes of a run that went through in one (weights and
+metrics log).
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from support.train import (
     cli_env,
     make_params,
+    results_dir,
     run_dir,
     run_name,
     train_command,
@@ -95,8 +98,9 @@ def test_a_run_over_several_jobs_ends_with_the_bytes_of_one_that_ran_through(tmp
     assert jobs >= 2 and stops == sorted(set(stops)) and stops[-1] <= 64  # each job moved the run on
     summary = json.loads(next(split.glob("results/train/*/*/summary.json")).read_text())
     assert summary["resumed_from"] == stops
-    model = "model.safetensors"
-    assert (run_dir(split, NAME) / model).read_bytes() == (run_dir(whole, NAME) / model).read_bytes()
+    for path in (run_dir(Path(), NAME) / "model.safetensors", results_dir(Path(), NAME) / "metrics.jsonl"):
+        # every row too: each job's first evaluation measures from the point before it, as its checkpoint kept
+        assert (split / path).read_bytes() == (whole / path).read_bytes(), path
 
 
 def test_the_plan_prints_jobs_per_run_and_every_stage_limit(tmp_path):

@@ -277,9 +277,12 @@ def test_losses_and_speedups_are_dvc_metrics_and_the_figures_dvc_plots(recorded,
 def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(tmp_path, tmp_path_factory):
     """After SIGINT (Ctrl-C, `kill -INT`) to Snakemake, and again after SIGTERM (a scheduler, `kill`) to the
     next one, a plain `snakemake` goes on (no IncompleteFilesException: the workflow profile reruns incomplete
-    jobs), completes the grid and then has nothing to do. (A training stopped by a signal resumes from its
-    checkpoint: tests/test_train_resume.py.)"""
+    jobs), completes the grid and then has nothing to do. A training the signals stopped resumed from its
+    checkpoint to the metrics log of a training that went through, byte for byte (tests/test_train_resume.py:
+    more)."""
     from support.workflow import BIN, e2e_params, environment
+
+    from ngptlab.train.loop import train_run
 
     params = e2e_params()
     train = params["train"]
@@ -310,6 +313,15 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(tmp_path, tmp_
     assert (work / "reports" / "report.md").is_file()
     out = snakemake(work, "--dry-run")
     assert "Nothing to be done" in out.stdout + out.stderr
+
+    through = tmp_path / "through"
+    copy_tokens(tmp_path_factory.getbasetemp(), through)
+    for run in enumerate_runs(params):
+        results = Path(layout.train_results_dir(run.cell, run.name))
+        if json.loads((work / results / "summary.json").read_text())["resumed_from"]:
+            assert train_run(run, train, root=through, progress=False, condition=params["condition"]) == 0
+            assert (work / results / "metrics.jsonl").read_bytes() == \
+                (through / results / "metrics.jsonl").read_bytes(), run.name
 
 
 @pytest.mark.slow
@@ -344,8 +356,8 @@ def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its
                 if job.rule != "all"}
 
     before = planned()
-    code = work / "src" / "ngptlab" / "condition" / "metrics.py"
-    code.write_text(code.read_text() + "\n# an edit to the condition stage's code\n")
+    code = work / "src" / "ngptlab" / "condition" / "analyse.py"
+    code.write_text(code.read_text() + "\n_EDITED = True  # a line of the condition stage's code\n")
     completed = [run for run in enumerate_runs(params) if run != failing]
     added = planned() - before
     assert {job for job in added if job[0] != "lineage"} == \

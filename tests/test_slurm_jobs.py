@@ -2,7 +2,7 @@
 train.max_job_minutes completes over several Slurm jobs, each stopping itself before its limit; a job sent
 its early signal (what sbatch --signal delivers), a requeued job (`scontrol requeue`) and a cancelled one
 are all resumed, Snakemake does not hang on any of them, and the run ends with the bytes of a run that went
-through in one process.
+through in one process: its weights and its whole metrics log.
 
 Needs the cluster that `.ci/setup-slurm.sh` starts (CI runs it before the tests).
 """
@@ -87,13 +87,20 @@ def wait_for(condition, what: str, proc: subprocess.Popen, timeout: float = 180)
         time.sleep(0.5)
 
 
+def run_bytes(work: Path) -> dict[str, bytes]:
+    """The run's weights and metrics log (every row, the angular update rate of each evaluation included)."""
+    found = [*work.glob("runs/*/*/model.safetensors"), *work.glob("results/train/*/*/metrics.jsonl")]
+    assert len(found) == 2, found
+    return {path.name: path.read_bytes() for path in found}
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The run trained through in one process, without Slurm and without a job limit."""
     work, name, model = workdir(tmp_path_factory.mktemp("reference"), "work", tmp_path_factory.getbasetemp())
     run(["bash", str(REPO / "workflow/scripts/launch.sh"), "1", "1", "0", "train", "--params", "params.yaml",
          "--no-progress", name], work, timeout=600)
-    return (work / model).read_bytes()
+    return run_bytes(work)
 
 
 def test_a_run_longer_than_its_partition_limit_completes_over_several_slurm_jobs(reference, tmp_path,
@@ -115,7 +122,7 @@ def test_a_run_longer_than_its_partition_limit_completes_over_several_slurm_jobs
     assert len(summary["resumed_from"]) == len(jobs) - 1
     log = (work / layout.train_log(name.split("-gpt-")[0], name)).read_text()  # the last job's
     assert f"(Slurm job {jobs[-1]}, restart 0)" in log and "resumed from step" in log
-    assert (work / model).read_bytes() == reference
+    assert run_bytes(work) == reference
 
 
 def test_an_early_signal_a_requeue_and_a_cancel_are_all_resumed(reference, tmp_path, tmp_path_factory):
@@ -150,4 +157,4 @@ def test_an_early_signal_a_requeue_and_a_cancel_are_all_resumed(reference, tmp_p
     assert job_field(second, "JobState") == "CANCELLED"
     summary = json.loads(next((work / "results" / "train").rglob("summary.json")).read_text())
     assert len(summary["resumed_from"]) >= 3 and summary["status"] == "completed"
-    assert (work / model).read_bytes() == reference
+    assert run_bytes(work) == reference

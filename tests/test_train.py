@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -195,6 +196,29 @@ def test_a_run_finished_before_timing_files_existed_gets_an_unmeasured_one(done)
                                               "note": "not measured: the run finished before timing files "
                                                       "existed"}
     assert (results_dir(root, name) / "summary.json").read_bytes() == summary_before
+
+
+def test_the_settings_of_how_a_run_runs_change_none_of_its_bytes_and_its_timing_records_them(done, tmp_path):
+    """A checkpoint every step, no TensorBoard events, a job clock, other Slurm resources, a declared peak:
+    the weights (header included), config, summary and metrics are those of the run trained without them."""
+    root, _ = done
+    name = run_name("gpt", 8192)
+    execution = {"checkpoint_every_tokens": 512, "tensorboard": False, "max_job_minutes": 600.0,
+                 "checkpoint_write_gbps": 2.0, "signal_lead_s": 300, "max_restarts": 2, "peak_tflops": 1.0}
+    resources = {"nodes": 1, "gpus": 0, "processes": 1, "mem_mb": 4000, "runtime_min": 30}
+    write_shards(tmp_path)
+    other = make_params(budgets=[8192, 4096], **execution, resources={"cpu-4l": resources})
+    assert train(tmp_path, other, "gpt", 8192) == 0
+    for path in (run_dir(Path(), name) / "model.safetensors", run_dir(Path(), name) / "config.json",
+                 results_dir(Path(), name) / "summary.json", results_dir(Path(), name) / "metrics.jsonl"):
+        assert (tmp_path / path).read_bytes() == (root / path).read_bytes(), path
+    assert not (run_dir(tmp_path, name) / "tensorboard").exists()
+    assert json.loads(timing_file(tmp_path, name).read_text())["execution"] == {**execution,
+                                                                                "resources": resources}
+    assert json.loads(timing_file(root, name).read_text())["execution"] == {
+        "checkpoint_every_tokens": 4096, "tensorboard": True, "max_job_minutes": None,
+        "checkpoint_write_gbps": 0.5, "signal_lead_s": None, "max_restarts": 0, "peak_tflops": None,
+        "resources": {"nodes": 1, "gpus": 0, "processes": 1, "mem_mb": 2000, "runtime_min": 10}}
 
 
 def test_finished_outputs_of_other_settings_are_not_overwritten(done):

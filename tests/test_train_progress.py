@@ -8,6 +8,7 @@ import json
 
 import torch
 
+from ngptlab.observe.angular import IntervalStart
 from ngptlab.train import state
 from ngptlab.train.progress import Progress
 
@@ -69,10 +70,10 @@ def test_save_load_and_save_again_writes_the_same_state_json(tmp_path):
     optimizer.step()
     config = {"arm": "gpt", "scale": "cpu-4l", "vocab_size": 8, "context": 4}
     progress = Progress(step=4, metrics_rows=4, fingerprint={"arm": "gpt"}, started_at=2)
-    state.save_state(tmp_path / "a", model, optimizer, config, progress)
+    state.save_state(tmp_path / "a", model, optimizer, config, progress, IntervalStart(4))
     loaded = state.load_state(tmp_path / "a", model, optimizer, {"arm": "gpt"})
     assert loaded == Progress.from_dict(loaded.to_dict()) and loaded.started_at == 2
-    state.save_state(tmp_path / "b", model, optimizer, config, loaded)
+    state.save_state(tmp_path / "b", model, optimizer, config, loaded, state.load_interval(tmp_path / "a"))
 
     def state_json(root):
         latest = json.loads((root / state.LATEST).read_text())["checkpoint"]

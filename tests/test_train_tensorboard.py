@@ -76,7 +76,7 @@ def test_the_event_files_hold_the_numbers_of_the_metrics_rows(runs):
     timed = json.loads(timing_file(root, NAME).read_text())["rows"]
     expected = points([{**row, **time_row} for row, time_row in zip(rows, timed, strict=True)])
     assert {"train_loss", "lr", "grad_norm", "val_loss", "tokens", "tokens_per_s"} <= set(expected)
-    # an evaluation point's observations of the weights (condition/over_training.py), one tag per name
+    # an evaluation point's observations of the weights (observe/observer.py), one tag per name
     assert {"angular_rate/q", "angular_rate/embed_in", "relative_change/mlp_o", "angular_steps",
             "kappa/embed_in_cov_condition", "kappa/layer4_k_head_condition_median"} <= set(expected)
     assert curves(run_dir(root, NAME) / "tensorboard") == expected

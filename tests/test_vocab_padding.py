@@ -10,9 +10,10 @@ import torch
 
 from ngptlab import layout
 from ngptlab.checkpoint import load_model, save_model
-from ngptlab.condition.analyse import Settings, analyse_matrices
-from ngptlab.condition.effective import effective_matrices
+from ngptlab.condition.analyse import analyse_matrices
 from ngptlab.models import ARMS, Scale, build, count_parameters, padded_vocab, parameter_count
+from ngptlab.observe.effective import effective_matrices
+from ngptlab.observe.kappa import Settings
 
 SHAPE = Scale(n_layer=2, d_model=32, n_head=2)
 VOCAB, MULTIPLE, ROWS = 150, 64, 192  # 192: no other dimension of SHAPE (d 32, d_mlp 128) equals it

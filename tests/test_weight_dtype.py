@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from support import synthetic
-from support.train import make_params, metrics, run_dir, summary, write_params, write_shards
+from support.train import make_params, metrics, results_dir, run_dir, summary, write_params, write_shards
 
 from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.checkpoint import load_model
@@ -219,6 +219,8 @@ def test_a_bf16_run_resumes_to_the_uninterrupted_result_and_refuses_fp32_state(u
     resumed = load_file(run_dir(root, spec.name) / "model.safetensors")
     straight = load_file(run_dir(whole, spec.name) / "model.safetensors")
     assert resumed.keys() == straight.keys() and all(torch.equal(resumed[k], straight[k]) for k in resumed)
+    assert (results_dir(root, spec.name) / "metrics.jsonl").read_bytes() == \
+        (results_dir(whole, spec.name) / "metrics.jsonl").read_bytes()
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -55,11 +55,9 @@ def wsd_params(budgets=BUDGETS, **train) -> dict:
 
 
 def train_all(root: Path, params: dict) -> None:
-    """What the DAG does: every trunk segment in order, then every run."""
-    for segment in enumerate_segments(params):
-        assert train_run(segment, params["train"], root=root, progress=False) == 0
-    for run in enumerate_runs(params):
-        assert train_run(run, params["train"], root=root, progress=False) == 0
+    """What the DAG does: every trunk segment in order, then every run (kappa in their rows, as the CLI)."""
+    for job in (*enumerate_segments(params), *enumerate_runs(params)):
+        assert train_run(job, params["train"], root=root, progress=False, condition=params["condition"]) == 0
 
 
 def timings(root: Path) -> dict[str, dict]:
@@ -131,7 +129,8 @@ def test_a_branch_is_byte_identical_to_the_same_budget_trained_alone(shared, tmp
     alone = tmp_path / "alone"
     write_shards(alone)
     for run in enumerate_runs(params)[:2]:
-        assert train_run(run, params["train"], root=alone, progress=False) == 0  # no trunk: from step 0
+        # no trunk: from step 0
+        assert train_run(run, params["train"], root=alone, progress=False, condition=params["condition"]) == 0
         assert timings(alone)[run.name]["started_at_step"] == 0
         point = branch_point(params["train"], CONTEXT, run.budget)
         assert timings(root)[run.name]["started_at_step"] == point
@@ -191,6 +190,8 @@ def test_a_killed_trunk_segment_resumes_to_the_same_bytes(shared, tmp_path):
     for run in enumerate_runs(params):
         assert sha256_file(run_dir(killed, run.name) / "model.safetensors") == \
             sha256_file(run_dir(root, run.name) / "model.safetensors")
+        assert (results_dir(killed, run.name) / "metrics.jsonl").read_bytes() == \
+            (results_dir(root, run.name) / "metrics.jsonl").read_bytes()
 
 
 def test_a_diverging_trunk_ends_its_segments_and_branches_as_diverged(tmp_path):

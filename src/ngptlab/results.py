@@ -6,7 +6,7 @@ malformed is a ResultsError naming the file and the key, since a silently skippe
 speed-up.
 
 Encoding of non-finite floats, used by every results/ file of the condition and speedup stages:
-- +inf (a numerically singular matrix's condition number, see condition/metrics.py) -> the string "inf";
+- +inf (a numerically singular matrix's condition number, see observe/metrics.py) -> the string "inf";
   `float(value)` reads it back as math.inf.
 - nan (a metric that does not exist, e.g. the stable rank of a zero matrix) -> null.
 null therefore means "not applicable / not measured", and "inf" means "measured: numerically singular".

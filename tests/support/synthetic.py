@@ -28,7 +28,7 @@ import yaml
 from ngptlab import layout
 from ngptlab import schedule as schedules
 from ngptlab.batch import tokens_per_step
-from ngptlab.condition.analyse import Analysis, Settings, analyse_matrices
+from ngptlab.condition.analyse import Analysis, analyse_matrices
 from ngptlab.condition.reference import gaussian_reference
 from ngptlab.condition.run import CONVENTIONS
 from ngptlab.config.load import load_params, validate_params
@@ -36,6 +36,7 @@ from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
 from ngptlab.models import SCALES, MatrixInfo
+from ngptlab.observe.kappa import Settings
 from ngptlab.results import train_dir, write_json, write_spectra
 from ngptlab.schedule import branch_point, shares_trunk, shares_trunks
 from ngptlab.speedup.cell import speedup_cell
@@ -117,7 +118,7 @@ def planted_curve(spec: RunSpec, train: dict) -> list[tuple[int, float]]:
 
 
 def planted_observations(spec: RunSpec, tokens: float) -> dict:
-    """An evaluation row's observations of the weights (condition/over_training.py): ngpt turns 3x faster
+    """An evaluation row's observations of the weights (observe/observer.py): ngpt turns 3x faster
     than every other arm from its first point on, and its input embedding's kappa falls from the baseline's
     10 to 2.5 over the run; every arm's heads have kappa 3."""
     turning = (0.03 if spec.arm == "ngpt" else 0.01) / math.sqrt(tokens / 4096)

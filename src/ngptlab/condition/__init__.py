@@ -1,9 +1,10 @@
 """The `condition` stage: the conditioning of one trained model's weight matrices.
 
-metrics.py   pure spectral metrics of one matrix (float64 SVD, condition number with a singular flag,
-             stable and effective rank, covariance eigenvalues, anisotropy, post-hoc renormalization)
-effective.py the effective matrix of every arm: one definition (the map applied to the normalised input)
 analyse.py   every matrix of a model in every variant, the long spectra table, the headline numbers
+reference.py the references of every headline number: the run's step-0 matrices, Gaussian matrices
 run.py       one run: checkpoint in, results/conditioning/<run>.{json,spectra.csv} out
 command.py   `ngptlab condition --run RUN`
+
+The pieces a training run's observer shares with it (the spectral metrics, the effective matrix of every arm,
+the per-head and covariance records, the headline numbers) are in ngptlab.observe, below both stages.
 """

@@ -1,18 +1,18 @@
 """Analyse every matrix of a model: the per-matrix records, the long spectra table and the headline numbers.
 
-Input is `effective.effective_matrices(model)` (ngptlab.models.MatrixInfo: name, kind, layer, weight,
-underlying, norm_dim, n_heads). Each matrix is analysed in up to three variants:
+Input is `effective.effective_matrices(model)` (observe/effective.py; ngptlab.models.MatrixInfo: name, kind,
+layer, weight, underlying, norm_dim, n_heads). Each matrix is analysed in up to three variants:
 - "effective":    the linear map the forward pass applies to its normalised input, in float64 (one
-                  definition for every arm: condition/effective.py);
+                  definition for every arm: observe/effective.py);
 - "renormalized": the effective matrix after post-hoc nGPT normalization (unit vectors along the embedding
                   dimension, metrics.renormalize; the paper's Fig. 10 dotted lines), computed for every arm
                   so the table is uniform: it shows how far renormalizing after the fact goes toward nGPT's
                   conditioning;
 - "underlying":   the raw parameter (every arm; for gpt-lrm, gpt-scalar and gpt-orth before its multipliers).
 
-Layer numbering: `layer` in records and in the spectra table is 0-based, as in the models' state dict. The
-paper's "layers 3 and 4" (Figs. 11-12) are read as 1-based, i.e. the 3rd and 4th blocks = 0-based layers 2 and
-3, which also exist in the 4-layer CPU scale; headline keys say layer3_*/layer4_* in the paper's numbering.
+The per-head and covariance records and the headline numbers are those a training run's observer computes
+too (observe/kappa.py, observe/headline.py). Layer numbering: `layer` in records and in the spectra table is
+0-based, as in the models' state dict (the paper's 1-based layers 3 and 4: observe/headline.py).
 """
 
 from __future__ import annotations
@@ -26,31 +26,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ngptlab.condition import metrics
+from ngptlab.observe import metrics
+from ngptlab.observe.headline import EMBED_KINDS, HEAD_KINDS, headline
+from ngptlab.observe.kappa import Settings, covariance_record, heads_record
 
 if TYPE_CHECKING:
     from ngptlab.models import MatrixInfo
 
-EMBED_KINDS = ("embed_in", "embed_out")
-ATTN_KINDS = ("q", "k", "v", "o")
-HEAD_KINDS = ("q", "k", "v")
-MLP_KINDS = ("mlp_u", "mlp_v", "mlp_o")
 VARIANTS = ("effective", "renormalized", "underlying")
-PAPER_LAYERS = (3, 4)  # 1-based, as the paper's Figs. 11-12 label them
-
-
-@dataclass(frozen=True)
-class Settings:
-    singular_tol: float
-    sample_rows: int
-    seed: int
-    device: str = "cpu"
-
-
-def settings_of(condition: dict, device: str) -> Settings:
-    """The analysis settings of the condition section of params, computing on `device`."""
-    return Settings(singular_tol=float(condition["singular_tol"]), sample_rows=int(condition["sample_rows"]),
-                    seed=int(condition["seed"]), device=device)
 
 
 @dataclass
@@ -78,36 +61,6 @@ def _norm_summary(norms: np.ndarray) -> dict:
     mean, std = float(norms.mean()), float(norms.std())
     return {"mean": mean, "std": std, "cv": std / mean if mean > 0 else math.nan,
             "min": float(norms.min()), "max": float(norms.max())}
-
-
-def heads_record(weight: torch.Tensor, n_heads: int, settings: Settings) -> tuple[list[np.ndarray], dict]:
-    """The singular values of each head's row block of a q/k/v matrix and the record of their metrics."""
-    head_svs = [metrics.singular_values(block, settings.device)
-                for block in metrics.head_blocks(weight, n_heads)]
-    per_head = [metrics.spectrum_stats(sv, settings.singular_tol) for sv in head_svs]
-    kappas = [s.condition_number for s in per_head]
-    return head_svs, {
-        "condition_number": kappas,
-        "singular": [s.singular for s in per_head],
-        "stable_rank": [s.stable_rank for s in per_head],
-        "effective_rank": [s.effective_rank for s in per_head],
-        "condition_number_median": float(np.median(kappas)),  # paper Fig. 5: median over heads
-    }
-
-
-def covariance_record(weight: torch.Tensor, settings: Settings) -> tuple[np.ndarray, dict]:
-    """The eigenvalues of an embedding table's mean-centred covariance (paper Fig. 4) and their metrics."""
-    eig = metrics.covariance_eigenvalues(weight, settings.device)
-    cov = metrics.spectrum_stats(eig, settings.singular_tol)
-    return eig, {
-        "condition_number": cov.condition_number,
-        "singular": cov.singular,
-        "eigenvalue_ratio": cov.sigma_ratio,
-        "numerical_rank": cov.numerical_rank,
-        "largest": cov.largest,
-        "smallest": cov.smallest,
-        "median": float(np.median(eig)),
-    }
 
 
 def analyse_matrix(info: MatrixInfo, weight: torch.Tensor, variant: str,
@@ -163,61 +116,3 @@ def analyse_matrices(matrices: Iterable[MatrixInfo], settings: Settings, progres
         analysis.matrices[info.name] = entry
     analysis.variants = [v for v in VARIANTS if v in seen_variants]
     return analysis
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Headline numbers: what the report and the cross-arm table compare across arms
-
-
-def _median(values: list[float]) -> float | None:
-    # inf (numerically singular) takes part in the median as the largest value; None when there is nothing.
-    return float(np.median(values)) if values else None
-
-
-def headline(records: dict[str, dict], variant: str) -> dict:
-    """The headline numbers of one variant; None where the model has no such matrix or variant.
-
-    embed_{in,out}_cov_condition   condition number of the embeddings' mean-centred covariance (paper Fig. 4)
-    embed_{in,out}_norm_cv         coefficient of variation of the embedding row norms
-    embed_{in,out}_anisotropy      mean pairwise cosine of a fixed sample of rows
-    attn_condition_median          median over q, k, v, o of all layers, whole-matrix condition numbers
-    attn_head_condition_median     median over layers, q/k/v and heads of per-head condition numbers (Fig. 5)
-    mlp_condition_median           median over mlp_u, mlp_v, mlp_o of all layers
-    layer{3,4}_{q,k}_condition     whole-matrix condition number, paper's 1-based layers 3 and 4 (Figs. 11-12)
-    layer{3,4}_{q,k}_head_condition_median   median over heads of the same matrix
-    stable_rank_median, effective_rank_median   over all attention and MLP matrices (whole)
-    """
-    def metric(rec: dict, *path):
-        value = rec["variants"].get(variant)
-        for key in path:
-            if not isinstance(value, dict) or key not in value:
-                return None
-            value = value[key]
-        return value
-
-    out: dict[str, float | None] = {}
-    for kind in EMBED_KINDS:
-        recs = [r for r in records.values() if r["kind"] == kind]
-        rec = recs[0] if recs else None
-        out[f"{kind}_cov_condition"] = metric(rec, "covariance", "condition_number") if rec else None
-        out[f"{kind}_norm_cv"] = metric(rec, "row_norms", "cv") if rec else None
-        out[f"{kind}_anisotropy"] = metric(rec, "anisotropy") if rec else None
-
-    def collect(kinds, *path) -> list[float]:
-        values = [metric(r, *path) for r in records.values() if r["kind"] in kinds]
-        return [v for v in values if v is not None]
-
-    out["attn_condition_median"] = _median(collect(ATTN_KINDS, "condition_number"))
-    head_kappas = [k for ks in collect(HEAD_KINDS, "heads", "condition_number") for k in ks]
-    out["attn_head_condition_median"] = _median(head_kappas)
-    out["mlp_condition_median"] = _median(collect(MLP_KINDS, "condition_number"))
-    for layer in PAPER_LAYERS:
-        for kind in ("q", "k"):
-            recs = [r for r in records.values() if r["kind"] == kind and r["layer"] == layer - 1]
-            rec = recs[0] if recs else None
-            out[f"layer{layer}_{kind}_condition"] = metric(rec, "condition_number") if rec else None
-            out[f"layer{layer}_{kind}_head_condition_median"] = (
-                metric(rec, "heads", "condition_number_median") if rec else None)
-    out["stable_rank_median"] = _median(collect(ATTN_KINDS + MLP_KINDS, "stable_rank"))
-    out["effective_rank_median"] = _median(collect(ATTN_KINDS + MLP_KINDS, "effective_rank"))
-    return out

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ngptlab.condition import metrics
+from ngptlab.observe import metrics
 
 GAUSSIAN_SEED = 0
 SV_WORK = 2**28  # n^3 summed over the samples of one square n x n shape

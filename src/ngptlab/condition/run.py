@@ -35,13 +35,14 @@ import torch
 
 from ngptlab import layout
 from ngptlab.checkpoint import load_model, sha256_file
-from ngptlab.condition.analyse import Settings, analyse_matrices, settings_of
-from ngptlab.condition.effective import effective_matrices
+from ngptlab.condition.analyse import analyse_matrices
 from ngptlab.condition.reference import gaussian_reference
 from ngptlab.device import resolve_device
 from ngptlab.errors import CheckpointError
 from ngptlab.grid.runs import RunSpec
 from ngptlab.models import build_seeded
+from ngptlab.observe.effective import effective_matrices
+from ngptlab.observe.kappa import Settings, settings_of
 from ngptlab.results import read_summary, train_dir, write_json, write_spectra
 
 CONVENTIONS = {

@@ -4,7 +4,7 @@
                                      bf16 autocast casts on the fly and keeps the fp32 master weights;
                                      8 N where train.weight_dtype stores all four in bf16 (2 bytes each)
          + 4 N                       the previous evaluation point's effective matrices, float32, for the
-                                     angular update rate (condition/angular.py; on rank 0, counted for all)
+                                     angular update rate (observe/angular.py; on rank 0, counted for all)
          + tokens x L x A d x b      the tensors each block saves for backward, for one micro-batch
          + tokens x V x h            the LM head: logits, their log-softmax and its gradient
 

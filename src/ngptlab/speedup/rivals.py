@@ -6,7 +6,7 @@ the conditioning can change how fast the weights rotate, the effective learning 
 rate than the arms it debits, the contrast is confounded by the effective learning rate.
 
 Per (arm, seed), from the run entering that seed's estimate at the arm's largest budget (the chosen-lr run:
-estimator per_seed `best`), read from its metrics rows (condition/over_training.py):
+estimator per_seed `best`), read from its metrics rows (observe/observer.py):
   angular_rate = mean over the run's evaluation points t of the mean over the attention and MLP matrix kinds
                  k (RATE_KINDS) of theta_k(t), the angle the kind's effective matrices turned per step since
                  the previous point                                                            [rad / step]

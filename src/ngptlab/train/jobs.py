@@ -129,7 +129,7 @@ class SegmentJob:
             "segment": self.name, "trunk": self.spec.name, "wall_s": round(outcome.wall_s, 3),
             "train_s": round(outcome.progress.train_s or 0.0, 6), "started_at_step": started, "steps": step,
             "trained_tokens": (step - started) * outcome.batch_tokens,
-            "flops_per_token": outcome.flops_per_token})
+            "flops_per_token": outcome.flops_per_token, "execution": outcome.execution})
         trunk.collect_garbage(self.root, self.train, self.spec, expected)
         return str(self.paths.record)
 

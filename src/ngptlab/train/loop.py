@@ -22,12 +22,13 @@ import torch
 from tqdm import tqdm
 
 from ngptlab import runlock
-from ngptlab.condition.over_training import Observer, restart_points
 from ngptlab.errors import DataError, ParamsError
 from ngptlab.files import write_text_atomic
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment
 from ngptlab.jobclock import EXIT_RESUMABLE
+from ngptlab.observe.angular import IntervalStart
+from ngptlab.observe.observer import Observer, restart_points
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
 from ngptlab.settings import setting
@@ -36,6 +37,7 @@ from ngptlab.train import dist, final_eval, nonfinite, restore, state, threads
 from ngptlab.train.batches import BatchPlan, plan_batches
 from ngptlab.train.context import RunContext
 from ngptlab.train.data import Shards, data_record, open_shards
+from ngptlab.train.execution import execution_record
 from ngptlab.train.job_limit import JobLimit
 from ngptlab.train.jobs import Job, make_job
 from ngptlab.train.log import clock, eval_line, say
@@ -55,10 +57,10 @@ def crossed(tokens: int, batch_tokens: int, every: int) -> bool:
 
 
 def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.Topology) -> dict[str, Any]:
-    """The train settings this run actually used, with everything derived from them."""
+    """The train settings this run actually used, with everything derived from them; not the settings of how
+    it ran (train/execution.py), which its timing file records."""
     keys = ("source", "batch_sequences", "micro_batch_tokens", "warmup_max_fraction", "grad_clip",
-            "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "compile",
-            "checkpoint_every_tokens")
+            "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "compile")
     return {**{k: train[k] for k in keys}, "log_every_tokens": log_every_tokens(train),
             "final_eval_tokens": final_eval.setting(train),
             "vocab_multiple": vocab_multiple(train),
@@ -93,7 +95,7 @@ def train_run(spec: RunSpec | Segment, train: dict, root: str | Path = ".", fres
               progress: bool = True, condition: dict | None = None) -> int:
     """Train a run or a trunk segment with the `train` section of params; artifacts under `root`. Returns the
     exit code. `condition`, the condition section of params, adds the condition numbers to the metrics rows
-    (condition/over_training.py; None: the angular update rate only)."""
+    (observe/observer.py; None: the angular update rate only)."""
     topo = dist.setup(train["device"])
     say(dist.visibility(topo))  # every rank: which GPUs each node's processes see, in the run's log
     try:
@@ -167,7 +169,7 @@ def _train_locked(ctx: RunContext, fresh: bool) -> int:
     stop = StopRequest()
     stop.install()
     try:
-        return _loop(ctx, trainer, config, progress, metrics, events, stop)
+        return _loop(ctx, trainer, config, progress, metrics, events, stop, start.interval)
     finally:
         stop.restore()
         trainer.attention.close()  # torch's attention settings as they were before this job
@@ -177,7 +179,7 @@ def _train_locked(ctx: RunContext, fresh: bool) -> int:
 
 
 def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, metrics: IO[str] | None,
-          events: TensorBoardView, stop: StopRequest) -> int:
+          events: TensorBoardView, stop: StopRequest, interval: IntervalStart | None) -> int:
     job, train, topo, plan, spec, paths = ctx.job, ctx.train, ctx.topo, ctx.plan, ctx.spec, ctx.paths
     main, batch_tokens = ctx.main, plan.batch_tokens
     started, wall_before = time.perf_counter(), progress.wall_s
@@ -189,8 +191,9 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
     for name in progress.attention_disabled:  # kernels an earlier start of this job disabled
         trainer.attention.disable(name)
     # the weights' angular update rate and conditioning at evaluation points, from the state we start from
+    # (its interval: the one it kept, where it is a checkpoint of this job's own)
     observer = Observer(trainer.model, step, ctx.condition, setting(train, "train.condition_every_evals"),
-                        restart_points(train, spec)) if main else None
+                        restart_points(train, spec), interval) if main else None
     diagnostics, loss, grad_norm = None, math.nan, math.nan  # nan: no step here (resumed at the end)
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
                desc=job.name, disable=not (main and ctx.show_progress), dynamic_ncols=True, file=sys.stderr)
@@ -209,7 +212,8 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
         if main:
             metrics.flush()
             events.flush()
-            state.save_state(paths.state_dir, trainer.model, trainer.optimizer, config, progress)
+            state.save_state(paths.state_dir, trainer.model, trainer.optimizer, config, progress,
+                             observer.interval_start(step))
         dist.barrier(topo)
         limit.checkpoint_done(time.perf_counter() - began)
 
@@ -314,7 +318,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
                           eval_offsets=trainer.eval_offsets, final_offsets=trainer.final_offsets,
                           flops_per_token=trainer.flops_per_token, peak=trainer.peak,
                           attention_backend=attention_backend, timing_method=timing_method,
-                          threads=torch.get_num_threads())
+                          threads=torch.get_num_threads(), execution=execution_record(train, spec.scale))
         written = job.finish(outcome, ctx.expected)
         ended = (f"diverged at step {step} ({diagnostics['reason']})" if diagnostics else
                  f"completed {step} steps, final val loss {final.loss:.4f} ± {final.se:.4f}" if final

@@ -2,7 +2,8 @@
 
 The loop hands this value to the writers, not the trainer: the weights to save, the settings and provenance
 to record, the job's progress record (train/progress.py), how it stopped, its final evaluation, and what it
-measured (timings, the attention kernel, the peak for MFU, its compute threads).
+measured (timings, the attention kernel, the peak for MFU, its compute threads) and the execution settings it
+ran with (train/execution.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Outcome:
     attention_backend: dict  # train/attention.py
     timing_method: str  # train/timing.py
     threads: int  # the CPU threads each process computed with (train/threads.py)
+    execution: dict  # how it ran: checkpoints, events, clock, resources (train/execution.py), for its timing
 
     @property
     def params(self) -> dict:

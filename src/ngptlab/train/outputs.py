@@ -7,7 +7,7 @@ means the run is done and a rerun is a no-op):
     results/train/<cell>/<run>/metrics.jsonl one row per logged step
     results/train/<cell>/<run>/summary.json  status, final val loss, tokens, provenance
     results/timing/<cell>/<run>.json         wall time, tokens/s and MFU per logged step, how they were
-                                             measured, peak GPU memory
+                                             measured, peak GPU memory, the execution settings it ran with
 
 (paths from ngptlab.layout).
 
@@ -18,7 +18,8 @@ is not final_val_loss.
 
 Everything under runs/ and results/train/ is a pure function of the run's inputs (the same run trained twice
 gives the same bytes), so downstream stages that read it rerun only when it really changed. Timings differ
-every time: they go to results/timing/, which only the report (the last stage) reads.
+every time: they go to results/timing/, which only the report (the last stage) reads, and so do the
+settings of how a run ran (train/execution.py), which change none of its other bytes.
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ def timing_record(run: str, outcome: Outcome, rows: list[dict]) -> dict:
     tokens_per_s by the peak named beside it. The final evaluation, after the last step, is in neither:
     final_eval_s is its own. A row's tokens_per_s covers the timed steps read since the row before it (on a
     GPU, up to the one before the row's own step, whose CUDA events may not have completed yet); null if
-    none (a row of compile steps only).
+    none (a row of compile steps only). execution: the settings of how it ran (train/execution.py), those of
+    its last job.
     """
     progress, params, tokens = outcome.progress, outcome.params, outcome.tokens
     train_s = progress.train_s or 0.0
@@ -177,6 +179,7 @@ def timing_record(run: str, outcome: Outcome, rows: list[dict]) -> dict:
             "nonfinite_retries": len(progress.nonfinite_retries),
             "max_memory_allocated_mib": progress.max_memory_allocated_mib,
             "max_memory_reserved_mib": progress.max_memory_reserved_mib,
+            "execution": outcome.execution,
             "rows": [{key: row[key] for key in ("step", "tokens", *TIMING_KEYS) if key in row}
                      for row in rows]}
 

@@ -6,6 +6,8 @@ verifies the files: one read and one hash of the checkpoint instead of one per r
 see them (a node-local path, a cluster filesystem not yet showing rank 0's last write) cannot start from
 step 0 on its own while rank 0 resumes. Rank 0 then broadcasts what it read: the progress record, the weights,
 AdamW's per-parameter state and the RNG states; last, every rank checks that all start at the same step.
+Where the angular update rate's interval starts (a job resumed from its own checkpoint) stays on rank 0, the
+only rank that observes the weights.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 import torch.distributed as torch_dist
 
 from ngptlab.errors import CheckpointError
+from ngptlab.observe.angular import IntervalStart
 from ngptlab.train import state
 from ngptlab.train.dist import Topology
 from ngptlab.train.log import say
@@ -30,6 +33,9 @@ class Start:
     progress: Progress  # step, wall time, metrics rows, resumed_from, ... (train/progress.py)
     rows_from: Path  # the state directory whose metrics rows lead up to the start
     loaded: bool  # weights, optimizer state and RNG came from a checkpoint (else: step 0, as built)
+    # where the angular interval of a job resumed from its own checkpoint starts, read on rank 0 (None: at
+    # the start's step, which a trunk's kept state always is: a branch point, where intervals restart)
+    interval: IntervalStart | None = None
 
 
 def read_start(state_dir: Path, elsewhere: Callable[[], tuple[Path, dict] | None], model: torch.nn.Module,
@@ -41,7 +47,7 @@ def read_start(state_dir: Path, elsewhere: Callable[[], tuple[Path, dict] | None
     progress = state.load_state(state_dir, model, optimizer, expected)
     if progress is not None:
         progress.resumed_from = [*progress.resumed_from, progress.step]
-        return Start(progress, state_dir, loaded=True)
+        return Start(progress, state_dir, loaded=True, interval=state.load_interval(state_dir))
     if start := elsewhere():
         rows_from, trunk_expected = start
         progress = state.load_state(rows_from, model, optimizer, trunk_expected)

@@ -6,6 +6,9 @@ Layout under runs/<cell>/<run>/state/:
     ckpt-00000040-<ns>/optimizer.safetensors   AdamW moments and step counts, torch RNG states
     ckpt-00000040-<ns>/state.json              the job's progress record (train/progress.py), the
                                                optimizer's scalars and parameter groups
+    ckpt-00000040-<ns>/interval.safetensors    where the angular update rate's interval starts: its step
+                                               and, between evaluation points, the effective matrices
+                                               there (observe/angular.py), so the next row is the same
     metrics.jsonl                  the metrics log while the run is in progress
 
 A checkpoint is written into a fresh directory and only then made current by atomically replacing
@@ -34,10 +37,12 @@ from ngptlab.checkpoint import (
 )
 from ngptlab.errors import CheckpointError
 from ngptlab.files import read_json, write_json_atomic
+from ngptlab.observe.angular import IntervalStart
 from ngptlab.train.progress import Progress
 
 LATEST = "latest.json"
 METRICS = "metrics.jsonl"
+INTERVAL = "interval.safetensors"
 
 
 def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -59,8 +64,9 @@ def _group_layout(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
 
 
 def save_state(state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, config: dict,
-               progress: Progress) -> None:
-    """Write a complete checkpoint for step progress.step and make it the current one."""
+               progress: Progress, interval: IntervalStart) -> None:
+    """Write a complete checkpoint for step progress.step and make it the current one; `interval`: where the
+    angular update rate's interval that the step falls in starts (observe/observer.py, interval_start)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     name = f"ckpt-{progress.step:08d}-{time.time_ns()}"
     ckpt = state_dir / name
@@ -74,6 +80,7 @@ def save_state(state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.O
     atomic_save_tensors(ckpt / "optimizer.safetensors", tensors, {"tensors_sha256": tensors_sha256(tensors)})
     write_json_atomic(ckpt / "state.json", {**progress.to_dict(), "optimizer_scalars": scalars,
                                             "optimizer_groups": _group_layout(optimizer)})
+    _save_interval(ckpt / INTERVAL, interval)
     write_json_atomic(state_dir / LATEST, {"checkpoint": name, "step": progress.step})  # the commit point
     for old in state_dir.glob("ckpt-*"):
         if old.name != name:
@@ -85,6 +92,36 @@ def saved_fingerprint(state_dir: Path) -> dict:
     latest = read_json(state_dir / LATEST, CheckpointError)
     record = read_json(state_dir / str(latest.get("checkpoint", "")) / "state.json", CheckpointError)
     return record.get("fingerprint", {})
+
+
+def _save_interval(path: Path, interval: IntervalStart) -> None:
+    tensors = {name: matrix.detach().to("cpu", copy=True).contiguous()
+               for name, matrix in interval.matrices.items()}
+    metadata = {"step": str(interval.step), "tensors_sha256": tensors_sha256(tensors)}
+    atomic_save_tensors(path, tensors, metadata)
+
+
+def load_interval(state_dir: Path) -> IntervalStart:
+    """Where the angular interval of the current checkpoint's step starts (save_state's `interval`).
+
+    CheckpointError if the checkpoint has none (written before checkpoints kept it: the resumed run's next
+    evaluation row could not be the uninterrupted run's), or if it is unreadable or incomplete.
+    """
+    latest = read_json(state_dir / LATEST, CheckpointError)
+    ckpt = state_dir / str(latest.get("checkpoint", ""))
+    path = ckpt / INTERVAL
+    if not path.is_file():
+        raise CheckpointError(f"{ckpt}: no {INTERVAL}, where the angular update rate's interval starts (a "
+                              f"checkpoint of an older ngptlab); resumed from it, the run's next evaluation "
+                              f"row would differ from an uninterrupted run's: delete {state_dir} (or pass "
+                              f"--fresh) to start this run over")
+    tensors, metadata = read_tensors(path)
+    step = int(metadata.get("step", -1))
+    saved_at = int(latest.get("step", -1))
+    if not 0 <= step <= saved_at or (step < saved_at and not tensors):
+        raise CheckpointError(f"{path}: an interval starting at step {step} does not fit the checkpoint of "
+                              f"step {saved_at}")
+    return IntervalStart(step, tensors)
 
 
 def load_state(

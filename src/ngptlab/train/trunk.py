@@ -10,7 +10,8 @@ branch point P, with the trunk's schedule (warmup, then constant), and then keep
                                             the segment's record, the job's declared output: what it is
                                             (spec, span, tokens, fingerprint, status); no times, so the same
                                             segment trained twice writes the same bytes
-    results/timing/<cell>/<segment>.json    what it measured: wall time, tokens trained by this job
+    results/timing/<cell>/<segment>.json    what it measured: wall time, tokens trained by this job; the
+                                            execution settings it ran with (train/execution.py)
 
 Kept states are working state, not results: runs/trunks/ is in .dvcignore, so DVC never hashes, caches or
 pushes them (6 GB each at 0.5B). A kept state is deleted once every branch that starts at it is done and a

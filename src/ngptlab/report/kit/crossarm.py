@@ -11,7 +11,7 @@ cross_arm_table(params, root) -> DataFrame, one row per run that compares arms (
   speedup, speedup_bound ("" | ">" | "<"), speedup_display, speedup_lo, speedup_hi (95% t-interval on ln S),
   cheap_speedup_display (the within-run estimate of the arm), within_run_speedup_display (this run's own),
   then for each variant prefix eff_ (effective), renorm_ (renormalized), under_ (underlying: the raw
-  parameter) every headline key of ngptlab.condition.analyse.headline, e.g.
+  parameter) every headline key of ngptlab.observe.headline.headline, e.g.
   eff_attn_condition_median, renorm_embed_in_cov_condition, eff_layer3_q_condition. inf = numerically
   singular; nan = not applicable or not measured.
 arm_table(table) -> one row per (cell, arm): the arm's best-lr runs at the largest budget, averaged over
@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 
 from ngptlab import layout
-from ngptlab.condition.analyse import headline
 from ngptlab.errors import ResultsError
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.models.registry import lookup_arm
+from ngptlab.observe.headline import headline
 from ngptlab.results import read_float, read_json, read_summary, write_text
 
 VARIANT_PREFIX = {"effective": "eff_", "renormalized": "renorm_", "underlying": "under_"}

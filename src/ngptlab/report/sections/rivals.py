@@ -4,7 +4,7 @@ of the attention heads of layers 3 and 4) and the effective learning rate (the a
 effective matrices, Kosson et al. 2023, arXiv 2305.17212), at the representative runs
 (views.representatives); a sentence per arm says which separates from the baseline first.
 
-The numbers are those a run's metrics rows hold at its evaluation points (condition/over_training.py): the
+The numbers are those a run's metrics rows hold at its evaluation points (observe/observer.py): the
 angular rate at every point, κ at every train.condition_every_evals-th point and the last.
 
 Separation: an arm's quantity separates from the baseline's at the first evaluation point (of those where

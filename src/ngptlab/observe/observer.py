@@ -1,8 +1,9 @@
 """The conditioning over training: what a training run adds to its metrics rows at its evaluation points.
 
 At every evaluation point, the angular update rate and the relative change of every effective matrix since
-the interval's start (condition/angular.py): the previous evaluation point, or a later step at which the
-job started (its initial weights; a resumed checkpoint) or a WSD trunk's branch point (restart_points). At
+the interval's start (observe/angular.py): the previous evaluation point, or where the run started (its
+initial weights; a WSD branch, its trunk's kept state) or a WSD trunk's branch point (restart_points). A
+job resumed from its own checkpoint measures on from the start that checkpoint kept. At
 every k-th evaluation point (train.condition_every_evals; 0: never) and at the run's last one, the headline
 condition numbers the paper's conditioning account rests on:
 
@@ -10,12 +11,12 @@ condition numbers the paper's conditioning account rests on:
            layer{3,4}_{q,k}_head_condition_median  median over heads; the paper's 1-based layers 3, 4
                                                    (Figs. 11-12)
 
-These are analyse.headline's keys of the "effective" variant, computed by the condition stage's own
-functions (analyse.heads_record, covariance_record, headline) on the same effective matrices
-(condition/effective.py) with the condition section's settings: kappa at a step is what `ngptlab condition`
-finds on the checkpoint of that step, up to the device's float64 round-off. A numerically singular one is the
-string "inf" (ngptlab.results), one the model does not have (fewer than 4 layers) is left out. One pass over
-the effective matrices serves both.
+These are headline's keys of the "effective" variant (observe/headline.py), computed by the functions the
+condition stage computes them with (observe/kappa.py: heads_record, covariance_record) on the same
+effective matrices (observe/effective.py) with the condition section's settings: kappa at a step is what
+`ngptlab condition` finds on the checkpoint of that step, up to the device's float64 round-off. A
+numerically singular one is the string "inf" (ngptlab.results), one the model does not have (fewer than 4
+layers) is left out. One pass over the effective matrices serves both.
 
 Observing reads the weights and writes nothing to the model, its optimizer or any random generator: a run's
 checkpoint is the same byte for byte with or without it. It runs on rank 0 only, at evaluation points, which
@@ -27,7 +28,7 @@ bytes (0.5B: ~8e9 flops, ~40 GB moved; 1B: ~1.6e10, ~90 GB: tens of milliseconds
 bound; measured 0.3-0.9 s on one CPU thread at cpu-4l with a 50k vocabulary); with kappa, a
 covariance 2 V d^2 (0.5B: 1.1e11 flops; 1B: 1.6e11) and its d x d eigenvalues, and 4 n_head SVDs of
 head_dim x d blocks (<1e9). Memory: the previous point's matrices, 4 N bytes, held throughout training
-(condition/angular.py). For a WSD grid the trunk's kept states (checkpoints at branch points) give the
+(observe/angular.py). For a WSD grid the trunk's kept states (checkpoints at branch points) give the
 condition stage's full analysis at those steps for free.
 """
 
@@ -36,19 +37,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ngptlab.condition.analyse import (
-    PAPER_LAYERS,
-    Settings,
-    covariance_record,
-    headline,
-    heads_record,
-    settings_of,
-)
-from ngptlab.condition.angular import AngularRate
-from ngptlab.condition.effective import effective_matrices
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import TrunkSpec, trunk_budgets, trunk_of
 from ngptlab.models import MatrixInfo
+from ngptlab.observe.angular import AngularRate, IntervalStart
+from ngptlab.observe.effective import effective_matrices
+from ngptlab.observe.headline import PAPER_LAYERS, headline
+from ngptlab.observe.kappa import Settings, covariance_record, heads_record, settings_of
 from ngptlab.results import json_ready
 from ngptlab.schedule import branch_point, shares_trunk
 
@@ -93,13 +88,21 @@ class Observer:
 
     @torch.no_grad()
     def __init__(self, model: nn.Module, step: int, condition: dict | None, every: int,
-                 restarts: frozenset[int] = frozenset()):
+                 restarts: frozenset[int] = frozenset(), start: IntervalStart | None = None):
         """`condition`: the condition section of params (None: no kappa); `every`: kappa at every `every`-th
-        evaluation point (train.condition_every_evals); `restarts`: restart_points."""
-        device = next(model.parameters()).device.type
-        self.settings = settings_of(condition, device) if condition is not None else None
+        evaluation point (train.condition_every_evals); `restarts`: restart_points; `start`: the interval
+        start kept by the checkpoint the job resumed from (None: the interval starts at `step`)."""
+        device = next(model.parameters()).device
+        self.settings = settings_of(condition, device.type) if condition is not None else None
         self.every, self.restarts = every, restarts
-        self.rate = AngularRate(effective_matrices(model), step)
+        if start is None or start.step == step:
+            self.rate = AngularRate(effective_matrices(model), step)
+        else:
+            self.rate = AngularRate.resumed(start, device)
+
+    def interval_start(self, step: int) -> IntervalStart:
+        """What a checkpoint at `step` keeps so that the job resumed from it measures the same intervals."""
+        return self.rate.interval_start(step)
 
     @torch.no_grad()
     def passed(self, model: nn.Module, step: int) -> None:

@@ -3,7 +3,7 @@
 A rival account of nGPT's speed-up: with normalised or norm-fixed weights an optimizer step of size ~lr turns
 the matrix by an angle ~lr / ||W|| instead of growing it, so the effective learning rate is the rotation
 per step (Kosson et al. 2023, "Rotational equilibrium", arXiv 2305.17212). Measured on the effective
-matrices (condition/effective.py: the map the forward pass applies, multipliers, scalars and input gains
+matrices (observe/effective.py: the map the forward pass applies, multipliers, scalars and input gains
 folded in), between the previous evaluation point W_prev and this one W_now, s optimizer steps apart:
 
     angular rate     theta / s,  theta = arccos(<W_prev, W_now>_F / (||W_prev||_F ||W_now||_F))   rad / step
@@ -21,12 +21,17 @@ matrix weights (4 bytes per parameter: 2.0 GB at 0.5B, 4.3 GB at 1B); plan/memor
 peak. The float64 matrices exist one at a time. The float32 copy rounds each entry by up to 6e-8 relative:
 a floor of ~3e-8 rad (and relative change) per interval between two points, far below what training
 turns (1e-3 to 1e-1 rad a step in the CPU grid's runs).
+
+A job stopped between two points resumes the interval where it started: its checkpoint keeps the interval's
+start (IntervalStart: its step and, unless that is the checkpoint's own step, the float32 matrices there;
+train/state.py), so a resumed run's rows are those of the run that went through, byte for byte.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -56,15 +61,39 @@ def kind_means(values: Iterable[tuple[str, int | None, float]]) -> dict[str, flo
     return out
 
 
+@dataclass(frozen=True)
+class IntervalStart:
+    """Where the interval being measured starts: its step and the effective matrices there (float32), by
+    name; none where it starts at the step of the state that keeps it (that state's weights give them)."""
+
+    step: int
+    matrices: dict[str, Tensor] = field(default_factory=dict)
+
+
 class AngularRate:
     """The effective matrices of the previous evaluation point (float32, on their device) and its step."""
 
     def __init__(self, matrices: Iterable[MatrixInfo], step: int):
-        """Start from `matrices` (condition/effective.py's effective_matrices of the model) at `step`: the
-        job's first state, its initial weights or the state it resumed from."""
+        """Start from `matrices` (observe/effective.py's effective_matrices of the model) at `step`: the
+        job's first state, where an interval starts (else: resumed)."""
         self.previous: dict[str, Tensor] = {}
         self._turns: list[tuple[str, int | None, Tensor]] = []
         self.restart(matrices, step)
+
+    @classmethod
+    def resumed(cls, start: IntervalStart, device: torch.device) -> AngularRate:
+        """Measure on from an interval start a checkpoint kept (interval_start). Its matrices move to `device`
+        one at a time, taken out of `start`, so that no second copy of them stays in host memory."""
+        rate = cls((), start.step)
+        while start.matrices:
+            name, matrix = start.matrices.popitem()
+            rate.previous[name] = matrix.to(device=device, dtype=torch.float32)
+        return rate
+
+    def interval_start(self, step: int) -> IntervalStart:
+        """What a checkpoint of the state at `step` keeps of the interval being measured: its start, with
+        the matrices there unless it starts at `step` itself."""
+        return IntervalStart(self.step, {} if self.step == step else dict(self.previous))
 
     def restart(self, matrices: Iterable[MatrixInfo], step: int) -> None:
         """Measure the next interval from `matrices` at `step`, replacing the previous copy one matrix at a
