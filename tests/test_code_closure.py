@@ -45,7 +45,7 @@ def stages_changed_by(root: Path, relative: str, edit) -> set[str]:
     ("weight_dtype.py", {"trunk", "train", "speedup", "report"}),  # how a bf16 run stores its weights
     ("batch.py", {"trunk", "train", "speedup", "report"}),  # the batch arithmetic
     ("grid/resources.py", {"trunk", "train"}),  # the model's shape and layout
-    ("condition/angular.py", {"trunk", "train"}),  # the metrics rows' angular columns
+    ("observe/angular.py", {"trunk", "train"}),  # the metrics rows' angular columns
     ("report/sections/settle.py", {"report"}),
 ])
 def test_a_line_of_code_reruns_the_stages_that_import_it(tree, relative, stages):
