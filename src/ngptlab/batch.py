@@ -9,14 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ngptlab.errors import ParamsError
+from ngptlab.settings import Train
 
 
-def tokens_per_step(train: dict, context: int) -> int:
+def tokens_per_step(train: Train, context: int) -> int:
     """Tokens per optimizer step: the global batch is a number of sequences at every context."""
-    return train["batch_sequences"] * context
+    return train.batch_sequences * context
 
 
-def steps_per_run(train: dict, context: int, budget: int) -> int:
+def steps_per_run(train: Train, context: int, budget: int) -> int:
     """Optimizer steps in a run of `budget` tokens (whole batches; the remainder is not trained)."""
     return budget // tokens_per_step(train, context)
 

@@ -7,7 +7,7 @@ timed a checkpoint of its own (train/job_limit.py), so both count with the same 
 from __future__ import annotations
 
 from ngptlab import weight_dtype as weight_dtypes
-from ngptlab.settings import setting
+from ngptlab.settings import Train
 
 # fp32 weights (4) + AdamW's exp_avg and exp_avg_sq (4 + 4); the rest (RNG, metrics rows) is negligible
 STATE_BYTES_PER_PARAMETER = 12
@@ -19,11 +19,11 @@ def state_bytes(n_params: int, weight_dtype: str = weight_dtypes.FP32) -> int:
     return STATE_BYTES_PER_PARAMETER * n_params * weight_dtypes.BYTES[weight_dtype] // 4
 
 
-def write_gbps(train: dict) -> float:
+def write_gbps(train: Train) -> float:
     """train.checkpoint_write_gbps (default: a cautious figure for one client of a cluster filesystem)."""
-    return float(setting(train, "train.checkpoint_write_gbps"))
+    return float(train.checkpoint_write_gbps)
 
 
-def checkpoint_minutes(train: dict, n_params: int) -> float:
+def checkpoint_minutes(train: Train, n_params: int) -> float:
     """Estimated minutes to write a resume checkpoint (weights and AdamW moments) of `n_params`."""
     return state_bytes(n_params) / (write_gbps(train) * 1e9) / 60

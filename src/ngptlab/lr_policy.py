@@ -30,6 +30,7 @@ from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.sweeps import held_back, lr_sweep
 from ngptlab.results import RunResult
+from ngptlab.settings import Train
 
 # The result of a run, or None while it has none.
 ResultOf = Callable[[RunSpec], RunResult | None]
@@ -67,25 +68,25 @@ def best_lr(losses: Losses) -> float | None:
     return min(ranked)[2] if ranked else None
 
 
-def sweep_runs(train: dict, scale: str, context: int, arm: str, budget: int,
+def sweep_runs(train: Train, scale: str, context: int, arm: str, budget: int,
                dtype: str | None = None) -> dict[float, list[RunSpec]]:
     """{lr: the runs of train.seeds at it} of the sweep at this budget (the pruned window where pruned), of
     weight dtype `dtype`; by default the first of train.weight_dtype, whose runs decide the plan's pruning
     and added seeds for every dtype (the sweeps are the (scale, context)'s)."""
     schedule, dtype = schedules.of(train), dtype or weight_dtypes.of(train)[0]
-    return {lr: [RunSpec(scale, context, arm, budget, lr, seed, schedule, dtype) for seed in train["seeds"]]
+    return {lr: [RunSpec(scale, context, arm, budget, lr, seed, schedule, dtype) for seed in train.seeds]
             for lr in lr_sweep(train, scale, context, arm, budget)}
 
 
-def sweep_losses(train: dict, results: ResultOf, scale: str, context: int, arm: str,
+def sweep_losses(train: Train, results: ResultOf, scale: str, context: int, arm: str,
                  budget: int, dtype: str | None = None) -> Losses | None:
     """mean_losses over train.seeds of the sweep at this budget; None while a run is missing."""
     return mean_losses(results, sweep_runs(train, scale, context, arm, budget, dtype))
 
 
-def grid_budgets(train: dict, scale: str, context: int, arm: str) -> list[int]:
+def grid_budgets(train: Train, scale: str, context: int, arm: str) -> list[int]:
     """The budgets of (scale, context, arm) in the grid now: those train.protocol holds back are not."""
-    return sorted(b for b in train["budgets"] if not held_back(train, scale, context, arm, b))
+    return sorted(b for b in train.budgets if not held_back(train, scale, context, arm, b))
 
 
 def choose(losses_at: Callable[[int], Losses | None], budgets: Sequence[int],
@@ -111,7 +112,7 @@ def choose(losses_at: Callable[[int], Losses | None], budgets: Sequence[int],
     return chosen, f"no best learning rate yet at {', '.join(waiting)}" if waiting else ""
 
 
-def chosen_lrs(train: dict, results: ResultOf, scale: str, context: int, arm: str,
+def chosen_lrs(train: Train, results: ResultOf, scale: str, context: int, arm: str,
                dtype: str | None = None) -> tuple[dict[int, float], str]:
     """({budget: the learning rate every seed of the arm is estimated at}, why some budget has none)."""
     return choose(lambda b: sweep_losses(train, results, scale, context, arm, b, dtype),
@@ -146,12 +147,12 @@ def _policy(per_arm: Iterable[tuple[str, tuple[dict[int, float], str]]], wsd: bo
                     tuple(notes))
 
 
-def cell_policy(train: dict, results: ResultOf, scale: str, context: int,
+def cell_policy(train: Train, results: ResultOf, scale: str, context: int,
                 dtype: str | None = None) -> LrPolicy:
     """The policy of one cell of the params' grid ((scale, context) at one weight dtype: by default the
     first of train.weight_dtype), chosen on train.seeds' runs of that dtype."""
-    return _policy(((arm, chosen_lrs(train, results, scale, context, arm, dtype)) for arm in train["arms"]),
-                   schedules.is_wsd(train), train["seeds"])
+    return _policy(((arm, chosen_lrs(train, results, scale, context, arm, dtype)) for arm in train.arms),
+                   schedules.is_wsd(train), train.seeds)
 
 
 def runs_policy(results: Sequence[RunResult], selection_seeds: Iterable[int] | None = None) -> LrPolicy:

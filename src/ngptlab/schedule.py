@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ngptlab.batch import steps_per_run, tokens_per_step
 from ngptlab.models.warmup import warms_up
-from ngptlab.settings import setting
+from ngptlab.settings import Train
 
 COSINE, WSD = "cosine", "wsd"
 TRUNK = "wsd-trunk"  # what a trunk's records name as their schedule
@@ -38,9 +38,9 @@ COOLDOWN_SHAPES = {
 # The grid's schedule, and a run's
 
 
-def of(train: dict) -> str:
+def of(train: Train) -> str:
     """train.schedule: the grid's learning-rate schedule, cosine (the paper's, the default) or wsd."""
-    return setting(train, "train.schedule")
+    return train.schedule
 
 
 def shares_trunks(schedule: str) -> bool:
@@ -48,7 +48,7 @@ def shares_trunks(schedule: str) -> bool:
     return schedule == WSD
 
 
-def is_wsd(train: dict) -> bool:
+def is_wsd(train: Train) -> bool:
     """Whether the grid's runs share trunks: train.schedule wsd."""
     return shares_trunks(of(train))
 
@@ -74,44 +74,44 @@ def spec_record(schedule: str) -> dict:
     return {} if schedule == COSINE else {"schedule": schedule}
 
 
-def calibration_budgets(train: dict) -> list[int]:
+def calibration_budgets(train: Train) -> list[int]:
     """The budgets of train.calibrate: cosine runs beside a WSD grid's runs (none without it)."""
-    calibrate = setting(train, "train.calibrate")
-    return list(calibrate["budgets"]) if calibrate and is_wsd(train) else []
+    calibrate = train.calibrate
+    return list(calibrate.budgets) if calibrate and is_wsd(train) else []
 
 
-def cooldown_fraction(train: dict) -> float:
-    return float(setting(train, "train.cooldown_fraction"))
+def cooldown_fraction(train: Train) -> float:
+    return float(train.cooldown_fraction)
 
 
-def cooldown_shape(train: dict) -> str:
-    return setting(train, "train.cooldown_shape")
+def cooldown_shape(train: Train) -> str:
+    return train.cooldown_shape
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Warmup and branch points
 
 
-def warmup_steps(train: dict, steps: int, warms_up: bool) -> int:
+def warmup_steps(train: Train, steps: int, warms_up: bool) -> int:
     """Warmup of a run of `steps` steps, by the rule in the schema's docs: warmup_steps, at most
     floor(warmup_max_fraction x steps), and at least one cosine step left; 0 for an arm without warmup."""
     if not warms_up:
         return 0
-    cap = math.floor(train["warmup_max_fraction"] * steps)
-    return max(0, min(train["warmup_steps"], cap, steps - 1))
+    cap = math.floor(train.warmup_max_fraction * steps)
+    return max(0, min(train.warmup_steps, cap, steps - 1))
 
 
-def branch_point(train: dict, context: int, budget: int) -> int:
+def branch_point(train: Train, context: int, budget: int) -> int:
     """P = round((1 - f) x S), halves rounded up: the step at which a budget's cooldown starts."""
     return math.floor((1 - cooldown_fraction(train)) * steps_per_run(train, context, budget) + 0.5)
 
 
-def trunk_warmup(train: dict, context: int, warms_up: bool) -> int:
+def trunk_warmup(train: Train, context: int, warms_up: bool) -> int:
     """The warmup of every WSD run at this context: the warmup_steps rule at the grid's smallest budget."""
-    return warmup_steps(train, steps_per_run(train, context, min(train["budgets"])), warms_up)
+    return warmup_steps(train, steps_per_run(train, context, min(train.budgets)), warms_up)
 
 
-def run_tokens(train: dict, run) -> int:
+def run_tokens(train: Train, run) -> int:
     """The tokens a run's job trains itself: a cosine run its budget, a WSD run its branch (from its branch
     point)."""
     if not shares_trunk(run):
@@ -120,18 +120,18 @@ def run_tokens(train: dict, run) -> int:
     return (steps - branch_point(train, run.context, run.budget)) * tokens_per_step(train, run.context)
 
 
-def wsd_problem(train: dict) -> str | None:
+def wsd_problem(train: Train) -> str | None:
     """The one line that refuses a WSD setting that cannot work, or None."""
     if not is_wsd(train):
         return None
-    outside = sorted(set(calibration_budgets(train)) - set(train["budgets"]))
+    outside = sorted(set(calibration_budgets(train)) - set(train.budgets))
     if outside:
         return (f"train.calibrate.budgets: {outside[0]} is not in train.budgets; calibration compares WSD "
                 f"and cosine at budgets the grid trains")
-    any_warms_up = any(warms_up(arm) for arm in train["arms"])
-    for context in train["contexts"]:
+    any_warms_up = any(warms_up(arm) for arm in train.arms)
+    for context in train.contexts:
         warmup = trunk_warmup(train, context, any_warms_up)
-        for budget in sorted(train["budgets"]):
+        for budget in sorted(train.budgets):
             steps = steps_per_run(train, context, budget)
             point = branch_point(train, context, budget)
             if point < max(warmup, 1):
@@ -220,7 +220,7 @@ def make_schedule(total_steps: int, warmup_steps: int) -> Schedule:
     return Schedule(total_steps, warmup_steps)
 
 
-def make_wsd(train: dict, context: int, budget: int, total_steps: int,
+def make_wsd(train: Train, context: int, budget: int, total_steps: int,
              warmup_steps: int) -> WarmupStableDecay:
     """The WSD schedule of a run of `budget` tokens (its branch point and shape from train)."""
     start = branch_point(train, context, budget)
@@ -231,7 +231,7 @@ def make_wsd(train: dict, context: int, budget: int, total_steps: int,
                              cooldown_fraction(train))
 
 
-def for_run(train: dict, run) -> Schedule | WarmupStableDecay:
+def for_run(train: Train, run) -> Schedule | WarmupStableDecay:
     """The schedule of a run (a RunSpec): cosine over its budget, or its WSD branch's, whose warmup is its
     trunk's."""
     steps = steps_per_run(train, run.context, run.budget)
@@ -241,6 +241,6 @@ def for_run(train: dict, run) -> Schedule | WarmupStableDecay:
     return make_schedule(steps, warmup_steps(train, steps, warms_up(run.arm)))
 
 
-def for_trunk(train: dict, trunk) -> WarmupStable:
+def for_trunk(train: Train, trunk) -> WarmupStable:
     """The schedule of a trunk (a TrunkSpec), the same for every one of its segments."""
     return WarmupStable(trunk_warmup(train, trunk.context, warms_up(trunk.arm)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ngptlab.settings import setting
+from ngptlab.settings import Train
 
 if TYPE_CHECKING:
     import torch
@@ -28,9 +28,9 @@ DTYPES = (FP32, BF16)
 BYTES = {FP32: 4, BF16: 2}  # per stored value: a weight, its gradient, each AdamW moment
 
 
-def of(train: dict) -> list[str]:
+def of(train: Train) -> list[str]:
     """train.weight_dtype as a list: one dtype, or the grid's axis in its given order."""
-    value = setting(train, "train.weight_dtype")
+    value = train.weight_dtype
     return [value] if isinstance(value, str) else list(value)
 
 
@@ -62,7 +62,7 @@ def lineage_group(schedule: str, dtype: str) -> str:
     return f"{schedule}{name_suffix(dtype)}"
 
 
-def describe(train: dict) -> str:
+def describe(train: Train) -> str:
     """The report's words for the grid's dtypes."""
     words = {FP32: "fp32 (master weights; bf16 autocast on a GPU)",
              BF16: "bf16 (weights and AdamW state, as the paper's reference code; cells -bf16)"}

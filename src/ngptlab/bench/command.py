@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from ngptlab.settings import Params
+
 BENCHMARKS = {
     "tokenize": "tokens/s and peak memory of `prepare` against a nanoGPT-style datasets.map baseline",
     "step": "median training step time of every arm against gpt at the same shape",
@@ -28,5 +30,5 @@ def configure(parser: argparse.ArgumentParser) -> None:
         importlib.import_module(f"ngptlab.bench.{name}").configure(sub)
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     return importlib.import_module(f"ngptlab.bench.{args.benchmark}").run(args, params)

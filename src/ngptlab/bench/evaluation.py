@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ngptlab.bench.step import DEFAULT_VOCAB
+from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB)
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     from ngptlab.models import build_seeded
     from ngptlab.train import final_eval
     from ngptlab.train.batches import split_batch
@@ -32,16 +33,16 @@ def run(args: argparse.Namespace, params: dict) -> int:
     from ngptlab.train.evaluation import Evaluator
     from ngptlab.train.trainer import run_shape
 
-    train = params["train"]
-    scale, context = train["scales"][0], train["contexts"][0]
+    train = params.train
+    scale, context = train.scales[0], train.contexts[0]
     shape = run_shape(train, scale)
-    micro_seqs = split_batch(train["batch_sequences"], train["micro_batch_tokens"], context, 1).micro_seqs
+    micro_seqs = split_batch(train.batch_sequences, train.micro_batch_tokens, context, 1).micro_seqs
     topo = Topology(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
     val = np.random.default_rng(0).integers(0, args.vocab_size, 100_000).astype(np.uint16)
     offsets = final_eval.windows(train, len(val), context)
     print(f"final evaluation of {len(offsets)} windows at {scale} ctx {context}, {micro_seqs} a pass, on "
           f"{torch.get_num_threads()} thread(s): whole logits vs the head in row chunks")
-    for arm in args.arms or train["arms"]:
+    for arm in args.arms or train.arms:
         model, _ = build_seeded(arm, shape, args.vocab_size, context, seed=0)
         whole = Evaluator(model, val, args.vocab_size, context, micro_seqs, contextlib.nullcontext(), topo)
         chunked = Evaluator(model, val, args.vocab_size, context, micro_seqs, contextlib.nullcontext(), topo,

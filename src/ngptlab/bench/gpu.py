@@ -38,9 +38,11 @@ import torch
 from ngptlab import layout
 from ngptlab.bench import checks
 from ngptlab.bench.gpu_steps import PeakMemory, time_steps
+from ngptlab.config.load import read_mapping
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_json_atomic
 from ngptlab.models.scales import Scale
+from ngptlab.settings import Params, of_section
 
 __all__ = ["PeakMemory", "TINY", "run", "run_bench"]
 
@@ -96,7 +98,7 @@ def _shape(name: str, params: dict) -> tuple[str, Scale | None]:
 
     if name == "bench-tiny":
         return name, TINY
-    run_shape(params["train"], name)  # an unknown name fails here, naming the known ones
+    run_shape(of_section("train", params["train"]), name)  # an unknown name fails here, naming the known ones
     return name, None
 
 
@@ -129,7 +131,7 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
     step_shape = None
     if "steps" not in args.skip:
         name, shape = _shape(pick(args.scale, "scale"), params)
-        scale = shape or run_shape(params["train"], name)
+        scale = shape or run_shape(of_section("train", params["train"]), name)
         contexts, batch = pick(args.contexts, "contexts"), pick(args.batch_tokens, "batch_tokens")
         vocab, step_shape = pick(args.vocab_size, "vocab_size"), (name, batch)
         arms = [*(args.arms or params["train"]["arms"]), *(["ngpt@before"] if args.before else [])]
@@ -177,13 +179,14 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
 def reference_run(params: dict):
     from ngptlab.grid.enumeration import enumerate_runs
 
-    return next(r for r in enumerate_runs(params) if r.arm == "gpt")
+    return next(r for r in enumerate_runs(Params.of(params)) if r.arm == "gpt")
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     from ngptlab.bench.gpu_report import format_report
 
-    doc = run_bench(args, params)
+    # the benchmark's grids are variants of the params document, each typed where the stages' code reads it
+    doc = run_bench(args, read_mapping(args.params))
     thresholds = checks.Thresholds(**doc["thresholds"])
     doc["checks"] = checks.judge(doc, thresholds)
     doc["exit_code"] = checks.exit_code(doc["checks"])

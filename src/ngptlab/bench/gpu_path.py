@@ -25,6 +25,7 @@ import torch.distributed as torch_dist
 
 from ngptlab.bench.gpu_runs import link_tokens, losses, max_diff, summary, train, weights_sha256
 from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.settings import Params, of_section
 from ngptlab.train.state import LATEST
 
 
@@ -102,8 +103,8 @@ def ddp_of_one_check(params: dict, tokens: Path, work: Path, reference: dict, co
     root = work / "path-ddp"
     link_tokens(root, params["train"]["source"], tokens)
     backend = "nccl" if device.type == "cuda" else "gloo"
-    settings = {**params["train"], "precision": "bf16", "compile": compiled}
-    spec = next(r for r in enumerate_runs(params) if r.arm == "gpt")
+    settings = of_section("train", {**params["train"], "precision": "bf16", "compile": compiled})
+    spec = next(r for r in enumerate_runs(Params.of(params)) if r.arm == "gpt")
     if torch_dist.is_initialized():
         raise RuntimeError("bench gpu: a process group is already initialised; run bench gpu on its own")
     if device.type == "cuda":

@@ -25,6 +25,7 @@ from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.models.scales import Scale
 from ngptlab.results import train_dir
+from ngptlab.settings import Params, of_section
 
 TRAIN_ARMS = ("gpt", "ngpt")
 TRAJECTORY_ARMS = ("ngpt",)  # trained `trajectory_steps` (100) in the train check, compared window by window
@@ -88,7 +89,7 @@ def train(params: dict, root: Path, arm: str, expect: int = 0, **settings) -> di
     seconds and (on a GPU) peak allocated MiB. An exit code other than `expect` is an error."""
     from ngptlab.train.loop import train_run
 
-    spec = next(r for r in enumerate_runs(params) if r.arm == arm)
+    spec = next(r for r in enumerate_runs(Params.of(params)) if r.arm == arm)
     train_settings = {**params["train"], **settings}
     cuda = train_settings["device"] == "cuda"
     torch._dynamo.reset()
@@ -98,7 +99,7 @@ def train(params: dict, root: Path, arm: str, expect: int = 0, **settings) -> di
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     started = time.perf_counter()
-    code = train_run(spec, train_settings, root=root, progress=False)
+    code = train_run(spec, of_section("train", train_settings), root=root, progress=False)
     if code != expect:
         raise RuntimeError(f"bench gpu: training {spec.name} exited {code}, expected {expect}")
     return {"run": spec, "code": code, "seconds": time.perf_counter() - started,
@@ -170,7 +171,7 @@ def condition_check(params: dict, tokens: Path, device: torch.device, work: Path
     spec = one["run"]
     settings = {**params["condition"], "device": device.type}
     started = time.perf_counter()
-    doc = condition_run(spec, root, settings, progress=False)
+    doc = condition_run(spec, root, of_section("condition", settings), progress=False)
     median = doc["headline"]["effective"]["attn_condition_median"]
     return {"scale": spec.scale, "context": spec.context, "run": spec.name, "device": device.type,
             "seconds": time.perf_counter() - started, "train_one_step_s": one["seconds"],

@@ -23,12 +23,12 @@ from pathlib import Path
 import yaml
 
 from ngptlab import layout
-from ngptlab.batch import tokens_per_step
 from ngptlab.bench.workflow import copy_workflow, timed, write_plan
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.layout import REPO_ROOT
 from ngptlab.schedule import COSINE, WSD
+from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +45,7 @@ def sweep(schedule: str, budget_steps: list[int], fraction: float) -> dict:
     scale, context = train["scales"][0], train["contexts"][0]
     arms = ["gpt", "ngpt"]
     train.update(scales=[scale], contexts=[context], arms=arms, schedule=schedule, cooldown_fraction=fraction,
-                 budgets=[steps * tokens_per_step(train, context) for steps in budget_steps],
+                 budgets=[steps * train["batch_sequences"] * context for steps in budget_steps],
                  learning_rates={scale: {arm: [1.0e-2] for arm in arms}})
     train["resources"] = {scale: train["resources"][scale]}
     params["speedup"]["baseline"] = "gpt"
@@ -68,7 +68,8 @@ def prepared_copy(dest: Path, params: dict, tokens_from: Path | None) -> Path:
 
 
 def train_targets(params: dict) -> list[str]:
-    return [layout.train_results_dir(run.cell, run.name) + "/summary.json" for run in enumerate_runs(params)]
+    return [layout.train_results_dir(run.cell, run.name) + "/summary.json"
+            for run in enumerate_runs(Params.of(params))]
 
 
 def trained_tokens(work: Path) -> int:
@@ -76,7 +77,7 @@ def trained_tokens(work: Path) -> int:
                for path in (work / "results" / "timing").rglob("*.json"))
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     grids = {schedule: sweep(schedule, args.budget_steps, args.fraction) for schedule in (COSINE, WSD)}
     snakemake = str(Path(sys.executable).parent / "snakemake")
     times: dict[str, list[float]] = {schedule: [] for schedule in grids}
@@ -97,7 +98,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
           f"snakemake --cores {args.cores}; median of {args.repeat}")
     print(f"{'schedule':<8} {'jobs':>5} {'tokens trained':>15} {'wall s':>8}")
     for schedule, grid in grids.items():
-        jobs = len(enumerate_runs(grid)) + len(enumerate_segments(grid))
+        typed = Params.of(grid)
+        jobs = len(enumerate_runs(typed)) + len(enumerate_segments(typed))
         print(f"{schedule:<8} {jobs:>5} {tokens[schedule]:>15,} {statistics.median(times[schedule]):>8.1f}")
     expected = (budgets[-1] + args.fraction * sum(budgets[:-1])) / sum(budgets)  # per trunk
     wall = statistics.median(times[WSD]) / statistics.median(times[COSINE])

@@ -17,6 +17,7 @@ import torch
 
 from ngptlab.errors import ParamsError
 from ngptlab.models.scales import Scale
+from ngptlab.settings import Params
 
 DEFAULT_VOCAB = 50257  # GPT-2 BPE, what `prepare` writes
 
@@ -122,23 +123,23 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     from ngptlab.device import resolve_device
 
-    train = params["train"]
+    train = params.train
     from ngptlab.grid.resources import run_shape
 
-    scale = run_shape(train, args.scale or train["scales"][0])
-    context = args.context or train["contexts"][0]
-    batch_tokens = args.batch_tokens or train["micro_batch_tokens"]
-    device = resolve_device(args.device or train["device"])
-    compile_model = train["compile"] if args.compile is None else args.compile
-    arms = args.arms or train["arms"]
+    scale = run_shape(train, args.scale or train.scales[0])
+    context = args.context or train.contexts[0]
+    batch_tokens = args.batch_tokens or train.micro_batch_tokens
+    device = resolve_device(args.device or train.device)
+    compile_model = train.compile if args.compile is None else args.compile
+    arms = args.arms or train.arms
     if args.before:
         arms = [*arms, "ngpt@before"]
     rows = run_step_bench(arms, scale, context, batch_tokens, device, compile_model, args.steps, args.warmup,
                           args.vocab_size)
-    print(f"bench step: scale {args.scale or train['scales'][0]}, context {context}, "
+    print(f"bench step: scale {args.scale or train.scales[0]}, context {context}, "
           f"{batch_tokens} tokens/step, device {device}, "
           f"{'compiled' if compile_model else 'eager'}, threads {torch.get_num_threads()}, "
           f"vocab {args.vocab_size}, median of {args.steps} steps per arm (round-robin)")

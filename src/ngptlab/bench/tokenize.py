@@ -38,6 +38,7 @@ import psutil
 
 from ngptlab.prepare.cache import CACHE_ENV, default_cache_dir
 from ngptlab.prepare.sources import open_source
+from ngptlab.settings import Params, of_section
 
 ARMS = ("ours", "baseline")
 SAMPLE_EVERY_S = 0.02
@@ -65,7 +66,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     result = run_tokenize_bench(params, cache_dir=cache_dir, repeats=args.repeats, workers=args.workers,
                                 work_dir=Path(args.work_dir) if args.work_dir else None, copies=args.copies)
@@ -73,19 +74,19 @@ def run(args: argparse.Namespace, params: dict) -> int:
     return 0
 
 
-def run_tokenize_bench(params: dict, *, cache_dir: Path, repeats: int = 3, workers: int | None = None,
+def run_tokenize_bench(params: Params, *, cache_dir: Path, repeats: int = 3, workers: int | None = None,
                        work_dir: Path | None = None, copies: int = 1) -> dict:
     """Measure both arms (see the module docstring); returns per-arm medians, peaks and the ratios."""
-    section = params["prepare"]
-    workers = workers or section["workers"]
+    section = params.prepare
+    workers = workers or section.workers
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="ngptlab-bench-", dir=work_dir) as tmp:
         work = Path(tmp)
         corpus = work / "corpus.jsonl"
-        n_docs, n_bytes = _write_corpus(open_source(section["source"], cache_dir).documents(), corpus, copies)
+        n_docs, n_bytes = _write_corpus(open_source(section.source, cache_dir).documents(), corpus, copies)
         common = {"corpus": str(corpus), "cache_dir": str(cache_dir), "workers": workers,
-                  "val_fraction": section["val_fraction"], "seed": section["split_seed"],
-                  "batch_documents": section["batch_documents"]}
+                  "val_fraction": section.val_fraction, "seed": section.split_seed,
+                  "batch_documents": section.batch_documents}
         runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
         for rep in range(repeats):
             for arm in ARMS if rep % 2 == 0 else ARMS[::-1]:
@@ -96,7 +97,7 @@ def run_tokenize_bench(params: dict, *, cache_dir: Path, repeats: int = 3, worke
         raise RuntimeError(f"the arms wrote different numbers of tokens: {tokens}")
     ours, base = summary["ours"], summary["baseline"]
     return {
-        "corpus": {"source": section["source"].get("name"), "copies": copies, "documents": n_docs,
+        "corpus": {"source": section.source.name, "copies": copies, "documents": n_docs,
                    "jsonl_bytes": n_bytes, "tokens": ours["tokens"]},
         "workers": workers,
         "cpus": os.cpu_count(),
@@ -210,7 +211,8 @@ def _child_ours(cfg: dict, out: Path) -> int:
     section = {"source": {"kind": "local", "name": "bench", "files": [cfg["corpus"]], "format": "json"},
                "val_fraction": cfg["val_fraction"], "split_seed": cfg["seed"],
                "batch_documents": cfg["batch_documents"], "workers": cfg["workers"]}
-    outcome = prepare_tokens(section, out / "data", Path(cfg["cache_dir"]), force=True, progress=False)
+    outcome = prepare_tokens(of_section("prepare", section), out / "data", Path(cfg["cache_dir"]), force=True,
+                             progress=False)
     return sum(r["tokens"] for r in outcome.meta["splits"].values())
 
 

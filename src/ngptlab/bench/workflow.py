@@ -24,6 +24,7 @@ from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.layout import REPO_ROOT
+from ngptlab.settings import Params
 
 COPIED = ("Snakefile", "dvc.yaml", "workflow", "slurm", "src", ".dvc/config", ".dvcignore")
 TARGETS_S = {"snakemake -n": 10.0, "dvc status": 20.0}
@@ -78,7 +79,7 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
     return elapsed, proc.stdout
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     bin_dir = Path(sys.executable).parent
     commands = {"snakemake -n": [str(bin_dir / "snakemake"), "--dry-run", "--nolock", "--quiet", "all"],
                 "dvc status": [str(bin_dir / "dvc"), "status"]}

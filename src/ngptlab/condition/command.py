@@ -7,6 +7,7 @@ import time
 
 from ngptlab.condition.run import condition_run, output_paths
 from ngptlab.grid.enumeration import find_run
+from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -15,10 +16,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     spec = find_run(params, args.run)
     started = time.perf_counter()
-    doc = condition_run(spec, args.root, params["condition"], progress=not args.no_progress)
+    doc = condition_run(spec, args.root, params.condition, progress=not args.no_progress)
     head = doc["headline"]["effective"]
     print(f"{spec.name} ({doc['status']}): attention kappa median {head['attn_condition_median']}, "
           f"embed_in cov kappa {head['embed_in_cov_condition']}; {time.perf_counter() - started:.1f} s "

@@ -2,8 +2,8 @@
 1. the JSON schema (schema.yaml beside this module: types, unknown keys, arm and scale names, signs);
 2. the cross-field checks the schema cannot express (checks.py).
 Either layer raises one ParamsError whose message names the file and the key, and where there is a fixed set,
-the allowed values. The mapping returned is the file's as given: optional keys are read through
-ngptlab.settings, never filled in, since runs' fingerprints and the lineage keys hash the sections as given.
+the allowed values. What a valid file gives is its typed settings (ngptlab.settings.Params), every
+optional key at its schema default.
 """
 
 from __future__ import annotations
@@ -18,11 +18,18 @@ import yaml
 from ngptlab.config.checks import cross_field_problem
 from ngptlab.config.messages import describe, most_specific
 from ngptlab.errors import ParamsError
-from ngptlab.settings import load_schema
+from ngptlab.settings import Params, load_schema
 
 
-def load_params(path: str | Path) -> dict:
-    """Read and validate a params file; raise ParamsError naming the file and the key at fault."""
+def load_params(path: str | Path) -> Params:
+    """Read and validate a params file into its typed settings; raise ParamsError naming the file and the key
+    at fault."""
+    return validate_params(read_mapping(path), source=str(path))
+
+
+def read_mapping(path: str | Path) -> dict:
+    """A params file's mapping as written, not yet validated: for the tools that edit or compare the file
+    itself (plan --set, Snakemake's config)."""
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"{path}: params file not found")
@@ -37,7 +44,6 @@ def load_params(path: str | Path) -> dict:
     if not isinstance(params, dict):
         raise ParamsError(f"{path}: expected a mapping of sections (prepare, train, ...), "
                           f"got {type(params).__name__}")
-    validate_params(params, source=str(path))
     return params
 
 
@@ -54,8 +60,9 @@ def non_finite(value: Any, key: str = "") -> tuple[str, float] | None:
     return None
 
 
-def validate_params(params: dict, source: str = "params") -> None:
-    """Finite numbers, the schema, then cross-field checks. Raises ParamsError with one clear message."""
+def validate_params(params: dict, source: str = "params") -> Params:
+    """Finite numbers, the schema, then cross-field checks; the typed settings of a valid mapping. Raises
+    ParamsError with one clear message."""
     where = non_finite(params)
     if where:
         raise ParamsError(f"{source}: {where[0]}: {where[1]} is not a finite number; every number of a "
@@ -64,6 +71,8 @@ def validate_params(params: dict, source: str = "params") -> None:
     errors = list(validator.iter_errors(params))
     if errors:
         raise ParamsError(f"{source}: {describe(most_specific(errors))}")
-    problem = cross_field_problem(params)
+    settings = Params.of(params)
+    problem = cross_field_problem(settings)
     if problem:
         raise ParamsError(f"{source}: {problem}")
+    return settings

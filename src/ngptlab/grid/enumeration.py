@@ -10,46 +10,46 @@ from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.errors import ParamsError
 from ngptlab.grid.runs import RunSpec, cell_name, parse_run_name
 from ngptlab.grid.sweeps import held_back, lr_sweep
-from ngptlab.settings import setting
+from ngptlab.settings import Params
 
 
-def enumerate_runs(params: dict) -> list[RunSpec]:
+def enumerate_runs(params: Params) -> list[RunSpec]:
     """Every run the grid describes, in a stable order: the runs of train.schedule, then the cosine
     calibration runs of a WSD grid (train.calibrate), each in (scale, context, arm, budget, seed, lr) order,
     then the runs of train.added_seeds. Budgets that train.protocol holds back until the sweep is pruned
     (held_back) are left out. With several train.weight_dtype, all of these once per dtype, in its order."""
-    train = params["train"]
+    train = params.train
     runs = []
-    for schedule, budgets in ((schedules.of(train), train["budgets"]),
+    for schedule, budgets in ((schedules.of(train), train.budgets),
                               (schedules.COSINE, schedules.calibration_budgets(train))):
         for scale, context, arm, budget, seed in itertools.product(
-            train["scales"], train["contexts"], train["arms"], budgets, train["seeds"]
+            train.scales, train.contexts, train.arms, budgets, train.seeds
         ):
             if held_back(train, scale, context, arm, budget):
                 continue
             for lr in lr_sweep(train, scale, context, arm, budget):
                 runs.append(RunSpec(scale, context, arm, budget, float(lr), seed, schedule))
-    for added in setting(train, "train.added_seeds"):
-        for seed in added["seeds"]:
-            runs.append(RunSpec(added["scale"], added["context"], added["arm"], added["budget"],
-                                float(added["lr"]), seed, schedules.of(train)))
+    for added in train.added_seeds:
+        for seed in added.seeds:
+            runs.append(RunSpec(added.scale, added.context, added.arm, added.budget,
+                                float(added.lr), seed, schedules.of(train)))
     return [replace(run, weight_dtype=dtype) for dtype in weight_dtypes.of(train) for run in runs]
 
 
-def compared_runs(params: dict) -> list[RunSpec]:
+def compared_runs(params: Params) -> list[RunSpec]:
     """The runs the speed-up compares: those of train.schedule (not the calibration runs)."""
-    schedule = schedules.of(params["train"])
+    schedule = schedules.of(params.train)
     return [run for run in enumerate_runs(params) if run.schedule == schedule]
 
 
-def enumerate_cells(params: dict) -> list[str]:
+def enumerate_cells(params: Params) -> list[str]:
     """Every (scale, context, weight dtype) cell: a bf16 run's cell is its own (ngptlab.weight_dtype)."""
-    train = params["train"]
-    return [cell_name(s, c, d) for s, c, d in itertools.product(train["scales"], train["contexts"],
+    train = params.train
+    return [cell_name(s, c, d) for s, c, d in itertools.product(train.scales, train.contexts,
                                                                  weight_dtypes.of(train))]
 
 
-def find_run(params: dict, name: str) -> RunSpec:
+def find_run(params: Params, name: str) -> RunSpec:
     """The run of this grid with this name; a name outside the grid is an error, not a silent new run."""
     for run in enumerate_runs(params):
         if run.name == name:

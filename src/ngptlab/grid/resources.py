@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from ngptlab.models.scales import Scale, resolve_scale
-from ngptlab.settings import setting
+from ngptlab.settings import Train
 
 MIN_RUNTIME_MIN = 10  # the shortest Slurm time limit a run gets
 
@@ -32,25 +32,25 @@ class Layout:
                 f"process(es)")
 
 
-def scale_layout(train: dict, scale: str) -> Layout:
-    resources = train["resources"][scale]
-    return Layout(setting(resources, "train.resources.*.nodes"), resources["gpus"], resources["processes"])
+def scale_layout(train: Train, scale: str) -> Layout:
+    resources = train.resources[scale]
+    return Layout(resources.nodes, resources.gpus, resources.processes)
 
 
-def max_restarts(train: dict) -> int:
+def max_restarts(train: Train) -> int:
     """torchrun's --max-restarts: how often a failed process group is restarted (from the last checkpoint)
     within one job before the job fails (train.max_restarts)."""
-    return int(setting(train, "train.max_restarts"))
+    return int(train.max_restarts)
 
 
-def time_limit_min(train: dict, scale: str, tokens: int) -> int:
+def time_limit_min(train: Train, scale: str, tokens: int) -> int:
     """The Slurm time limit of a job of `scale` that trains `tokens` (ngptlab.grid.trunks.job_tokens): their
     share of the scale's runtime_min (the wall time of the grid's largest budget), at least MIN_RUNTIME_MIN; a
     job cut off resumes on the profile's retry."""
-    share = tokens / max(train["budgets"])
-    return max(MIN_RUNTIME_MIN, math.ceil(train["resources"][scale]["runtime_min"] * share))
+    share = tokens / max(train.budgets)
+    return max(MIN_RUNTIME_MIN, math.ceil(train.resources[scale].runtime_min * share))
 
 
-def run_shape(train: dict, scale: str) -> Scale:
+def run_shape(train: Train, scale: str) -> Scale:
     """The shape of a scale named in the train section: train.shapes first, then the named defaults."""
-    return resolve_scale(scale, train["shapes"])
+    return resolve_scale(scale, train.shapes)

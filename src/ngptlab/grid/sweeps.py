@@ -5,42 +5,42 @@ from __future__ import annotations
 
 import itertools
 
-from ngptlab.settings import setting
+from ngptlab.settings import Train
 
 
-def lr_sweep(train: dict, scale: str, context: int, arm: str, budget: int | None = None) -> list[float]:
+def lr_sweep(train: Train, scale: str, context: int, arm: str, budget: int | None = None) -> list[float]:
     """The learning rates swept for (scale, context, arm): the arm's list, or its list for this context; at a
     budget that train.pruned_sweeps prunes, the learning rates it kept."""
     pruned = pruning_of(train, scale, context, arm, budget) if budget is not None else None
     if pruned is not None:
-        return [float(lr) for lr in pruned["learning_rates"]]
-    sweep = train["learning_rates"][scale][arm]
+        return [float(lr) for lr in pruned.learning_rates]
+    sweep = train.learning_rates[scale][arm]
     return [float(lr) for lr in (sweep[f"ctx{context}"] if isinstance(sweep, dict) else sweep)]
 
 
-def pruning_of(train: dict, scale: str, context: int, arm: str, budget: int) -> dict | None:
+def pruning_of(train: Train, scale: str, context: int, arm: str, budget: int) -> dict | None:
     """The train.pruned_sweeps entry that sets the sweep at this budget: of those of (scale, context, arm)
     whose after_budget is below it, the one with the largest after_budget (successive halving prunes in
     rounds); None where the whole sweep runs."""
-    entries = [e for e in setting(train, "train.pruned_sweeps") if (e["scale"], e["context"], e["arm"]) ==
-               (scale, context, arm) and e["after_budget"] < budget]
-    return max(entries, key=lambda e: e["after_budget"]) if entries else None
+    entries = [e for e in train.pruned_sweeps if (e.scale, e.context, e.arm) ==
+               (scale, context, arm) and e.after_budget < budget]
+    return max(entries, key=lambda e: e.after_budget) if entries else None
 
 
-def held_back(train: dict, scale: str, context: int, arm: str, budget: int) -> bool:
+def held_back(train: Train, scale: str, context: int, arm: str, budget: int) -> bool:
     """A budget above train.protocol.prune_sweeps.after_budget waits, outside the grid, until
     `ngptlab plan --prune-sweeps` has pruned the arm's sweep from the results up to there."""
-    prune = setting(setting(train, "train.protocol"), "train.protocol.prune_sweeps")
-    return bool(prune) and budget > prune["after_budget"] and pruning_of(train, scale, context, arm,
+    prune = train.protocol.prune_sweeps
+    return bool(prune) and budget > prune.after_budget and pruning_of(train, scale, context, arm,
                                                                          budget) is None
 
 
-def lopsided_sweeps(train: dict) -> list[str]:
+def lopsided_sweeps(train: Train) -> list[str]:
     """One line per (scale, context) whose arms do not all get the same number of learning rates: a
     comparison that tunes some arms more than others is not a fair one."""
     lines = []
-    for scale, context in itertools.product(train["scales"], train["contexts"]):
-        sizes = {arm: len(lr_sweep(train, scale, context, arm)) for arm in train["arms"]}
+    for scale, context in itertools.product(train.scales, train.contexts):
+        sizes = {arm: len(lr_sweep(train, scale, context, arm)) for arm in train.arms}
         if len(set(sizes.values())) > 1:
             counts = ", ".join(f"{arm} {n}" for arm, n in sizes.items())
             lines.append(f"{scale} ctx{context}: unequal learning-rate sweeps ({counts})")

@@ -22,6 +22,7 @@ from ngptlab.batch import tokens_per_step
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import RunSpec, cell_name, format_lr
 from ngptlab.schedule import TRUNK, branch_point, run_tokens, shares_trunk
+from ngptlab.settings import Params, Train
 from ngptlab.weight_dtype import FP32, spec_record
 
 
@@ -75,21 +76,21 @@ def trunk_of(run: RunSpec) -> TrunkSpec:
     return TrunkSpec(run.scale, run.context, run.arm, run.lr, run.seed, run.weight_dtype)
 
 
-def wsd_runs(params: dict) -> list[RunSpec]:
+def wsd_runs(params: Params) -> list[RunSpec]:
     return [run for run in enumerate_runs(params) if shares_trunk(run)]
 
 
-def trunk_budgets(train: dict, trunk: TrunkSpec) -> list[int]:
+def trunk_budgets(train: Train, trunk: TrunkSpec) -> list[int]:
     """The budgets that branch from this trunk: not every budget of the grid once a sweep is pruned
     (train.pruned_sweeps) or a seed is added at some budgets only (train.added_seeds)."""
     return sorted(run.budget for run in wsd_runs({"train": train}) if trunk_of(run) == trunk)
 
 
-def enumerate_segments(params: dict) -> list[Segment]:
+def enumerate_segments(params: Params) -> list[Segment]:
     """Every trunk segment of the grid, each trunk's in order of its steps."""
     points: dict[TrunkSpec, set[int]] = {}
     for run in wsd_runs(params):
-        points.setdefault(trunk_of(run), set()).add(branch_point(params["train"], run.context, run.budget))
+        points.setdefault(trunk_of(run), set()).add(branch_point(params.train, run.context, run.budget))
     segments = []
     for trunk, steps in points.items():
         ordered = sorted(steps)
@@ -102,7 +103,7 @@ def by_end(segments: list[Segment]) -> dict[tuple[TrunkSpec, int], Segment]:
     return {(segment.trunk, segment.step): segment for segment in segments}
 
 
-def branch_segment(ends: dict[tuple[TrunkSpec, int], Segment], train: dict, run: RunSpec) -> Segment:
+def branch_segment(ends: dict[tuple[TrunkSpec, int], Segment], train: Train, run: RunSpec) -> Segment:
     """The segment a WSD run branches from: the one that ends at its branch point."""
     return ends[trunk_of(run), branch_point(train, run.context, run.budget)]
 
@@ -112,7 +113,7 @@ def segment_before(ends: dict[tuple[TrunkSpec, int], Segment], segment: Segment)
     return ends.get((segment.trunk, segment.start))
 
 
-def job_tokens(train: dict, job: RunSpec | Segment) -> int:
+def job_tokens(train: Train, job: RunSpec | Segment) -> int:
     """The tokens a job trains itself: a cosine run its budget, a WSD run its branch (from its branch point),
     a trunk segment its span."""
     if isinstance(job, Segment):
@@ -120,5 +121,5 @@ def job_tokens(train: dict, job: RunSpec | Segment) -> int:
     return run_tokens(train, job)
 
 
-def find_segment(params: dict, name: str) -> Segment | None:
+def find_segment(params: Params, name: str) -> Segment | None:
     return next((s for s in enumerate_segments(params) if s.name == name), None)

@@ -6,9 +6,11 @@ SwiGLU hidden size is mlp_ratio x d (4 d in the paper, Table 2).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from ngptlab.errors import ParamsError
+from ngptlab.settings import Shape
 
 
 @dataclass(frozen=True)
@@ -54,18 +56,19 @@ SCALES: dict[str, Scale] = {
 }
 
 
-def shape_from_dict(name: str, fields: dict) -> Scale:
-    """A Scale from params' train.shapes.<name>; one ParamsError naming the key on bad values."""
+def shape_from_dict(name: str, fields: Mapping) -> Scale:
+    """A Scale from the fields of params' train.shapes.<name> (or a checkpoint's record of them); one
+    ParamsError naming the key on bad values."""
     try:
         return Scale(**fields)
     except (TypeError, ValueError) as err:
         raise ParamsError(f"train.shapes.{name}: {err}") from None
 
 
-def resolve_scale(name: str, shapes: dict | None = None) -> Scale:
+def resolve_scale(name: str, shapes: Mapping[str, Shape] | None = None) -> Scale:
     """The shape called `name`: params' train.shapes first, then the named defaults above."""
     if shapes and name in shapes:
-        return shape_from_dict(name, shapes[name])
+        return shape_from_dict(name, asdict(shapes[name]))
     if name in SCALES:
         return SCALES[name]
     defined = sorted(shapes or {})

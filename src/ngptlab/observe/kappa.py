@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ngptlab.observe import metrics
+from ngptlab.settings import Condition
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,10 @@ class Settings:
     device: str = "cpu"
 
 
-def settings_of(condition: dict, device: str) -> Settings:
+def settings_of(condition: Condition, device: str) -> Settings:
     """The analysis settings of the condition section of params, computing on `device`."""
-    return Settings(singular_tol=float(condition["singular_tol"]), sample_rows=int(condition["sample_rows"]),
-                    seed=int(condition["seed"]), device=device)
+    return Settings(singular_tol=float(condition.singular_tol), sample_rows=int(condition.sample_rows),
+                    seed=int(condition.seed), device=device)
 
 
 def heads_record(weight: torch.Tensor, n_heads: int, settings: Settings) -> tuple[list[np.ndarray], dict]:

@@ -46,6 +46,7 @@ from ngptlab.observe.headline import PAPER_LAYERS, headline
 from ngptlab.observe.kappa import Settings, covariance_record, heads_record, settings_of
 from ngptlab.results import json_ready
 from ngptlab.schedule import branch_point, shares_trunk
+from ngptlab.settings import Condition, Train
 
 KAPPA_KEYS = ("embed_in_cov_condition", *(f"layer{layer}_{kind}_head_condition_median"
                                           for layer in PAPER_LAYERS for kind in ("q", "k")))
@@ -69,7 +70,7 @@ def kappa_record(info: MatrixInfo, settings: Settings) -> dict:
     return {"kind": info.kind, "layer": info.layer, "variants": {"effective": record}}
 
 
-def restart_points(train: dict, spec: RunSpec | TrunkSpec) -> frozenset[int]:
+def restart_points(train: Train, spec: RunSpec | TrunkSpec) -> frozenset[int]:
     """The steps besides the evaluation points at which an interval starts: a WSD trunk's branch points, where
     its segments and branches start, so that every job of the trunk's runs measures the same intervals
     whichever job trained a step (a branch equals its budget trained alone, metrics rows included). None
@@ -87,7 +88,7 @@ class Observer:
     """A training job's observations of its own weights, from the state it starts from."""
 
     @torch.no_grad()
-    def __init__(self, model: nn.Module, step: int, condition: dict | None, every: int,
+    def __init__(self, model: nn.Module, step: int, condition: Condition | None, every: int,
                  restarts: frozenset[int] = frozenset(), start: IntervalStart | None = None):
         """`condition`: the condition section of params (None: no kappa); `every`: kappa at every `every`-th
         evaluation point (train.condition_every_evals); `restarts`: restart_points; `start`: the interval

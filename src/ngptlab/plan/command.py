@@ -17,6 +17,7 @@ from ngptlab.plan.memory import GPU_MEMORY_GB
 from ngptlab.plan.printout import print_plan
 from ngptlab.plan.prune import DEFAULT_KEEP
 from ngptlab.plan.storage import PROFILE
+from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +69,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              f"(default {DEFAULT_CAP})")
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     if args.explain:
         print(explain(args.explain, args.root))
         return 0

@@ -23,7 +23,7 @@ from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
 from ngptlab.plan.runtime import JobTime, stage_runtimes, train_job
 from ngptlab.plan.sharing import sharing_summary
 from ngptlab.schedule import branch_point, shares_trunk, trunk_warmup, warmup_steps
-from ngptlab.settings import setting
+from ngptlab.settings import Params, Train
 
 VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
 MFU = 0.4  # the model FLOPs utilisation assumed unless a command is told otherwise
@@ -34,14 +34,14 @@ def _gpu_hours(flops: float, mfu: float, peak_tflops: float) -> float:
     return flops / (peak_tflops * 1e12 * mfu) / 3600
 
 
-def model_size(train: dict, scale: str, arm: str) -> tuple[Scale, int, int]:
+def model_size(train: Train, scale: str, arm: str) -> tuple[Scale, int, int]:
     """The shape, padded vocabulary rows and parameter count of `arm` at `scale`."""
     shape = run_shape(train, scale)
-    vocab_rows = padded_vocab(VOCAB_SIZE, setting(train, "train.vocab_multiple"))
+    vocab_rows = padded_vocab(VOCAB_SIZE, train.vocab_multiple)
     return shape, vocab_rows, parameter_count(arm, shape, vocab_rows)
 
 
-def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: float,
+def estimate_runs(train: Train, runs: list[RunSpec], mfu: float, peak_tflops: float,
                   gpu_memory_gb: float = GPU_MEMORY_GB) -> list[dict]:
     """One row per run: its size, steps, warmup, the tokens it trains and their FLOPs and GPU-hours."""
     rows = []
@@ -60,7 +60,7 @@ def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: flo
         job = train_job(train, run.scale, trained, n_params)
         rows.append({"run": run.name, **run.as_dict(), "cell": run.cell,
                      "n_params": n_params,
-                     "batch_sequences": train["batch_sequences"],
+                     "batch_sequences": train.batch_sequences,
                      "tokens_per_step": tokens_per_step(train, run.context), "steps": steps,
                      "warmup_steps": warmup, "branch_point": start, "trained_tokens": trained,
                      "train_flops": flops,
@@ -69,7 +69,7 @@ def estimate_runs(train: dict, runs: list[RunSpec], mfu: float, peak_tflops: flo
     return rows
 
 
-def estimate_segments(train: dict, segments: list[Segment], mfu: float, peak_tflops: float) -> list[dict]:
+def estimate_segments(train: Train, segments: list[Segment], mfu: float, peak_tflops: float) -> list[dict]:
     """One row per trunk segment: the steps from its start to its branch point, their FLOPs and GPU-hours,
     its Slurm time limit, and the size of the state it keeps at its end."""
     rows = []
@@ -90,17 +90,17 @@ def estimate_segments(train: dict, segments: list[Segment], mfu: float, peak_tfl
     return rows
 
 
-def largest_models(train: dict) -> dict[str, int]:
+def largest_models(train: Train) -> dict[str, int]:
     """The parameter count of each scale's largest arm."""
-    return {scale: max(model_size(train, scale, arm)[2] for arm in train["arms"])
-            for scale in train["scales"]}
+    return {scale: max(model_size(train, scale, arm)[2] for arm in train.arms)
+            for scale in train.scales}
 
 
-def estimate_plan(params: dict, mfu: float, peak_tflops: float,
+def estimate_plan(params: Params, mfu: float, peak_tflops: float,
                   gpu_memory_gb: float = GPU_MEMORY_GB) -> dict:
     """The whole grid priced at what trains: its runs, its trunk segments, their totals and the sharing
     summary (plan/sharing.py). The totals count a shared trunk once."""
-    train = params["train"]
+    train = params.train
     runs = estimate_runs(train, enumerate_runs(params), mfu, peak_tflops, gpu_memory_gb)
     trunks = estimate_segments(train, enumerate_segments(params), mfu, peak_tflops)
     jobs = runs + trunks
@@ -110,26 +110,26 @@ def estimate_plan(params: dict, mfu: float, peak_tflops: float,
             **sharing_summary(train, runs, trunks)}
 
 
-def _memory(train: dict, run: RunSpec, shape: Scale, n_params: int, vocab_rows: int,
+def _memory(train: Train, run: RunSpec, shape: Scale, n_params: int, vocab_rows: int,
             gpu_memory_gb: float) -> dict:
     """Estimated peak memory of one of the run's processes (plan/memory.py) against what it has: a GPU's
     memory (declared, default an H100's 80 GB) on a GPU scale, its share of the node's mem_mb on a CPU."""
     layout = scale_layout(train, run.scale)
     on_gpu = layout.gpus_per_node > 0
-    precision = setting(train, "train.precision")
+    precision = train.precision
     # bf16 weights compute under bf16 autocast on either device (train/trainer.py)
     bf16 = precision == "bf16" or (on_gpu and precision == "auto") or run.weight_dtype == weight_dtypes.BF16
     tokens = micro_tokens(train, run.context, layout.world_size)
     memory = training_memory(run.arm, shape, n_params, vocab_rows, tokens, bf16,
-                             bool(setting(train, "train.activation_checkpointing")),
+                             bool(train.activation_checkpointing),
                              weight_dtypes.BYTES[run.weight_dtype])
-    mem_mb = train["resources"][run.scale]["mem_mb"]
+    mem_mb = train.resources[run.scale].mem_mb
     limit = gpu_memory_gb if on_gpu else mem_mb / 1024 / layout.processes_per_node
     return {"memory_gb": memory.total / 2**30, "memory_limit_gb": limit,
             "memory_on": "gpu" if on_gpu else "cpu", "fits": memory.total / 2**30 <= limit}
 
 
-def _placement(train: dict, scale: str, gpu_hours: float, job: JobTime) -> dict:
+def _placement(train: Train, scale: str, gpu_hours: float, job: JobTime) -> dict:
     """Where the job trains (train.resources: nodes x GPUs per node) and how long: the estimated wall time
     on all its GPUs (assuming the MFU holds across nodes; None for a CPU scale), the Slurm time limit of
     each of its jobs and how many jobs it takes (plan/runtime.py)."""

@@ -24,16 +24,17 @@ from ngptlab.grid.sweeps import lr_sweep
 from ngptlab.plan.edit import edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.results import read_run_result, train_dir
+from ngptlab.settings import Params
 from ngptlab.speedup.tuning import neighbour, sweep_edges
 
 DEFAULT_CAP = 6  # learning rates per sweep at most: beyond that, a sweep that still hits an edge is reported
 
 
-def proposed_extensions(params: dict, root: str | Path, cap: int) -> tuple[list[dict], list[dict]]:
+def proposed_extensions(params: Params, root: str | Path, cap: int) -> tuple[list[dict], list[dict]]:
     """([{scale, context, arm, edge, lr}] to add, [{scale, context, arm, edge}] held back by the cap)."""
-    train = params["train"]
+    train = params.train
     # seeds added beyond train.seeds (plan/seeds.py) run one learning rate: they have no sweep to extend
-    runs = [run for run in compared_runs(params) if run.seed in train["seeds"]]
+    runs = [run for run in compared_runs(params) if run.seed in train.seeds]
     added: dict[tuple, dict] = {}
     capped: dict[tuple, dict] = {}
     for cell in enumerate_cells(params):
@@ -66,9 +67,9 @@ def _flow(values: list) -> CommentedSeq:
 def apply_extensions(document: CommentedMap, additions: list[dict]) -> None:
     """Add each learning rate to its sweep in the round-trip document, in sorted position."""
     train = document["train"]
-    contexts = list(train["contexts"])
+    contexts = list(train.contexts)
     for a in additions:
-        arms = train["learning_rates"][a["scale"]]
+        arms = train.learning_rates[a["scale"]]
         sweep = arms[a["arm"]]
         if not isinstance(sweep, dict) and len(contexts) > 1:
             per_context = CommentedMap((f"ctx{c}", _flow(list(sweep))) for c in contexts)

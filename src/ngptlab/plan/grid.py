@@ -28,6 +28,7 @@ from ngptlab.grid.trunks import Segment, branch_segment, by_end, enumerate_segme
 from ngptlab.plan.closure import stage_fingerprints
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, key_of, made_from
 from ngptlab.schedule import shares_trunk
+from ngptlab.settings import Params
 
 GENERATED_BY = "`ngptlab plan --write` from the params file and the code; do not edit. dvc.yaml reads it."
 
@@ -51,21 +52,21 @@ def lineage_keys(sources: dict) -> dict:
     return {stage: keys(stage, value) for stage, value in sources.items()}
 
 
-def run_after(params: dict, run: RunSpec, ends: dict[tuple, Segment]) -> str:
+def run_after(params: Params, run: RunSpec, ends: dict[tuple, Segment]) -> str:
     """The file a run's training comes after, its DVC dependency that orders it: the training shard (from
     step 0), or for a WSD run the record of the trunk segment that ends at its branch point."""
     if not shares_trunk(run):
-        return f"{layout.tokens_dir(params['prepare']['source']['name'])}/train.bin"
-    return branch_segment(ends, params["train"], run).record
+        return f"{layout.tokens_dir(params.prepare.source.name)}/train.bin"
+    return branch_segment(ends, params.train, run).record
 
 
-def segment_after(params: dict, segment: Segment, ends: dict[tuple, Segment]) -> str:
+def segment_after(params: Params, segment: Segment, ends: dict[tuple, Segment]) -> str:
     """A segment's DVC dependency that orders it: the record of the segment before (or the shard)."""
     before = segment_before(ends, segment)
-    return before.record if before else f"{layout.tokens_dir(params['prepare']['source']['name'])}/train.bin"
+    return before.record if before else f"{layout.tokens_dir(params.prepare.source.name)}/train.bin"
 
 
-def resolved_grid(params: dict, root: str | Path = ".") -> dict:
+def resolved_grid(params: Params, root: str | Path = ".") -> dict:
     runs = enumerate_runs(params)
     cells: dict[str, dict] = {}
     for run in runs:
@@ -81,7 +82,7 @@ def resolved_grid(params: dict, root: str | Path = ".") -> dict:
     # run made it ~3x larger and added ~1 s to `dvc status` on the paper preset's 1296 runs).
     return {
         "generated_by": GENERATED_BY,
-        "source": params["prepare"]["source"]["name"],
+        "source": params.prepare.source.name,
         "runs": {run.name: {"cell": run.cell, "schedule": run.schedule, "lineage": run.lineage_group,
                             "after": run_after(params, run, ends)} for run in runs},
         "trunks": {segment.name: {"cell": segment.trunk.cell, "trunk": segment.trunk.name,
@@ -93,7 +94,7 @@ def resolved_grid(params: dict, root: str | Path = ".") -> dict:
     }
 
 
-def write_grid_file(params: dict, path: str | Path, root: str | Path = ".") -> None:
+def write_grid_file(params: Params, path: str | Path, root: str | Path = ".") -> None:
     write_text_atomic(path, json.dumps(resolved_grid(params, root), indent=1) + "\n")
 
 
@@ -106,7 +107,7 @@ def read_grid_file(path: str | Path) -> dict | None:
     return written if isinstance(written, dict) else None
 
 
-def check_grid_file(params: dict, path: str | Path, root: str | Path = ".") -> None:
+def check_grid_file(params: Params, path: str | Path, root: str | Path = ".") -> None:
     """Refuse a grid file that no longer matches the params file or the code under root."""
     path = Path(path)
     fix = f"run `ngptlab plan --params <params file> --write {path}`"

@@ -6,9 +6,10 @@ from __future__ import annotations
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.plan.grid import read_grid_file, write_grid_file
+from ngptlab.settings import Params
 
 
-def write_plan(params: dict, path: str, root: str, within_grid: bool) -> int:
+def write_plan(params: Params, path: str, root: str, within_grid: bool) -> int:
     before = read_grid_file(path)
     write_grid_file(params, path, root)
     print(f"wrote {path}: {len(enumerate_runs(params))} runs, {len(enumerate_cells(params))} cells")

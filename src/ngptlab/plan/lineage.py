@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict
 
 from ngptlab import schedule as schedules
 from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.config.roles import GRID, STAGES, shaping
 from ngptlab.grid.enumeration import enumerate_runs
-from ngptlab.settings import filled
+from ngptlab.settings import Params
 
 PER_SCHEDULE = ("train", "condition")  # a key per lineage group: schedule and dtype (RunSpec.lineage_group)
 PER_CELL = ("speedup", "evaluate")  # a key per cell
@@ -42,12 +43,12 @@ def key_of(made_from: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def made_from(params: dict, code: dict[str, str]) -> dict:
+def made_from(params: Params, code: dict[str, str]) -> dict:
     """What each stage's results are made from: {stage: inputs}; per lineage group (cosine, wsd, and with
     bf16 runs cosine-bf16, wsd-bf16) for train and condition, per cell (by name) for speedup and evaluate.
     A stage's settings are the keys the schema says shape it (config/roles.py), defaults filled in.
     `code` maps each stage to the fingerprint of its code (ngptlab.plan.closure)."""
-    full = filled(params)
+    full = asdict(params)  # every key, defaults filled in
     prepare = {"prepare": shaping(full, "prepare"), "code": code["prepare"]}
     data = key_of(prepare)
     # A trunk's warmup is the smallest budget's (ngptlab.schedule): a smaller budget retrains every trunk,
@@ -62,7 +63,7 @@ def made_from(params: dict, code: dict[str, str]) -> dict:
     # Another dtype's runs: the same inputs and the dtype, under keys of their own ("cosine-bf16"); an fp32
     # grid has none of these.
     train.update({weight_dtypes.lineage_group(schedule, dtype): {**inputs, "weight_dtype": dtype}
-                  for dtype in weight_dtypes.of(params["train"]) if dtype != weight_dtypes.FP32
+                  for dtype in weight_dtypes.of(params.train) if dtype != weight_dtypes.FP32
                   for schedule, inputs in list(train.items())})
     trained = {schedule: key_of(inputs) for schedule, inputs in train.items()}
     runs_of_cell: dict[str, list[str]] = {}

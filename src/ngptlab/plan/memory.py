@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ngptlab.models.scales import Scale
+from ngptlab.settings import Train
 
 SAVED_PER_BLOCK = {"ngpt": 32, "ngpt-freew": 32}  # A above; every other arm: BASELINE_SAVED
 BASELINE_SAVED = 24
@@ -61,7 +62,7 @@ def training_memory(arm: str, shape: Scale, n_params: int, vocab_rows: int, micr
     return Memory(4.0 * weight_bytes * n_params, float(micro_tokens * per_token), float(head), 4.0 * n_params)
 
 
-def micro_tokens(train: dict, context: int, world_size: int) -> int:
+def micro_tokens(train: Train, context: int, world_size: int) -> int:
     """Tokens of one forward pass in one process (as train/batches.py's plan_batches splits the batch)."""
-    seqs_per_rank = max(1, train["batch_sequences"] // world_size)
-    return min(train["micro_batch_tokens"] // context, seqs_per_rank) * context
+    seqs_per_rank = max(1, train.batch_sequences // world_size)
+    return min(train.micro_batch_tokens // context, seqs_per_rank) * context

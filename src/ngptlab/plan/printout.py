@@ -18,9 +18,10 @@ from ngptlab.plan.protocol import describe, has_protocol, projected_params
 from ngptlab.plan.runtime import describe_runtimes
 from ngptlab.plan.sharing import sharing_lines
 from ngptlab.plan.storage import describe_storage, plan_storage
+from ngptlab.settings import Params
 
 
-def print_plan(params: dict, params_file: str, root: str, mfu: float, peak_tflops: float,
+def print_plan(params: Params, params_file: str, root: str, mfu: float, peak_tflops: float,
                gpu_memory_gb: float, profile_config: str | None, as_json: bool) -> int:
     """The plan of a params file: its runs (and WSD trunk segments) with size, cost, time limits, memory and
     disk, as tables and notes, or as JSON."""
@@ -35,7 +36,7 @@ def print_plan(params: dict, params_file: str, root: str, mfu: float, peak_tflop
                           "storage": storage}, indent=1))
         return 0
     print_runs(rows, wsd=bool(segments))
-    print(f"batch: {params['train']['batch_sequences']} sequences per step at every context")
+    print(f"batch: {params.train.batch_sequences} sequences per step at every context")
     print("nodes x GPUs: per run (train.resources; GPUs per node); wall-h: GPU-h over all the run's GPUs; "
           "limit-h: the Slurm time limit of each of its jobs; jobs: how many (train.max_job_minutes)")
     print("mem-GB: estimated peak memory of one process (weights, gradients, AdamW state, activations at the "
@@ -50,7 +51,7 @@ def print_plan(params: dict, params_file: str, root: str, mfu: float, peak_tflop
         print(line)
     for line in memory_warnings(rows):
         print(f"warning: {line}")
-    for line in lopsided_sweeps(params["train"]):
+    for line in lopsided_sweeps(params.train):
         print(f"note: {line}; a fair comparison gives every arm as many")
     for line in sharing_lines(plan):
         print(line)
@@ -60,15 +61,15 @@ def print_plan(params: dict, params_file: str, root: str, mfu: float, peak_tflop
     print(f"{jobs} in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
           f"{total_gpu_hours:.4g} GPU-hours at {mfu:.0%} MFU of {peak_tflops:g} TFLOP/s")
     if projected:
-        print(f"projected over the whole protocol (train.protocol: {describe(params['train'])}): "
+        print(f"projected over the whole protocol (train.protocol: {describe(params.train)}): "
               f"{projected['runs']} runs, {projected['total_gpu_hours']:,.0f} GPU-hours; which learning "
               "rates survive and where the seeds go does not change the cost")
     return 0
 
 
-def projection(params: dict, **estimate) -> dict | None:
+def projection(params: Params, **estimate) -> dict | None:
     """The protocol's projected size and cost (plan/protocol.py), or None for a grid without a protocol."""
-    if not has_protocol(params["train"]):
+    if not has_protocol(params.train):
         return None
     plan = estimate_plan(projected_params(params), **estimate)
     return {"runs": len(plan["runs"]), "trunk_segments": len(plan["trunks"]),

@@ -13,59 +13,55 @@ itself: exact, whatever learning rates the policy chooses.
 
 from __future__ import annotations
 
-import copy
+from dataclasses import replace
 
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.lr_policy import grid_budgets
 from ngptlab.plan.seeds import new_seeds
 from ngptlab.schedule import is_wsd
-from ngptlab.settings import setting
+from ngptlab.settings import AddedSeeds, Params, PrunedSweep, Train
 
 
-def has_protocol(train: dict) -> bool:
-    return bool(setting(train, "train.protocol"))
+def has_protocol(train: Train) -> bool:
+    return bool(train.protocol)
 
 
-def projected_params(params: dict) -> dict:
+def projected_params(params: Params) -> Params:
     """params with train.protocol's remaining steps applied (the pruning, then the seeds)."""
-    projected = copy.deepcopy(params)
-    train = projected["train"]
-    protocol = setting(train, "train.protocol")
-    cells = [(s, c, a) for s in train["scales"] for c in train["contexts"] for a in train["arms"]]
-    prune = setting(protocol, "train.protocol.prune_sweeps")
+    train = params.train
+    protocol = train.protocol
+    cells = [(s, c, a) for s in train.scales for c in train.contexts for a in train.arms]
+    prune = protocol.prune_sweeps
     if prune:
-        after, keep = prune["after_budget"], prune["keep"]
-        above = min([b for b in train["budgets"] if b > after])
-        for scale, context, arm in cells:
-            if pruning_of(train, scale, context, arm, above) is None:
-                sweep = sorted(lr_sweep(train, scale, context, arm, after))
-                train.setdefault("pruned_sweeps", []).append(
-                    {"scale": scale, "context": context, "arm": arm, "after_budget": after, "keep": keep,
-                     "learning_rates": sweep[:keep]})
-    if setting(protocol, "train.protocol.add_seeds"):
-        wanted = set(new_seeds(train, protocol["add_seeds"]))
-        added = {(e["scale"], e["context"], e["arm"], e["budget"]): e
-                 for e in setting(train, "train.added_seeds")}
+        after, keep = prune.after_budget, prune.keep
+        above = min([b for b in train.budgets if b > after])
+        pruned = [PrunedSweep(scale, context, arm, after, keep, None,
+                              tuple(sorted(lr_sweep(train, scale, context, arm, after))[:keep]))
+                  for scale, context, arm in cells if pruning_of(train, scale, context, arm, above) is None]
+        train = replace(train, pruned_sweeps=(*train.pruned_sweeps, *pruned))
+    if protocol.add_seeds:
+        wanted = set(new_seeds(train, protocol.add_seeds))
+        added = {(e.scale, e.context, e.arm, e.budget): e for e in train.added_seeds}
         for scale, context, arm in cells:
             budgets = grid_budgets(train, scale, context, arm)
             lr = min(lr_sweep(train, scale, context, arm, budgets[-1]))
             for budget in budgets:
-                entry = added.setdefault((scale, context, arm, budget), {
-                    "scale": scale, "context": context, "arm": arm, "budget": budget, "lr": lr, "seeds": []})
-                entry["seeds"] = sorted(set(entry["seeds"]) | wanted)
-        train["added_seeds"] = list(added.values())
-    return projected
+                where = (scale, context, arm, budget)
+                entry = added.get(where) or AddedSeeds(*where, lr, ())
+                added[where] = replace(entry, seeds=tuple(sorted(set(entry.seeds) | wanted)))
+        train = replace(train, added_seeds=tuple(added.values()))
+    return replace(params, train=train)
 
 
-def describe(train: dict) -> str:
+def describe(train: Train) -> str:
     """The protocol's steps in words, for the plan's output."""
-    protocol, steps = setting(train, "train.protocol"), []
-    if setting(protocol, "train.protocol.prune_sweeps"):
-        prune = protocol["prune_sweeps"]
-        steps.append(f"the budgets above {prune['after_budget']:,} keep {prune['keep']} learning rates "
-                     f"(`ngptlab plan --prune-sweeps {prune['keep']}` once the results up to there are in)")
-    if setting(protocol, "train.protocol.add_seeds"):
-        steps.append(f"{protocol['add_seeds']} seeds added at the learning rate chosen on train.seeds' sweep "
+    protocol, steps = train.protocol, []
+    if protocol.prune_sweeps:
+        prune = protocol.prune_sweeps
+        steps.append(f"the budgets above {prune.after_budget:,} keep {prune.keep} learning rates "
+                     f"(`ngptlab plan --prune-sweeps {prune.keep}` once the results up to there are in)")
+    if protocol.add_seeds:
+        steps.append(f"{protocol.add_seeds} seeds added at the learning rate chosen on train.seeds' sweep "
                      f"({'per trunk' if is_wsd(train) else 'per budget'}) "
-                     f"(`ngptlab plan --add-seeds {protocol['add_seeds']}` once train.seeds are in)")
+                     f"(`ngptlab plan --add-seeds {protocol.add_seeds}` once train.seeds are in)")
     return "; then ".join(steps)

@@ -28,7 +28,7 @@ from ngptlab.lr_policy import best_lr, sweep_losses
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import ResultOf, on_disk
-from ngptlab.settings import setting
+from ngptlab.settings import Params
 
 DEFAULT_KEEP = 2
 
@@ -41,33 +41,33 @@ def kept_window(sweep: list[float], best: float, keep: int) -> list[float]:
     return ordered[lo:lo + keep]
 
 
-def decision_budget(params: dict, results: ResultOf, scale: str, context: int) -> tuple[int | None, str]:
+def decision_budget(params: Params, results: ResultOf, scale: str, context: int) -> tuple[int | None, str]:
     """(B, why): the budget whose results decide the pruning of this cell, or None and what it waits for."""
-    train = params["train"]
-    budgets = sorted(train["budgets"])
-    protocol = setting(setting(train, "train.protocol"), "train.protocol.prune_sweeps")
-    candidates = [protocol["after_budget"]] if protocol else budgets[:-1][::-1]
+    train = params.train
+    budgets = sorted(train.budgets)
+    protocol = train.protocol.prune_sweeps
+    candidates = [protocol.after_budget] if protocol else budgets[:-1][::-1]
     for candidate in candidates:
         below = [b for b in budgets if b <= candidate]
         if all(sweep_losses(train, results, scale, context, arm, b) is not None
-               for arm in train["arms"] for b in below):
+               for arm in train.arms for b in below):
             return candidate, ""
     if protocol:
-        return None, f"results up to budget {protocol['after_budget']:,} (train.protocol) are not all in"
+        return None, f"results up to budget {protocol.after_budget:,} (train.protocol) are not all in"
     return None, "no budget below the largest has all its results (and those below it) in"
 
 
-def proposed_prunes(params: dict, results: ResultOf, keep: int) -> tuple[list[dict], list[str]]:
+def proposed_prunes(params: Params, results: ResultOf, keep: int) -> tuple[list[dict], list[str]]:
     """(train.pruned_sweeps entries to add, one line per cell or arm left as it is and why)."""
-    train, entries, notes = params["train"], [], []
-    for scale in train["scales"]:
-        for context in train["contexts"]:
+    train, entries, notes = params.train, [], []
+    for scale in train.scales:
+        for context in train.contexts:
             budget, why = decision_budget(params, results, scale, context)
             if budget is None:
                 notes.append(f"{scale} ctx{context}: not pruned: {why}")
                 continue
-            above = [b for b in train["budgets"] if b > budget]
-            for arm in train["arms"]:
+            above = [b for b in train.budgets if b > budget]
+            for arm in train.arms:
                 current = lr_sweep(train, scale, context, arm, min(above))
                 decided = pruning_of(train, scale, context, arm, min(above))
                 if len(current) <= keep or (decided and decided["after_budget"] >= budget):

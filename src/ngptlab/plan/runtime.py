@@ -25,7 +25,7 @@ from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.resources import MIN_RUNTIME_MIN, run_shape, time_limit_min
 from ngptlab.grid.runs import cell_name
 from ngptlab.jobclock import MARGIN_FRACTION, MARGIN_MAX_S
-from ngptlab.settings import setting
+from ngptlab.settings import Params, Train
 
 # Retries beyond those a long job needs: one, for a failure (a node lost, a preemption without requeue).
 FAILURE_RETRIES = 1
@@ -84,11 +84,11 @@ def job_time(estimate_min: float, partition_min: float | None, checkpoint_min: f
     return JobTime(estimate_min, slot, math.ceil((estimate_min - usable) / usable) + 1)
 
 
-def train_job(train: dict, scale: str, tokens: int, n_params: int) -> JobTime:
+def train_job(train: Train, scale: str, tokens: int, n_params: int) -> JobTime:
     """A run's or trunk segment's jobs: its share of runtime_min (grid.resources.time_limit_min) over the
     partition's limit."""
     estimate = float(time_limit_min(train, scale, tokens))
-    return job_time(estimate, setting(train, "train.max_job_minutes"), checkpoint_minutes(train, n_params))
+    return job_time(estimate, train.max_job_minutes, checkpoint_minutes(train, n_params))
 
 
 def retries(jobs: Iterable[int]) -> int:
@@ -97,12 +97,12 @@ def retries(jobs: Iterable[int]) -> int:
     return max(jobs, default=1) - 1 + FAILURE_RETRIES
 
 
-def signal_lead_s(train: dict, n_params: int, limit_min: float | None = None) -> int:
+def signal_lead_s(train: Train, n_params: int, limit_min: float | None = None) -> int:
     """How long before its time limit Slurm signals a training job (sbatch --signal=TERM@lead): enough to
     finish the step and write a checkpoint twice over, at least two minutes; train.signal_lead_s sets it.
     Never more than half of a job's `limit_min`; 0 (no signal) for a job shorter than SIGNAL_MIN_LIMIT_MIN:
     Slurm may send it up to a minute early, and such a job stops by its own clock."""
-    lead = setting(train, "train.signal_lead_s")
+    lead = train.signal_lead_s
     lead = int(lead) if lead else max(120, math.ceil(2 * 60 * checkpoint_minutes(train, n_params) + 60))
     if limit_min is None:
         return lead
@@ -113,35 +113,34 @@ def signal_lead_s(train: dict, n_params: int, limit_min: float | None = None) ->
 # The other stages
 
 
-def _override(params: dict, stage: str) -> float | None:
-    return setting(params[stage], f"{stage}.runtime_min")
+def _override(params: Params, stage: str) -> float | None:
+    return getattr(params, stage).runtime_min
 
 
-def prepare_minutes(params: dict) -> float:
+def prepare_minutes(params: Params) -> float:
     """Reading (downloading) and tokenizing the source: its documents (min_documents or max_documents,
     whichever is set; the embedded corpus is small) at DOCUMENT_BYTES each."""
     if (override := _override(params, "prepare")) is not None:
         return float(override)
-    source, workers = params["prepare"]["source"], max(1, int(params["prepare"]["workers"]))
-    documents = (setting(source, "prepare.source.min_documents")
-                 or setting(source, "prepare.source.max_documents") or 0)
+    source, workers = params.prepare.source, max(1, int(params.prepare.workers))
+    documents = source.min_documents or source.max_documents or 0
     megabytes = documents * DOCUMENT_BYTES / 1e6
     download = megabytes / DOWNLOAD_MB_PER_S if source["kind"] == "hf" else 0.0
     return (download + megabytes / (PREPARE_MB_PER_S_PER_WORKER * workers)) / 60 * 1.5  # +50%
 
 
-def condition_minutes(params: dict, scale: str, n_params: int) -> float:
+def condition_minutes(params: Params, scale: str, n_params: int) -> float:
     if (override := _override(params, "condition")) is not None:
         return float(override)
-    flops = 4 * n_params * run_shape(params["train"], scale).d_model
+    flops = 4 * n_params * run_shape(params.train, scale).d_model
     return STARTUP_MIN + flops / CONDITION_FLOPS / 60 * 1.5
 
 
-def evaluate_requests(params: dict) -> int:
+def evaluate_requests(params: Params) -> int:
     """lm-eval requests per evaluated checkpoint: each task's examples (capped by evaluate.limit) times
     its choices."""
-    limit, total = params["evaluate"]["limit"], 0
-    for task in params["evaluate"]["tasks"]:
+    limit, total = params.evaluate.limit, 0
+    for task in params.evaluate.tasks:
         if task in OFFLINE_TASKS:
             examples, choices = OFFLINE_EXAMPLES, (N_CHOICES if task == CONTINUATION else 1)
         else:
@@ -150,15 +149,15 @@ def evaluate_requests(params: dict) -> int:
     return total
 
 
-def evaluated_runs(params: dict, cell: str) -> int:
+def evaluated_runs(params: Params, cell: str) -> int:
     """How many runs evaluate picks in a cell: one per (arm, budget, seed) at the budgets it evaluates."""
     specs = [s for s in compared_runs(params) if s.cell == cell]
     budgets = sorted({s.budget for s in specs})
-    wanted = set(budgets[-1:] if params["evaluate"]["budgets"] == "largest" else budgets)
+    wanted = set(budgets[-1:] if params.evaluate.budgets == "largest" else budgets)
     return len({(s.arm, s.budget, s.seed) for s in specs if s.budget in wanted})
 
 
-def evaluate_minutes(params: dict, cell: str, n_params: int, context: int, on_gpu: bool) -> float:
+def evaluate_minutes(params: Params, cell: str, n_params: int, context: int, on_gpu: bool) -> float:
     if (override := _override(params, "evaluate")) is not None:
         return float(override)
     per_request = 2 * n_params * min(context, REQUEST_TOKENS) / EVAL_FLOPS["gpu" if on_gpu else "cpu"]
@@ -166,7 +165,7 @@ def evaluate_minutes(params: dict, cell: str, n_params: int, context: int, on_gp
     return STARTUP_MIN + 1.5 * per_run * evaluated_runs(params, cell)
 
 
-def report_minutes(params: dict, n_runs: int) -> float:
+def report_minutes(params: Params, n_runs: int) -> float:
     if (override := _override(params, "report")) is not None:
         return float(override)
     return 2.0 + n_runs * 0.5 / 60  # reading each run's results and curves; rendering the figures
@@ -176,21 +175,21 @@ def report_minutes(params: dict, n_runs: int) -> float:
 # Every rule's limit, for the workflow and `ngptlab plan`
 
 
-def stage_runtimes(params: dict, n_params: dict[str, int]) -> dict:
+def stage_runtimes(params: Params, n_params: dict[str, int]) -> dict:
     """The time limits of the stages other than train: prepare, report and speedup once, condition per
     scale, evaluate per cell; `n_params`: the largest model of each scale. Only evaluate continues over
     several jobs; a stage that cannot is capped at the partition's limit and flagged `fits: false`."""
-    train = params["train"]
-    partition = setting(train, "train.max_job_minutes")
+    train = params.train
+    partition = train.max_job_minutes
 
     def once(minutes: float) -> dict:
         job = job_time(minutes, partition)
         return {**job.as_dict(), "jobs": 1, "fits": job.jobs == 1}
 
     cells = {}
-    for scale in train["scales"]:
-        on_gpu = train["resources"][scale]["gpus"] > 0 and params["evaluate"]["device"] != "cpu"
-        for context, dtype in itertools.product(train["contexts"], weight_dtypes.of(train)):
+    for scale in train.scales:
+        on_gpu = train.resources[scale].gpus > 0 and params.evaluate.device != "cpu"
+        for context, dtype in itertools.product(train.contexts, weight_dtypes.of(train)):
             cell = cell_name(scale, context, dtype)
             minutes = evaluate_minutes(params, cell, n_params[scale], context, on_gpu)
             cells[cell] = {**job_time(minutes, partition).as_dict(), "fits": True,
@@ -202,10 +201,10 @@ def stage_runtimes(params: dict, n_params: dict[str, int]) -> dict:
             "report": once(report_minutes(params, len(compared_runs(params))))}
 
 
-def describe_runtimes(params: dict, runs: list[dict], segments: list[dict], stages: dict) -> list[str]:
+def describe_runtimes(params: Params, runs: list[dict], segments: list[dict], stages: dict) -> list[str]:
     """What `ngptlab plan` says about time limits, jobs per run and checkpoints against the signal."""
-    train = params["train"]
-    partition = setting(train, "train.max_job_minutes")
+    train = params.train
+    partition = train.max_job_minutes
     lines = []
     jobs = runs + segments
     split = [j for j in jobs if j["jobs"] > 1]
@@ -231,7 +230,7 @@ def describe_runtimes(params: dict, runs: list[dict], segments: list[dict], stag
                 lines.append(f"warning: {stage} {name} is estimated at {entry['estimate_min']:.0f} min, over "
                              f"train.max_job_minutes, and cannot continue in a second job: give it a "
                              f"partition with a longer limit ({stage}.runtime_min)")
-    for scale in train["scales"]:
+    for scale in train.scales:
         of_scale = [r for r in jobs if r["scale"] == scale]
         if not of_scale:
             continue

@@ -25,29 +25,29 @@ from ngptlab.lr_policy import chosen_lrs
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import ResultOf, on_disk
-from ngptlab.settings import setting
+from ngptlab.settings import Params, Train
 
 ENTRY_KEY = ("scale", "context", "arm", "budget")  # one train.added_seeds entry per grid point
 
 
-def new_seeds(train: dict, n: int) -> list[int]:
-    first = max(train["seeds"]) + 1
+def new_seeds(train: Train, n: int) -> list[int]:
+    first = max(train.seeds) + 1
     return list(range(first, first + n))
 
 
-def proposed_seeds(params: dict, results: ResultOf, n: int) -> tuple[list[dict], list[str]]:
+def proposed_seeds(params: Params, results: ResultOf, n: int) -> tuple[list[dict], list[str]]:
     """(train.added_seeds entries, new or with more seeds, one line per (cell, arm) left short and why)."""
-    train = params["train"]
+    train = params.train
     wanted = new_seeds(train, n)
-    existing = {tuple(e[k] for k in ENTRY_KEY): e for e in setting(train, "train.added_seeds")}
+    existing = {tuple(e[k] for k in ENTRY_KEY): e for e in train.added_seeds}
     entries, notes = [], []
-    for scale in train["scales"]:
-        for context in train["contexts"]:
-            if any(held_back(train, scale, context, a, b) for a in train["arms"] for b in train["budgets"]):
+    for scale in train.scales:
+        for context in train.contexts:
+            if any(held_back(train, scale, context, a, b) for a in train.arms for b in train.budgets):
                 notes.append(f"{scale} ctx{context}: no seeds added: train.protocol holds budgets back until "
                              "`ngptlab plan --prune-sweeps` has pruned them")
                 continue
-            for arm in train["arms"]:
+            for arm in train.arms:
                 chosen, why = chosen_lrs(train, results, scale, context, arm)
                 if why:
                     notes.append(f"{scale} ctx{context} {arm}: {why}")

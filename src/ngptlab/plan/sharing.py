@@ -17,9 +17,10 @@ from __future__ import annotations
 from ngptlab.checkpoint_cost import STATE_BYTES_PER_PARAMETER
 from ngptlab.schedule import cooldown_fraction, cooldown_shape, is_wsd, shares_trunks
 from ngptlab.schedule import of as schedule_of
+from ngptlab.settings import Train
 
 
-def sharing_summary(train: dict, runs: list[dict], segments: list[dict]) -> dict:
+def sharing_summary(train: Train, runs: list[dict], segments: list[dict]) -> dict:
     """Tokens trained with and without sharing, and the kept states' disk, from the rows of
     plan/estimate.py (runs with `trained_tokens` and `budget`, segments with `trained_tokens`, `trunk`
     and `state_gb`).

@@ -11,6 +11,7 @@ from pathlib import Path
 from ngptlab.prepare.cache import CACHE_ENV, default_cache_dir
 from ngptlab.prepare.pipeline import prepare_tokens
 from ngptlab.prepare.shards import load_meta, verify_shards
+from ngptlab.settings import Params
 
 __all__ = ["configure", "run", "load_meta", "verify_shards"]
 
@@ -25,9 +26,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-    outcome = prepare_tokens(params["prepare"], Path(args.data_dir), cache_dir, force=args.force,
+    outcome = prepare_tokens(params.prepare, Path(args.data_dir), cache_dir, force=args.force,
                              progress=not args.no_progress)
     if outcome.skipped:
         print(f"prepare: {outcome.out_dir} is up to date ({outcome.reason}); nothing to do")

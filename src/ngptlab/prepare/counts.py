@@ -9,39 +9,10 @@ source yields (non-empty ones, before the train/val split) and publishes nothing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ngptlab.errors import DataError
 
-MAX_KEY = "prepare.source.max_documents"
 MIN_KEY = "prepare.source.min_documents"
 PARQUET_EXPORT = "refs/convert/parquet"
-
-
-@dataclass(frozen=True)
-class DocumentBounds:
-    max_documents: int | None = None
-    min_documents: int | None = None
-
-
-def document_bounds(spec: dict) -> DocumentBounds:
-    """The cap and the floor of `prepare.source`; DataError naming the key on a bad or inconsistent value."""
-    values = {}
-    for key in (MAX_KEY, MIN_KEY):
-        value = spec.get(key.rsplit(".", 1)[1])
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise DataError(f"{key}: {value!r} must be a positive integer or null")
-        values[key] = value
-    cap, floor = values[MAX_KEY], values[MIN_KEY]
-    if cap is not None and floor is not None and cap < floor:
-        raise DataError(bounds_conflict(cap, floor))
-    return DocumentBounds(cap, floor)
-
-
-def bounds_conflict(cap: int, floor: int) -> str:
-    """The one message for a cap below the floor (params validation says the same)."""
-    return (f"{MAX_KEY} ({cap}) is below {MIN_KEY} ({floor}): the cap stops reading before the floor is "
-            f"reached")
 
 
 def check_min_documents(count: int, minimum: int | None, description: dict) -> None:

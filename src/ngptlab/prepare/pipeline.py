@@ -36,7 +36,7 @@ import ngptlab
 from ngptlab import runlock
 from ngptlab.errors import DataError
 from ngptlab.prepare import split
-from ngptlab.prepare.counts import MIN_KEY, check_min_documents, document_bounds
+from ngptlab.prepare.counts import MIN_KEY, check_min_documents
 from ngptlab.prepare.shards import (
     DTYPE,
     META_NAME,
@@ -56,6 +56,7 @@ from ngptlab.prepare.tokenizer import (
     gpt2_encoding,
     tokenizer_info,
 )
+from ngptlab.settings import Prepare
 
 FORMAT = "ngptlab-tokens/1"  # bump when the shard layout or meta.json meaning changes
 LAYOUT = "uint16 little-endian; each document's tokens followed by one <|endoftext|> (50256), as nanoGPT"
@@ -64,30 +65,6 @@ LAYOUT = "uint16 little-endian; each document's tokens followed by one <|endofte
 def lock_path(out_dir: Path) -> Path:
     """Beside the token directory, not in it: the directory holds exactly what DVC should version."""
     return out_dir.with_name(f".{out_dir.name}.prepare.lock")
-
-
-@dataclass(frozen=True)
-class Settings:
-    val_fraction: float = 0.02
-    split_seed: int = 1337
-    batch_documents: int = 512
-    workers: int = 2
-
-    @classmethod
-    def from_params(cls, section: dict) -> Settings:
-        """The `prepare` section's knobs; DataError naming the key on a value out of range."""
-        s = cls(**{k: section[k] for k in ("val_fraction", "split_seed", "batch_documents", "workers")
-                   if k in section})
-        if not (isinstance(s.val_fraction, int | float) and 0 < s.val_fraction < 1):
-            raise DataError(f"prepare.val_fraction: {s.val_fraction!r} must be a number strictly between 0 "
-                            f"and 1")
-        for key in ("batch_documents", "workers"):
-            value = getattr(s, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise DataError(f"prepare.{key}: {value!r} must be a positive integer")
-        if not isinstance(s.split_seed, int) or isinstance(s.split_seed, bool):
-            raise DataError(f"prepare.split_seed: {s.split_seed!r} must be an integer")
-        return s
 
 
 @dataclass(frozen=True)
@@ -102,7 +79,7 @@ def token_dir(data_dir: Path, name: str) -> Path:
     return Path(data_dir) / "tokens" / name
 
 
-def inputs_key(source_description: dict, settings: Settings) -> str:
+def inputs_key(source_description: dict, settings: Prepare) -> str:
     """Everything that determines the bytes of the shards; batch size and workers do not."""
     return fingerprint({
         "format": FORMAT,
@@ -131,12 +108,12 @@ def check_up_to_date(out_dir: Path, key: str, min_documents: int | None = None) 
     return meta, "inputs and sha256 of every shard match meta.json"
 
 
-def prepare_tokens(section: dict, data_dir: Path, cache_dir: Path, *, force: bool = False,
+def prepare_tokens(settings: Prepare, data_dir: Path, cache_dir: Path, *, force: bool = False,
                    progress: bool = True) -> Outcome:
-    """Run the stage for params["prepare"]; returns what is on disk afterwards (see the module docstring)."""
-    settings = Settings.from_params(section)
-    source = open_source(section.get("source"), cache_dir)
-    minimum = document_bounds(section["source"]).min_documents
+    """Run the stage for params' prepare section; returns what is on disk afterwards (see the module
+    docstring)."""
+    source = open_source(settings.source, cache_dir)
+    minimum = settings.source.min_documents
     out_dir = token_dir(data_dir, source.name)
     description = source.describe()
     key = inputs_key(description, settings)
@@ -155,7 +132,7 @@ def prepare_tokens(section: dict, data_dir: Path, cache_dir: Path, *, force: boo
     return Outcome(out_dir, meta, False, reason)
 
 
-def _rewrite(source: Source, description: dict, minimum: int | None, settings: Settings, out_dir: Path,
+def _rewrite(source: Source, description: dict, minimum: int | None, settings: Prepare, out_dir: Path,
              key: str, cache_dir: Path, progress: bool) -> dict:
     """Encode into temporaries and publish them (module docstring, steps 2 and 3); returns the new meta."""
     remove_stale_temporaries(out_dir)
@@ -180,7 +157,7 @@ def _rewrite(source: Source, description: dict, minimum: int | None, settings: S
     return meta
 
 
-def _encode(source: Source, enc: tiktoken.Encoding, settings: Settings, writers: dict[str, ShardWriter],
+def _encode(source: Source, enc: tiktoken.Encoding, settings: Prepare, writers: dict[str, ShardWriter],
             progress: bool) -> None:
     """Read batches in this thread; encode them on `workers` threads; write results in reading order."""
     bar = tqdm(total=source.expected_documents(), desc=f"prepare {source.name}", unit="doc",
@@ -229,7 +206,7 @@ def _batched(items: Iterable[str], n: int) -> Iterator[list[str]]:
         yield batch
 
 
-def _check_nonempty(records: dict, settings: Settings) -> None:
+def _check_nonempty(records: dict, settings: Prepare) -> None:
     total = sum(r["documents"] for r in records.values())
     if total == 0:
         raise DataError("prepare.source: the source yielded no (non-empty) documents")
@@ -239,7 +216,7 @@ def _check_nonempty(records: dict, settings: Settings) -> None:
                             f"{name} split empty; use more documents or another val_fraction")
 
 
-def _meta(description: dict, settings: Settings, enc: tiktoken.Encoding, records: dict, key: str) -> dict:
+def _meta(description: dict, settings: Prepare, enc: tiktoken.Encoding, records: dict, key: str) -> dict:
     return {
         "format": FORMAT,
         "layout": LAYOUT,

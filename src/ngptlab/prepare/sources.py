@@ -25,22 +25,15 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
-import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from ngptlab.errors import DataError
 from ngptlab.files import sha256_file
 from ngptlab.prepare import embedded
-from ngptlab.prepare.counts import document_bounds
 from ngptlab.prepare.hf import import_datasets, resolved_revision
-from ngptlab.settings import setting
-
-KINDS = ("embedded", "hf", "local")
-LOCAL_FORMATS = ("text", "json", "parquet", "csv")
-SAMPLE_BY = ("document", "paragraph", "line")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+from ngptlab.settings import Source as SourceSettings
 
 
 class Source(Protocol):
@@ -59,21 +52,13 @@ class Source(Protocol):
         """What reading found out that describe() cannot know cheaply; call after documents() is exhausted."""
 
 
-def open_source(spec: dict, cache_dir: Path) -> Source:
-    """Build the source that `prepare.source` describes; DataError naming the key on a bad spec."""
-    if not isinstance(spec, dict):
-        raise DataError("prepare.source: expected a mapping with at least `kind` and `name`")
-    kind, name = spec.get("kind"), spec.get("name")
-    if kind not in KINDS:
-        raise DataError(f"prepare.source.kind: {kind!r} is not one of {', '.join(KINDS)}")
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise DataError(f"prepare.source.name: {name!r} must be a directory name (letters, digits, . _ -)")
-    document_bounds(spec)
-    if kind == "embedded":
-        return EmbeddedSource(name, cache_dir)
-    if kind == "hf":
-        return HFSource(name, spec)
-    return LocalSource(name, spec)
+def open_source(spec: SourceSettings, cache_dir: Path) -> Source:
+    """Build the source that `prepare.source` describes (validated with the params file)."""
+    if spec.kind == "embedded":
+        return EmbeddedSource(spec.name, cache_dir)
+    if spec.kind == "hf":
+        return HFSource(spec)
+    return LocalSource(spec)
 
 
 def fingerprint(obj: object) -> str:
@@ -111,16 +96,10 @@ class EmbeddedSource:
 
 
 class HFSource:
-    def __init__(self, name: str, spec: dict):
-        self.name = name
-        self.dataset = spec.get("dataset")
-        if not isinstance(self.dataset, str) or not self.dataset:
-            raise DataError("prepare.source.dataset: required for kind hf (e.g. Skylion007/openwebtext)")
-        self.config = spec.get("config")
-        self.split = setting(spec, "prepare.source.split")
-        self.text_field = setting(spec, "prepare.source.text_field")
-        self.revision = setting(spec, "prepare.source.revision")
-        self.max_documents = document_bounds(spec).max_documents
+    def __init__(self, spec: SourceSettings):
+        self.name, self.dataset, self.config = spec.name, spec.dataset, spec.config  # dataset: required
+        self.split, self.text_field, self.revision = spec.split, spec.text_field, spec.revision
+        self.max_documents = spec.max_documents
         self._resolved: dict = {}
 
     def describe(self) -> dict:
@@ -162,23 +141,10 @@ class HFSource:
 
 
 class LocalSource:
-    def __init__(self, name: str, spec: dict):
-        self.name = name
-        self.format = setting(spec, "prepare.source.format")
-        if self.format not in LOCAL_FORMATS:
-            raise DataError(f"prepare.source.format: {self.format!r} is not one of "
-                            f"{', '.join(LOCAL_FORMATS)}")
-        self.text_field = setting(spec, "prepare.source.text_field")
-        self.sample_by = setting(spec, "prepare.source.sample_by")
-        if self.sample_by not in SAMPLE_BY:
-            raise DataError(f"prepare.source.sample_by: {self.sample_by!r} is not one of "
-                            f"{', '.join(SAMPLE_BY)}")
-        patterns = spec.get("files")
-        if isinstance(patterns, str):
-            patterns = [patterns]
-        if not patterns or not all(isinstance(p, str) for p in patterns):
-            raise DataError("prepare.source.files: required for kind local: a list of paths or globs")
-        self.files = _expand(patterns)
+    def __init__(self, spec: SourceSettings):
+        self.name, self.format, self.text_field, self.sample_by = (spec.name, spec.format, spec.text_field,
+                                                                   spec.sample_by)
+        self.files = _expand(spec.files or ())  # the schema: files given for kind local
 
     def describe(self) -> dict:
         info = {"kind": "local", "name": self.name, "format": self.format, "text_field": self.text_field,
@@ -212,7 +178,7 @@ class LocalSource:
         return {}
 
 
-def _expand(patterns: list[str]) -> list[Path]:
+def _expand(patterns: Sequence[str]) -> list[Path]:
     """Paths and globs -> existing files, in the order given (each glob sorted), without repeats."""
     files: list[Path] = []
     for pattern in patterns:

@@ -6,7 +6,25 @@ package):
 """
 
 from ngptlab.settings.schema import allowed_arms, baselines, default, load_schema, resolved_node, setting
-from ngptlab.settings.typed import Params, filled
+from ngptlab.settings.typed import (
+    AddedSeeds,
+    Calibrate,
+    Condition,
+    Design,
+    Evaluate,
+    Params,
+    Prepare,
+    PrunedSweep,
+    Report,
+    Resources,
+    Shape,
+    Source,
+    Speedup,
+    Train,
+    filled,
+    of_section,
+)
 
-__all__ = ["Params", "allowed_arms", "baselines", "default", "filled", "load_schema", "resolved_node",
-           "setting"]
+__all__ = ["AddedSeeds", "Calibrate", "Condition", "Design", "Evaluate", "Params", "Prepare", "PrunedSweep",
+           "Report", "Resources", "Shape", "Source", "Speedup", "Train", "allowed_arms", "baselines",
+           "default", "filled", "load_schema", "of_section", "resolved_node", "setting"]

@@ -104,6 +104,10 @@ class Protocol:
     prune_sweeps: PruneSweeps | None
     add_seeds: int | None
 
+    def __bool__(self) -> bool:
+        """A protocol with no step still to come is empty (the schema's default, `{}`)."""
+        return bool(self.prune_sweeps or self.add_seeds)
+
 
 LearningRates = Mapping[str, Mapping[str, tuple[float, ...] | Mapping[str, tuple[float, ...]]]]
 
@@ -233,6 +237,18 @@ class Params:
     def of(cls, params: Mapping) -> Params:
         """The typed settings of a validated params mapping (defaults filled in here)."""
         return _build(cls, filled(params), "")
+
+
+SECTIONS = {"prepare": Prepare, "train": Train, "condition": Condition, "evaluate": Evaluate,
+            "speedup": Speedup, "report": Report, "design": Design}
+
+
+def of_section(name: str, section: Mapping) -> Any:
+    """One section's typed settings from its mapping, defaults filled in (for a stage driven without a
+    whole params file: a benchmark, a test). The mapping is taken as valid: validate a whole file with
+    ngptlab.config.load."""
+    node = load_schema()["properties"][name]
+    return _build(SECTIONS[name], _fill(copy.deepcopy(dict(section)), node), name)
 
 
 def filled(params: Mapping) -> dict:

@@ -21,6 +21,7 @@ from ngptlab.batch import split_batch, steps_per_run
 from ngptlab.errors import ParamsError
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import TrunkSpec
+from ngptlab.settings import Train
 from ngptlab.train.data import Shards, batch_offsets, gather
 
 
@@ -38,12 +39,12 @@ class BatchPlan:
         return self.seqs_global * self.context
 
 
-def plan_batches(train: dict, spec: RunSpec | TrunkSpec, world_size: int,
+def plan_batches(train: Train, spec: RunSpec | TrunkSpec, world_size: int,
                  steps: int | None = None) -> BatchPlan:
     """world_size counts every process of the run, on all its nodes (torchrun's WORLD_SIZE); `steps`: where
     the job ends (default: the run's budget)."""
-    context, seqs_global = spec.context, train["batch_sequences"]
-    split = split_batch(seqs_global, train["micro_batch_tokens"], context, world_size)
+    context, seqs_global = spec.context, train.batch_sequences
+    split = split_batch(seqs_global, train.micro_batch_tokens, context, world_size)
     steps = steps_per_run(train, context, spec.budget) if steps is None else steps
     if steps < 1:
         raise ParamsError(f"budget {spec.budget} tokens is less than one batch "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 
 from ngptlab.errors import ParamsError
+from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     from torch.distributed.elastic.multiprocessing.errors import record
 
     from ngptlab.train.jobs import find_job  # torch and the models load only for this verb
@@ -43,5 +44,5 @@ def run(args: argparse.Namespace, params: dict) -> int:
     spec = find_job(params, names.pop())
     # record: under torchrun, a process's exception goes to torchrun's error file, and so with its rank, host
     # and exit code into the failure summary that ends the log (on any node); outside torchrun a no-op.
-    return record(train_run)(spec, params["train"], root=args.root, fresh=args.fresh,
-                             progress=not args.no_progress, condition=params["condition"])
+    return record(train_run)(spec, params.train, root=args.root, fresh=args.fresh,
+                             progress=not args.no_progress, condition=params.condition)

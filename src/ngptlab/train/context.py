@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import TrunkSpec
+from ngptlab.settings import Condition, Train
 from ngptlab.train.batches import BatchPlan
 from ngptlab.train.dist import Topology
 from ngptlab.train.jobs import Job
@@ -17,13 +18,13 @@ from ngptlab.train.trunk import TrunkPaths
 @dataclass(frozen=True)
 class RunContext:
     job: Job  # a run or a trunk segment (train/jobs.py)
-    train: dict  # the train section of params
+    train: Train  # the train section of params
     topo: Topology  # this process among the run's processes (train/dist.py)
     plan: BatchPlan  # the batch arithmetic, and the step the job ends at (train/batches.py)
     data: dict  # the token shards' record: source and hashes (train/data.py)
     expected: dict  # the trajectory's fingerprint: a checkpoint or output of another is not this job's
     show_progress: bool  # draw a progress bar (rank 0)
-    condition: dict | None = None  # the condition section of params: kappa over training (None: none)
+    condition: Condition | None = None  # the condition section of params: kappa over training (None: none)
 
     @property
     def paths(self) -> RunPaths | TrunkPaths:

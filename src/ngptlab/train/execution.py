@@ -11,19 +11,18 @@ records them.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
-from ngptlab.settings import setting
+from ngptlab.settings import Train
 
 EXECUTION_KEYS = ("checkpoint_every_tokens", "tensorboard", "max_job_minutes", "checkpoint_write_gbps",
                   "signal_lead_s", "max_restarts", "peak_tflops")
 
 
-def execution_record(train: dict, scale: str) -> dict[str, Any]:
+def execution_record(train: Train, scale: str) -> dict[str, Any]:
     """The execution settings of a job of `scale` (schema defaults where params leave them out), with the
     resources (Slurm's, per node) and runtime_min the train section gives that scale."""
-    record = {key: setting(train, f"train.{key}") for key in EXECUTION_KEYS}
-    resources = dict(train.get("resources", {}).get(scale, {}))
-    if resources:
-        resources["nodes"] = setting(resources, "train.resources.*.nodes")
-    return {**record, "resources": resources or None}
+    record = {key: getattr(train, key) for key in EXECUTION_KEYS}
+    resources = train.resources.get(scale)
+    return {**record, "resources": asdict(resources) if resources else None}

@@ -15,24 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ngptlab import settings
-from ngptlab.errors import ParamsError
+from ngptlab.settings import Train
 from ngptlab.train.data import final_eval_offsets
 from ngptlab.train.evaluation import Evaluator
 
 
-def setting(train: dict) -> int | str:
-    """train.final_eval_tokens: a number of tokens (1 or more) or `all` (the default when absent)."""
-    value = settings.setting(train, "train.final_eval_tokens")
-    if value != "all" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ParamsError(f"train.final_eval_tokens must be a positive number of tokens or 'all', "
-                          f"got {value!r}")
-    return value
-
-
-def windows(train: dict, val_tokens: int, context: int) -> np.ndarray:
+def windows(train: Train, val_tokens: int, context: int) -> np.ndarray:
     """The start offsets of the final-eval windows of a run at `context` over a val split of `val_tokens`."""
-    return final_eval_offsets(val_tokens, context, setting(train))
+    return final_eval_offsets(val_tokens, context, train.final_eval_tokens)
 
 
 def record(offsets: np.ndarray, context: int) -> dict:

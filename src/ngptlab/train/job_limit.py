@@ -17,12 +17,12 @@ import time
 
 from ngptlab.checkpoint_cost import checkpoint_minutes
 from ngptlab.jobclock import job_clock
-from ngptlab.settings import setting
+from ngptlab.settings import Train
 
 
 class JobLimit:
-    def __init__(self, train: dict, n_params: int):
-        self.clock = job_clock(setting(train, "train.max_job_minutes"))
+    def __init__(self, train: Train, n_params: int):
+        self.clock = job_clock(train.max_job_minutes)
         self.slowest_step_s = 0.0
         self._steps = 0
         self.checkpoint_s = 60 * checkpoint_minutes(train, n_params)

@@ -10,6 +10,7 @@ branches (train/trunk.py).
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from ngptlab import schedule as schedules
@@ -20,7 +21,8 @@ from ngptlab.grid.enumeration import find_run
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, find_segment, trunk_of
 from ngptlab.models.warmup import warms_up
-from ngptlab.train import final_eval, state, trunk
+from ngptlab.settings import Params, Train
+from ngptlab.train import state, trunk
 from ngptlab.train.outcome import Outcome
 from ngptlab.train.outputs import RunPaths, fingerprint, finished, unmeasured_timing, write_run_outputs
 
@@ -30,9 +32,9 @@ class RunJob:
 
     ends_run = True
 
-    def __init__(self, spec: RunSpec, train: dict, root: str | Path):
+    def __init__(self, spec: RunSpec, train: Train, root: str | Path):
         self.spec, self.name, self.train, self.root = spec, spec.name, train, root
-        self.paths = RunPaths.for_run(root, train["source"], spec.cell, spec.name)
+        self.paths = RunPaths.for_run(root, train.source, spec.cell, spec.name)
         self.lock_dir = self.paths.state_dir
         self.warms_up = warms_up(spec.arm)
         self.steps = steps_per_run(train, spec.context, spec.budget)
@@ -41,8 +43,8 @@ class RunJob:
     def fingerprint(self, data: dict) -> dict:
         # the run's own warmup (0 for an arm that does not warm up, capped for small budgets), as its summary
         # records it: a finished nGPT run must compare equal to itself; so for final_eval_tokens's default
-        params = {**self.train, "steps": self.steps, "warmup_steps": self.schedule.warmup_steps,
-                  "final_eval_tokens": final_eval.setting(self.train), "schedule": self.spec.schedule,
+        params = {**asdict(self.train), "steps": self.steps, "warmup_steps": self.schedule.warmup_steps,
+                  "final_eval_tokens": self.train.final_eval_tokens, "schedule": self.spec.schedule,
                   **self.schedule.record()}
         return fingerprint(self.spec.as_dict(), params, data)
 
@@ -78,10 +80,10 @@ class SegmentJob:
 
     ends_run = False
 
-    def __init__(self, segment: Segment, train: dict, root: str | Path):
+    def __init__(self, segment: Segment, train: Train, root: str | Path):
         self.segment, self.name, self.train, self.root = segment, segment.name, train, root
         self.spec = segment.trunk
-        self.paths = trunk.TrunkPaths.for_segment(root, train["source"], segment)
+        self.paths = trunk.TrunkPaths.for_segment(root, train.source, segment)
         self.lock_dir = self.paths.trunk_dir
         self.warms_up = warms_up(self.spec.arm)
         self.steps = segment.step
@@ -134,7 +136,7 @@ class SegmentJob:
         return str(self.paths.record)
 
 
-def find_job(params: dict, name: str) -> RunSpec | Segment:
+def find_job(params: Params, name: str) -> RunSpec | Segment:
     """The run or trunk segment of this grid with this name (`ngptlab plan` lists both)."""
     return find_segment(params, name) or find_run(params, name)
 
@@ -142,5 +144,5 @@ def find_job(params: dict, name: str) -> RunSpec | Segment:
 Job = RunJob | SegmentJob
 
 
-def make_job(spec: RunSpec | Segment, train: dict, root: str | Path) -> Job:
+def make_job(spec: RunSpec | Segment, train: Train, root: str | Path) -> Job:
     return SegmentJob(spec, train, root) if isinstance(spec, Segment) else RunJob(spec, train, root)

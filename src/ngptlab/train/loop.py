@@ -31,7 +31,7 @@ from ngptlab.observe.angular import IntervalStart
 from ngptlab.observe.observer import Observer, restart_points
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
-from ngptlab.settings import setting
+from ngptlab.settings import Condition, Train
 from ngptlab.tensorboard_view import TensorBoardView
 from ngptlab.train import dist, final_eval, nonfinite, restore, state, threads
 from ngptlab.train.batches import BatchPlan, plan_batches
@@ -56,13 +56,13 @@ def crossed(tokens: int, batch_tokens: int, every: int) -> bool:
     return tokens // every > (tokens - batch_tokens) // every
 
 
-def resolved_params(train: dict, plan: BatchPlan, trainer: Trainer, topo: dist.Topology) -> dict[str, Any]:
+def resolved_params(train: Train, plan: BatchPlan, trainer: Trainer, topo: dist.Topology) -> dict[str, Any]:
     """The train settings this run actually used, with everything derived from them; not the settings of how
     it ran (train/execution.py), which its timing file records."""
     keys = ("source", "batch_sequences", "micro_batch_tokens", "warmup_max_fraction", "grad_clip",
             "eval_every_tokens", "eval_windows", "eval_seed", "diverge_loss", "compile")
-    return {**{k: train[k] for k in keys}, "log_every_tokens": log_every_tokens(train),
-            "final_eval_tokens": final_eval.setting(train),
+    return {**{k: getattr(train, k) for k in keys}, "log_every_tokens": log_every_tokens(train),
+            "final_eval_tokens": train.final_eval_tokens,
             "vocab_multiple": vocab_multiple(train),
             "activation_checkpointing": trainer.model.activation_checkpointing,
             "device": topo.device.type,
@@ -86,17 +86,17 @@ def run_config(ctx: RunContext, trainer: Trainer, shards: Shards) -> dict[str, A
             "code_revision": code_revision()}
 
 
-def log_every_tokens(train: dict) -> int:
+def log_every_tokens(train: Train) -> int:
     """Metrics row interval (optional key train.log_every_tokens; default: every step)."""
-    return int(setting(train, "train.log_every_tokens"))  # the default 1: a row after every step
+    return int(train.log_every_tokens)  # the default 1: a row after every step
 
 
-def train_run(spec: RunSpec | Segment, train: dict, root: str | Path = ".", fresh: bool = False,
-              progress: bool = True, condition: dict | None = None) -> int:
+def train_run(spec: RunSpec | Segment, train: Train, root: str | Path = ".", fresh: bool = False,
+              progress: bool = True, condition: Condition | None = None) -> int:
     """Train a run or a trunk segment with the `train` section of params; artifacts under `root`. Returns the
     exit code. `condition`, the condition section of params, adds the condition numbers to the metrics rows
     (observe/observer.py; None: the angular update rate only)."""
-    topo = dist.setup(train["device"])
+    topo = dist.setup(train.device)
     say(dist.visibility(topo))  # every rank: which GPUs each node's processes see, in the run's log
     try:
         return _train_run(make_job(spec, train, root), train, topo, fresh, progress, condition)
@@ -114,10 +114,10 @@ def _lock(lock_dir: Path, name: str) -> runlock.RunLock:
                           f"(lock {held.path}, held by {held.holder})") from None
 
 
-def _train_run(job: Job, train: dict, topo: dist.Topology, fresh: bool, progress: bool,
-               condition: dict | None = None) -> int:
+def _train_run(job: Job, train: Train, topo: dist.Topology, fresh: bool, progress: bool,
+               condition: Condition | None = None) -> int:
     plan = plan_batches(train, job.spec, topo.world_size, job.steps)
-    data = data_record(load_meta(job.paths.tokens_dir), train["source"])
+    data = data_record(load_meta(job.paths.tokens_dir), train.source)
     ctx = RunContext(job, train, topo, plan, data, job.fingerprint(data), progress, condition)
     if job.done(ctx.expected, topo.is_main):
         return 0
@@ -164,7 +164,7 @@ def _train_locked(ctx: RunContext, fresh: bool) -> int:
         rows = saved.read_text().splitlines(keepends=True)[: progress.metrics_rows] if saved.exists() else []
         write_text_atomic(metrics_path, "".join(rows))
     metrics = open(metrics_path, "a") if main else None  # noqa: SIM115
-    watched = main and setting(ctx.train, "train.tensorboard")
+    watched = main and ctx.train.tensorboard
     events = TensorBoardView(paths.tensorboard if watched else None, map(json.loads, rows), say)
     stop = StopRequest()
     stop.install()
@@ -192,7 +192,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
         trainer.attention.disable(name)
     # the weights' angular update rate and conditioning at evaluation points, from the state we start from
     # (its interval: the one it kept, where it is a checkpoint of this job's own)
-    observer = Observer(trainer.model, step, ctx.condition, setting(train, "train.condition_every_evals"),
+    observer = Observer(trainer.model, step, ctx.condition, train.condition_every_evals,
                         restart_points(train, spec), interval) if main else None
     diagnostics, loss, grad_norm = None, math.nan, math.nan  # nan: no step here (resumed at the end)
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
@@ -223,7 +223,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
     while step < plan.steps:
         timer.begin()
         loss, grad_norm, stopping, retried = nonfinite.forward_backward(trainer, step, retries, must_stop())
-        problem = divergence(loss, grad_norm, train["diverge_loss"])
+        problem = divergence(loss, grad_norm, train.diverge_loss)
         if problem:  # no update: the weights stay the last finite state
             diagnostics = stop_diagnostics(problem, step, batch_tokens, loss, grad_norm, progress)
             if main:  # the failed step's row, so that curves show where the run stopped
@@ -244,7 +244,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
         bar.set_postfix_str(f"loss {loss:.3f} tok/s {overall:,.0f}", refresh=False)
 
         # a run evaluates at its budget too; a trunk segment's end is no budget (its branches evaluate there)
-        evaluate = crossed(tokens, batch_tokens, train["eval_every_tokens"]) or (step == plan.steps
+        evaluate = crossed(tokens, batch_tokens, train.eval_every_tokens) or (step == plan.steps
                                                                                   and job.ends_run)
         if evaluate or crossed(tokens, batch_tokens, log_every_tokens(train)):
             tokens_per_s = timer.take_window().rate(batch_tokens)  # the timed steps read since the last row
@@ -263,7 +263,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
                 else:
                     progress.last_val_loss, progress.last_val_step = val, step
                 if observer:
-                    row.update(observer.observe(trainer.model, step, tokens // train["eval_every_tokens"],
+                    row.update(observer.observe(trainer.model, step, tokens // train.eval_every_tokens,
                                                 step == plan.steps and job.ends_run))
             if main:
                 metrics.write(json.dumps(row, allow_nan=False) + "\n")
@@ -280,7 +280,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
         if observer and not evaluate:
             observer.passed(trainer.model, step)
         limit.step_done()
-        if crossed(tokens, batch_tokens, train["checkpoint_every_tokens"]) or step == plan.steps:
+        if crossed(tokens, batch_tokens, train.checkpoint_every_tokens) or step == plan.steps:
             checkpoint()
             checkpointed = True
         else:

@@ -16,7 +16,7 @@ from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import TrunkSpec
 from ngptlab.models import build_seeded, train_flops_per_token
 from ngptlab.schedule import Schedule, WarmupStable, WarmupStableDecay
-from ngptlab.settings import setting
+from ngptlab.settings import Train
 from ngptlab.train import dist, final_eval
 from ngptlab.train.attention import Attention
 from ngptlab.train.batches import Batches, BatchPlan
@@ -25,9 +25,9 @@ from ngptlab.train.evaluation import Evaluator
 from ngptlab.train.throughput import detect_peak
 
 
-def vocab_multiple(train: dict) -> int:
+def vocab_multiple(train: Train) -> int:
     """train.vocab_multiple: pad the embedding and LM-head rows to a multiple of it (absent: 1, none)."""
-    return int(setting(train, "train.vocab_multiple"))
+    return int(train.vocab_multiple)
 
 
 def resolve_precision(setting: str, device: torch.device, weight_dtype: str = weight_dtypes.FP32) -> str:
@@ -44,7 +44,7 @@ def resolve_precision(setting: str, device: torch.device, weight_dtype: str = we
 
 
 class Trainer:
-    def __init__(self, spec: RunSpec | TrunkSpec, train: dict, shards: Shards, plan: BatchPlan,
+    def __init__(self, spec: RunSpec | TrunkSpec, train: Train, shards: Shards, plan: BatchPlan,
                  topo: dist.Topology, schedule: Schedule | WarmupStableDecay | WarmupStable):
         self.spec, self.train, self.shards, self.plan, self.topo = spec, train, shards, plan, topo
         self.device = topo.device
@@ -54,7 +54,7 @@ class Trainer:
                                                spec.seed, vocab_multiple(train))
         self.model.to(self.device)
         weight_dtypes.store(self.model, spec.weight_dtype)  # bf16: AdamW's moments follow the parameters
-        self.model.activation_checkpointing = bool(setting(train, "train.activation_checkpointing"))
+        self.model.activation_checkpointing = bool(train.activation_checkpointing)
         groups = self.recipe.param_groups(self.model, spec.lr)
         for group in groups:
             group["base_lr"] = group["lr"]  # the schedule scales every group's own lr (multipliers kept)
@@ -62,17 +62,17 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(groups, lr=spec.lr, betas=tuple(self.recipe.betas),
                                            eps=self.recipe.eps, **fused)
         self.schedule = schedule  # the job's (train/jobs.py)
-        self.eval_offsets = eval_offsets(len(shards.val), spec.context, train["eval_windows"],
-                                         train["eval_seed"])
+        self.eval_offsets = eval_offsets(len(shards.val), spec.context, train.eval_windows,
+                                         train.eval_seed)
         # every job computes them, so a val shard too small for them fails before any training
         self.final_offsets = final_eval.windows(train, len(shards.val), spec.context)
         self.flops_per_token = train_flops_per_token(spec.arm, self.shape, shards.vocab_size, spec.context)
         # for MFU; None on an unknown device
-        self.peak = detect_peak(self.device, setting(train, "train.peak_tflops"))
-        self.precision = resolve_precision(setting(train, "train.precision"), self.device, spec.weight_dtype)
+        self.peak = detect_peak(self.device, train.peak_tflops)
+        self.precision = resolve_precision(train.precision, self.device, spec.weight_dtype)
         self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision == "bf16"
                          else contextlib.nullcontext())
-        self.compiled = bool(train["compile"])
+        self.compiled = bool(train.compile)
         self.forward = torch.compile(self.model) if self.compiled else self.model
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.wrapped = dist.ddp(self.forward, topo, self.n_params) if topo.distributed else self.forward
@@ -105,7 +105,7 @@ class Trainer:
         flag = torch.full((), float(stop_requested), device=self.device)
         summed = dist.all_sum(torch.stack([loss_sum / plan.accum_steps, flag]), self.topo)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.recipe.clip_parameters(self.model),
-                                                   self.train["grad_clip"])
+                                                   self.train.grad_clip)
         norm = grad_norm.float().to(summed.device)  # already there, unless no parameter had a gradient
         host = torch.stack([summed[0] / self.topo.world_size, norm, summed[1]]).tolist()
         loss, norm, stop = host

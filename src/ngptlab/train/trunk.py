@@ -31,7 +31,7 @@ import json
 import re
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from ngptlab.files import write_json_atomic
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, TrunkSpec, trunk_budgets, trunk_of
 from ngptlab.schedule import branch_point, trunk_warmup
+from ngptlab.settings import Params, Train
 from ngptlab.train import state
 from ngptlab.train.outputs import RunPaths, fingerprint
 
@@ -50,9 +51,9 @@ KEPT = re.compile(r"^to(\d+)$")
 GC_WAIT_S = 1800  # collecting deletes whole kept states, which can take minutes on a network filesystem
 
 
-def trunk_fingerprint(trunk: TrunkSpec, train: dict, warms_up: bool, data: dict) -> dict[str, Any]:
+def trunk_fingerprint(trunk: TrunkSpec, train: Train, warms_up: bool, data: dict) -> dict[str, Any]:
     """The identity of a trunk's trajectory: no steps (it has no end), no cooldown."""
-    params = {**train, "steps": None, "warmup_steps": trunk_warmup(train, trunk.context, warms_up),
+    params = {**asdict(train), "steps": None, "warmup_steps": trunk_warmup(train, trunk.context, warms_up),
               "schedule": schedules.TRUNK}
     return fingerprint(trunk.as_dict(), params, data)
 
@@ -116,7 +117,7 @@ def keep_state(paths: TrunkPaths, step: int) -> None:
     paths.state_dir.rename(target)
 
 
-def write_record(paths: TrunkPaths, segment: Segment, expected: dict, params: dict, data: dict, tokens: int,
+def write_record(paths: TrunkPaths, segment: Segment, expected: dict, params: Params, data: dict, tokens: int,
                  diagnostics: dict | None) -> None:
     write_json_atomic(paths.record, {
         "format": RECORD_FORMAT, "segment": segment.name, "trunk": segment.trunk.name,
@@ -134,17 +135,17 @@ def read_record(path: Path) -> dict | None:
     return record if isinstance(record, dict) and record.get("format") == RECORD_FORMAT else None
 
 
-def branches_at(root: str | Path, train: dict, trunk: TrunkSpec) -> dict[int, list[Path]]:
+def branches_at(root: str | Path, train: Train, trunk: TrunkSpec) -> dict[int, list[Path]]:
     """The summaries of the trunk's branches, by branch point."""
     found: dict[int, list[Path]] = {}
     for budget in trunk_budgets(train, trunk):
         run = RunSpec(trunk.scale, trunk.context, trunk.arm, budget, trunk.lr, trunk.seed, schedules.WSD)
         found.setdefault(branch_point(train, trunk.context, budget), []).append(
-            RunPaths.for_run(root, train["source"], run.cell, run.name).summary)
+            RunPaths.for_run(root, train.source, run.cell, run.name).summary)
     return found
 
 
-def collect_garbage(root: str | Path, train: dict, trunk: TrunkSpec, expected: dict) -> list[int]:
+def collect_garbage(root: str | Path, train: Train, trunk: TrunkSpec, expected: dict) -> list[int]:
     """Delete the kept states no branch needs any more (all branches there done, a later state kept);
     return their steps. Under the trunk's lock, so that of two jobs finishing together one sees the other."""
     trunk_dir = Path(root) / layout.trunk_dir(trunk.cell, trunk.name)
@@ -165,7 +166,7 @@ def collect_garbage(root: str | Path, train: dict, trunk: TrunkSpec, expected: d
     return retired
 
 
-def branch_start(root: str | Path, train: dict, run: RunSpec, warms_up: bool,
+def branch_start(root: str | Path, train: Train, run: RunSpec, warms_up: bool,
                  data: dict) -> tuple[Path, dict] | None:
     """Where a WSD run with no checkpoint of its own starts: the trunk's latest kept state at or before its
     branch point, with that state's fingerprint (to check it against); None: from step 0."""

@@ -30,6 +30,7 @@ from ngptlab.plan.closure import stage_fingerprints
 from ngptlab.plan.grid import cell_key, lineage_keys
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, made_from
 from ngptlab.schedule import shares_trunk
+from ngptlab.settings import Params
 from ngptlab.workflow.damage import damage
 
 MERGED_CONFIG = ("the ngptlab stages read a single params file, but this config merges params.yaml with "
@@ -41,12 +42,12 @@ MERGED_CONFIG = ("the ngptlab stages read a single params file, but this config 
 class Grid:
     """The grid of one params file, as the workflow's rules see it."""
 
-    def __init__(self, params: dict, params_file: str, code: dict[str, str] | None = None):
+    def __init__(self, params: Params, params_file: str, code: dict[str, str] | None = None):
         self.params = params
         self.params_file = params_file
         self.runs: dict[str, RunSpec] = {run.name: run for run in enumerate_runs(params)}
         self.cells: list[str] = enumerate_cells(params)
-        self.source: str = params["prepare"]["source"]["name"]
+        self.source: str = params.prepare.source.name
         # With train.schedule wsd: the trunk segments, by job ("<cell>/<trunk>/<span>"), and by where they
         # end: a WSD run branches from the segment that ends at its branch point, and a segment comes after
         # the one that ends where it starts.
@@ -138,7 +139,7 @@ class Grid:
         spec = self.run(run)
         if not shares_trunk(spec):
             return {}
-        return {"trunk": branch_segment(self._segment_ends, self.params["train"], spec).record}
+        return {"trunk": branch_segment(self._segment_ends, self.params.train, spec).record}
 
     def outputs_of(self, stage: str, job: str) -> list[str]:
         """A job's outputs (the report's are its rule's, not known here)."""

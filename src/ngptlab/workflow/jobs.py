@@ -30,7 +30,6 @@ from ngptlab.grid.resources import max_restarts, scale_layout
 from ngptlab.grid.trunks import job_tokens
 from ngptlab.plan import runtime
 from ngptlab.plan.estimate import largest_models, model_size
-from ngptlab.settings import setting
 from ngptlab.workflow.grid import Grid
 
 T = TypeVar("T")
@@ -52,14 +51,14 @@ class Jobs:
         self.params = grid.params
         self.main_process = main_process
         self.stage_times = plan_value(lambda: runtime.stage_runtimes(self.params,
-                                                                     largest_models(self.params["train"])),
+                                                                     largest_models(self.params.train)),
                                       "stage time limits")
         # Every resource of one train or trunk job, computed once (Snakemake asks for each one separately).
         self.train_job = cache(self._train_job)
         self.trunk_job = cache(self._trunk_job)
 
     def _training_job(self, scale: str, arm: str, tokens: int) -> dict[str, Any]:
-        train = self.params["train"]
+        train = self.params.train
         job = scale_layout(train, scale)
         n_params = model_size(train, scale, arm)[2]
         time = plan_value(lambda: runtime.train_job(train, scale, tokens, n_params), f"train {scale}")
@@ -70,7 +69,7 @@ class Jobs:
             "tasks": 0 if job.gpus else job.nodes,
             "gpu": job.gpus_per_node if job.nodes == 1 else 0,
             "gres": f"gpu:{job.gpus_per_node}" if job.nodes > 1 and job.gpus else "",
-            "mem_mb": train["resources"][scale]["mem_mb"],
+            "mem_mb": train.resources[scale].mem_mb,
             "runtime": time.limit_min,
             "jobs": time.jobs,
             "signal_lead_s": lead,
@@ -81,13 +80,13 @@ class Jobs:
         spec = self.grid.run(run)
         if cell != spec.cell:
             raise WorkflowError(f"run {run} belongs to cell {spec.cell}, not {cell}")
-        return self._training_job(spec.scale, spec.arm, job_tokens(self.params["train"], spec))
+        return self._training_job(spec.scale, spec.arm, job_tokens(self.params.train, spec))
 
     def _trunk_job(self, cell: str, trunk: str, span: str) -> dict[str, Any]:
         """A trunk segment needs what a run of its scale needs, for its share of the largest budget's time."""
         segment = self.grid.segment(cell, trunk, span)
         return self._training_job(segment.trunk.scale, segment.trunk.arm,
-                                  job_tokens(self.params["train"], segment))
+                                  job_tokens(self.params.train, segment))
 
     def train_resource(self, name: str) -> Any | Callable[[str, str], Any]:
         """A train resource: the value where every run of the grid has it alike (a constant costs Snakemake
@@ -104,7 +103,7 @@ class Jobs:
 
     def max_restarts(self) -> int:
         """torchrun's restart limit (train.max_restarts)."""
-        return max_restarts(self.params["train"])
+        return max_restarts(self.params.train)
 
     # ------------------------------------------------------------------------------------------------------
     # Retries
@@ -115,7 +114,7 @@ class Jobs:
         and the next attempt must be the controller's, a new job with a time limit of its own."""
         if not self.main_process:
             return 0
-        if setting(self.params["train"], "train.max_job_minutes") is None:
+        if self.params.train.max_job_minutes is None:
             return None
         return runtime.retries(jobs)
 
@@ -146,7 +145,7 @@ class Jobs:
 
     def process_memory(self, run: str) -> int:
         """condition and evaluate load one copy of the model, like one training process; at least 2 GB."""
-        res = self.params["train"]["resources"][self.grid.run(run).scale]
+        res = self.params.train.resources[self.grid.run(run).scale]
         return max(2000, res["mem_mb"] // res["processes"])
 
     def condition_memory(self) -> int | Callable[[str], int]:
@@ -161,11 +160,11 @@ class Jobs:
         return self.process_memory(self.grid.runs_of_cell(cell)[0])
 
     def condition_gpus(self) -> int:
-        return 1 if self.params["condition"]["device"] == "cuda" else 0
+        return 1 if self.params.condition.device == "cuda" else 0
 
     def evaluate_gpus(self, cell: str) -> int:
         """A GPU when the cell's runs trained on one and evaluate.device allows it."""
         scale = next(self.grid.runs[run].scale for run in self.grid.runs_of_cell(cell))
-        on_gpu = self.params["train"]["resources"][scale]["gpus"] > 0
-        wants = on_gpu and self.params["evaluate"]["device"] != "cpu"
+        on_gpu = self.params.train.resources[scale].gpus > 0
+        wants = on_gpu and self.params.evaluate.device != "cpu"
         return 1 if wants else 0
