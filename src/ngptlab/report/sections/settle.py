@@ -187,8 +187,8 @@ def _log(x) -> float | None:
 
 
 def tracking_points(results: Results, arm_rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (cell, arm) with a speed-up: cell, arm, ln_s, bound, and ln of each SETTLE_METRICS κ and of
-    the angular rate (nan where missing, infinite or not positive)."""
+    """One row per (cell, arm) with a speed-up: cell, arm, ln_s, bounded (S is a bound), and ln of each
+    SETTLE_METRICS κ and of the angular rate (nan where missing, infinite or not positive)."""
     out = []
     for _, row in arm_rows.iterrows():
         entry = ((results.speedups.get(row["cell"]) or {}).get("arms") or {}).get(row["arm"])
@@ -197,9 +197,10 @@ def tracking_points(results: Results, arm_rows: pd.DataFrame) -> pd.DataFrame:
             continue
         values = {**{m: row.get(m) for m in SETTLE_METRICS},
                   ANGULAR: angular_rate(results, row["cell"], row["arm"])}
-        out.append({"cell": row["cell"], "arm": row["arm"], "ln_s": _log(s["value"]), "bound": s["bound"],
+        out.append({"cell": row["cell"], "arm": row["arm"], "ln_s": _log(s["value"]),
+                    "bounded": s["bound"] is not None,  # a bool: pandas would read a None beside ">" as nan
                     **{name: _log(v) if _log(v) is not None else math.nan for name, v in values.items()}})
-    return pd.DataFrame(out, columns=["cell", "arm", "ln_s", "bound", *SETTLE_METRICS, ANGULAR])
+    return pd.DataFrame(out, columns=["cell", "arm", "ln_s", "bounded", *SETTLE_METRICS, ANGULAR])
 
 
 def tracking_table(results: Results, arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
@@ -233,7 +234,7 @@ def tracking_table(results: Results, arm_rows: pd.DataFrame, cross: pd.DataFrame
         lo, hi = r["interval"] or (None, None)
         display = (None if r["rho"] is None else fmt_num(r["rho"], 2)
                    + (f" [{fmt_num(lo, 2)}, {fmt_num(hi, 2)}]" if r["interval"] else " (no interval)"))
-        bounds = [f"{row.cell} {row.arm}" for row in used.itertuples() if row.bound]
+        bounds = [f"{row.cell} {row.arm}" for row in used.itertuples() if row.bounded]
         runs = chosen.merge(used[["cell", "arm"]], on=["cell", "arm"])["run"]  # the runs arm_table averaged
         t.add({"metric": SETTLE_METRICS.get(metric, metric), "rho": r["rho"], "interval_lo": lo,
                "interval_hi": hi, "rho_display": display, "n": r["n"], "n_cells": used["cell"].nunique(),
