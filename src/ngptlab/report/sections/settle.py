@@ -41,6 +41,7 @@ from ngptlab.speedup.equivalence import CLAIMS
 from ngptlab.speedup.factorial import CODING
 from ngptlab.speedup.inference import RESOLVE_RATIO, SIZE_KEYS
 from ngptlab.speedup.reading import ACCOUNT, PREDICTED
+from ngptlab.speedup.rivals import clause as confound_clause
 from ngptlab.speedup.rivals import rule as confound_rule
 from ngptlab.stats import rank_correlation
 
@@ -442,19 +443,17 @@ def factorial_table(results: Results) -> Table:
 
 
 def confound_text(doc: dict) -> str:
-    """Whether the effective learning rate confounds the primary effect (the speed-up file's rivals): its
-    ratio of angular rates with the interval it rests on, or why it is not known."""
+    """Whether the effective learning rate confounds the primary effect: the speed-up file's verdict with the
+    interval it rests on (speedup/rivals.py), or why there is none."""
     rivals = doc.get("rivals")
     if rivals is None:
         return "not checked (a speed-up file without rivals: rerun the speedup stage)"
     c = rivals["primary"]
-    if c["confounded"] is None:
+    if c["note"] is not None:
         return f"not measured: {c['note']}"
-    d = c["log_difference"]
-    interval = (bracket([math.exp(x) for x in d["interval"]]) if d["interval"] else "(no interval)")
-    return (f"{'confounded' if c['confounded'] else 'not confounded'}: the arms it credits turn their "
-            f"weights x{fmt_num(c['ratio'])} {interval} as fast ({d['level']:.0%} {d['method']}, "
-            f"{c['n_seeds']} seed{'s' if c['n_seeds'] != 1 else ''})")
+    if "verdict" not in c:
+        return "not checked on its interval (an older speed-up file: rerun the speedup stage)"
+    return confound_clause(c)
 
 
 def primary_table(results: Results) -> Table:
