@@ -16,6 +16,7 @@ import pytest
 from scipy import stats
 from support import synthetic
 
+from ngptlab.models.placement import NGPT_CONDITIONING
 from ngptlab.report.command import render_report, write_report
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
@@ -201,6 +202,21 @@ def test_settle_it_shows_the_effective_learning_rate_and_the_rank_correlations(p
     assert float(row["interval_hi"]) == pytest.approx(math.tanh(math.atanh(rho) + half))
     md = (out / "report.md").read_text()
     assert "a correlation, not a cause" in md and "enters at its bound value" in md
+
+
+def test_ngpts_conditioning_has_one_word_in_every_table(paired):
+    """ngpt constrains no singular value; the 2x2 counts its conditioning fixed, and every table says so."""
+    root, _, _ = paired
+    tables = root / "reports" / "tables"
+    assert NGPT_CONDITIONING.startswith("counted fixed")
+    (settle_row,) = [r for r in read_csv(tables / "settle.csv") if r["arm"] == "ngpt"]
+    assert settle_row["conditioning"] == NGPT_CONDITIONING
+    (comparison,) = [r for r in read_csv(tables / "comparisons.csv") if r["arm"] == "ngpt"]
+    assert comparison["design"] == f"norms fixed, conditioning {NGPT_CONDITIONING}"
+    md = (root / "reports" / "report.md").read_text()
+    assert f"y_11 ngpt (conditioning {NGPT_CONDITIONING};" in md  # the factorial table's coding
+    assert "conditioning good" not in md and "observed good" not in md
+    assert f"conditioning {NGPT_CONDITIONING}" in md  # what was run: the arm's bullet
 
 
 def test_arms_planted_equal_are_not_called_different(paired):

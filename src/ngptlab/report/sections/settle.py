@@ -29,6 +29,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ngptlab.models.placement import NGPT_CONDITIONING
 from ngptlab.report.kit import plot, views
 from ngptlab.report.kit.across_cells import HOLM, primary_across_cells
 from ngptlab.report.kit.crossarm import Analysis
@@ -52,7 +53,7 @@ SETTLE_METRICS = {"eff_attn_head_condition_median": "κ attention, median over h
 COMPARISONS = (
     ("gpt-orth", "conditioning fixed, norms free"),
     ("gpt-rownorm", "norms fixed, conditioning free"),
-    ("ngpt", "norms fixed, conditioning good"),
+    ("ngpt", f"norms fixed, conditioning {NGPT_CONDITIONING}"),
 )
 # The rule of speed-up files without verdicts (an older speed-up stage), as compare_to_baseline applies it.
 OLD_RULE = ("'faster' and 'slower' only when the whole interval lies on one side of 1; a bound alone is "
