@@ -8,7 +8,7 @@ from pathlib import Path
 
 import ngptlab
 
-STAGES = ("prepare", "train", "condition", "evaluate", "speedup", "report", "plan", "bench")
+STAGES = ("prepare", "train", "condition", "evaluate", "speedup", "report", "plan", "bench", "design")
 SRC = Path(ngptlab.__file__).parent
 
 
@@ -51,6 +51,15 @@ def test_condition_and_speedup_do_not_import_each_other():
     graph = stage_imports()
     assert "speedup" not in graph["condition"]
     assert "condition" not in graph["speedup"]
+
+
+def test_the_speedup_documents_readers_import_speedup_and_it_none_of_them():
+    """The report, the design and evaluate read results/speedup/<cell>.json through speedup's own reader (and
+    the Holm adjustment across cells from it); none reaches into the report for it."""
+    graph = stage_imports()
+    assert not {"report", "design", "evaluate"} & graph["speedup"]
+    assert "report" not in graph["design"] and "report" not in graph["evaluate"]
+    assert {"speedup"} <= graph["report"] & graph["design"] & graph["evaluate"]
 
 
 def module_imports() -> dict[str, set[str]]:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ngptlab.report.kit.load import Results
 from ngptlab.report.sections import settle
+from ngptlab.speedup.document import SpeedupDocument
 
 CELL = "cpu-4l-ctx64"
 KAPPA = "eff_attn_head_condition_median"
@@ -22,7 +23,7 @@ def tracked(speedups: dict[str, dict]) -> tuple[Results, pd.DataFrame, pd.DataFr
     arms = list(speedups)
     doc = {"cell": CELL, "baseline": arms[0], "arms": {a: {"speedup": s, "per_seed": []}
                                                        for a, s in speedups.items()}}
-    results = Results(Path("."), {}, None, {}, {CELL: doc}, None)
+    results = Results(Path("."), {}, None, {}, {CELL: SpeedupDocument.from_dict(doc)}, None)
     arm_rows = pd.DataFrame([{"cell": CELL, "arm": a, KAPPA: 100.0 / (i + 1), "budget": 8192}
                              for i, a in enumerate(arms)])
     cross = pd.DataFrame([{"cell": CELL, "arm": a, "best_lr_for_budget": True, "budget": 8192,
