@@ -97,3 +97,13 @@ def test_no_import_circle_among_modules():
 
     for module in sorted(graph):
         visit(module, ())
+
+
+def test_settle_it_is_its_evidence_and_its_reading_in_two_modules():
+    """The evidence (speed-ups beside κ and the angular rate) knows no verdict; the reading places it."""
+    graph = module_imports()
+    evidence, reading = "ngptlab.report.sections.settle_evidence", "ngptlab.report.sections.settle"
+    verdicts = {f"ngptlab.speedup.{name}" for name in ("across_cells", "equivalence", "reading", "factorial",
+                                                         "effect_records", "inference")}
+    assert not graph[evidence] & (verdicts | {reading})
+    assert evidence in graph[reading]

@@ -1,4 +1,4 @@
-"""The settle-it section's tables on small documents built in memory: no grid is trained or rendered."""
+"""The settle-it section's evidence on small documents built in memory: no grid is trained or rendered."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from ngptlab.report.kit.load import Results
-from ngptlab.report.sections import settle
+from ngptlab.report.sections import settle_evidence
 from ngptlab.speedup.document import SpeedupDocument
 
 CELL = "cpu-4l-ctx64"
@@ -35,7 +35,7 @@ def test_the_tracking_table_lists_as_bounds_only_the_arms_whose_speedup_is_a_bou
     results, arm_rows, cross = tracked({"gpt": speedup(1.0), "gpt-rownorm": speedup(1.3),
                                         "gpt-orth": speedup(2.2), "gpt-lrm": speedup(1.1),
                                         "ngpt": speedup(4.0, ">")})
-    table = settle.tracking_table(results, arm_rows, cross)
+    table = settle_evidence.tracking_table(results, arm_rows, cross)
     row = dict(zip(table.columns, table.rows[0], strict=True))
     assert row["n"] == 5 and row["bounds"] == f"{CELL} ngpt"
 
@@ -43,5 +43,5 @@ def test_the_tracking_table_lists_as_bounds_only_the_arms_whose_speedup_is_a_bou
 def test_the_tracking_table_without_bounds_lists_none():
     results, arm_rows, cross = tracked({"gpt": speedup(1.0), "gpt-rownorm": speedup(1.3),
                                         "gpt-orth": speedup(2.2), "ngpt": speedup(3.0)})
-    table = settle.tracking_table(results, arm_rows, cross)
+    table = settle_evidence.tracking_table(results, arm_rows, cross)
     assert dict(zip(table.columns, table.rows[0], strict=True))["bounds"] is None
