@@ -2,12 +2,13 @@
 (speedup/document.py), and of what the speed-up rests on: the targets, the runs and the sweeps' edges.
 
   Speedup        a speed-up over the baseline: a number or a bound, its interval, verdict and seeds needed
-  SeedSpeedup    one seed's speed-up, tokens to the target and the runs behind it (BestRun)
+  SeedSpeedup    one seed's speed-up, tokens to the target and the runs behind it (BudgetRun)
   ArmEntry       an arm's speed-up, per seed, within-run and between learning rates (Interpolated, Minimum)
-  Target         the baseline's loss a seed's speed-ups are measured against (from its TargetRun)
+  Target         the baseline's loss a seed's speed-ups are measured against (from its BudgetRun)
   RunEntry       one run of the cell, and whether it entered the speed-up (its arm's best lr there)
   TuningEdge     whether an arm's best learning rate sat at an edge of its sweep
-number, interval_of and seeds_needed_of read the file's numbers, intervals and seed counts for every record;
+number, estimate_of, interval_of and seeds_needed_of read the file's numbers, a number or bound (Estimate),
+intervals and seed counts for every record;
 seed_counts gives a record's seed counts under every one of SIZE_KEYS.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ngptlab.results import read_float
+from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.inference import SIZE_KEYS
 
 Interval = tuple[float, float]
@@ -25,6 +27,11 @@ Interval = tuple[float, float]
 def number(x: float | str | None) -> float | None:
     """A number of the file: None stays None, "inf" is inf (ngptlab.results' encoding)."""
     return None if x is None else float(x)
+
+
+def estimate_of(d: Mapping) -> Estimate:
+    """{value, bound} as an Estimate, its value a number (as `number` reads it)."""
+    return Estimate(number(d.get("value")), d.get("bound"))
 
 
 def interval_of(x: list | None) -> Interval | None:
@@ -83,8 +90,8 @@ class Speedup:
 
 
 @dataclass(frozen=True)
-class BestRun:
-    """The run at the chosen learning rate at one budget, as a seed's speed-up used it."""
+class BudgetRun:
+    """The run at the chosen learning rate at one budget, as a seed's speed-up or target used it."""
 
     budget: int
     lr: float
@@ -92,7 +99,7 @@ class BestRun:
     run: str
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> BestRun:
+    def from_dict(cls, d: Mapping) -> BudgetRun:
         return cls(d["budget"], d["lr"], number(d.get("loss")), d["run"])
 
 
@@ -102,14 +109,14 @@ class SeedSpeedup:
 
     seed: int
     speedup: Speedup
-    tokens_to_target: Speedup
-    best: tuple[BestRun, ...] = ()
+    tokens_to_target: Estimate
+    best: tuple[BudgetRun, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping) -> SeedSpeedup:
         return cls(d["seed"], Speedup.from_dict(d["speedup"]),
-                   Speedup.from_dict(d.get("tokens_to_target") or {}),
-                   tuple(BestRun.from_dict(b) for b in d.get("best") or ()))
+                   estimate_of(d.get("tokens_to_target") or {}),
+                   tuple(BudgetRun.from_dict(b) for b in d.get("best") or ()))
 
 
 @dataclass(frozen=True)
@@ -172,18 +179,6 @@ class ArmEntry:
 
 
 @dataclass(frozen=True)
-class TargetRun:
-    budget: int
-    lr: float
-    loss: float | None
-    run: str
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> TargetRun:
-        return cls(d["budget"], d["lr"], number(d.get("loss")), d["run"])
-
-
-@dataclass(frozen=True)
 class Target:
     """A seed's target: the baseline's loss at the reference budget (the setting as written, and in tokens),
     from its runs there (interpolated between two budgets along the law); measurable, the speed-ups the
@@ -195,14 +190,14 @@ class Target:
     reference_budget: int
     interpolated: bool
     loss: float
-    runs: tuple[TargetRun, ...]
+    runs: tuple[BudgetRun, ...]
     measurable: Interval
     note: str | None
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Target:
         return cls(d["seed"], d["arm"], str(d["reference"]), d["reference_budget"], bool(d["interpolated"]),
-                   read_float(d["loss"]), tuple(TargetRun.from_dict(r) for r in d["runs"]),
+                   read_float(d["loss"]), tuple(BudgetRun.from_dict(r) for r in d["runs"]),
                    interval_of(d["measurable"]), d.get("note"))
 
 
