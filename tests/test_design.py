@@ -192,6 +192,20 @@ def test_a_bad_design_assignment_is_refused_in_one_line(assignment, message):
         with_design(small_params(protocol=False), [assignment], "params.yaml")
 
 
+def test_design_command_reads_a_list_of_baselines_by_its_primary(tmp_path, capsys):
+    params = small_params(protocol=False)
+    params["train"]["arms"] = [*ARMS, "gpt-qknorm"]
+    params["train"]["learning_rates"]["cpu-4l"]["gpt-qknorm"] = [1e-3, 2e-3, 4e-3]
+    params["speedup"]["baseline"] = ["gpt", "gpt-qknorm"]
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    # the planted optimum: the geometric centre of the primary baseline's sweep, as with one baseline
+    assert loss_model(params).lr_optimum == pytest.approx(2e-3)
+    assert main(["design", "--params", str(params_file), "--worlds", "1", "--jobs", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["worlds"] == 1 and doc["model"]["lr_optimum"] == pytest.approx(2e-3)
+
+
 def test_the_estimand_is_what_a_noise_free_world_estimates_and_its_gap_is_the_policys():
     """Without learning-rate drift the noise-free world estimates the planted law's ln S (up to the
     interpolation between budgets); with drift under a per-trunk choice the chosen learning rate costs ngpt

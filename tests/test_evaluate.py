@@ -50,6 +50,7 @@ from ngptlab.models import build_seeded
 from ngptlab.models.scales import shape_from_dict
 from ngptlab.prepare.tokenizer import EOT_TOKEN as GPT2_EOT
 from ngptlab.prepare.tokenizer import VOCAB_SIZE as GPT2_VOCAB
+from ngptlab.speedup.document import SpeedupDocument
 
 torch.set_num_threads(1)
 VOCAB, CONTEXT = 256, 64
@@ -265,12 +266,12 @@ def test_select_runs_takes_the_speedups_best_runs_and_names_holes():
 
     speedup = {"runs": [run("gpt", 40, 1e-3, False), run("gpt", 40, 2e-3, True), run("gpt", 10, 1e-3, True),
                         run("ngpt", 40, 1e-3, False, "diverged"), run("ngpt", 10, 2e-3, True)]}
-    selected, holes = select_runs(params, "s-ctx64", speedup)
-    assert [r["run"] for r in selected] == ["s-ctx64-gpt-t40-lr0.002-s0"]
+    selected, holes = select_runs(params, "s-ctx64", SpeedupDocument.from_dict(speedup))
+    assert [r.run for r in selected] == ["s-ctx64-gpt-t40-lr0.002-s0"]
     assert holes == [{"arm": "ngpt", "budget": 40, "seed": 0, "reason": "no completed run at this budget"}]
     params["evaluate"]["budgets"] = "all"
-    selected, holes = select_runs(params, "s-ctx64", speedup)
-    assert [r["run"] for r in selected] == ["s-ctx64-gpt-t10-lr0.001-s0", "s-ctx64-gpt-t40-lr0.002-s0",
+    selected, holes = select_runs(params, "s-ctx64", SpeedupDocument.from_dict(speedup))
+    assert [r.run for r in selected] == ["s-ctx64-gpt-t10-lr0.001-s0", "s-ctx64-gpt-t40-lr0.002-s0",
                                             "s-ctx64-ngpt-t10-lr0.002-s0"]
     assert len(holes) == 1
 

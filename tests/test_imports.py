@@ -8,7 +8,7 @@ from pathlib import Path
 
 import ngptlab
 
-STAGES = ("prepare", "train", "condition", "evaluate", "speedup", "report", "plan", "bench",
+STAGES = ("prepare", "train", "condition", "evaluate", "speedup", "report", "plan", "bench", "design",
           "observe")  # observe: no stage, but what train and condition share, below both
 SRC = Path(ngptlab.__file__).parent
 
@@ -61,6 +61,15 @@ def test_train_stands_below_condition_and_both_on_observe():
     assert graph["observe"] == set()  # no stage below it
 
 
+def test_the_speedup_documents_readers_import_speedup_and_it_none_of_them():
+    """The report, the design and evaluate read results/speedup/<cell>.json through speedup's own reader (and
+    the Holm adjustment across cells from it); none reaches into the report for it."""
+    graph = stage_imports()
+    assert not {"report", "design", "evaluate"} & graph["speedup"]
+    assert "report" not in graph["design"] and "report" not in graph["evaluate"]
+    assert {"speedup"} <= graph["report"] & graph["design"] & graph["evaluate"]
+
+
 def module_imports() -> dict[str, set[str]]:
     """For every module of the package (dotted name), the modules of the package it imports, anywhere in
     its body: `from ngptlab.a import b` imports ngptlab.a.b where that is a module, else ngptlab.a."""
@@ -96,3 +105,13 @@ def test_no_import_circle_among_modules():
 
     for module in sorted(graph):
         visit(module, ())
+
+
+def test_settle_it_is_its_evidence_and_its_reading_in_two_modules():
+    """The evidence (speed-ups beside κ and the angular rate) knows no verdict; the reading places it."""
+    graph = module_imports()
+    evidence, reading = "ngptlab.report.sections.settle_evidence", "ngptlab.report.sections.settle"
+    verdicts = {f"ngptlab.speedup.{name}" for name in ("across_cells", "equivalence", "reading", "factorial",
+                                                         "effect_records", "inference")}
+    assert not graph[evidence] & (verdicts | {reading})
+    assert evidence in graph[reading]

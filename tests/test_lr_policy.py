@@ -26,6 +26,7 @@ from ngptlab.plan.seeds import proposed_seeds
 from ngptlab.report.sections.speedup import tuned_text
 from ngptlab.results import RunResult
 from ngptlab.speedup.cell import analyse_cell
+from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.estimator import estimate_cell, seed_speedup
 
 LRS = [1e-3, 2e-3, 4e-3, 8e-3]
@@ -223,7 +224,7 @@ def test_a_best_at_the_top_of_a_pruned_window_reads_top_and_the_pruning_keeps_th
     assert {(e["edge"], e["pruned"], tuple(e["sweep"])) for e in at_big} == {("top", True, (2e-3, 4e-3))}
     assert not any(e["pruned"] for e in doc["tuning"]["edges"] if e["budget"] < big)
     assert doc["tuning"]["tuned"] == {"gpt": False, "ngpt": False}
-    assert "top of its pruned window at 262,144" in tuned_text(doc, "ngpt")
+    assert "top of its pruned window at 262,144" in tuned_text(SpeedupDocument.from_dict(doc), "ngpt")
     assert all(c["lr"] in (2e-3, 4e-3) for c in doc["lr_policy"]["chosen"] if c["budget"] == big)
 
 

@@ -33,6 +33,7 @@ from ngptlab.report.kit.render import inline_html
 from ngptlab.report.kit.table import fmt_num
 from ngptlab.report.sections.settle import compare_to_baseline
 from ngptlab.results import train_dir
+from ngptlab.speedup.arm_records import Speedup
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
@@ -227,19 +228,20 @@ def test_verdict_is_drawn_only_from_resolved_comparisons(complete):
 
 
 def test_compare_to_baseline_needs_the_whole_interval_on_one_side():
-    assert compare_to_baseline({"value": 2.0, "bound": None, "interval": [1.5, 2.5]}) == "faster"
-    assert compare_to_baseline({"value": 0.5, "bound": None, "interval": [0.4, 0.6]}) == "slower"
+    def verdict(value, bound=None, interval=None):
+        return compare_to_baseline(Speedup(value, bound, interval=interval))
+
+    assert verdict(2.0, interval=(1.5, 2.5)) == "faster"
+    assert verdict(0.5, interval=(0.4, 0.6)) == "slower"
     unresolved = "not distinguishable from 1"
-    assert compare_to_baseline({"value": 1.2, "bound": None, "interval": [0.9, 1.5]}) == unresolved
+    assert verdict(1.2, interval=(0.9, 1.5)) == unresolved
     # a bound alone is never a verdict, whichever side of 1 it lies
     for value, bound in [(3.0, ">"), (4.0, "<"), (0.8, "<"), (1.0, "<"), (1.0, ">"), (0.5, ">")]:
-        entry = {"value": value, "bound": bound, "interval": None}
-        assert compare_to_baseline(entry) == "not resolved (a bound)"
-    assert compare_to_baseline({"value": 1.0, "bound": None, "interval": [1.0, 1.3]}) == unresolved
-    assert compare_to_baseline({"value": 0.9, "bound": None, "interval": [0.7, 1.0]}) == unresolved
-    one_seed = compare_to_baseline({"value": 2.0, "bound": None, "interval": None})
-    assert one_seed == "not resolved (one seed: no interval)"
-    assert compare_to_baseline({"value": None, "bound": None}) == "no estimate"
+        assert verdict(value, bound) == "not resolved (a bound)"
+    assert verdict(1.0, interval=(1.0, 1.3)) == unresolved
+    assert verdict(0.9, interval=(0.7, 1.0)) == unresolved
+    assert verdict(2.0) == "not resolved (one seed: no interval)"
+    assert verdict(None) == "no estimate"
 
 
 def test_provenance_traces_every_number_to_runs_and_hashes(complete_render):

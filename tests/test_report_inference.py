@@ -16,6 +16,7 @@ import pytest
 from scipy import stats
 from support import synthetic
 
+from ngptlab.models.placement import NGPT_CONDITIONING
 from ngptlab.report.command import render_report, write_report
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
@@ -166,9 +167,11 @@ def test_settle_it_has_the_paired_contrasts_with_intervals_and_seeds_needed(pair
     # gpt-orth planted as fast as nGPT, gpt-rownorm at 1.3x: the conditioning effect clears the margin
     assert doc["reading"]["primary"] == "conditioning"
     consistent = "consistent with the account that conditioning explains nGPT's speed-up"
-    # ngpt planted turning its weights 3x faster than the rest: the effect's ratio of rates is sqrt(3)
-    assert doc["reading"]["reading"] == (f"{consistent}; confounded by the effective learning rate (the arms "
-                                         "it credits rotate their weights x1.7 faster)")
+    # ngpt planted turning its weights 3x faster than the rest, at every seed alike: the effect's ratio of
+    # rates is sqrt(3), its interval of no width, wholly beyond the margin
+    assert doc["reading"]["reading"] == (
+        f"{consistent}; confounded by the effective learning rate: the arms it credits turn their weights "
+        "x1.73 [1.73, 1.73] as fast as those it debits (95% paired t on ln angular rate over seeds, 3 seeds)")
     assert f"so {doc['reading']['reading']}" in verdict  # the report's words are the JSON's
     assert "(95% paired t on ln S over seeds, 3 seeds)" in verdict
     assert "Seeds to resolve a x1.5 difference at the seed noise measured: gpt-orth vs ngpt" in verdict
@@ -183,9 +186,9 @@ def test_settle_it_shows_the_effective_learning_rate_and_the_rank_correlations(p
         assert float(row["angular_rate"]) == pytest.approx(rivals["arms"][row["arm"]]["angular_rate"])
     primary = read_csv(out / "tables" / "primary.csv")[0]
     assert rivals["primary"]["ratio"] == pytest.approx(math.sqrt(3))
-    assert primary["confounded"] == "true" and primary["confound"].startswith(
-        "confounded: the arms it credits turn their weights x1.73 [1.73, 1.73] as fast (95% paired t on ln "
-        "angular rate over seeds, 3 seeds)")
+    assert primary["confounded"] == "true" and primary["confound"] == doc["reading"]["effective_lr_clause"]
+    assert primary["confound"].startswith("confounded by the effective learning rate: the arms it credits "
+                                          "turn their weights x1.73 [1.73, 1.73]")
     # Spearman over the cell's four arms of ln S with ln angular rate, by an independent computation
     tracking = {r["metric"]: r for r in read_csv(out / "tables" / "tracking.csv")}
     arms = list(rivals["arms"])
@@ -199,6 +202,21 @@ def test_settle_it_shows_the_effective_learning_rate_and_the_rank_correlations(p
     assert float(row["interval_hi"]) == pytest.approx(math.tanh(math.atanh(rho) + half))
     md = (out / "report.md").read_text()
     assert "a correlation, not a cause" in md and "enters at its bound value" in md
+
+
+def test_ngpts_conditioning_has_one_word_in_every_table(paired):
+    """ngpt constrains no singular value; the 2x2 counts its conditioning fixed, and every table says so."""
+    root, _, _ = paired
+    tables = root / "reports" / "tables"
+    assert NGPT_CONDITIONING.startswith("counted fixed")
+    (settle_row,) = [r for r in read_csv(tables / "settle.csv") if r["arm"] == "ngpt"]
+    assert settle_row["conditioning"] == NGPT_CONDITIONING
+    (comparison,) = [r for r in read_csv(tables / "comparisons.csv") if r["arm"] == "ngpt"]
+    assert comparison["design"] == f"norms fixed, conditioning {NGPT_CONDITIONING}"
+    md = (root / "reports" / "report.md").read_text()
+    assert f"y_11 ngpt (conditioning {NGPT_CONDITIONING};" in md  # the factorial table's coding
+    assert "conditioning good" not in md and "observed good" not in md
+    assert f"conditioning {NGPT_CONDITIONING}" in md  # what was run: the arm's bullet
 
 
 def test_arms_planted_equal_are_not_called_different(paired):
@@ -238,11 +256,14 @@ def test_one_seed_says_no_interval_and_seeds_needed_not_measured(one_seed):
         assert row["interval_lo"] == "" and row["verdict"] == "not resolved (no interval)"
         assert row["seeds_needed_text"] == "not measured (one seed)"
     verdict = md.split("**What the data show.**")[1].split("\n")[0]
-    # one seed: the effect without an interval, and no reading of the account; ngpt's planted 3x faster
-    # turning still shows, from the one seed's rates
+    # one seed: the effect without an interval, and no reading of the account; nor of the confound, though
+    # the one seed's rates put ngpt's planted 3x faster turning far beyond the margin
     assert "(no interval: 95% paired t on ln S over seeds, 1 seed): not resolved (no interval), so not " \
-        "resolved; confounded by the effective learning rate (the arms it credits rotate their weights " \
-        "x1.7 faster)." in verdict and "consistent with" not in verdict
+        "resolved; not resolved (one seed) whether the effective learning rate confounds it: the arms it " \
+        "credits turn their weights x1.73 as fast as those it debits (95% paired t on ln angular rate over " \
+        "seeds, 1 seed: no interval)." in verdict and "consistent with" not in verdict
+    (primary,) = read_csv(out / "tables" / "primary.csv")
+    assert primary["confounded"] == "" and primary["confound"].startswith("not resolved (one seed) whether")
     assert "Seeds to resolve a x1.5 difference: not measured (one seed: the seed noise is unmeasured)" \
         in verdict
     flags = {r["flag"] for r in read_csv(out / "tables" / "speedup_interpolated.csv")}

@@ -3,17 +3,18 @@ runs read from the speed-up stage's file as its own function chooses them."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import matplotlib.colors as mcolors
 import pytest
 from support import synthetic
 
+from ngptlab import layout
 from ngptlab.report.kit import plot, views
 from ngptlab.report.kit.load import load_results
 from ngptlab.report.kit.table import fmt_short
 from ngptlab.settings import allowed_arms
+from ngptlab.speedup.document import SpeedupDocument
 
 
 def test_every_arm_has_its_own_colour_and_marker_and_none_is_grey():
@@ -56,7 +57,7 @@ def test_best_runs_are_the_speedup_files_choice_and_its_functions(tree):
     results = load_results(params, root)
     for cell, doc in results.speedups.items():
         from_file = views.best_runs(results, cell)
-        marked = sorted(e["run"] for e in doc["runs"] if e["best_lr_for_budget"])
+        marked = sorted(e.run for e in doc.runs if e.best_lr_for_budget)
         assert sorted(r.name for per in from_file.values() for r in per.values()) == marked
         computed = views.best_of(results, results.compared_runs(cell))
         # The same runs, in the same order (a mean over seeds sums in it).
@@ -68,13 +69,13 @@ def test_best_runs_follow_the_file_not_a_recomputation(tree):
     root, params = tree
     results = load_results(params, root)
     cell = results.cells[0]
-    doc = copy.deepcopy(results.speedups[cell])
+    doc = json.loads((root / layout.speedup_file(cell)).read_text())
     entry = next(e for e in doc["runs"] if e["arm"] == "gpt" and e["budget"] == 16384 and e["seed"] == 0
                  and not e["best_lr_for_budget"] and e["status"] == "completed")
     for e in doc["runs"]:
         if (e["arm"], e["budget"], e["seed"]) == ("gpt", 16384, 0):
             e["best_lr_for_budget"] = e["run"] == entry["run"]
-    results.speedups[cell] = json.loads(json.dumps(doc))
+    results.speedups[cell] = SpeedupDocument.from_dict(doc)
     assert views.best_runs(results, cell)[("gpt", 0)][16384].name == entry["run"]
     results.speedups[cell] = None  # no speed-up file yet (a cell still running): the stage's function
     assert views.best_runs(results, cell)[("gpt", 0)][16384].name != entry["run"]

@@ -17,7 +17,7 @@ from ngptlab.layout import REPO_ROOT
 from ngptlab.results import RunResult
 from ngptlab.speedup.cell import analyse_cell
 from ngptlab.speedup.reading import CONSISTENT
-from ngptlab.speedup.rivals import HEADS, NO_RATE, angular_rate, kappa
+from ngptlab.speedup.rivals import HEADS, LEADS, METHOD, NO_RATE, angular_rate, clause, kappa, log_difference
 from ngptlab.stats import rank_correlation
 
 BUDGETS = [8192, 16384, 32768]
@@ -112,12 +112,15 @@ def test_arms_rotating_faster_where_conditioning_is_fixed_confound_the_condition
     primary = rivals["primary"]
     assert primary["effect"] == "conditioning" and primary["n_seeds"] == 3
     assert primary["log_difference"]["mean"] == pytest.approx(math.log(1.5), abs=0.06)
-    assert primary["confounded"] is True and primary["note"] is None
-    assert reading["confounded_by_effective_lr"] is True
-    ratio = primary["ratio"]
-    assert reading["reading"] == (f"{CONSISTENT}; confounded by the effective learning rate (the arms it "
-                                  f"credits rotate their weights x{ratio:.2g} faster)")
-    assert "x1.5 faster" in reading["reading"]
+    assert primary["verdict"] == "confounded" and primary["note"] is None
+    assert primary["confounded"] is True and reading["confounded_by_effective_lr"] is True
+    assert primary["log_difference"]["interval"][0] > math.log(1.25)  # wholly above the margin
+    assert primary["interval"] == pytest.approx([math.exp(x) for x in primary["log_difference"]["interval"]])
+    (lo, hi), ratio = primary["interval"], primary["ratio"]
+    words = (f"confounded by the effective learning rate: the arms it credits turn their weights "
+             f"x{ratio:.3g} [{lo:.3g}, {hi:.3g}] as fast as those it debits (95% paired t on ln angular "
+             "rate over seeds, 3 seeds)")
+    assert reading["effective_lr_clause"] == words and reading["reading"] == f"{CONSISTENT}; {words}"
     by_pair = {(c["a"], c["b"]): c for c in rivals["contrasts"]}
     assert by_pair[("gpt-orth", "gpt-rownorm")]["confounded"] is True
     assert by_pair[("gpt-orth", "ngpt")]["confounded"] is False
@@ -125,12 +128,35 @@ def test_arms_rotating_faster_where_conditioning_is_fixed_confound_the_condition
     assert "x1.25" in rivals["rule"]
 
 
-def test_equal_rates_do_not_confound_and_leave_the_words_unchanged(equal):
+def test_equal_rates_are_not_confounded_on_an_interval_inside_the_margin(equal):
     primary = equal["rivals"]["primary"]
-    assert primary["confounded"] is False and abs(primary["log_difference"]["mean"]) < math.log(1.25)
-    assert equal["reading"]["confounded_by_effective_lr"] is False
-    assert equal["reading"]["reading"] == CONSISTENT
+    lo, hi = primary["log_difference"]["interval"]
+    assert -math.log(1.25) < lo and hi < math.log(1.25)
+    assert primary["verdict"] == "not confounded" and primary["confounded"] is False
+    reading = equal["reading"]
+    assert reading["confounded_by_effective_lr"] is False
+    assert reading["effective_lr_clause"].startswith(
+        f"not confounded by the effective learning rate: the arms it credits turn their weights "
+        f"x{primary['ratio']:.3g} [")
+    assert reading["reading"] == f"{CONSISTENT}; {reading['effective_lr_clause']}"
     assert all(c["confounded"] is False for c in equal["rivals"]["contrasts"])
+
+
+@pytest.mark.parametrize("values, verdict", [
+    ([math.log(3.0)], "not resolved (one seed)"),  # far beyond the margin, but one seed has no interval
+    ([0.9, 0.1, 0.5], "not resolved"),  # mean 0.5 beyond ln 1.25, the interval across both edges
+    ([0.5, 0.52, 0.54], "confounded"),  # wholly above ln 1.25
+    ([-0.5, -0.52, -0.54], "confounded"),  # wholly below -ln 1.25: the credited arms turn slower
+    ([0.05, -0.02, 0.01], "not confounded"),  # wholly inside
+])
+def test_the_confound_rests_on_its_interval_against_the_margin(values, verdict):
+    got = log_difference(values, 1.25, 0.95)
+    assert got["verdict"] == verdict
+    assert got["confounded"] is {"confounded": True, "not confounded": False}.get(verdict)
+    assert got["log_difference"]["level"] == 0.95 and got["log_difference"]["method"] == METHOD
+    words = clause(got)
+    assert words.startswith(LEADS[verdict]) and "95% paired t on ln angular rate over seeds" in words
+    assert words.endswith("1 seed: no interval)" if len(values) == 1 else "3 seeds)")
 
 
 def test_the_effects_log_rate_difference_is_the_textbook_weighted_sum_with_its_paired_t_interval(confounded):
@@ -161,10 +187,11 @@ def test_runs_without_observations_give_null_with_a_note():
     assert rivals["note"] == NO_RATE
     assert all(a["angular_rate"] is None and a["n_seeds"] == 0 for a in rivals["arms"].values())
     assert rivals["primary"]["confounded"] is None and NO_RATE in rivals["primary"]["note"]
+    assert rivals["primary"]["verdict"] is None and clause(rivals["primary"]) is None
     assert rivals["primary"]["log_difference"]["interval"] is None
     assert all(c["confounded"] is None for c in rivals["contrasts"])
     assert doc["reading"]["confounded_by_effective_lr"] is None
-    assert doc["reading"]["reading"] == CONSISTENT
+    assert doc["reading"]["effective_lr_clause"] is None and doc["reading"]["reading"] == CONSISTENT
 
 
 def test_the_rank_correlation_and_its_fisher_z_interval_match_an_independent_computation():

@@ -27,8 +27,8 @@ same law at the evaluation points before T plus an anneal offset g (1 - t / T) (
 mid-schedule loss sits above what the annealed run reaches at that token count.
 
 Every parameter is the params file's `design:` section (config/schema.yaml, defaults there); lr_optimum null
-is the geometric centre of the baseline's sweep and lr_reference_tokens null the geometric mean of the
-smallest and largest budget, so the optimum starts inside the sweep and drifts through it.
+is the geometric centre of the (primary) baseline's sweep and lr_reference_tokens null the geometric mean of
+the smallest and largest budget, so the optimum starts inside the sweep and drifts through it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ngptlab.settings import setting
+from ngptlab.settings import baselines, setting
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def loss_model(params: dict, overrides: dict | None = None) -> LossModel:
     values = {key: setting(design, f"design.{key}") for key in DESIGN_KEYS}
     train = params["train"]
     if values["lr_optimum"] is None:
-        baseline = params["speedup"]["baseline"]
+        baseline = baselines(params["speedup"])[0]  # the primary's: the one every speed-up is read against
         sweeps = [lr for scale in train["scales"] for lr in _sweep(train["learning_rates"][scale][baseline])]
         values["lr_optimum"] = math.exp((math.log(min(sweeps)) + math.log(max(sweeps))) / 2)
     if values["lr_reference_tokens"] is None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ngptlab.design.loss_model import LossModel
 from ngptlab.errors import ResultsError
-from ngptlab.results import read_json
+from ngptlab.speedup.document import read_document
 
 
 def pooled_log_variance(root: str | Path) -> tuple[float, int]:
@@ -24,12 +24,12 @@ def pooled_log_variance(root: str | Path) -> tuple[float, int]:
     paths = sorted((Path(root) / "results" / "speedup").glob("*.json"))
     weighted, df_total = 0.0, 0
     for path in paths:
-        doc = read_json(path, "speed-up")
-        for arm, entry in doc.get("arms", {}).items():
-            log = entry["speedup"]["log"]
-            if arm != doc["baseline"] and log is not None and log["sd"] is not None:
-                weighted += log["df"] * log["sd"] ** 2
-                df_total += log["df"]
+        doc = read_document(path)
+        for arm, entry in doc.arms.items():
+            s = entry.speedup
+            if arm != doc.baseline and s.log_sd is not None:
+                weighted += s.log_df * s.log_sd**2
+                df_total += s.log_df
     if df_total == 0:
         raise ResultsError(f"{root}/results/speedup: no speed-up with an sd over seeds to measure the noise "
                            "from")

@@ -11,47 +11,41 @@ from __future__ import annotations
 import math
 
 from ngptlab.design.truths import Truth
+from ngptlab.speedup.arm_records import Interval
+from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.equivalence import held_claim
 
 
-def _logged(interval: list[float] | None) -> list[float] | None:
+def _logged(interval: Interval | None) -> list[float] | None:
     return None if interval is None else [math.log(x) for x in interval]
 
 
-def _log_mean(speedup: dict) -> float | None:
-    return None if speedup["log"] is None else speedup["log"]["mean"]
-
-
-def cell_outcome(doc: dict, truth: Truth, holm_reading: str | None = None) -> dict:
+def cell_outcome(doc: SpeedupDocument, truth: Truth, holm_reading: str | None = None) -> dict:
     """{reading, claim, holm_reading, estimates {name: {estimate, interval, planted}}} of one cell's
     document; names: "primary", "arm <arm>", "effect <name>", "contrast <label>"."""
-    reading = doc["reading"]
-    planted = {arm: math.log(truth.speedup(arm)) for arm in doc["arms_order"]}
-    estimates = {"primary": {"estimate": (reading["estimate"] or {}).get("ln"),
-                             "interval": reading["log_interval"],
-                             "planted": truth.effect(reading["primary"])}}
-    for arm, entry in doc["arms"].items():
-        if arm != doc["baseline"]:
-            estimates[f"arm {arm}"] = {"estimate": _log_mean(entry["speedup"]),
-                                       "interval": _logged(entry["speedup"]["interval"]),
-                                       "planted": planted[arm]}
-    for name, effect in ((doc["factorial"] or {}).get("effects") or {}).items():
-        estimates[f"effect {name}"] = {"estimate": effect["estimate"]["ln"],
-                                       "interval": effect["log_interval"],
+    reading = doc.reading
+    planted = {arm: math.log(truth.speedup(arm)) for arm in doc.arms_order}
+    estimates = {"primary": {"estimate": reading.effect.log_estimate, "interval": reading.effect.log_interval,
+                             "planted": truth.effect(reading.primary)}}
+    for arm, entry in doc.arms.items():
+        if arm != doc.baseline:
+            estimates[f"arm {arm}"] = {"estimate": entry.speedup.log_mean,
+                                       "interval": _logged(entry.speedup.interval), "planted": planted[arm]}
+    for name, effect in (doc.factorial.effects if doc.factorial else {}).items():
+        estimates[f"effect {name}"] = {"estimate": effect.log_estimate, "interval": effect.log_interval,
                                        "planted": truth.effect(name)}
-    for contrast in doc["contrasts"]:
-        estimates[f"contrast {contrast['label']}"] = {
-            "estimate": contrast["difference_log"]["mean"],
-            "interval": contrast["difference_log"]["interval"],
-            "planted": planted[contrast["a"]] - planted[contrast["b"]]}
-    return {"reading": reading["reading"], "claim": held_claim(reading["p_values"], reading["level"]),
+    for contrast in doc.contrasts:
+        estimates[f"contrast {contrast.label}"] = {"estimate": contrast.log_mean,
+                                                   "interval": contrast.log_interval,
+                                                   "planted": planted[contrast.a] - planted[contrast.b]}
+    return {"reading": reading.words, "claim": held_claim(reading.effect.p_values, reading.effect.level),
             "holm_reading": holm_reading, "estimates": estimates}
 
 
 def world_outcome(analysed: dict, truth: Truth) -> dict[str, dict]:
     """{cell: cell_outcome} of one analysed world (design/protocol.py analysed_world)."""
-    holm = {row["cell"]: row["holm_reading"] for row in analysed["across"] or []}
-    return {cell: cell_outcome(doc, truth, holm.get(cell)) for cell, doc in analysed["cells"].items()}
+    holm = {row.cell: row.holm_reading for row in analysed["across"] or []}
+    return {cell: cell_outcome(doc, truth, holm.get(cell)) for cell, doc in analysed["documents"].items()}
 
 
 def with_estimand(outcomes: list[dict[str, dict]], noise_free: dict[str, dict]) -> None:

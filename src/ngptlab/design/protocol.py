@@ -5,24 +5,23 @@ order the project runs them: the pruning of the sweeps (ngptlab.plan.prune.propo
 seeds (ngptlab.plan.seeds.proposed_seeds), each reading the world's results and its entries merged into an
 in-memory copy of the params as `ngptlab plan` merges them into the file (ngptlab.plan.edit.merge_entries);
 the grid grows, and its new runs get planted losses when the estimate asks for them. Finally every cell's
-document from ngptlab.speedup.cell.analyse_cell, and with several cells the report's Holm adjustment of the
-primary effect across them (ngptlab.report.kit.across_cells).
+document from ngptlab.speedup.cell.analyse_cell, and with several cells the Holm adjustment of the primary
+effect across them (ngptlab.speedup.across_cells), as the report makes it.
 """
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells
 from ngptlab.plan.edit import merge_entries
 from ngptlab.plan.prune import proposed_prunes
 from ngptlab.plan.seeds import ENTRY_KEY, proposed_seeds
-from ngptlab.report.kit.across_cells import primary_across_cells
-from ngptlab.report.kit.load import Results
 from ngptlab.settings import setting
+from ngptlab.speedup.across_cells import primary_across_cells
 from ngptlab.speedup.cell import analyse_cell
+from ngptlab.speedup.document import SpeedupDocument
 
 
 def played_protocol(params: dict, world: World) -> tuple[dict, dict]:
@@ -43,14 +42,12 @@ def played_protocol(params: dict, world: World) -> tuple[dict, dict]:
 
 
 def analysed_world(params: dict, world: World) -> dict:
-    """{params (grown), decisions, cells {cell: analyse_cell's document}, across [primary_across_cells rows]
-    | None (one cell: no family to adjust)}."""
+    """{params (grown), decisions, cells {cell: analyse_cell's document}, documents {cell: the same as a
+    SpeedupDocument}, across [primary_across_cells rows] | None (one cell: no family to adjust)}."""
     grown, decisions = played_protocol(params, world)
     runs = compared_runs(grown)
     cells = {cell: analyse_cell(grown, cell, [world.result_of(s) for s in runs if s.cell == cell])
              for cell in enumerate_cells(grown)}
-    across = None
-    if len(cells) > 1:
-        across = primary_across_cells(Results(root=Path("."), params=grown, params_path=None, runs={},
-                                              speedups=cells, meta=None))
-    return {"params": grown, "decisions": decisions, "cells": cells, "across": across}
+    documents = {cell: SpeedupDocument.from_dict(doc) for cell, doc in cells.items()}
+    across = primary_across_cells(documents) if len(cells) > 1 else None
+    return {"params": grown, "decisions": decisions, "cells": cells, "documents": documents, "across": across}

@@ -43,8 +43,10 @@ from ngptlab.evaluate.harness import evaluate_model, ready_tasks
 from ngptlab.evaluate.selection import select_runs
 from ngptlab.grid.enumeration import enumerate_cells
 from ngptlab.jobclock import job_clock
-from ngptlab.results import read_json, write_json
+from ngptlab.results import write_json
 from ngptlab.settings import setting
+from ngptlab.speedup.arm_records import RunEntry
+from ngptlab.speedup.document import read_document
 
 # Another run starts only while the job has this many times its longest run so far left: a margin for a run
 # slower than those before it (another arm, a busier machine).
@@ -66,11 +68,10 @@ class CellOutcome:
     reused: int
 
 
-def run_entry(run: dict, checkpoint_sha256: str, results: dict) -> dict:
+def run_entry(run: RunEntry, checkpoint_sha256: str, results: dict) -> dict:
     """A run's entry in `runs[]`: its speed-up record's identity and loss, its checkpoint, its accuracies."""
-    return {"run": run["run"], "arm": run["arm"], "budget": run["budget"], "lr": run["lr"],
-            "seed": run["seed"], "final_val_loss": run["final_val_loss"],
-            "checkpoint_sha256": checkpoint_sha256, "results": results}
+    return {"run": run.run, "arm": run.arm, "budget": run.budget, "lr": run.lr, "seed": run.seed,
+            "final_val_loss": run.final_val_loss, "checkpoint_sha256": checkpoint_sha256, "results": results}
 
 
 def evaluate_cell(params: dict, cell: str, root: str | Path) -> CellOutcome:
@@ -87,7 +88,7 @@ def evaluate_cell(params: dict, cell: str, root: str | Path) -> CellOutcome:
         raise ParamsError(f"cell {cell!r} is not in the grid of this params file; "
                           f"cells: {', '.join(enumerate_cells(params))}")
     cfg = params["evaluate"]
-    speedup = read_json(root / layout.speedup_file(cell), "the cell's speed-up")
+    speedup = read_document(root / layout.speedup_file(cell), "the cell's speed-up")
     selected, holes = select_runs(params, cell, speedup)
     tasks, manager = ready_tasks(params, root)
     device = resolve_device(cfg["device"], "evaluate.device").type
@@ -101,28 +102,28 @@ def evaluate_cell(params: dict, cell: str, root: str | Path) -> CellOutcome:
     entries, reused, longest_s = [], 0, None
     for run in selected:
         started = time.perf_counter()
-        ckpt = root / layout.run_dir(cell, run["run"]) / "model.safetensors"
+        ckpt = root / layout.run_dir(cell, run.run) / "model.safetensors"
         if not ckpt.is_file():
-            raise CheckpointError(f"{ckpt}: missing (run {run['run']} is selected by the cell's speed-up)")
+            raise CheckpointError(f"{ckpt}: missing (run {run.run} is selected by the cell's speed-up)")
         digest = sha256_file(ckpt)  # once per run: for the reuse check and for the entry
         basis = partial.made_from(head, digest)
-        stored, why_not = partial.read(root, cell, run["run"], basis)
+        stored, why_not = partial.read(root, cell, run.run, basis)
         if stored is not None:  # its identity and loss as the speed-up has them now, its accuracies stored
             entries.append(run_entry(run, digest, stored["results"]))
             reused += 1
-            print(f"{run['run']}: reused from an earlier job", flush=True)
+            print(f"{run.run}: reused from an earlier job", flush=True)
             continue
         # Every job evaluates at least one run, so that each makes progress however late it started.
         if longest_s is not None and clock.must_stop(RESERVE_FACTOR * longest_s):
             return CellOutcome(None, done=len(entries), remaining=len(selected) - len(entries), reused=reused)
         if why_not:
-            print(f"{run['run']}: evaluating again: {why_not}", flush=True)
-        model, _ = load_model(ckpt, device="cpu", expected_arm=run["arm"])
+            print(f"{run.run}: evaluating again: {why_not}", flush=True)
+        model, _ = load_model(ckpt, device="cpu", expected_arm=run.arm)
         results = evaluate_model(model, enc.encode_ordinary, manager, list(tasks), cfg, device)
         entries.append(run_entry(run, digest, results))
         partial.write(root, cell, entries[-1], basis)
         longest_s = max(longest_s or 0.0, time.perf_counter() - started)
-        print(f"{run['run']}: " + ", ".join(f"{t} acc {r['acc']:.3f}" for t, r in results.items())
+        print(f"{run.run}: " + ", ".join(f"{t} acc {r['acc']:.3f}" for t, r in results.items())
               + f" ({time.perf_counter() - started:.1f} s)", flush=True)
     document = {**head, "runs": entries, "holes": holes}
     write_json(output_path(root, cell), document)

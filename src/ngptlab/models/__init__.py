@@ -1,6 +1,6 @@
 """The arms (model + optimizer recipe) at any shape. See registry.py for the table of arms.
 
-Imports are lazy (PEP 562): `ngptlab.models.scales` and `ngptlab.models.size` are torch-free, so sizing a
+Imports are lazy (PEP 562): `ngptlab.models.scales`, `size` and `placement` are torch-free, so sizing a
 grid (`ngptlab plan`) never loads torch; the names below load their module on first use.
 """
 

@@ -25,6 +25,7 @@ from ngptlab.models import (
     ngpt_freew,
 )
 from ngptlab.models.gpt import GPT, Recipe
+from ngptlab.models.placement import NGPT_CONDITIONING
 from ngptlab.models.scales import Scale, resolve_scale
 from ngptlab.models.warmup import warms_up
 
@@ -50,7 +51,7 @@ ARMS: dict[str, Arm] = {
             "the paper's baseline: pre-norm RMSNorm, RoPE, SwiGLU, AdamW wd 0.1, warmup"),
         Arm("gpt-nowd", gpt_nowd.Model, gpt_nowd.NoDecayRecipe, "free", "free",
             "gpt with weight decay 0"),
-        Arm("ngpt", ngpt.NGPT, ngpt.NGPTRecipe, "fixed (unit)", "free",
+        Arm("ngpt", ngpt.NGPT, ngpt.NGPTRecipe, "fixed (unit)", NGPT_CONDITIONING,
             "the normalized transformer, every part of the paper's Section 2"),
         Arm("gpt-lrm", gpt_lrm.GPTLRM, gpt_lrm.MultiplierRecipe, "learned explicitly", "free",
             "gpt with learnable row and column multipliers on every matrix"),

@@ -16,12 +16,12 @@ def headline_metrics(results: Results) -> dict:
     out: dict[str, dict] = {}
     for cell in results.cells:
         best = views.best_runs(results, cell)
-        arms = (results.speedups.get(cell) or {}).get("arms", {})
+        doc = results.speedups.get(cell)
         out[cell] = {}
         for arm in views.arms(results):
-            speedup = (arms.get(arm) or {}).get("speedup") or {}
+            entry = doc.arms.get(arm) if doc else None
             out[cell][arm] = {"best_val_loss": views.mean_best_loss(best, arm, largest),
-                              "speedup": speedup.get("value")}
+                              "speedup": entry.speedup.value if entry else None}
     return out
 
 

@@ -88,16 +88,20 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    across cells
   reading{primary (speedup.primary_contrast), predicted (the claim the account predicts), margin,
           estimate {ln, ratio} | null, log_interval, interval, method, level, n_seeds, verdict, p_values,
-          reading, confounded_by_effective_lr (bool) | null, note}
+          reading, confounded_by_effective_lr (bool) | null, effective_lr_clause | null, note}
                                    reading: "consistent with the account that conditioning explains nGPT's
                                    speed-up" | "inconsistent with ..." | "not resolved", the words the
-                                   report prints (speedup/reading.py), followed by "; confounded by the
-                                   effective learning rate (...)" when rivals.primary.confounded is true
+                                   report prints (speedup/reading.py), followed by "; " and
+                                   effective_lr_clause, rivals.primary's verdict with its interval (e.g.
+                                   "confounded by the effective learning rate: ..."), null where no
+                                   angular rate was logged; confounded_by_effective_lr is
+                                   rivals.primary.confounded
   rivals{arms {<arm>: {angular_rate, kappa {embed_in_cov_condition, layer34_qk_head_condition_median},
                n_seeds}},
-         primary {effect, log_difference {mean, interval [lo, hi] | null, method, level}, ratio, n_seeds,
-                  confounded (bool) | null, note},
-         contrasts [{a, b, log_difference, ratio, n_seeds, confounded, note}], rule (text), note}
+         primary {effect, log_difference {mean, interval [lo, hi] | null, method, level}, ratio,
+                  interval [lo, hi] | null, n_seeds, verdict, confounded (bool) | null, note},
+         contrasts [{a, b, log_difference, ratio, interval, n_seeds, verdict, confounded, note}],
+         rule (text), note}
                                    the effective learning rate beside the speed-ups (speedup/rivals.py):
                                    per (arm, seed) from the run entering the seed's estimate at the arm's
                                    largest budget, angular_rate = mean over its evaluation points of the
@@ -106,8 +110,11 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    medians); per arm geometric means over the estimate seeds having them
                                    (n_seeds); log_difference = the primary effect's factorial weights (or
                                    a contrast's a minus b) on ln angular rate, paired t over seeds, ratio
-                                   its exp; confounded by the rule; null (with note) for runs trained
-                                   before the rates were logged
+                                   and interval their exp; verdict from that interval against the
+                                   equivalence margin: "confounded" (wholly outside: confounded true) |
+                                   "not confounded" (wholly inside: false) | "not resolved" | "not resolved
+                                   (one seed)" (null); verdict null (with note) for runs trained before the
+                                   rates were logged
   by_baseline{<baseline>: {targets, arms {<arm>: {speedup, per_seed}}, contrasts}}
                                    only when speedup.baseline names several arms: for each but the first
                                    (the primary, whose speed-ups are the fields above), the same fields as

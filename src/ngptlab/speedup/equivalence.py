@@ -36,19 +36,26 @@ def claim_words(claim: str, margin: float) -> str:
             "equivalent": f"equivalent within x{margin:g}"}[claim]
 
 
+def interval_claim(log_interval: Sequence[float], margin: float) -> str | None:
+    """The claim (exceeds | falls_short | equivalent) a level t-interval on a mean log ratio makes by the
+    module docstring's rule, or None where it reaches across an edge of the margin."""
+    lo, hi = log_interval
+    band = math.log(margin)
+    if lo > band:
+        return "exceeds"
+    if hi < -band:
+        return "falls_short"
+    if -band < lo and hi < band:
+        return "equivalent"
+    return None
+
+
 def margin_verdict(log_interval: Sequence[float] | None, margin: float) -> str:
     """The module docstring's rule, from a level t-interval on a mean log ratio."""
     if log_interval is None:
         return NO_INTERVAL
-    lo, hi = log_interval
-    band = math.log(margin)
-    if lo > band:
-        return claim_words("exceeds", margin)
-    if hi < -band:
-        return claim_words("falls_short", margin)
-    if -band < lo and hi < band:
-        return claim_words("equivalent", margin)
-    return NOT_RESOLVED
+    claim = interval_claim(log_interval, margin)
+    return NOT_RESOLVED if claim is None else claim_words(claim, margin)
 
 
 def margin_rule(margin: float, level: float = LEVEL) -> str:

@@ -5,7 +5,8 @@ conditioning is fixed:
   y_00 gpt          norms free, conditioning free (the baseline: ln S = 0 by construction)
   y_10 gpt-rownorm  norms fixed (unit rows), conditioning free
   y_01 gpt-orth     conditioning fixed (kappa = 1); its norm is one learned scalar per matrix, counted free
-  y_11 ngpt         norms fixed; its conditioning is free but observed good, counted fixed
+  y_11 ngpt         norms fixed; conditioning counted fixed (not constrained; observed well conditioned:
+                    ngptlab.models.placement)
 The factorial is not clean: ngpt also differs from gpt in more than the two factors (no warmup, no weight
 decay, a normalised residual stream and hidden states), and all of that is booked to cell (1, 1), so the
 interaction and both main effects carry it. Effects, per seed s (the textbook 2x2 contrasts):
@@ -30,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from ngptlab.models.placement import NGPT_CONDITIONING
 from ngptlab.speedup.censored import log_of, weighted_sum
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.paired import paired_mean
@@ -44,7 +46,7 @@ WEIGHTS = {
     "interaction": {(0, 0): 1.0, (1, 0): -1.0, (0, 1): -1.0, (1, 1): 1.0},
 }
 CODING = ("y_ab = ln S, a = norms fixed, b = conditioning fixed: y_00 gpt, y_10 gpt-rownorm, y_01 gpt-orth "
-          "(a learned scalar norm, counted free), y_11 ngpt (conditioning observed good, counted fixed; ngpt "
+          f"(a learned scalar norm, counted free), y_11 ngpt (conditioning {NGPT_CONDITIONING}; ngpt "
           "also drops warmup and weight decay and normalises its hidden states, all booked to this cell, "
           "so the factorial is not clean); conditioning = ((y_01 - y_00) + (y_11 - y_10)) / 2, norm = "
           "((y_10 - y_00) + (y_11 - y_01)) / 2, interaction = (y_11 - y_10) - (y_01 - y_00)")

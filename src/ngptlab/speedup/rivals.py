@@ -18,9 +18,16 @@ Per seed, with r_arm,s = ln angular_rate:
                                                               all four 2x2 arms)
   a contrast of a over b         d_s = r_a,s - r_b,s         (inference.CONTRASTS; seeds both arms have)
 so exp(d) is the ratio of effective learning rates the effect or contrast carries alongside its speed-ups.
-Over the seeds: mean d and its paired t-interval (ngptlab.stats.mean_sd_interval, scipy's t).
-Rule: confounded when |mean d| > ln M, M the equivalence margin (speedup.equivalence_margin): the arms it
-credits turn their weights more than xM faster, or slower, than those it debits; null without a rate.
+Over the seeds: mean d and its level paired t-interval (ngptlab.stats.mean_sd_interval, scipy's t).
+Rule, on that interval against the equivalence margin M (speedup.equivalence_margin) like every verdict
+between arms (speedup/equivalence.py), since one seed, or a mean alone, can set a point estimate anywhere:
+  confounded                 the interval lies wholly outside (-ln M, ln M): the arms it credits turn their
+                             weights more than xM faster, or slower, than those it debits (confounded true)
+  not confounded             the interval lies wholly inside (-ln M, ln M) (confounded false)
+  not resolved               the interval reaches across an edge of the margin (confounded null)
+  not resolved (one seed)    one seed: no interval, whatever its value (confounded null)
+Without a rate (runs trained before it was logged) there is no verdict: verdict and confounded null, the note
+says why.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 
 from ngptlab.results import RunResult
+from ngptlab.speedup.equivalence import NOT_RESOLVED, interval_claim
 from ngptlab.speedup.factorial import ARMS, WEIGHTS
 from ngptlab.speedup.inference import CONTRASTS
 from ngptlab.stats import LEVEL, mean_sd_interval
@@ -41,14 +49,19 @@ HEADS = "layer34_qk_head_condition_median"  # the median over HEAD_KEYS
 KAPPA_LABELS = {EMBED_KEY: "κ input embedding covariance", HEADS: "κ heads, layers 3-4 (median of Q, K)"}
 METHOD = "paired t on ln angular rate over seeds"
 NO_RATE = "no angular rate over training in the runs entering the estimate (trained before it was logged)"
+CONFOUNDED, NOT_CONFOUNDED, ONE_SEED = "confounded", "not confounded", f"{NOT_RESOLVED} (one seed)"
+# The verdict from the claim its interval makes (equivalence.interval_claim; None: across an edge).
+VERDICTS = {"exceeds": CONFOUNDED, "falls_short": CONFOUNDED, "equivalent": NOT_CONFOUNDED,
+            None: NOT_RESOLVED}
 
 
-def rule(margin: float) -> str:
-    return (f"confounded by the effective learning rate when the arms a contrast credits turn their "
-            f"weights more than x{margin:g} (the equivalence margin) faster or slower than those it debits: "
-            f"|mean difference in ln angular rate over seeds| > ln {margin:g}; the angular rate of a run is "
-            "the mean over its evaluation points of the mean over the attention and MLP matrix kinds "
-            "(rad / step)")
+def rule(margin: float, level: float = LEVEL) -> str:
+    return (f"the effective learning rate confounds an effect or contrast when the {level:.0%} paired "
+            "t-interval over seeds of the difference in ln angular rate between the arms it credits and "
+            f"those it debits lies wholly outside (-ln {margin:g}, ln {margin:g}), x{margin:g} the "
+            "equivalence margin; it does not when the interval lies wholly inside; otherwise, and always "
+            "with one seed, that is not resolved; the angular rate of a run is the mean over its evaluation "
+            "points of the mean over the attention and MLP matrix kinds (rad / step)")
 
 
 def angular_rate(result: RunResult) -> float | None:
@@ -79,20 +92,24 @@ def _geometric_mean(values: Iterable[float | None]) -> float | None:
 
 
 def log_difference(values: Sequence[float], margin: float, level: float) -> dict:
-    """{log_difference {mean, interval, method, level}, ratio, n_seeds, confounded} of per-seed d_s."""
+    """{log_difference {mean, interval, method, level}, ratio, interval (ratio scale), n_seeds, verdict,
+    confounded} of per-seed d_s, by the module docstring's rule."""
     summary = mean_sd_interval(values, level)
-    mean = summary["mean"]
-    return {"log_difference": {"mean": mean, "interval": summary["interval"], "method": METHOD,
-                               "level": level},
-            "ratio": None if mean is None else math.exp(mean), "n_seeds": len(values),
-            "confounded": None if mean is None else abs(mean) > math.log(margin)}
+    mean, interval = summary["mean"], summary["interval"]
+    verdict = (None if mean is None else ONE_SEED if interval is None
+               else VERDICTS[interval_claim(interval, margin)])
+    return {"log_difference": {"mean": mean, "interval": interval, "method": METHOD, "level": level},
+            "ratio": None if mean is None else math.exp(mean),
+            "interval": None if interval is None else [math.exp(x) for x in interval],
+            "n_seeds": len(values), "verdict": verdict,
+            "confounded": {CONFOUNDED: True, NOT_CONFOUNDED: False}.get(verdict)}
 
 
 def rivals(results: Iterable[RunResult], estimate: Mapping, primary: str, margin: float,
            level: float = LEVEL) -> dict:
     """{arms {arm: {angular_rate, kappa {EMBED_KEY, HEADS}, n_seeds}}, primary {effect, log_difference,
-    ratio, n_seeds, confounded, note}, contrasts [{a, b, ... as primary}], rule, note} from the cell's runs
-    and its estimate_cell document (module docstring)."""
+    ratio, interval, n_seeds, verdict, confounded, note}, contrasts [{a, b, ... as primary}], rule, note}
+    from the cell's runs and its estimate_cell document (module docstring)."""
     by_name = {r.spec.name: r for r in results}
     seeds = set(estimate["lr_policy"]["estimate_seeds"])
     rate: dict[str, dict[int, float]] = {}
@@ -124,14 +141,26 @@ def rivals(results: Iterable[RunResult], estimate: Mapping, primary: str, margin
             contrasts.append({"a": a, "b": b} | summarized(d, lacking))
     observed = any(by_seed for by_seed in rate.values())
     return {"arms": arms, "primary": {"effect": primary} | first, "contrasts": contrasts,
-            "rule": rule(margin), "note": None if observed else NO_RATE}
+            "rule": rule(margin, level), "note": None if observed else NO_RATE}
 
 
-def clause(confound: Mapping) -> str:
-    """'; confounded by the effective learning rate (the arms it credits rotate their weights x1.4 faster)'
-    for a confounded effect or contrast, else ''."""
-    if not confound.get("confounded"):
-        return ""
-    ratio = confound["ratio"]
-    how = f"x{ratio:.2g} faster" if ratio >= 1 else f"x{1 / ratio:.2g} slower"
-    return f"; confounded by the effective learning rate (the arms it credits rotate their weights {how})"
+LEADS = {CONFOUNDED: "confounded by the effective learning rate",
+         NOT_CONFOUNDED: "not confounded by the effective learning rate",
+         NOT_RESOLVED: "not resolved whether the effective learning rate confounds it",
+         ONE_SEED: f"{ONE_SEED} whether the effective learning rate confounds it"}
+
+
+def clause(confound: Mapping) -> str | None:
+    """The verdict of an effect's or contrast's rivals entry with the interval it rests on, e.g. 'confounded
+    by the effective learning rate: the arms it credits turn their weights x1.73 [1.61, 1.86] as fast as
+    those it debits (95% paired t on ln angular rate over seeds, 3 seeds)'; None without a verdict (no
+    angular rate)."""
+    verdict = confound.get("verdict")
+    if verdict is None:
+        return None
+    d, n, interval = confound["log_difference"], confound["n_seeds"], confound["interval"]
+    bracket = "" if interval is None else f" [{interval[0]:.3g}, {interval[1]:.3g}]"
+    seeds = f"{n} seed{'s' if n != 1 else ''}" + ("" if interval else ": no interval")
+    how = f"{d['level']:.0%} {d['method']}, {seeds}"
+    return (f"{LEADS[verdict]}: the arms it credits turn their weights x{confound['ratio']:.3g}{bracket} as "
+            f"fast as those it debits ({how})")

@@ -36,6 +36,7 @@ from ngptlab.grid.runs import RunSpec
 from ngptlab.models.registry import lookup_arm
 from ngptlab.observe.headline import headline
 from ngptlab.results import read_float, read_json, read_summary, write_text
+from ngptlab.speedup.document import SpeedupDocument, read_document
 
 VARIANT_PREFIX = {"effective": "eff_", "renormalized": "renorm_", "underlying": "under_"}
 HEADLINE_KEYS = tuple(headline({}, "effective"))
@@ -60,25 +61,24 @@ class Analysis:
     tracking: pd.DataFrame  # tracking(cross)
 
 
-def _speedup_columns(doc: dict | None, spec: RunSpec, path: Path) -> dict:
+def _speedup_columns(doc: SpeedupDocument | None, spec: RunSpec, path: Path) -> dict:
     cols = {"best_lr_for_budget": False, "speedup": math.nan, "speedup_bound": "", "speedup_display": "",
             "speedup_lo": math.nan, "speedup_hi": math.nan, "cheap_speedup_display": "",
             "within_run_speedup_display": ""}
     if doc is None:
         return cols
-    arm = doc.get("arms", {}).get(spec.arm)
+    arm = doc.arms.get(spec.arm)
     if arm is None:
         raise ResultsError(f"{path}: no entry for arm {spec.arm!r}")
-    s = arm["speedup"]
-    interval = s.get("interval") or [math.nan, math.nan]
-    cols.update(speedup=read_float(s["value"]), speedup_bound=s["bound"] or "", speedup_display=s["display"],
-                speedup_lo=read_float(interval[0]), speedup_hi=read_float(interval[1]),
-                cheap_speedup_display=arm["cheap"]["speedup"]["display"])
-    for entry in doc.get("runs", []):
-        if entry["run"] == spec.name:
-            cols["best_lr_for_budget"] = bool(entry["best_lr_for_budget"])
-            if entry.get("within_run"):
-                cols["within_run_speedup_display"] = entry["within_run"]["speedup"]["display"]
+    s = arm.speedup
+    lo, hi = s.interval or (math.nan, math.nan)
+    cols.update(speedup=read_float(s.value), speedup_bound=s.bound or "", speedup_display=s.display,
+                speedup_lo=lo, speedup_hi=hi, cheap_speedup_display=arm.cheap.display if arm.cheap else "")
+    for entry in doc.runs:
+        if entry.run == spec.name:
+            cols["best_lr_for_budget"] = entry.best_lr_for_budget
+            if entry.within_run:
+                cols["within_run_speedup_display"] = entry.within_run.display
     return cols
 
 
@@ -101,13 +101,13 @@ def cross_arm_table(params: dict, root: str | Path = ".", allow_missing: bool = 
     """One row per run that compares arms (see the module docstring). Missing result files are an error unless
     allow_missing, in which case their columns are nan/empty (for a report on a grid still running)."""
     root = Path(root)
-    speedups: dict[str, dict | None] = {}
+    speedups: dict[str, SpeedupDocument | None] = {}
     rows = []
     for spec in compared_runs(params):
         if spec.cell not in speedups:
             path = root / layout.speedup_file(spec.cell)
             missing = allow_missing and not path.is_file()
-            speedups[spec.cell] = None if missing else read_json(path, "speed-up")
+            speedups[spec.cell] = None if missing else read_document(path)
         try:
             summary = read_summary(root, spec)
         except ResultsError:

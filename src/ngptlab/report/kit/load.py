@@ -8,7 +8,8 @@ the grid is looked up and recorded as present or missing, never assumed:
 - results/timing/<cell>/<run>.json                     (train stage; measured tokens/s and MFU; absent for
                                                         runs trained before timing files existed: blank)
 - results/speedup/<cell>.json                          (speedup stage; only written when every run of its cell
-                                                        has finished, so a hole in a cell means no speed-up)
+                                                        has finished, so a hole in a cell means no speed-up;
+                                                        read by ngptlab.speedup.document)
 - data/tokens/<source>/meta.json                       (prepare stage; token counts and shard sha256s)
 A file that exists but is malformed is an error naming the file (ResultsError), not a silent hole.
 
@@ -28,6 +29,7 @@ from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import read_metrics, read_summary, train_dir
 from ngptlab.settings import baselines
+from ngptlab.speedup.document import SpeedupDocument, read_document
 
 OBSERVED = ("angular_rate", "kappa")  # the metrics rows' observations of the weights the report draws
 
@@ -76,7 +78,7 @@ class Results:
     params: dict
     params_path: Path | None
     runs: dict[str, RunRecord]  # grid order
-    speedups: dict[str, dict | None]  # cell -> speedup JSON, or None when missing
+    speedups: dict[str, SpeedupDocument | None]  # cell -> its speed-up document, or None when missing
     meta: dict | None  # data/tokens/<source>/meta.json, or None when missing
     inputs: dict[str, str] = field(default_factory=dict)  # relative path -> sha256 of every file read
 
@@ -127,14 +129,11 @@ def _check_timing(path: Path, doc: dict, spec: RunSpec) -> None:
         raise ResultsError(f"{path}: timing is for run {doc.get('run')!r}, expected {spec.name!r}")
 
 
-def _check_speedup(path: Path, doc: dict, cell: str, further: list[str]) -> None:
-    if doc.get("cell") != cell:
-        raise ResultsError(f"{path}: speed-up is for cell {doc.get('cell')!r}, expected {cell!r}")
-    for key in ("arms", "baseline", "targets", "runs"):
-        if key not in doc:
-            raise ResultsError(f"{path}: missing key {key!r}")
+def _check_speedup(path: Path, doc: SpeedupDocument, cell: str, further: list[str]) -> None:
+    if doc.cell != cell:
+        raise ResultsError(f"{path}: speed-up is for cell {doc.cell!r}, expected {cell!r}")
     for baseline in further:  # the further baselines of speedup.baseline
-        if baseline not in doc.get("by_baseline", {}):
+        if baseline not in doc.by_baseline:
             raise ResultsError(f"{path}: no speed-ups against {baseline!r}, which speedup.baseline names "
                                "(written before it did? rerun the speedup stage)")
 
@@ -178,12 +177,12 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
             note(spectra)
         runs[spec.name] = record
 
-    speedups: dict[str, dict | None] = {}
+    speedups: dict[str, SpeedupDocument | None] = {}
     for cell in enumerate_cells(params):
         path = root / layout.speedup_file(cell)
         speedups[cell] = None
         if path.is_file():
-            speedups[cell] = read_json(path, ResultsError)
+            speedups[cell] = read_document(path, required=("arms", "baseline", "targets", "runs"))
             _check_speedup(path, speedups[cell], cell, baselines(params["speedup"])[1:])
             note(path)
 

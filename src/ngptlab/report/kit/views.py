@@ -54,7 +54,7 @@ def best_runs(results: Results, cell: str) -> dict[tuple[str, int], dict[int, Ru
     doc = results.speedups.get(cell)
     if doc is None:
         return best_of(results, results.compared_runs(cell))
-    chosen = {entry["run"] for entry in doc["runs"] if entry["best_lr_for_budget"]}
+    chosen = {entry.run for entry in doc.runs if entry.best_lr_for_budget}
     best: dict[tuple[str, int], dict[int, RunRecord]] = {}
     for record in results.compared_runs(cell):
         if record.name in chosen:

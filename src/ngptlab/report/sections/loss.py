@@ -14,7 +14,6 @@ from ngptlab.report.kit import plot, views
 from ngptlab.report.kit.document import Callout, Document, Figure, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.table import Table, fmt_loss, fmt_lr, fmt_text
-from ngptlab.results import read_float
 from ngptlab.schedule import branch_point, cooldown_fraction, shares_trunk, shares_trunks
 
 
@@ -55,8 +54,8 @@ def final_loss_vs_budget(results: Results) -> Figure | None:
                             color=plot.arm_color(arm), lw=1, ms=4, label=arm)
                     any_arm = drawn = True
             doc = results.speedups.get(cell)
-            if doc and doc.get("targets"):
-                target = float(np.mean([read_float(t["loss"]) for t in doc["targets"]]))
+            if doc and doc.targets:
+                target = float(np.mean([t.loss for t in doc.targets]))
                 ax.axhline(target, color="0.3", ls="--", lw=0.8, label="target")
             if not any_arm:
                 plot.empty(ax, f"{cell}: no completed runs")

@@ -6,239 +6,55 @@ gpt-orth fixes conditioning and leaves the norms free. Every verdict here is the
 against the baseline from the 95% t-interval of mean ln S; between arms and for the factorial effects by
 the symmetric rule (a difference, like an equivalence, must clear the margin). The reading of the account
 is the JSON's (speedup/reading.py), per cell and again after Holm's adjustment across cells
-(kit/across_cells.py). Read top to bottom:
+(speedup/across_cells.py). The evidence beside it, each arm's speed-up against its conditioning and its
+effective learning rate (the figure, the per-arm table, the rank correlations), is settle_evidence.py's.
+Read top to bottom:
 
-  settle_figure       speed-up against conditioning, one point per (cell, arm)
-  settle_table        per (cell, arm): place in the design, speed-up, conditioning (crossarm.arm_table) and
-                      the angular update rate (the speed-up file's rivals)
-  tracking_table      rank correlation over arms and cells of ln S with ln κ and with ln angular rate
   comparisons_table   each probe arm against the baseline, with the seeds a 1.5x difference would need
   contrasts_table     the paired contrasts: gpt-orth and gpt-rownorm against nGPT, and against each other
   factorial_table     the 2x2 as a factorial: conditioning, norm and interaction effects, per cell
   primary_table       the primary effect per cell, its reading, whether the effective learning rate
                       confounds it (speedup/rivals.py), and both after Holm across cells
   verdict_text        what the primary effect says about the conditioning account, cell by cell
-  section             the section: its text, the figure, the tables, the verdict
+  section             the section: its text, the evidence, the tables, the verdict
 A grid below report.min_budget_for_claims concludes nothing, whatever the intervals say.
 """
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-import pandas as pd
-
-from ngptlab.report.kit import plot, views
-from ngptlab.report.kit.across_cells import HOLM, primary_across_cells
+from ngptlab.models.placement import NGPT_CONDITIONING
+from ngptlab.report.kit import views
 from ngptlab.report.kit.crossarm import Analysis
-from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, TableBlock, Text
+from ngptlab.report.kit.document import Document, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import arm_runs, bracket, censored_text, measurable_text, speedup_text
-from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_num, fmt_text
-from ngptlab.results import read_float
+from ngptlab.report.kit.table import Table, fmt_int, fmt_num, fmt_text
+from ngptlab.report.sections.settle_evidence import (
+    ANGULAR_HOW,
+    SETTLE_METRICS,
+    settle_figure,
+    settle_table,
+    tracking_table,
+)
+from ngptlab.speedup.across_cells import HOLM, primary_across_cells
+from ngptlab.speedup.arm_records import Speedup, seed_counts
+from ngptlab.speedup.document import SpeedupDocument
+from ngptlab.speedup.effect_records import Contrast, Effect
 from ngptlab.speedup.equivalence import CLAIMS
 from ngptlab.speedup.factorial import CODING
 from ngptlab.speedup.inference import RESOLVE_RATIO, SIZE_KEYS
 from ngptlab.speedup.reading import ACCOUNT, PREDICTED
 from ngptlab.speedup.rivals import rule as confound_rule
-from ngptlab.stats import rank_correlation
-
-SETTLE_METRICS = {"eff_attn_head_condition_median": "κ attention, median over heads",
-                  "eff_embed_in_cov_condition": "κ input emb. cov."}
 
 # The comparisons that separate the two accounts, each arm against the baseline, within a cell.
 COMPARISONS = (
     ("gpt-orth", "conditioning fixed, norms free"),
     ("gpt-rownorm", "norms fixed, conditioning free"),
-    ("ngpt", "norms fixed, conditioning good"),
+    ("ngpt", f"norms fixed, conditioning {NGPT_CONDITIONING}"),
 )
 # The rule of speed-up files without verdicts (an older speed-up stage), as compare_to_baseline applies it.
 OLD_RULE = ("'faster' and 'slower' only when the whole interval lies on one side of 1; a bound alone is "
             "never a verdict.")
-
-
-def settle_figure(results: Results, arm_rows: pd.DataFrame, metrics: dict[str, str]) -> Figure | None:
-    """Speed-up against conditioning, one point per (cell, arm) in the arm's colour and marker: a row of
-    panels per cell, one panel per metric; the 2x2 arms outlined and labelled."""
-    if arm_rows.empty:
-        return None
-    cells = list(results.cells)
-    runs: list[str] = []
-    with plot.panels(len(cells) * len(metrics), len(metrics), width=4.4, height=3.4) as (fig, axes):
-        drawn = False
-        panels = [(cell, metric, label) for cell in cells for metric, label in metrics.items()]
-        for ax, (cell, metric, label) in zip(axes, panels, strict=True):
-            ys: list[float] = []
-            for _, row in arm_rows[arm_rows["cell"] == cell].iterrows():
-                doc = results.speedups.get(cell)
-                entry = (doc or {}).get("arms", {}).get(row["arm"])
-                if entry is None or entry["speedup"]["value"] is None:
-                    continue
-                x = float(row.get(metric, math.nan))
-                if not math.isfinite(x):
-                    continue
-                s = entry["speedup"]
-                y = read_float(s["value"])
-                in_2x2 = row["arm"] in views.DESIGN_2X2
-                color = plot.arm_color(row["arm"])
-                ys += [1.0, y, y * 1.5 if s["bound"] == ">" else y / 1.5 if s["bound"] else y]
-                if s["bound"]:
-                    # A bound is not a point: a hollow triangle with an arrow toward where the value lies.
-                    ax.scatter([x], [y], marker="^" if s["bound"] == ">" else "v", s=60 if in_2x2 else 30,
-                               facecolors="none", edgecolors=color, linewidths=1.2, zorder=3)
-                    ax.annotate("", (x, y * (1.5 if s["bound"] == ">" else 1 / 1.5)), xytext=(x, y),
-                                arrowprops={"arrowstyle": "->", "color": color, "lw": 1.0})
-                else:
-                    ax.scatter([x], [y], marker=plot.arm_marker(row["arm"]), s=60 if in_2x2 else 25,
-                               color=color, edgecolors="black" if in_2x2 else "none", linewidths=0.6,
-                               zorder=3)
-                if s.get("interval"):
-                    lo, hi = (read_float(v) for v in s["interval"])
-                    ys += [lo, hi]
-                    ax.plot([x, x], [lo, hi], color=color, lw=1, zorder=2)
-                if in_2x2:
-                    name = row["arm"] + (f" ({s['display']})" if s["bound"] else "")
-                    # Each 2x2 arm its own label offset, so arms at the same point stay readable.
-                    dy = (4, -11, 15, -22)[views.DESIGN_2X2.index(row["arm"])]
-                    ax.annotate(name, (x, y), xytext=(5, dy), textcoords="offset points", fontsize=7)
-                runs += [b["run"] for p in entry.get("per_seed", []) for b in p.get("best", [])]
-                drawn = True
-            ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
-            plot.log_axis(ax, "x")
-            plot.log_axis(ax)
-            if ys:  # room for intervals and bound arrows, which autoscaling ignores
-                ax.set_ylim(min(ys) / 1.3, max(ys) * 1.3)
-            ax.set_title(cell)
-            ax.set_xlabel(label)
-            ax.set_ylabel("speed-up over the baseline")
-        if not drawn:
-            plot.discard(fig)
-            return None
-        handles = [plot.arm_handle(a, line=False) for a in views.arms(results)]
-        handles += [plot.key_handle(m, t, hollow=True)
-                    for m, t in (("^", "lower bound (>): the speed-up is larger"),
-                                 ("v", "upper bound (<): the speed-up is smaller"))]
-        plot.legend(fig, handles)
-        svg = plot.save(fig)
-    return Figure("settle", "Speed-up against conditioning, across arms and scales",
-                  "One point per (cell, arm): the arm's speed-up over the baseline against the conditioning "
-                  "of its best runs at its largest budget. Outlined and labelled: the 2x2 arms (gpt, "
-                  "gpt-rownorm, gpt-orth, ngpt). Vertical lines: 95% t-intervals on ln S over seeds. Hollow "
-                  "triangles with arrows: bounds; the true speed-up lies in the arrow's direction. If "
-                  "conditioning drives the speed-up, the points fall from upper left (well conditioned, "
-                  "fast) to lower right.", svg, sorted(set(runs)))
-
-
-ANGULAR = "angular rate (rad/step)"
-ANGULAR_HOW = ("the speed-up file's rivals (speedup/rivals.py): per seed, the run entering its estimate at "
-               "the arm's largest budget, mean over its evaluation points of the mean over the attention and "
-               "MLP matrix kinds of the angle turned per step; geometric mean over the estimate seeds")
-
-
-def angular_rate(results: Results, cell: str, arm: str) -> float | None:
-    """The arm's angular update rate from the cell's speed-up file (None: not there or not logged)."""
-    doc = results.speedups.get(cell) or {}
-    entry = ((doc.get("rivals") or {}).get("arms") or {}).get(arm) or {}
-    return entry.get("angular_rate")
-
-
-def settle_table(results: Results, arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
-    """Per (cell, arm): place in the design, speed-up, conditioning (crossarm.arm_table) and angular rate."""
-    cols = ["cell", "arm", "norms", "conditioning", "speedup", "speedup_display", *SETTLE_METRICS,
-            "angular_rate", "final_val_loss", "n_seeds"]
-    t = Table("settle", "Speed-up against conditioning and the effective learning rate, per arm", cols,
-              key=["cell", "arm"],
-              headers={"speedup_display": "speed-up", "final_val_loss": "final val loss (mean)",
-                       "n_seeds": "seeds", "angular_rate": ANGULAR,
-                       "norms": "weight norms", "conditioning": "conditioning", **SETTLE_METRICS},
-              formats={"cell": fmt_text, "arm": fmt_text, "norms": fmt_text, "conditioning": fmt_text,
-                       "speedup_display": fmt_text, "final_val_loss": fmt_loss, "n_seeds": fmt_int},
-              shown=["cell", "arm", "norms", "conditioning", "speedup_display", *SETTLE_METRICS,
-                     "angular_rate", "final_val_loss", "n_seeds"],
-              note="κ: the condition stage's analysis of each arm's best-learning-rate runs at its largest "
-                   "budget, mean over seeds (report/crossarm.py arm_table); the speed-up file's κ over "
-                   f"training is not repeated here. Angular rate: {ANGULAR_HOW}; — where the runs predate "
-                   "it (Kosson et al. 2023, arXiv 2305.17212: the effective learning rate).")
-    for _, row in arm_rows.iterrows():
-        chosen = cross[(cross["cell"] == row["cell"]) & (cross["arm"] == row["arm"])
-                       & cross["best_lr_for_budget"] & (cross["budget"] == row["budget"])]
-        t.add({"cell": row["cell"], "arm": row["arm"], "norms": row["norms"],
-               "conditioning": row["conditioning"],
-               "speedup": _float(row["speedup"]), "speedup_display": row["speedup_display"] or None,
-               **{m: _float(row.get(m)) for m in SETTLE_METRICS},
-               "angular_rate": angular_rate(results, row["cell"], row["arm"]),
-               "final_val_loss": _float(row["final_val_loss"]), "n_seeds": int(row["n_seeds"])},
-              list(chosen["run"]))
-    return t
-
-
-def _float(x) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return None if math.isnan(x) else x
-
-
-def _log(x) -> float | None:
-    """ln x of a positive finite number ("inf" and null read as in ngptlab.results), else None."""
-    x = None if x is None else read_float(x)
-    return math.log(x) if x is not None and 0 < x < math.inf else None
-
-
-def tracking_points(results: Results, arm_rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (cell, arm) with a speed-up: cell, arm, ln_s, bound, and ln of each SETTLE_METRICS κ and of
-    the angular rate (nan where missing, infinite or not positive)."""
-    out = []
-    for _, row in arm_rows.iterrows():
-        entry = ((results.speedups.get(row["cell"]) or {}).get("arms") or {}).get(row["arm"])
-        s = None if entry is None else entry["speedup"]
-        if s is None or _log(s["value"]) is None:
-            continue
-        values = {**{m: row.get(m) for m in SETTLE_METRICS},
-                  ANGULAR: angular_rate(results, row["cell"], row["arm"])}
-        out.append({"cell": row["cell"], "arm": row["arm"], "ln_s": _log(s["value"]), "bound": s["bound"],
-                    **{name: _log(v) if _log(v) is not None else math.nan for name, v in values.items()}})
-    return pd.DataFrame(out, columns=["cell", "arm", "ln_s", "bound", *SETTLE_METRICS, ANGULAR])
-
-
-def tracking_table(results: Results, arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
-    """Spearman ρ over arms and cells of ln S with ln κ (each SETTLE_METRICS) and with ln angular rate, with
-    its 95% interval by Fisher's z (ngptlab.stats.rank_correlation)."""
-    cols = ["metric", "rho", "interval_lo", "interval_hi", "rho_display", "n", "n_cells", "bounds", "method",
-            "note"]
-    t = Table("tracking", "Rank correlation over arms and cells of the speed-up with κ and with the "
-              "angular rate", cols, key=["metric"],
-              headers={"rho_display": "Spearman ρ [95% interval]", "n": "(cell, arm) points",
-                       "n_cells": "cells", "bounds": "points entering as a bound"},
-              formats={c: fmt_text for c in ("metric", "rho_display", "bounds", "method", "note")}
-              | {"n": fmt_int, "n_cells": fmt_int},
-              shown=["metric", "rho_display", "n", "n_cells", "bounds", "note"],
-              note="One point per (cell, arm) with a speed-up and the number (the baseline included, at "
-                   "S = 1): ln S against ln κ (the condition stage's, as in the table above) and against ln "
-                   f"angular rate ({ANGULAR_HOW}). Method: {rank_correlation([], [])['method']}, at 95%. "
-                   "Arms and cells are not randomised: a correlation, not a cause; points of one cell share "
-                   "its baseline, so they are not independent and the interval is optimistic. A bound "
-                   "enters at its bound value, which can misplace that arm's rank: read a ρ with bounds "
-                   "with care. A negative ρ with κ means: the better conditioned (smaller κ), the larger the "
-                   "speed-up; a positive ρ with the angular rate: the faster the weights turn, the larger.")
-    points = tracking_points(results, arm_rows)
-    if points.empty:
-        return t
-    chosen = cross[cross["best_lr_for_budget"]]
-    chosen = chosen[chosen["budget"] == chosen.groupby(["cell", "arm"])["budget"].transform("max")]
-    for metric in (*SETTLE_METRICS, ANGULAR):
-        used = points[np.isfinite(points[metric])]
-        r = rank_correlation(list(used["ln_s"]), list(used[metric]))
-        lo, hi = r["interval"] or (None, None)
-        display = (None if r["rho"] is None else fmt_num(r["rho"], 2)
-                   + (f" [{fmt_num(lo, 2)}, {fmt_num(hi, 2)}]" if r["interval"] else " (no interval)"))
-        bounds = [f"{row.cell} {row.arm}" for row in used.itertuples() if row.bound]
-        runs = chosen.merge(used[["cell", "arm"]], on=["cell", "arm"])["run"]  # the runs arm_table averaged
-        t.add({"metric": SETTLE_METRICS.get(metric, metric), "rho": r["rho"], "interval_lo": lo,
-               "interval_hi": hi, "rho_display": display, "n": r["n"], "n_cells": used["cell"].nunique(),
-               "bounds": ", ".join(bounds) or None, "method": r["method"], "note": r["note"]}, list(runs))
-    return t
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -248,23 +64,24 @@ def tracking_table(results: Results, arm_rows: pd.DataFrame, cross: pd.DataFrame
 def rule(results: Results) -> dict:
     """{verdict_rule, equivalence_margin, resolve_ratio} of the speed-up files (one params file: the same in
     every cell); verdict_rule None when no file has one (an older speed-up stage)."""
-    docs = [d for d in results.speedups.values() if d and "verdict_rule" in d]
+    docs = [d for d in results.speedups.values() if d and d.verdict_rule is not None]
     if not docs:
         return {"verdict_rule": None, "equivalence_margin": None, "resolve_ratio": RESOLVE_RATIO}
-    return {k: docs[0][k] for k in ("verdict_rule", "equivalence_margin", "resolve_ratio")}
+    return {"verdict_rule": docs[0].verdict_rule, "equivalence_margin": docs[0].equivalence_margin,
+            "resolve_ratio": docs[0].resolve_ratio}
 
 
-def compare_to_baseline(s: dict) -> str:
+def compare_to_baseline(s: Speedup) -> str:
     """faster | slower | not distinguishable from 1, from one arm's speed-up entry, only when its interval
     lies wholly on one side of 1: the rule of speed-up files written before the speed-up stage gave
     verdicts. A bound alone, or one seed, is no verdict."""
-    if s.get("value") is None:
+    if s.value is None:
         return "no estimate"
-    if s.get("bound"):
+    if s.bound:
         return "not resolved (a bound)"
-    if not s.get("interval"):
+    if not s.interval:
         return "not resolved (one seed: no interval)"
-    lo, hi = (read_float(x) for x in s["interval"])
+    lo, hi = s.interval
     if lo > 1:
         return "faster"
     if hi < 1:
@@ -287,10 +104,11 @@ def size_headers(ratio: float, margin: float | None) -> dict[str, str]:
             "seeds_needed_equivalence_text": f"seeds to show equivalence{within}"}
 
 
-def _seeds_needed_text(s: dict, key: str = "seeds_needed") -> str | None:
-    if "verdict" not in s:
+def _seeds_needed_text(s: Speedup, key: str = "seeds_needed") -> str | None:
+    needed = s.seeds_needed.get(key)
+    if s.verdict is None or needed is None:
         return None  # an older speed-up file: no seed count
-    return str(s[key]) if s.get(key) is not None else s.get(f"{key}_note")
+    return str(needed.count) if needed.count is not None else needed.note
 
 
 def comparisons_table(results: Results) -> Table:
@@ -312,35 +130,36 @@ def comparisons_table(results: Results) -> Table:
         if doc is None:
             continue
         for arm, design in COMPARISONS:
-            entry = doc["arms"].get(arm)
+            entry = doc.arms.get(arm)
             if entry is None:
                 continue
-            s = entry["speedup"]
+            s = entry.speedup
             t.add({"cell": cell, "arm": arm, "design": design, "speedup_display": speedup_text(s),
-                   "verdict": s["verdict"] if "verdict" in s else compare_to_baseline(s),
-                   **{key: s.get(key) for key in SIZE_KEYS},
+                   "verdict": s.verdict if s.verdict is not None else compare_to_baseline(s),
+                   **seed_counts(s.seeds_needed),
                    **{f"{key}_text": _seeds_needed_text(s, key) for key in SIZE_KEYS},
                    "measurable": measurable_text(doc)}, arm_runs(doc, arm))
     return t
 
 
-def contrast_seeds_text(c: dict, key: str = "seeds_needed") -> str | None:
+def contrast_seeds_text(c: Contrast, key: str = "seeds_needed") -> str | None:
     """The seeds a contrast needs (key: one of SIZE_KEYS), or why that is not known."""
-    if key not in c:
+    needed = c.seeds_needed.get(key)
+    if needed is None:
         return None  # an older speed-up file: only seeds_needed
-    if c[key] is not None:
-        return str(c[key])
-    if c["difference_log"]["sd"] is None:
-        return "not measured (one seed)" if c["n_seeds"] == 1 else "not measured (no seed to pair)"
+    if needed.count is not None:
+        return str(needed.count)
+    if c.log_sd is None:
+        return "not measured (one seed)" if c.n_seeds == 1 else "not measured (no seed to pair)"
     return "more than a thousand"
 
 
-def _ratio_text(c: dict) -> str:
-    if c["ratio"] is None:
+def _ratio_text(c: Contrast) -> str:
+    if c.ratio is None:
         return "n/a"
-    text = fmt_num(c["ratio"])
-    if c["interval"]:
-        return f"{text} [{fmt_num(c['interval'][0])}, {fmt_num(c['interval'][1])}]{censored_text(c)}"
+    text = fmt_num(c.ratio)
+    if c.interval:
+        return f"{text} {bracket(c.interval)}{censored_text(c)}"
     return f"{text} (no interval)"
 
 
@@ -366,17 +185,15 @@ def contrasts_table(results: Results) -> Table:
                    f"the true ratio x{ratio:g}, at the sd of D measured here (two seeds at least; "
                    f"{SIZES_HOW}).")
     for cell, doc in results.speedups.items():
-        for c in (doc or {}).get("contrasts", []):
-            seeds = set(c["seeds"]) or None  # no paired seed: the contrast rests on every seed's runs
-            d = c["difference_log"]
-            lo, hi = c["interval"] or (None, None)
-            t.add({"cell": cell, "label": c["label"], "a": c["a"], "b": c["b"], "n_seeds": c["n_seeds"],
-                   "seeds": ", ".join(map(str, c["seeds"])) or None, "ratio": c["ratio"],
-                   "interval_lo": lo, "interval_hi": hi, "log_mean": d["mean"], "log_sd": d["sd"],
-                   "ratio_display": _ratio_text(c), "verdict": c["verdict"],
-                   **{key: c.get(key) for key in SIZE_KEYS},
-                   **{f"{key}_text": contrast_seeds_text(c, key) for key in SIZE_KEYS}, "note": c["note"]},
-                  arm_runs(doc, c["a"], seeds) + arm_runs(doc, c["b"], seeds))
+        for c in doc.contrasts if doc else ():
+            seeds = set(c.seeds) or None  # no paired seed: the contrast rests on every seed's runs
+            lo, hi = c.interval or (None, None)
+            t.add({"cell": cell, "label": c.label, "a": c.a, "b": c.b, "n_seeds": c.n_seeds,
+                   "seeds": ", ".join(map(str, c.seeds)) or None, "ratio": c.ratio,
+                   "interval_lo": lo, "interval_hi": hi, "log_mean": c.log_mean, "log_sd": c.log_sd,
+                   "ratio_display": _ratio_text(c), "verdict": c.verdict, **seed_counts(c.seeds_needed),
+                   **{f"{key}_text": contrast_seeds_text(c, key) for key in SIZE_KEYS}, "note": c.note},
+                  arm_runs(doc, c.a, seeds) + arm_runs(doc, c.b, seeds))
     return t
 
 
@@ -384,15 +201,15 @@ def contrasts_table(results: Results) -> Table:
 # What the data show
 
 
-def _stated(c: dict | None, label: str) -> str:
-    return f"{label} missing" if c is None else f"{c['label']} {c['verdict']} ({_ratio_text(c)})"
+def _stated(c: Contrast | None, label: str) -> str:
+    return f"{label} missing" if c is None else f"{c.label} {c.verdict} ({_ratio_text(c)})"
 
 
-def _seeds_sentence(contrasts: list[dict | None], ratio: float, n_seeds: int) -> str:
-    parts = [f"{c['label']} {contrast_seeds_text(c)}" for c in contrasts if c is not None]
+def _seeds_sentence(contrasts: list[Contrast | None], ratio: float, n_seeds: int) -> str:
+    parts = [f"{c.label} {contrast_seeds_text(c)}" for c in contrasts if c is not None]
     if not parts:
         return ""
-    if all(c is None or c["difference_log"]["sd"] is None for c in contrasts):
+    if all(c is None or c.log_sd is None for c in contrasts):
         return (f" Seeds to resolve a x{ratio:g} difference: not measured (one seed: the seed noise is "
                 "unmeasured).")
     return (f" Seeds to resolve a x{ratio:g} difference at the seed noise measured: {'; '.join(parts)} "
@@ -404,14 +221,14 @@ CLAIM_HEADERS = {"exceeds": "Holm p: exceeds", "falls_short": "Holm p: falls sho
                  "equivalent": "Holm p: equivalent"}
 
 
-def _effect_text(e: dict | None) -> str:
+def _effect_text(e: Effect) -> str:
     """'1.9 [1.5, 2.3] (95% paired t on ln S over seeds, 3 seeds)', or why there is no interval."""
-    if e is None or e["estimate"] is None or e["estimate"]["ratio"] is None:
+    if e.ratio is None:
         return "n/a (no seed with all four arms as point estimates)"
-    how = f"{e['level']:.0%} {e['method']}, {e['n_seeds']} seed{'s' if e['n_seeds'] != 1 else ''}"
-    if e["interval"] is None:
-        return f"{fmt_num(e['estimate']['ratio'])} (no interval: {how})"
-    return f"{fmt_num(e['estimate']['ratio'])} {bracket(e['interval'])} ({how})"
+    how = f"{e.level:.0%} {e.method}, {e.n_seeds} seed{'s' if e.n_seeds != 1 else ''}"
+    if e.interval is None:
+        return f"{fmt_num(e.ratio)} (no interval: {how})"
+    return f"{fmt_num(e.ratio)} {bracket(e.interval)} ({how})"
 
 
 def factorial_table(results: Results) -> Table:
@@ -426,34 +243,28 @@ def factorial_table(results: Results) -> Table:
               note=f"Per seed, paired (speedup/factorial.py): {CODING}. exp() of each is shown. Seeds where "
                    "an arm has only a bound are left out (note). Verdict by the symmetric rule stated above.")
     for cell, doc in results.speedups.items():
-        f = (doc or {}).get("factorial")
+        f = doc.factorial if doc else None
         if f is None:
             continue
-        seeds = set(f["seeds"])
-        runs = [r for arm in f["arms"] for r in arm_runs(doc, arm, seeds)]
-        for name, e in f["effects"].items():
-            lo, hi = e["interval"] or (None, None)
-            t.add({"cell": cell, "effect": EFFECT_LABELS[name], "ratio": e["estimate"]["ratio"],
-                   "interval_lo": lo, "interval_hi": hi, "ratio_display": _effect_text(e),
-                   "method": e["method"], "level": e["level"], "n_seeds": e["n_seeds"],
-                   "verdict": e["verdict"], "note": f["note"]}, runs)
+        seeds = set(f.seeds)
+        runs = [r for arm in f.arms for r in arm_runs(doc, arm, seeds)]
+        for name, e in f.effects.items():
+            lo, hi = e.interval or (None, None)
+            t.add({"cell": cell, "effect": EFFECT_LABELS[name], "ratio": e.ratio, "interval_lo": lo,
+                   "interval_hi": hi, "ratio_display": _effect_text(e), "method": e.method, "level": e.level,
+                   "n_seeds": e.n_seeds, "verdict": e.verdict, "note": f.note}, runs)
     return t
 
 
-def confound_text(doc: dict) -> str:
-    """Whether the effective learning rate confounds the primary effect (the speed-up file's rivals): its
-    ratio of angular rates with the interval it rests on, or why it is not known."""
-    rivals = doc.get("rivals")
-    if rivals is None:
+def confound_text(doc: SpeedupDocument) -> str:
+    """Whether the effective learning rate confounds the primary effect: the speed-up file's verdict with the
+    interval it rests on (speedup/rivals.py, in the reading's words), or why there is none."""
+    if doc.rivals is None:
         return "not checked (a speed-up file without rivals: rerun the speedup stage)"
-    c = rivals["primary"]
-    if c["confounded"] is None:
-        return f"not measured: {c['note']}"
-    d = c["log_difference"]
-    interval = (bracket([math.exp(x) for x in d["interval"]]) if d["interval"] else "(no interval)")
-    return (f"{'confounded' if c['confounded'] else 'not confounded'}: the arms it credits turn their "
-            f"weights x{fmt_num(c['ratio'])} {interval} as fast ({d['level']:.0%} {d['method']}, "
-            f"{c['n_seeds']} seed{'s' if c['n_seeds'] != 1 else ''})")
+    if doc.rivals.primary.note is not None:
+        return f"not measured: {doc.rivals.primary.note}"
+    clause = doc.reading.effective_lr_clause if doc.reading else None
+    return clause or "not checked on its interval (an older speed-up file: rerun the speedup stage)"
 
 
 def primary_table(results: Results) -> Table:
@@ -476,16 +287,14 @@ def primary_table(results: Results) -> Table:
                    "Effective learning rate: the primary effect's factorial weights applied to ln angular "
                    f"rate per seed ({ANGULAR_HOW}), paired t over seeds, exponentiated; "
                    f"{confound_rule(rule(results)['equivalence_margin'] or 1.25)}.")
-    for row in primary_across_cells(results):
-        r, cell = row["reading"], row["cell"]
-        lo, hi = r["interval"] or (None, None)
-        t.add({"cell": cell, "primary": EFFECT_LABELS[r["primary"]],
-               "ratio": (r["estimate"] or {}).get("ratio"), "interval_lo": lo, "interval_hi": hi,
-               "ratio_display": _effect_text(r if r["estimate"] else None), "verdict": r["verdict"],
-               "reading": r["reading"], "confounded": r.get("confounded_by_effective_lr"),
-               "confound": confound_text(results.speedups[cell]),
-               **(row["holm_p"] or dict.fromkeys(CLAIMS)),
-               "holm_verdict": row["holm_verdict"], "holm_reading": row["holm_reading"]})
+    for row in primary_across_cells(results.speedups):
+        r = row.reading
+        lo, hi = r.effect.interval or (None, None)
+        t.add({"cell": row.cell, "primary": EFFECT_LABELS[r.primary], "ratio": r.effect.ratio,
+               "interval_lo": lo, "interval_hi": hi, "ratio_display": _effect_text(r.effect),
+               "verdict": r.effect.verdict, "reading": r.words, "confounded": r.confounded_by_effective_lr,
+               "confound": confound_text(results.speedups[row.cell]), **(row.holm_p or dict.fromkeys(CLAIMS)),
+               "holm_verdict": row.holm_verdict, "holm_reading": row.holm_reading})
     return t
 
 
@@ -496,30 +305,29 @@ def verdict_text(results: Results, comparisons: Table, too_small: bool) -> str:
     if not len(comparisons):
         return "No cell has a speed-up estimate yet; nothing to conclude."
     lines = []
-    across = {row["cell"]: row for row in primary_across_cells(results)}
+    across = {row.cell: row for row in primary_across_cells(results.speedups)}
     for cell, doc in results.speedups.items():
         if doc is None:
             continue
-        if "reading" not in doc:
+        if doc.reading is None:
             lines.append(f"{cell}: its speed-up file has no reading (an older speed-up stage; rerun "
                          f"`ngptlab speedup --cell {cell}`): nothing concluded.")
             continue
-        r, row = doc["reading"], across[cell]
-        pairs = {(c["a"], c["b"]): c for c in doc["contrasts"]}
+        r, row = doc.reading, across[cell]
+        pairs = {(c.a, c.b): c for c in doc.contrasts}
         orth, rownorm = pairs.get(("gpt-orth", "ngpt")), pairs.get(("gpt-rownorm", "ngpt"))
-        effect = _effect_text(r if r["estimate"] else None)
-        holm = (f"; across the {row['n_cells']} cells with an interval (Holm): {row['holm_verdict']}, "
-                f"{row['holm_reading']}" if row["holm_p"] is not None else "")
-        lines.append(f"{cell}: the {EFFECT_LABELS[r['primary']]} {effect}: {r['verdict'] or 'n/a'}, so "
-                     f"{r['reading']}{holm}. Beside it: {_stated(orth, 'gpt-orth vs ngpt')}, "
-                     f"{_stated(rownorm, 'gpt-rownorm vs ngpt')}."
-                     + _seeds_sentence([orth, rownorm], doc["resolve_ratio"], len(doc["seeds"])))
+        holm = (f"; across the {row.n_cells} cells with an interval (Holm): {row.holm_verdict}, "
+                f"{row.holm_reading}" if row.holm_p is not None else "")
+        lines.append(f"{cell}: the {EFFECT_LABELS[r.primary]} {_effect_text(r.effect)}: "
+                     f"{r.effect.verdict or 'n/a'}, so {r.words}{holm}. Beside it: "
+                     f"{_stated(orth, 'gpt-orth vs ngpt')}, {_stated(rownorm, 'gpt-rownorm vs ngpt')}."
+                     + _seeds_sentence([orth, rownorm], doc.resolve_ratio, len(doc.seeds)))
     return " ".join(lines)
 
 
 def primary_name(results: Results) -> str | None:
     """The params file's primary effect (speedup.primary_contrast), as the speed-up files record it."""
-    found = [d["reading"]["primary"] for d in results.speedups.values() if d and "reading" in d]
+    found = [d.reading.primary for d in results.speedups.values() if d and d.reading]
     return found[0] if found else None
 
 

@@ -24,26 +24,15 @@ import math
 from ngptlab.report.kit import paper, views
 from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.speedups import (
-    ONE_SEED,
-    against,
-    arm_runs,
-    bracket,
-    measurable_text,
-    min_seeds,
-    speedup_text,
-)
+from ngptlab.report.kit.speedups import ONE_SEED, arm_runs, bracket, measurable_text, min_seeds, speedup_text
 from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_text
-from ngptlab.results import read_float
 from ngptlab.settings import baselines
+from ngptlab.speedup.arm_records import Interpolated, Speedup, Target, seed_counts
+from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.inference import SIZE_KEYS
 
 INTERVAL_HOW = ("95% t-interval on ln S over seeds (where some seeds are bounds, the censored-normal profile "
                 "likelihood's, calibrated to it: the entry names it); the value is the geometric mean")
-
-
-def _number(x) -> float | None:
-    return None if x is None else read_float(x)
 
 
 def fmt_log(x: float | None) -> str:
@@ -51,23 +40,23 @@ def fmt_log(x: float | None) -> str:
     return MISSING if x is None else f"{x:+.4f}"
 
 
-def bootstrap_text(s: dict) -> str | None:
-    return bracket(s["bootstrap_interval"]) if s.get("bootstrap_interval") else None
+def bootstrap_text(s: Speedup) -> str | None:
+    return bracket(s.bootstrap_interval) if s.bootstrap_interval else None
 
 
-def tuned_text(doc: dict, arm: str) -> str | None:
+def tuned_text(doc: SpeedupDocument, arm: str) -> str | None:
     """'yes' when every best learning rate of the arm is inside its sweep, else where it sits on an edge
     (speedup/tuning.py); None for a speed-up file without tuning (older files)."""
-    if "tuning" not in doc:
+    if doc.tuning is None:
         return None
-    edges = [e for e in doc["tuning"]["edges"] if e["arm"] == arm]
-    at_edge = [e for e in edges if e["edge"] in ("top", "bottom")]
+    edges = [e for e in doc.tuning if e.arm == arm]
+    at_edge = [e for e in edges if e.edge in ("top", "bottom")]
     if at_edge:
-        where = ", ".join(f"{e['edge']}{' of its pruned window' if e.get('pruned') else ''} at "
-                          f"{e['budget']:,}" for e in at_edge)
+        where = ", ".join(f"{e.edge}{' of its pruned window' if e.pruned else ''} at {e.budget:,}"
+                          for e in at_edge)
         return f"no: best lr at the sweep's {where} (extend: ngptlab plan --extend-sweeps)"
-    if any(e["edge"] is not None for e in edges):
-        return "unknown: " + ", ".join(sorted({e["edge"] for e in edges if e["edge"] is not None}))
+    if any(e.edge is not None for e in edges):
+        return "unknown: " + ", ".join(sorted({e.edge for e in edges if e.edge is not None}))
     return "yes"
 
 
@@ -91,9 +80,9 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
             "n_seeds", "method", "log_mean", "log_sd", "bootstrap_lo", "bootstrap_hi", "verdict",
             *SIZE_KEYS, "display", "bootstrap_display", "cheap_display", "tuned", "paper", "paper_where",
             "note"]
-    docs = {cell: against(doc, baseline) for cell, doc in results.speedups.items()}
-    summaries = [d["arms"][a]["speedup"] for d in docs.values() if d for a in d["arms"]]
-    has_bootstrap = any(s.get("bootstrap_interval") for s in summaries)
+    docs = {cell: doc and doc.against(baseline) for cell, doc in results.speedups.items()}
+    summaries = [entry.speedup for d in docs.values() if d for entry in d.arms.values()]
+    has_bootstrap = any(s.bootstrap_interval for s in summaries)
     least = min_seeds(results)
     title = (f"Speed-up {words} (tokens {baseline} needs / tokens the arm needs)" if words else
              "Speed-up over the baseline (tokens the baseline needs / tokens the arm needs)")
@@ -127,36 +116,33 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
                    "note": "no results/speedup file: some run of this cell has not finished"},
                   [r.name for r in records if r.summary])
             continue
-        ref = paper.paper_speedup(doc["context"])
+        ref = paper.paper_speedup(doc.context)
         for arm in [baseline, *(a for a in views.arms(results) if a != baseline)]:
-            entry = doc["arms"].get(arm)
+            entry = doc.arms.get(arm)
             if entry is None:
                 continue
-            s = entry["speedup"]
-            interval, boot = s.get("interval") or [None, None], s.get("bootstrap_interval") or [None, None]
-            log = s.get("log") or {}
-            is_ngpt, is_baseline = arm == "ngpt" and ref is not None, arm == doc["baseline"]
-            t.add({"cell": cell, "scale": doc["scale"], "context": doc["context"], "arm": arm,
-                   "speedup": _number(s["value"]), "bound": s.get("bound"),
-                   "interval_lo": _number(interval[0]), "interval_hi": _number(interval[1]),
-                   "level": s.get("level"), "n_seeds": s.get("n_seeds"), "method": s.get("method"),
-                   "log_mean": log.get("mean"), "log_sd": log.get("sd"),
-                   "bootstrap_lo": _number(boot[0]), "bootstrap_hi": _number(boot[1]),
-                   "verdict": s.get("verdict"), **{key: s.get(key) for key in SIZE_KEYS},
+            s = entry.speedup
+            interval, boot = s.interval or (None, None), s.bootstrap_interval or (None, None)
+            is_ngpt, is_baseline = arm == "ngpt" and ref is not None, arm == doc.baseline
+            t.add({"cell": cell, "scale": doc.scale, "context": doc.context, "arm": arm,
+                   "speedup": s.value, "bound": s.bound, "interval_lo": interval[0],
+                   "interval_hi": interval[1], "level": s.level, "n_seeds": s.n_seeds, "method": s.method,
+                   "log_mean": s.log_mean, "log_sd": s.log_sd, "bootstrap_lo": boot[0],
+                   "bootstrap_hi": boot[1],
+                   "verdict": s.verdict, **seed_counts(s.seeds_needed),
                    "display": "1 (baseline)" if is_baseline else speedup_text(s),
                    "bootstrap_display": None if is_baseline else bootstrap_text(s),
-                   "cheap_display": None if is_baseline or "cheap" not in entry
-                   else speedup_text(entry["cheap"]["speedup"]),
+                   "cheap_display": None if is_baseline or entry.cheap is None else speedup_text(entry.cheap),
                    "tuned": tuned_text(doc, arm),
                    "paper": f"~{ref['factor']}x" if is_ngpt else None,
                    "paper_where": paper.where(ref) if is_ngpt else None,
-                   "note": s.get("note")}, arm_runs(doc, arm))
+                   "note": s.note}, arm_runs(doc, arm))
     return t
 
 
-def moved_targets(doc: dict | None) -> list[dict]:
+def moved_targets(doc: SpeedupDocument | None) -> list[Target]:
     """The targets (one per seed) not at the reference budget: the baseline's runs there diverged."""
-    return [t for t in (doc or {}).get("targets", []) if t["note"]]
+    return [t for t in (doc.targets if doc else ()) if t.note]
 
 
 def target_table(results: Results) -> Table:
@@ -180,16 +166,15 @@ def target_table(results: Results) -> Table:
                    "budget to N / smallest budget: the speed-ups the budgets run can give as numbers; "
                    "outside that range only a bound exists.")
     for cell, doc in results.speedups.items():
-        for target in (doc or {}).get("targets", []):
-            runs = target["runs"]
-            t.add({"cell": cell, "seed": target["seed"], "loss": read_float(target["loss"]),
-                   "arm": target["arm"], "reference": str(target["reference"]),
-                   "reference_budget": target["reference_budget"],
-                   "interpolated": "yes" if target["interpolated"] else "no",
-                   "budgets": ", ".join(f"{r['budget']:,}" for r in runs),
-                   "lrs": ", ".join(fmt_lr(r["lr"]) for r in runs),
-                   "measurable": " to ".join(fmt_num(read_float(x)) for x in target["measurable"]),
-                   "note": target["note"]}, [r["run"] for r in runs])
+        for target in doc.targets if doc else ():
+            runs = target.runs
+            t.add({"cell": cell, "seed": target.seed, "loss": target.loss, "arm": target.arm,
+                   "reference": target.reference, "reference_budget": target.reference_budget,
+                   "interpolated": "yes" if target.interpolated else "no",
+                   "budgets": ", ".join(f"{r.budget:,}" for r in runs),
+                   "lrs": ", ".join(fmt_lr(r.lr) for r in runs),
+                   "measurable": " to ".join(fmt_num(x) for x in target.measurable),
+                   "note": target.note}, [r.run for r in runs])
     return t
 
 
@@ -217,7 +202,8 @@ def speedup_pivot(results: Results, long: Table, baseline: str | None = None) ->
             values.update({a: "missing" for a in arm_list})
         spec = results.cell_runs(cell)[0].spec
         ref = paper.paper_speedup(spec.context)
-        values["measurable"] = measurable_text(against(results.speedups.get(cell), baseline))
+        doc = results.speedups.get(cell)
+        values["measurable"] = measurable_text(doc and doc.against(baseline))
         values["paper_ngpt"] = (f"~{ref['factor']}x at {ref['context']:,} ({'/'.join(ref['scales'])})" if ref
                                 else f"none at context {spec.context:,}")
         t.add(values, runs_all)
@@ -246,16 +232,15 @@ def per_seed_table(results: Results) -> Table:
         if doc is None:
             continue
         for arm in views.arms(results):
-            entry = doc["arms"].get(arm)
-            if entry is None or arm == doc["baseline"]:
+            entry = doc.arms.get(arm)
+            if entry is None or arm == doc.baseline:
                 continue
-            for p in entry["per_seed"]:
-                s, tokens = p["speedup"], p["tokens_to_target"]
-                value = _number(s["value"])
-                t.add({"cell": cell, "arm": arm, "seed": p["seed"], "speedup": value, "bound": s.get("bound"),
+            for p in entry.per_seed:
+                value = p.speedup.value
+                t.add({"cell": cell, "arm": arm, "seed": p.seed, "speedup": value, "bound": p.speedup.bound,
                        "log_speedup": None if value is None or value <= 0 else math.log(value),
-                       "tokens_to_target": _number(tokens["value"]), "display": s.get("display")},
-                      arm_runs(doc, arm, {p["seed"]}))
+                       "tokens_to_target": p.tokens_to_target.value, "display": p.speedup.display},
+                      arm_runs(doc, arm, {p.seed}))
     return t
 
 
@@ -263,10 +248,9 @@ def per_seed_table(results: Results) -> Table:
 # Between the grid's learning rates
 
 
-def _sweep_runs(doc: dict, arm: str, budget: int, seeds: list[int]) -> list[str]:
+def _sweep_runs(doc: SpeedupDocument, arm: str, budget: int, seeds: tuple[int, ...]) -> list[str]:
     """The runs of one (arm, budget) sweep at its swept seeds: the points the parabola was drawn through."""
-    return [r["run"] for r in doc.get("runs", [])
-            if r["arm"] == arm and r["budget"] == budget and r["seed"] in seeds]
+    return [r.run for r in doc.runs if r.arm == arm and r.budget == budget and r.seed in seeds]
 
 
 def minima_table(results: Results) -> Table:
@@ -288,24 +272,31 @@ def minima_table(results: Results) -> Table:
                    "points have no upward curvature: the status says which (speedup/interpolate.py).")
     for cell, doc in results.speedups.items():
         for arm in views.arms(results):
-            entry = ((doc or {}).get("arms", {}).get(arm) or {}).get("interpolated")
-            for m in (entry or {}).get("per_budget", []):
-                grid = m["lr_grid"]
-                best = m["loss_grid"][grid.index(m["lr_best"])] if m["lr_best"] in grid else None
-                t.add({"cell": cell, "arm": arm, "budget": m["budget"],
-                       "seeds": ", ".join(map(str, m["seeds"])) or None,
-                       "lr_grid": ", ".join(fmt_lr(x) for x in grid) or None, "lr_best": m["lr_best"],
-                       "loss_best": _number(best), "lr_vertex": m["lr_vertex"],
-                       "loss_vertex": _number(m["loss_vertex"]), "correction": _number(m["correction"]),
-                       "status": m["status"]}, _sweep_runs(doc, arm, m["budget"], m["seeds"]))
+            entry = interpolated(doc, arm)
+            for m in entry.per_budget if entry else ():
+                grid = m.lr_grid
+                best = m.loss_grid[grid.index(m.lr_best)] if m.lr_best in grid else None
+                t.add({"cell": cell, "arm": arm, "budget": m.budget,
+                       "seeds": ", ".join(map(str, m.seeds)) or None,
+                       "lr_grid": ", ".join(fmt_lr(x) for x in grid) or None, "lr_best": m.lr_best,
+                       "loss_best": best, "lr_vertex": m.lr_vertex, "loss_vertex": m.loss_vertex,
+                       "correction": m.correction, "status": m.status},
+                      _sweep_runs(doc, arm, m.budget, m.seeds))
     return t
 
 
-def differs_text(entry: dict) -> str:
+def interpolated(doc: SpeedupDocument | None, arm: str) -> Interpolated | None:
+    """The arm's speed-up between the grid's learning rates; None without a document, the arm, or the
+    estimate (a speed-up file from an older stage)."""
+    entry = doc.arms.get(arm) if doc else None
+    return entry.interpolated if entry else None
+
+
+def differs_text(entry: Interpolated) -> str:
     """The flag of the interpolated table: whether interpolation moves ln S by more than the seed noise."""
-    if entry["differs"] is not None:
-        return "differs: more than the seed noise" if entry["differs"] else "within the seed noise"
-    if entry["log_difference"] is None:
+    if entry.differs is not None:
+        return "differs: more than the seed noise" if entry.differs else "within the seed noise"
+    if entry.log_difference is None:
         return "no point estimate to compare"
     return "seed noise not measured (one seed)"
 
@@ -327,19 +318,17 @@ def interpolated_table(results: Results) -> Table:
                    "target's included, moved to the vertex of the table above. Δ mean ln S = interpolated "
                    "minus grid; it differs when larger in size than the seeds' sd of ln S on the grid.")
     for cell, doc in results.speedups.items():
-        if doc is None:
-            continue
         for arm in views.arms(results):
-            entry = (doc["arms"].get(arm) or {}).get("interpolated")
-            if entry is None or arm == doc["baseline"]:
+            entry = interpolated(doc, arm)
+            if entry is None or arm == doc.baseline:
                 continue
-            grid = doc["arms"][arm]["speedup"]
-            runs = [r["run"] for r in doc.get("runs", []) if r["arm"] in (arm, doc["baseline"])]
-            t.add({"cell": cell, "arm": arm, "grid_speedup": _number(grid["value"]),
-                   "interpolated_speedup": _number(entry["speedup"]["value"]),
-                   "grid_display": speedup_text(grid), "interpolated_display": speedup_text(entry["speedup"]),
-                   "log_difference": entry["log_difference"], "seed_noise_log": entry["seed_noise_log"],
-                   "differs": entry["differs"], "flag": differs_text(entry), "note": entry["note"]}, runs)
+            grid = doc.arms[arm].speedup
+            runs = [r.run for r in doc.runs if r.arm in (arm, doc.baseline)]
+            t.add({"cell": cell, "arm": arm, "grid_speedup": grid.value,
+                   "interpolated_speedup": entry.speedup.value,
+                   "grid_display": speedup_text(grid), "interpolated_display": speedup_text(entry.speedup),
+                   "log_difference": entry.log_difference, "seed_noise_log": entry.seed_noise_log,
+                   "differs": entry.differs, "flag": differs_text(entry), "note": entry.note}, runs)
     return t
 
 
@@ -365,7 +354,7 @@ def interpolation_sentence(table: Table) -> str:
 def section(doc: Document, results: Results, long: Table) -> None:
     """The speed-up section; `long` is speedup_table(results), which the summary and caveats read too."""
     doc.add(Heading("The speed-up", "speedup"))
-    method = next((d["method"] for d in results.speedups.values() if d), None)
+    method = next((d.method for d in results.speedups.values() if d), None)
     doc.add(Text(
         "The paper's measure: how many fewer tokens an arm needs to reach the baseline's final validation "
         f"loss. Method (ngptlab.speedup): {method or 'see ngptlab.speedup.estimator'}. A value with `>` or "
@@ -382,7 +371,7 @@ def section(doc: Document, results: Results, long: Table) -> None:
         f"{min_seeds(results)} seeds."))
     for cell, cell_doc in results.speedups.items():
         for target in moved_targets(cell_doc):
-            doc.add(Callout(f"{cell}, seed {target['seed']}: {target['note']}. Its speed-ups measure "
+            doc.add(Callout(f"{cell}, seed {target.seed}: {target.note}. Its speed-ups measure "
                             "against a different baseline loss.", kind="note"))
     doc.add(TableBlock(speedup_pivot(results, long)), TableBlock(target_table(results)), TableBlock(long))
     for baseline in baselines(results.params["speedup"])[1:]:
