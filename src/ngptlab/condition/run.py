@@ -44,6 +44,7 @@ from ngptlab.models import build_seeded
 from ngptlab.observe.effective import effective_matrices
 from ngptlab.observe.kappa import Settings, settings_of
 from ngptlab.results import read_summary, train_dir, write_json, write_spectra
+from ngptlab.settings import Condition
 
 CONVENTIONS = {
     "layer": "0-based block index, as in the state dict; embeddings have layer null (-1 in the CSV)",
@@ -86,7 +87,7 @@ def references(model: torch.nn.Module, spec: RunSpec, settings: Settings) -> dic
             "gaussian": gaussian_reference(scale.d_model, scale.n_head, scale.d_mlp, model.vocab_size)}
 
 
-def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progress: bool = True) -> dict:
+def condition_run(spec: RunSpec, root: str | Path, condition: Condition, progress: bool = True) -> dict:
     """Analyse one run's checkpoint and write its two result files; return the JSON document."""
     root = Path(root)
     summary = read_summary(root, spec)
@@ -99,8 +100,8 @@ def condition_run(spec: RunSpec, root: str | Path, condition_params: dict, progr
     model, config = load_model(ckpt, device="cpu", expected_arm=spec.arm)
     _check_config(ckpt, config, spec)
 
-    device = resolve_device(condition_params["device"], "condition.device").type
-    settings = settings_of(condition_params, device)
+    device = resolve_device(condition.device, "condition.device").type
+    settings = settings_of(condition, device)
     with torch.no_grad():
         analysis = analyse_matrices(effective_matrices(model), settings, progress=progress)
     reference = references(model, spec, settings)

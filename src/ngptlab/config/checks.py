@@ -121,23 +121,23 @@ def _growth_problem(train: Train) -> str | None:
             return f"{key}: a second entry for {entry.arm} after budget {entry.after_budget}"
         seen.add(where)
     seen = set()
-    for i, entry in enumerate(train.added_seeds):
+    for i, added in enumerate(train.added_seeds):
         key = f"train.added_seeds[{i}]"
-        where = (entry.scale, entry.context, entry.arm, entry.budget)
-        problem = outside(key, entry)
+        where = (added.scale, added.context, added.arm, added.budget)
+        problem = outside(key, added)
         if problem:
             return problem
-        if entry.budget not in train.budgets:
-            return f"{key}: budget {entry.budget} is not in train.budgets"
-        twice = sorted(set(entry.seeds) & set(train.seeds))
+        if added.budget not in train.budgets:
+            return f"{key}: budget {added.budget} is not in train.budgets"
+        twice = sorted(set(added.seeds) & set(train.seeds))
         if twice:
             return f"{key}: seed {twice[0]} is already in train.seeds"
         sweep = lr_sweep(train, *where)
-        if float(entry.lr) not in sweep:
-            return (f"{key}: lr {entry.lr:g} is not swept at budget {entry.budget} "
+        if float(added.lr) not in sweep:
+            return (f"{key}: lr {added.lr:g} is not swept at budget {added.budget} "
                     f"({[f'{x:g}' for x in sweep]})")
         if where in seen:
-            return f"{key}: a second entry for {entry.arm} at budget {entry.budget}"
+            return f"{key}: a second added for {added.arm} at budget {added.budget}"
         seen.add(where)
     prune = train.protocol.prune_sweeps
     if prune and prune.after_budget not in sorted(train.budgets)[:-1]:

@@ -15,7 +15,7 @@ import json
 import math
 from dataclasses import asdict
 
-from ngptlab.config.load import validate_params
+from ngptlab.config.load import read_mapping, validate_params
 from ngptlab.design.loss_model import DESIGN_KEYS, loss_model
 from ngptlab.design.measured_noise import pooled_log_variance, seed_sd_from
 from ngptlab.design.printout import table_lines
@@ -26,7 +26,7 @@ from ngptlab.errors import ParamsError
 from ngptlab.plan.edit import parse_assignment
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS, estimate_plan
 from ngptlab.plan.printout import projection
-from ngptlab.settings import setting
+from ngptlab.settings import Params
 from ngptlab.speedup.estimator import reference_tokens
 from ngptlab.stats import LEVEL
 
@@ -45,19 +45,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "DIR/results/speedup/*.json (design/measured_noise.py)")
 
 
-def with_design(params: dict, assignments: list[str], source: str) -> dict:
-    """params with design.<KEY> set from each KEY=VALUE, validated (a bad key or value names itself)."""
+def with_design(params: dict, assignments: list[str], source: str) -> Params:
+    """The typed settings of a params mapping with design.<KEY> set from each KEY=VALUE, validated (a bad key
+    or value names itself)."""
     design = dict(params.get("design", {}))
     for key, value in (parse_assignment(a, example="seed_sd=0.005") for a in assignments):
         if key not in DESIGN_KEYS:
             raise ParamsError(f"--set {key}: not a loss-model parameter; keys: {', '.join(DESIGN_KEYS)}")
         design[key] = value
-    params = {**params, "design": design}
-    validate_params(params, source=source)
-    return params
+    return validate_params({**params, "design": design}, source=source)
 
 
-def gpu_hours(params: dict) -> dict:
+def gpu_hours(params: Params) -> dict:
     """What `ngptlab plan` prints: the runs listed now and, with train.protocol, the whole protocol."""
     projected = projection(params, mfu=MFU, peak_tflops=PEAK_TFLOPS)
     return {"mfu": MFU, "peak_tflops": PEAK_TFLOPS,
@@ -65,16 +64,16 @@ def gpu_hours(params: dict) -> dict:
             "projected": None if projected is None else projected["total_gpu_hours"]}
 
 
-def design_document(params: dict, params_file: str, worlds: int | None = None, seed: int | None = None,
+def design_document(params: Params, params_file: str, worlds: int | None = None, seed: int | None = None,
                     jobs: int | None = None) -> dict:
     """The table of the module docstring, with the settings it was made under."""
-    design = params.get("design", {})
-    worlds = worlds or setting(design, "design.worlds")
-    seed = setting(design, "design.seed") if seed is None else seed
+    design = params.design
+    worlds = worlds or design.worlds
+    seed = design.seed if seed is None else seed
     model = loss_model(params)
-    planted = truths(setting(design, "design.ngpt_speedups"))
-    primary = setting(params["speedup"], "speedup.primary_contrast")
-    margin = float(setting(params["speedup"], "speedup.equivalence_margin"))
+    planted = truths(design.ngpt_speedups)
+    primary = params.speedup.primary_contrast
+    margin = float(params.speedup.equivalence_margin)
     outcomes = simulate(params, model, planted, worlds, seed, jobs)
     return {"params_file": params_file, "worlds": worlds, "seed": seed, "level": LEVEL,
             "model": asdict(model),
@@ -82,21 +81,22 @@ def design_document(params: dict, params_file: str, worlds: int | None = None, s
             **design_table(outcomes, planted, primary, margin)}
 
 
-def measured_seed_sd(params: dict, root: str) -> dict:
+def measured_seed_sd(params: Params, root: str) -> dict:
     """{root, log_sd, df, seed_sd}: the seed noise a pilot's speed-ups measured (design/measured_noise.py),
     read at the reference budget, where the target is (speedup.reference_budget)."""
     variance, df = pooled_log_variance(root)
-    reference = reference_tokens(setting(params["speedup"], "speedup.reference_budget"),
-                                 params["train"]["budgets"])
+    reference = reference_tokens(params.speedup.reference_budget,
+                                 params.train.budgets)
     seed_sd = seed_sd_from(loss_model(params), variance, reference)
     return {"root": root, "log_sd": math.sqrt(variance), "df": df, "seed_sd": seed_sd}
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
-    params = with_design(params, args.set, args.params)
+def run(args: argparse.Namespace, params: Params) -> int:
+    written = read_mapping(args.params)  # the file's own mapping: --set edits it before validation
+    params = with_design(written, args.set, args.params)
     measured = measured_seed_sd(params, args.noise_from) if args.noise_from else None
     if measured:
-        params = with_design(params, [f"seed_sd={measured['seed_sd']!r}"], args.params)
+        params = with_design(written, [*args.set, f"seed_sd={measured['seed_sd']!r}"], args.params)
     document = {**design_document(params, args.params, args.worlds, args.seed, args.jobs),
                 "noise_from": measured}
     if args.json:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ngptlab.settings import baselines, setting
+from ngptlab.settings import Params
 
 
 @dataclass(frozen=True)
@@ -81,18 +81,18 @@ class LossModel:
 DESIGN_KEYS = tuple(f.name for f in fields(LossModel))
 
 
-def loss_model(params: dict, overrides: dict | None = None) -> LossModel:
+def loss_model(params: Params, overrides: dict | None = None) -> LossModel:
     """The loss model of a params file: its `design:` section over the schema's defaults, then `overrides`
     (the command line's); the two null defaults resolved from the grid (module docstring)."""
-    design = {**params.get("design", {}), **{k: v for k, v in (overrides or {}).items() if v is not None}}
-    values = {key: setting(design, f"design.{key}") for key in DESIGN_KEYS}
-    train = params["train"]
+    values = {key: getattr(params.design, key) for key in DESIGN_KEYS}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    train = params.train
     if values["lr_optimum"] is None:
-        baseline = baselines(params["speedup"])[0]  # the primary's: the one every speed-up is read against
-        sweeps = [lr for scale in train["scales"] for lr in _sweep(train["learning_rates"][scale][baseline])]
+        baseline = params.speedup.baselines[0]  # the primary's: the one every speed-up is read against
+        sweeps = [lr for scale in train.scales for lr in _sweep(train.learning_rates[scale][baseline])]
         values["lr_optimum"] = math.exp((math.log(min(sweeps)) + math.log(max(sweeps))) / 2)
     if values["lr_reference_tokens"] is None:
-        budgets = train["budgets"]
+        budgets = train.budgets
         values["lr_reference_tokens"] = math.sqrt(min(budgets) * max(budgets))
     return LossModel(**{k: float(v) for k, v in values.items()})
 

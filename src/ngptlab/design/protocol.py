@@ -11,37 +11,41 @@ effect across them (ngptlab.speedup.across_cells), as the report makes it.
 
 from __future__ import annotations
 
-import copy
+from dataclasses import asdict, replace
 
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells
 from ngptlab.plan.edit import merge_entries
 from ngptlab.plan.prune import proposed_prunes
 from ngptlab.plan.seeds import ENTRY_KEY, proposed_seeds
-from ngptlab.settings import setting
+from ngptlab.settings import Params, of_section
 from ngptlab.speedup.across_cells import primary_across_cells
 from ngptlab.speedup.cell import analyse_cell
 from ngptlab.speedup.document import SpeedupDocument
 
 
-def played_protocol(params: dict, world: World) -> tuple[dict, dict]:
+def played_protocol(params: Params, world: World) -> tuple[Params, dict]:
     """(the params once train.protocol's steps are applied, {pruned_sweeps, added_seeds}: their entries)."""
-    params = copy.deepcopy(params)
-    train = params["train"]
-    protocol = setting(train, "train.protocol")
+    protocol = params.train.protocol
     decisions: dict[str, list[dict]] = {"pruned_sweeps": [], "added_seeds": []}
-    prune = setting(protocol, "train.protocol.prune_sweeps")
-    if prune:
-        decisions["pruned_sweeps"], _ = proposed_prunes(params, world.result_of, prune["keep"])
-        merge_entries(train.setdefault("pruned_sweeps", []), decisions["pruned_sweeps"], ())
-    n_seeds = setting(protocol, "train.protocol.add_seeds")
-    if n_seeds:
-        decisions["added_seeds"], _ = proposed_seeds(params, world.result_of, n_seeds)
-        merge_entries(train.setdefault("added_seeds", []), decisions["added_seeds"], ENTRY_KEY)
+    if protocol.prune_sweeps:
+        decisions["pruned_sweeps"], _ = proposed_prunes(params, world.result_of, protocol.prune_sweeps.keep)
+        params = with_entries(params, "pruned_sweeps", decisions["pruned_sweeps"], ())
+    if protocol.add_seeds:
+        decisions["added_seeds"], _ = proposed_seeds(params, world.result_of, protocol.add_seeds)
+        params = with_entries(params, "added_seeds", decisions["added_seeds"], ENTRY_KEY)
     return params, decisions
 
 
-def analysed_world(params: dict, world: World) -> dict:
+def with_entries(params: Params, key: str, entries: list[dict], match: tuple[str, ...]) -> Params:
+    """params with entries merged into train.<key> as `ngptlab plan` merges them into the file."""
+    train = asdict(params.train)
+    train[key] = list(train[key])
+    merge_entries(train[key], entries, match)
+    return replace(params, train=of_section("train", train))
+
+
+def analysed_world(params: Params, world: World) -> dict:
     """{params (grown), decisions, cells {cell: analyse_cell's document}, documents {cell: the same as a
     SpeedupDocument}, across [primary_across_cells rows] | None (one cell: no family to adjust)}."""
     grown, decisions = played_protocol(params, world)

@@ -23,15 +23,16 @@ from ngptlab.design.outcome import with_estimand, world_outcome
 from ngptlab.design.protocol import analysed_world
 from ngptlab.design.truths import Truth
 from ngptlab.design.world import World
+from ngptlab.settings import Params
 
 _shared: dict = {}  # a worker's params, model and truths (set once per process, not sent per world)
 
 
-def planted_world(params: dict, model: LossModel, truth: Truth, seed: int, truth_index: int,
+def planted_world(params: Params, model: LossModel, truth: Truth, seed: int, truth_index: int,
                   world_index: int) -> World:
     """World world_index of truth truth_index: its generator seeded [seed, truth_index, world_index]."""
     rng = np.random.default_rng([seed, truth_index, world_index])
-    return World(model, truth, params["train"]["eval_every_tokens"], rng)
+    return World(model, truth, params.train.eval_every_tokens, rng)
 
 
 def _play(task: tuple[int, int]) -> tuple[int, dict]:
@@ -42,11 +43,11 @@ def _play(task: tuple[int, int]) -> tuple[int, dict]:
     return truth_index, world_outcome(analysed_world(params, world), truth)
 
 
-def _share(params: dict, model: LossModel, truths: list[Truth], seed: int) -> None:
+def _share(params: Params, model: LossModel, truths: list[Truth], seed: int) -> None:
     _shared.update(params=params, model=model, truths=truths, seed=seed)
 
 
-def simulate(params: dict, model: LossModel, truths: list[Truth], worlds: int, seed: int,
+def simulate(params: Params, model: LossModel, truths: list[Truth], worlds: int, seed: int,
              jobs: int | None = None) -> list[list[dict]]:
     """[truth index][world] -> world_outcome; jobs processes (default: the CPUs this process may use)."""
     tasks = [(i, w) for i in range(len(truths)) for w in range(worlds)]
@@ -62,6 +63,6 @@ def simulate(params: dict, model: LossModel, truths: list[Truth], worlds: int, s
         outcomes[truth_index].append(outcome)
     noise_free = dataclasses.replace(model, seed_sd=0.0, trunk_sd=0.0, run_sd=0.0)
     for truth_index, truth in enumerate(truths):
-        world = World(noise_free, truth, params["train"]["eval_every_tokens"], np.random.default_rng(seed))
+        world = World(noise_free, truth, params.train.eval_every_tokens, np.random.default_rng(seed))
         with_estimand(outcomes[truth_index], world_outcome(analysed_world(params, world), truth))
     return outcomes

@@ -44,7 +44,7 @@ from ngptlab.evaluate.selection import select_runs
 from ngptlab.grid.enumeration import enumerate_cells
 from ngptlab.jobclock import job_clock
 from ngptlab.results import write_json
-from ngptlab.settings import setting
+from ngptlab.settings import Params
 from ngptlab.speedup.arm_records import RunEntry
 from ngptlab.speedup.document import read_document
 
@@ -74,7 +74,7 @@ def run_entry(run: RunEntry, checkpoint_sha256: str, results: dict) -> dict:
             "final_val_loss": run.final_val_loss, "checkpoint_sha256": checkpoint_sha256, "results": results}
 
 
-def evaluate_cell(params: dict, cell: str, root: str | Path) -> CellOutcome:
+def evaluate_cell(params: Params, cell: str, root: str | Path) -> CellOutcome:
     """Evaluate the cell's selected runs, each stored as a partial file when done (reused by a later job
     when made from the same checkpoint and settings), and write results/evaluate/<cell>.json; or stop
     early, without the document, when the job's clock (train.max_job_minutes) would not fit another run."""
@@ -87,18 +87,18 @@ def evaluate_cell(params: dict, cell: str, root: str | Path) -> CellOutcome:
     if cell not in enumerate_cells(params):
         raise ParamsError(f"cell {cell!r} is not in the grid of this params file; "
                           f"cells: {', '.join(enumerate_cells(params))}")
-    cfg = params["evaluate"]
+    cfg = params.evaluate
     speedup = read_document(root / layout.speedup_file(cell), "the cell's speed-up")
     selected, holes = select_runs(params, cell, speedup)
     tasks, manager = ready_tasks(params, root)
-    device = resolve_device(cfg["device"], "evaluate.device").type
+    device = resolve_device(cfg.device, "evaluate.device").type
     enc = gpt2_encoding(default_cache_dir())
     logging.getLogger("lm-eval").setLevel(logging.ERROR)
-    head = {"cell": cell, "budgets_selected": cfg["budgets"], "lm_eval_version": lm_eval.__version__,
-            "settings": {k: cfg[k] for k in ("tasks", "limit", "seed", "context_words",
+    head = {"cell": cell, "budgets_selected": cfg.budgets, "lm_eval_version": lm_eval.__version__,
+            "settings": {k: getattr(cfg, k) for k in ("tasks", "limit", "seed", "context_words",
                                              "continuation_words")} | {"device": device},
             "tasks": tasks}
-    clock = job_clock(setting(params["train"], "train.max_job_minutes"))
+    clock = job_clock(params.train.max_job_minutes)
     entries, reused, longest_s = [], 0, None
     for run in selected:
         started = time.perf_counter()

@@ -10,6 +10,7 @@ import time
 from ngptlab.evaluate import partial
 from ngptlab.evaluate.cell import evaluate_cell, output_path
 from ngptlab.jobclock import EXIT_RESUMABLE
+from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +18,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", default=".", help="directory holding data/, runs/, results/ (default: .)")
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     started = time.perf_counter()
     outcome = evaluate_cell(params, args.cell, args.root)
     if outcome.document is None:

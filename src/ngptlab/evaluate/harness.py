@@ -18,6 +18,7 @@ import torch
 from ngptlab import layout
 from ngptlab.errors import NgptlabError, ParamsError
 from ngptlab.evaluate.tasks import OFFLINE_EXAMPLES, OFFLINE_TASKS, TaskSettings, build_offline_tasks
+from ngptlab.settings import Evaluate, Params
 
 if TYPE_CHECKING:  # lm-eval takes seconds to import; the CLI loads it only when it evaluates
     from lm_eval.tasks import TaskManager
@@ -28,22 +29,22 @@ METRICS = ("acc", "acc_norm")
 BOOTSTRAP_ITERS = 100
 
 
-def prepare_tasks(params: dict, root: Path) -> dict[str, dict]:
+def prepare_tasks(params: Params, root: Path) -> dict[str, dict]:
     """Build the requested offline tasks and describe every requested task."""
-    cfg = params["evaluate"]
-    offline = [t for t in cfg["tasks"] if t in OFFLINE_TASKS]
-    described = {t: {"kind": "lm-eval"} for t in cfg["tasks"] if t not in OFFLINE_TASKS}
+    cfg = params.evaluate
+    offline = [t for t in cfg.tasks if t in OFFLINE_TASKS]
+    described = {t: {"kind": "lm-eval"} for t in cfg.tasks if t not in OFFLINE_TASKS}
     if offline:
         from ngptlab.prepare.cache import default_cache_dir
         from ngptlab.prepare.shards import open_tokens, verify_shards
         from ngptlab.prepare.tokenizer import gpt2_encoding
 
-        source = params["train"]["source"]
+        source = params.train.source
         tokens_dir = root / layout.tokens_dir(source)
         meta = verify_shards(tokens_dir)
-        settings = TaskSettings(examples=int(cfg["limit"] or OFFLINE_EXAMPLES), seed=int(cfg["seed"]),
-                                context_words=int(cfg["context_words"]),
-                                continuation_words=int(cfg["continuation_words"]))
+        settings = TaskSettings(examples=int(cfg.limit or OFFLINE_EXAMPLES), seed=int(cfg.seed),
+                                context_words=int(cfg.context_words),
+                                continuation_words=int(cfg.continuation_words))
         enc = gpt2_encoding(default_cache_dir())
         built = build_offline_tasks(open_tokens(tokens_dir, "val"), enc.decode,
                                     root / "data" / "evaluate" / source, settings, offline)
@@ -52,7 +53,7 @@ def prepare_tasks(params: dict, root: Path) -> dict[str, dict]:
             info["config"]["path"] = os.path.relpath(info["config"]["path"], root)
             info["val_sha256"] = meta["splits"]["val"]["sha256"]
         described.update(built)
-    return {t: described[t] for t in cfg["tasks"]}
+    return {t: described[t] for t in cfg.tasks}
 
 
 def task_manager(task_dirs: list[str], include_defaults: bool):
@@ -72,17 +73,18 @@ def check_tasks(manager, tasks: list[str]) -> None:
                           f"evaluate.task_dirs)")
 
 
-def evaluate_model(model: torch.nn.Module, encode, manager, tasks: list[str], cfg: dict, device: str) -> dict:
+def evaluate_model(model: torch.nn.Module, encode, manager, tasks: list[str], cfg: Evaluate,
+                   device: str) -> dict:
     """Run lm-eval's evaluator zero-shot on one model; per task acc, acc_norm (where defined), stderr, n."""
     from lm_eval import evaluator
 
     from ngptlab.evaluate.adapter import NgptlabLM
 
-    lm = NgptlabLM(model, encode, device=device, batch_size=int(cfg["batch_size"]))
-    seed = int(cfg["seed"])
+    lm = NgptlabLM(model, encode, device=device, batch_size=int(cfg.batch_size))
+    seed = int(cfg.seed)
     try:
         out = evaluator.simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, num_fewshot=0,
-                                        limit=cfg["limit"], bootstrap_iters=BOOTSTRAP_ITERS,
+                                        limit=cfg.limit, bootstrap_iters=BOOTSTRAP_ITERS,
                                         log_samples=False, random_seed=seed, numpy_random_seed=seed,
                                         torch_random_seed=seed, fewshot_random_seed=seed)
     except NgptlabError:
@@ -106,14 +108,14 @@ def evaluate_model(model: torch.nn.Module, encode, manager, tasks: list[str], cf
     return results
 
 
-def ready_tasks(params: dict, root: Path) -> tuple[dict[str, dict], TaskManager]:
+def ready_tasks(params: Params, root: Path) -> tuple[dict[str, dict], TaskManager]:
     """The requested tasks, described and built, and the lm-eval TaskManager that finds every one."""
-    cfg = params["evaluate"]
+    cfg = params.evaluate
     tasks = prepare_tasks(params, root)
-    offline_dir = root / "data" / "evaluate" / params["train"]["source"]
+    offline_dir = root / "data" / "evaluate" / params.train.source
     has_offline = any(info["kind"] == "offline" for info in tasks.values())
-    only_offline = all(info["kind"] == "offline" for info in tasks.values()) and not cfg["task_dirs"]
-    manager = task_manager([*cfg["task_dirs"], *([str(offline_dir)] if has_offline else [])],
+    only_offline = all(info["kind"] == "offline" for info in tasks.values()) and not cfg.task_dirs
+    manager = task_manager([*cfg.task_dirs, *([str(offline_dir)] if has_offline else [])],
                            include_defaults=not only_offline)
     check_tasks(manager, list(tasks))
     return tasks, manager

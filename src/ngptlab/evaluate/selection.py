@@ -6,16 +6,17 @@ run is a named hole."""
 from __future__ import annotations
 
 from ngptlab.grid.enumeration import compared_runs
+from ngptlab.settings import Params
 from ngptlab.speedup.arm_records import RunEntry
 from ngptlab.speedup.document import SpeedupDocument
 
 
-def select_runs(params: dict, cell: str, speedup: SpeedupDocument) -> tuple[list[RunEntry], list[dict]]:
+def select_runs(params: Params, cell: str, speedup: SpeedupDocument) -> tuple[list[RunEntry], list[dict]]:
     """The cell's runs to evaluate (the speed-up's best learning rate per arm, budget and seed) and the
     holes: wanted (arm, budget, seed) without a completed best run."""
     specs = [s for s in compared_runs(params) if s.cell == cell]
     budgets = sorted({s.budget for s in specs})
-    wanted_budgets = budgets[-1:] if params["evaluate"]["budgets"] == "largest" else budgets
+    wanted_budgets = budgets[-1:] if params.evaluate.budgets == "largest" else budgets
     best = {(r.arm, r.budget, r.seed): r for r in speedup.runs
             if r.best_lr_for_budget and r.status == "completed"}
     selected, holes = [], []

@@ -10,15 +10,19 @@ from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.errors import ParamsError
 from ngptlab.grid.runs import RunSpec, cell_name, parse_run_name
 from ngptlab.grid.sweeps import held_back, lr_sweep
-from ngptlab.settings import Params
+from ngptlab.settings import Params, Train
 
 
 def enumerate_runs(params: Params) -> list[RunSpec]:
-    """Every run the grid describes, in a stable order: the runs of train.schedule, then the cosine
+    """Every run the grid describes (train_runs)."""
+    return train_runs(params.train)
+
+
+def train_runs(train: Train) -> list[RunSpec]:
+    """Every run a train section describes, in a stable order: the runs of train.schedule, then the cosine
     calibration runs of a WSD grid (train.calibrate), each in (scale, context, arm, budget, seed, lr) order,
     then the runs of train.added_seeds. Budgets that train.protocol holds back until the sweep is pruned
     (held_back) are left out. With several train.weight_dtype, all of these once per dtype, in its order."""
-    train = params.train
     runs = []
     for schedule, budgets in ((schedules.of(train), train.budgets),
                               (schedules.COSINE, schedules.calibration_budgets(train))):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from ngptlab.settings import Train
+from ngptlab.settings import PrunedSweep, Train
 
 
 def lr_sweep(train: Train, scale: str, context: int, arm: str, budget: int | None = None) -> list[float]:
@@ -18,7 +18,7 @@ def lr_sweep(train: Train, scale: str, context: int, arm: str, budget: int | Non
     return [float(lr) for lr in (sweep[f"ctx{context}"] if isinstance(sweep, dict) else sweep)]
 
 
-def pruning_of(train: Train, scale: str, context: int, arm: str, budget: int) -> dict | None:
+def pruning_of(train: Train, scale: str, context: int, arm: str, budget: int) -> PrunedSweep | None:
     """The train.pruned_sweeps entry that sets the sweep at this budget: of those of (scale, context, arm)
     whose after_budget is below it, the one with the largest after_budget (successive halving prunes in
     rounds); None where the whole sweep runs."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from ngptlab import layout
 from ngptlab.batch import tokens_per_step
-from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.enumeration import enumerate_runs, train_runs
 from ngptlab.grid.runs import RunSpec, cell_name, format_lr
 from ngptlab.schedule import TRUNK, branch_point, run_tokens, shares_trunk
 from ngptlab.settings import Params, Train
@@ -83,7 +83,7 @@ def wsd_runs(params: Params) -> list[RunSpec]:
 def trunk_budgets(train: Train, trunk: TrunkSpec) -> list[int]:
     """The budgets that branch from this trunk: not every budget of the grid once a sweep is pruned
     (train.pruned_sweeps) or a seed is added at some budgets only (train.added_seeds)."""
-    return sorted(run.budget for run in wsd_runs({"train": train}) if trunk_of(run) == trunk)
+    return sorted(run.budget for run in train_runs(train) if shares_trunk(run) and trunk_of(run) == trunk)
 
 
 def enumerate_segments(params: Params) -> list[Segment]:

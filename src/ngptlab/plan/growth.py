@@ -9,9 +9,10 @@ from ngptlab.plan.edit import edit_params_file, parse_assignment, set_value
 from ngptlab.plan.extend import extend_sweeps
 from ngptlab.plan.prune import prune_sweeps
 from ngptlab.plan.seeds import add_seeds
+from ngptlab.settings import Params
 
 
-def set_keys(params_file: str, assignments: list[str]) -> dict:
+def set_keys(params_file: str, assignments: list[str]) -> Params:
     """Set each KEY=VALUE in the params file in place; the params as they are now."""
     parsed = [parse_assignment(a) for a in assignments]
     edit_params_file(params_file, lambda document: [set_value(document, k, v) for k, v in parsed])

@@ -70,7 +70,7 @@ def proposed_prunes(params: Params, results: ResultOf, keep: int) -> tuple[list[
             for arm in train.arms:
                 current = lr_sweep(train, scale, context, arm, min(above))
                 decided = pruning_of(train, scale, context, arm, min(above))
-                if len(current) <= keep or (decided and decided["after_budget"] >= budget):
+                if len(current) <= keep or (decided and decided.after_budget >= budget):
                     continue  # already K or fewer above B: nothing to halve
                 best = best_lr(sweep_losses(train, results, scale, context, arm, budget))
                 if best is None:

@@ -125,7 +125,7 @@ def prepare_minutes(params: Params) -> float:
     source, workers = params.prepare.source, max(1, int(params.prepare.workers))
     documents = source.min_documents or source.max_documents or 0
     megabytes = documents * DOCUMENT_BYTES / 1e6
-    download = megabytes / DOWNLOAD_MB_PER_S if source["kind"] == "hf" else 0.0
+    download = megabytes / DOWNLOAD_MB_PER_S if source.kind == "hf" else 0.0
     return (download + megabytes / (PREPARE_MB_PER_S_PER_WORKER * workers)) / 60 * 1.5  # +50%
 
 

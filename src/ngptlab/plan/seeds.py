@@ -39,7 +39,7 @@ def proposed_seeds(params: Params, results: ResultOf, n: int) -> tuple[list[dict
     """(train.added_seeds entries, new or with more seeds, one line per (cell, arm) left short and why)."""
     train = params.train
     wanted = new_seeds(train, n)
-    existing = {tuple(e[k] for k in ENTRY_KEY): e for e in train.added_seeds}
+    existing = {tuple(getattr(e, k) for k in ENTRY_KEY): e for e in train.added_seeds}
     entries, notes = [], []
     for scale in train.scales:
         for context in train.contexts:
@@ -53,12 +53,12 @@ def proposed_seeds(params: Params, results: ResultOf, n: int) -> tuple[list[dict
                     notes.append(f"{scale} ctx{context} {arm}: {why}")
                 for budget, lr in sorted(chosen.items()):
                     before = existing.get((scale, context, arm, budget))
-                    if before is not None and set(wanted) <= set(before["seeds"]):
+                    if before is not None and set(wanted) <= set(before.seeds):
                         continue
-                    seeds = sorted(set(before["seeds"]) | set(wanted)) if before else wanted
+                    seeds = sorted(set(before.seeds) | set(wanted)) if before else wanted
                     # seeds added earlier keep their learning rate: the runs they trained stay in the grid
                     entries.append({"scale": scale, "context": context, "arm": arm, "budget": budget,
-                                    "lr": before["lr"] if before else lr, "seeds": seeds})
+                                    "lr": before.lr if before else lr, "seeds": seeds})
     return entries, notes
 
 

@@ -29,7 +29,7 @@ from ngptlab.report.sections import (
 
 
 def build_document(results: Results, analysis: Analysis, code_revision: str) -> Document:
-    doc = Document(results.params["report"]["title"])
+    doc = Document(results.params.report.title)
     # Built once, shown in their sections and read by the summary (and the caveats).
     long = speedup.speedup_table(results)
     comparisons = settle.comparisons_table(results)

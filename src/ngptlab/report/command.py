@@ -24,6 +24,7 @@ from ngptlab.report.kit.crossarm import Analysis, arm_table, cross_arm_table, tr
 from ngptlab.report.kit.document import Document
 from ngptlab.report.kit.load import load_results
 from ngptlab.revision import code_revision as git_revision
+from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +39,7 @@ class Rendered:
     document: Document  # what was rendered (tables with their typed values, figures)
 
 
-def render_report(params: dict, root: str | Path = ".", params_path: str | Path | None = None,
+def render_report(params: Params, root: str | Path = ".", params_path: str | Path | None = None,
                   code_revision: str | None = None) -> Rendered:
     """Render every output file in memory (nothing written)."""
     started = time.perf_counter()
@@ -76,7 +77,7 @@ def write_report(rendered: Rendered, out: str | Path) -> list[Path]:
     return written
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     rendered = render_report(params, args.root, args.params)
     out = Path(args.out) if args.out else Path(args.root) / "reports"
     write_report(rendered, out)

@@ -81,7 +81,7 @@ def build_provenance(results: Results, doc: Document, code_revision: str) -> dic
         }
     params_file = results.params_path
     return {
-        "report": {"title": results.params["report"]["title"],
+        "report": {"title": results.params.report.title,
                    "params_file": _relative(params_file, results.root) if params_file else None,
                    "params_sha256": (sha256_file(params_file)
                                      if params_file and params_file.is_file() else None),

@@ -5,7 +5,7 @@ package):
   typed.py    the typed, frozen settings built from a validated params mapping, defaults filled in
 """
 
-from ngptlab.settings.schema import allowed_arms, baselines, default, load_schema, resolved_node, setting
+from ngptlab.settings.schema import allowed_arms, default, load_schema, resolved_node
 from ngptlab.settings.typed import (
     AddedSeeds,
     Calibrate,
@@ -26,5 +26,5 @@ from ngptlab.settings.typed import (
 )
 
 __all__ = ["AddedSeeds", "Calibrate", "Condition", "Design", "Evaluate", "Params", "Prepare", "PrunedSweep",
-           "Report", "Resources", "Shape", "Source", "Speedup", "Train", "allowed_arms", "baselines",
-           "default", "filled", "load_schema", "of_section", "resolved_node", "setting"]
+           "Report", "Resources", "Shape", "Source", "Speedup", "Train", "allowed_arms", "default", "filled",
+           "load_schema", "of_section", "resolved_node"]

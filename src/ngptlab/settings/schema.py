@@ -1,15 +1,10 @@
-"""The params file's schema (config/schema.yaml) as the code reads it: the arm names, and the value of an
-optional key that a params file leaves out, its schema `default:`.
-
-A params mapping stays as the file gives it: runs' fingerprints and the lineage keys hash sections as given,
-so filling defaults into them would make every finished run look stale. Code reads an optional key through
-`setting` instead, which falls back on the schema's default: one place for every default.
+"""The params file's schema (config/schema.yaml) as the code reads it: its nodes (a `$ref` followed), the arm
+names, and a key's schema `default:`, the one place a default is written (settings/typed.py fills them in).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -51,16 +46,3 @@ def default(key: str) -> Any:
     if "default" not in node:
         raise KeyError(f"{key}: the params schema gives no default")
     return copy.deepcopy(node["default"])  # a fresh [] or {} for whoever changes it
-
-
-def setting(section: Mapping, key: str) -> Any:
-    """The value of `key` (dotted, from the top of the params file) in `section`, the mapping that holds its
-    last part: the file's value where it gives one, else the schema's default."""
-    name = key.rpartition(".")[2]
-    return section[name] if name in section else default(key)
-
-
-def baselines(speedup: Mapping) -> list[str]:
-    """speedup.baseline as a list: one arm, or several whose first is the primary baseline."""
-    named = speedup["baseline"]
-    return [named] if isinstance(named, str) else list(named)

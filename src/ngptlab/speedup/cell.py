@@ -145,7 +145,7 @@ from ngptlab.grid.enumeration import compared_runs, enumerate_cells
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.lr_policy import cell_policy
 from ngptlab.results import RunResult, read_run_result, write_json
-from ngptlab.settings import baselines, setting
+from ngptlab.settings import Params
 from ngptlab.speedup.estimator import estimate_cell, seed_speedups
 from ngptlab.speedup.factorial import factorial
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
@@ -172,7 +172,7 @@ def output_path(root: str | Path, cell: str) -> Path:
     return Path(root) / layout.speedup_file(cell)
 
 
-def speedup_cell(params: dict, cell: str, root: str | Path) -> dict:
+def speedup_cell(params: Params, cell: str, root: str | Path) -> dict:
     """Estimate one cell from the train results under root and write its JSON; return the document."""
     cells = enumerate_cells(params)
     if cell not in cells:
@@ -183,18 +183,18 @@ def speedup_cell(params: dict, cell: str, root: str | Path) -> dict:
     return document
 
 
-def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
+def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     """The cell's document from its runs' results (every run of the cell in the grid): no file is read or
     written, so a planted world's runs (ngptlab.design) go through the very same estimate."""
-    cfg = params["speedup"]
-    resamples, seed = int(cfg["bootstrap"]), int(cfg["seed"])
-    margin = float(setting(cfg, "speedup.equivalence_margin"))
-    ratio = float(setting(cfg, "speedup.resolve_ratio"))
-    train, scale, context = params["train"], results[0].spec.scale, results[0].spec.context
+    cfg = params.speedup
+    resamples, seed = int(cfg.bootstrap), int(cfg.seed)
+    margin = float(cfg.equivalence_margin)
+    ratio = float(cfg.resolve_ratio)
+    train, scale, context = params.train, results[0].spec.scale, results[0].spec.context
     policy = cell_policy(train, {r.spec: r for r in results}.get, scale, context,
                          results[0].spec.weight_dtype)
-    first, *others = baselines(cfg)
-    reference = setting(cfg, "speedup.reference_budget")
+    first, *others = cfg.baselines
+    reference = cfg.reference_budget
 
     def against(baseline: str) -> dict:
         return estimate_cell(results, baseline, resamples, seed, margin, ratio, policy, reference=reference)
@@ -203,11 +203,11 @@ def analyse_cell(params: dict, cell: str, results: list[RunResult]) -> dict:
     for arm, entry in interpolate_cell(results, estimate, resamples, seed, margin, ratio).items():
         estimate["arms"][arm]["interpolated"] = entry
     # Seeds beyond train.seeds run only the chosen learning rate: they have no sweep whose edges matter.
-    swept = [r.spec for r in results if r.spec.seed in set(train["seeds"])]
+    swept = [r.spec for r in results if r.spec.seed in set(train.seeds)]
     edges = sweep_edges(results, lambda arm, budget: lr_sweep(train, scale, context, arm, budget), swept,
                         lambda arm, budget: pruning_of(train, scale, context, arm, budget) is not None)
     effects = factorial(seed_speedups(estimate["arms"], estimate["lr_policy"]["estimate_seeds"]), margin)
-    primary = setting(cfg, "speedup.primary_contrast")
+    primary = cfg.primary_contrast
     rival = rivals(results, estimate, primary, margin)
     # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.
     further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ngptlab.settings import Params
 from ngptlab.speedup.cell import output_path, speedup_cell
 
 
@@ -13,7 +14,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", default=".", help="directory holding results/ (default: .)")
 
 
-def run(args: argparse.Namespace, params: dict) -> int:
+def run(args: argparse.Namespace, params: Params) -> int:
     doc = speedup_cell(params, args.cell, args.root)
     parts = [f"{arm} {entry['speedup']['display']}" for arm, entry in doc["arms"].items()]
     print(f"{args.cell}: speed-up vs {doc['baseline']}: {', '.join(parts)} "

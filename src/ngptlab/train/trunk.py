@@ -42,7 +42,7 @@ from ngptlab.files import write_json_atomic
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, TrunkSpec, trunk_budgets, trunk_of
 from ngptlab.schedule import branch_point, trunk_warmup
-from ngptlab.settings import Params, Train
+from ngptlab.settings import Train
 from ngptlab.train import state
 from ngptlab.train.outputs import RunPaths, fingerprint
 
@@ -117,7 +117,7 @@ def keep_state(paths: TrunkPaths, step: int) -> None:
     paths.state_dir.rename(target)
 
 
-def write_record(paths: TrunkPaths, segment: Segment, expected: dict, params: Params, data: dict, tokens: int,
+def write_record(paths: TrunkPaths, segment: Segment, expected: dict, params: dict, data: dict, tokens: int,
                  diagnostics: dict | None) -> None:
     write_json_atomic(paths.record, {
         "format": RECORD_FORMAT, "segment": segment.name, "trunk": segment.trunk.name,

@@ -21,7 +21,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from ngptlab import layout
-from ngptlab.config.load import load_params
+from ngptlab.config.load import load_params, read_mapping
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
@@ -68,10 +68,9 @@ class Grid:
         never reach them. The file is loaded and checked here, once, before any job."""
         candidates = list(configfiles or ()) or ["params.yaml"]
         try:
-            if len(candidates) == 1 and load_params(candidates[0]) == config:
-                grid = cls(config, str(candidates[0]))
-            else:
+            if len(candidates) != 1 or read_mapping(candidates[0]) != config:
                 raise WorkflowError(MERGED_CONFIG)
+            grid = cls(load_params(candidates[0]), str(candidates[0]))
         except ParamsError as err:
             raise WorkflowError(f"invalid params: {err}") from None
         problem = grid.damaged()

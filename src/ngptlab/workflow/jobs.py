@@ -146,7 +146,7 @@ class Jobs:
     def process_memory(self, run: str) -> int:
         """condition and evaluate load one copy of the model, like one training process; at least 2 GB."""
         res = self.params.train.resources[self.grid.run(run).scale]
-        return max(2000, res["mem_mb"] // res["processes"])
+        return max(2000, res.mem_mb // res.processes)
 
     def condition_memory(self) -> int | Callable[[str], int]:
         """The memory of a condition job: the value where every run has it alike, else a function of the

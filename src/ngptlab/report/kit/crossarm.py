@@ -36,6 +36,7 @@ from ngptlab.grid.runs import RunSpec
 from ngptlab.models.registry import lookup_arm
 from ngptlab.observe.headline import headline
 from ngptlab.results import read_float, read_json, read_summary, write_text
+from ngptlab.settings import Params
 from ngptlab.speedup.document import SpeedupDocument, read_document
 
 VARIANT_PREFIX = {"effective": "eff_", "renormalized": "renorm_", "underlying": "under_"}
@@ -97,7 +98,7 @@ def arm_design(arm: str) -> tuple[str, str]:
     return spec.norms, spec.conditioning
 
 
-def cross_arm_table(params: dict, root: str | Path = ".", allow_missing: bool = False) -> pd.DataFrame:
+def cross_arm_table(params: Params, root: str | Path = ".", allow_missing: bool = False) -> pd.DataFrame:
     """One row per run that compares arms (see the module docstring). Missing result files are an error unless
     allow_missing, in which case their columns are nan/empty (for a report on a grid still running)."""
     root = Path(root)
@@ -127,7 +128,7 @@ def cross_arm_table(params: dict, root: str | Path = ".", allow_missing: bool = 
     return pd.DataFrame(rows)
 
 
-def write_cross_arm_table(params: dict, path: str | Path, root: str | Path = ".",
+def write_cross_arm_table(params: Params, path: str | Path, root: str | Path = ".",
                           allow_missing: bool = False) -> pd.DataFrame:
     """cross_arm_table written as CSV (atomically); returns the table."""
     table = cross_arm_table(params, root, allow_missing)

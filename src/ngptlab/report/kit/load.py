@@ -28,7 +28,7 @@ from ngptlab.files import read_json, sha256_file
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import read_metrics, read_summary, train_dir
-from ngptlab.settings import baselines
+from ngptlab.settings import Params
 from ngptlab.speedup.document import SpeedupDocument, read_document
 
 OBSERVED = ("angular_rate", "kappa")  # the metrics rows' observations of the weights the report draws
@@ -75,7 +75,7 @@ class RunRecord:
 @dataclass
 class Results:
     root: Path
-    params: dict
+    params: Params
     params_path: Path | None
     runs: dict[str, RunRecord]  # grid order
     speedups: dict[str, SpeedupDocument | None]  # cell -> its speed-up document, or None when missing
@@ -84,7 +84,7 @@ class Results:
 
     @property
     def source(self) -> str:
-        return self.params["train"]["source"]
+        return self.params.train.source
 
     @property
     def cells(self) -> list[str]:
@@ -93,7 +93,7 @@ class Results:
     @property
     def schedule(self) -> str:
         """train.schedule: cosine or wsd."""
-        return schedules.of(self.params["train"])
+        return schedules.of(self.params.train)
 
     def cell_runs(self, cell: str) -> list[RunRecord]:
         """Every run of the cell, a WSD grid's cosine calibration runs included."""
@@ -138,7 +138,7 @@ def _check_speedup(path: Path, doc: SpeedupDocument, cell: str, further: list[st
                                "(written before it did? rerun the speedup stage)")
 
 
-def load_results(params: dict, root: str | Path = ".", params_path: str | Path | None = None) -> Results:
+def load_results(params: Params, root: str | Path = ".", params_path: str | Path | None = None) -> Results:
     """Everything under root that the grid of `params` expects, present or missing."""
     root = Path(root)
     inputs: dict[str, str] = {}
@@ -183,11 +183,11 @@ def load_results(params: dict, root: str | Path = ".", params_path: str | Path |
         speedups[cell] = None
         if path.is_file():
             speedups[cell] = read_document(path, required=("arms", "baseline", "targets", "runs"))
-            _check_speedup(path, speedups[cell], cell, baselines(params["speedup"])[1:])
+            _check_speedup(path, speedups[cell], cell, params.speedup.baselines[1:])
             note(path)
 
     meta = None
-    meta_path = root / layout.tokens_dir(params["train"]["source"]) / "meta.json"
+    meta_path = root / layout.tokens_dir(params.train.source) / "meta.json"
     if meta_path.is_file():
         meta = read_json(meta_path, ResultsError)
         note(meta_path)

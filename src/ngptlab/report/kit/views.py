@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from ngptlab.lr_policy import runs_policy
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.results import RunResult
-from ngptlab.settings import baselines
 from ngptlab.speedup.estimator import runs_at_chosen_lr
 
 # The 2x2 design (DESIGN.md): {norm free, fixed} x {conditioning free, fixed}.
@@ -27,18 +26,18 @@ DESIGN_2X2 = ("gpt", "gpt-rownorm", "gpt-orth", "ngpt")
 
 def arms(results: Results) -> list[str]:
     """Arms in params order, the (primary) baseline first."""
-    baseline = baselines(results.params["speedup"])[0]
-    listed = list(results.params["train"]["arms"])
+    baseline = results.params.speedup.baselines[0]
+    listed = list(results.params.train.arms)
     return [baseline] + [a for a in listed if a != baseline]
 
 
 def budgets(results: Results) -> list[int]:
-    return sorted(results.params["train"]["budgets"])
+    return sorted(results.params.train.budgets)
 
 
 def too_small(results: Results) -> bool:
     """Whether the grid's largest budget is below report.min_budget_for_claims: nothing is concluded."""
-    return max(results.params["train"]["budgets"]) < results.params["report"]["min_budget_for_claims"]
+    return max(results.params.train.budgets) < results.params.report.min_budget_for_claims
 
 
 def _run_result(record: RunRecord) -> RunResult:
@@ -65,7 +64,7 @@ def best_runs(results: Results, cell: str) -> dict[tuple[str, int], dict[int, Ru
 def best_of(results: Results, records: list[RunRecord]) -> dict[tuple[str, int], dict[int, RunRecord]]:
     """The speed-up stage's choice among `records`, which must share one schedule: its own function."""
     runs = [_run_result(r) for r in records if r.summary is not None]
-    best = runs_at_chosen_lr(runs, runs_policy(runs, results.params["train"]["seeds"]))
+    best = runs_at_chosen_lr(runs, runs_policy(runs, results.params.train.seeds))
     return {key: {b: results.runs[rr.spec.name] for b, rr in per.items()} for key, per in best.items()}
 
 

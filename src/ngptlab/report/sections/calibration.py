@@ -19,16 +19,15 @@ from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.paper import WSD_CITATION
 from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_text
 from ngptlab.schedule import calibration_budgets
-from ngptlab.settings import baselines
 from ngptlab.stats import LEVEL, t_interval
 
 
 def section(doc: Document, results: Results) -> None:
     """The calibration section, only for a grid with calibration runs (train.calibrate)."""
-    train = results.params["train"]
+    train = results.params.train
     if not calibration_budgets(train):
         return
-    baseline = baselines(results.params["speedup"])[0]
+    baseline = results.params.speedup.baselines[0]
     doc.add(Heading("Calibration: WSD against cosine", "calibration"))
     doc.add(Text(
         f"The arms are compared under WSD ({WSD_CITATION}), the paper under cosine. At "
@@ -82,7 +81,7 @@ def calibration_table(results: Results) -> Table:
                    "out, with their twin of the other schedule.")
     for cell in results.cells:
         for arm in views.arms(results):
-            for budget in calibration_budgets(results.params["train"]):
+            for budget in calibration_budgets(results.params.train):
                 t.add(*_calibration_row(results, cell, arm, budget))
     return t
 

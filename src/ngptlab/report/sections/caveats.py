@@ -15,34 +15,34 @@ from ngptlab.schedule import calibration_budgets, shares_trunks
 def section(doc: Document, results: Results, long: Table) -> None:
     """`long`: the speed-up table (sections/speedup.py), whose bounds are a caveat."""
     doc.add(Heading("Caveats", "caveats"))
-    train = results.params["train"]
+    train = results.params.train
     items = []
     if views.too_small(results):
-        items.append(f"Budgets up to {max(train['budgets']):,} tokens, below report.min_budget_for_claims "
-                     f"({results.params['report']['min_budget_for_claims']:,}): too small to conclude "
+        items.append(f"Budgets up to {max(train.budgets):,} tokens, below report.min_budget_for_claims "
+                     f"({results.params.report.min_budget_for_claims:,}): too small to conclude "
                      "anything.")
-    if len(train["seeds"]) == 1:
+    if len(train.seeds) == 1:
         items.append("One seed: every speed-up is a point estimate without an interval; differences between "
                      "arms may be noise.")
-    elif len(train["seeds"]) < min_seeds(results):
-        n = len(train["seeds"])
+    elif len(train.seeds) < min_seeds(results):
+        n = len(train.seeds)
         items.append(f"{n} seeds: every interval is a t-interval on ln S with {n - 1} degree"
                      f"{'s' if n > 2 else ''} of freedom, wide at so few seeds and resting on ln S being "
                      "roughly normal over seeds; no bootstrap interval below "
                      f"{min_seeds(results)} seeds.")
     paper_scales = set(paper_numbers()["paper"]["scales"])
-    other = [s for s in train["scales"] if s not in paper_scales]
+    other = [s for s in train.scales if s not in paper_scales]
     if other:
         items.append(f"Scale{'s' if len(other) > 1 else ''} {', '.join(other)} "
                      f"{'are' if len(other) > 1 else 'is'} not the paper's "
                      f"({', '.join(sorted(paper_scales))}): its numbers are not directly comparable.")
-    no_ref = [c for c in train["contexts"] if paper_speedup(c) is None]
+    no_ref = [c for c in train.contexts if paper_speedup(c) is None]
     if no_ref:
         items.append(f"The paper reports no speed-up at context{'s' if len(no_ref) > 1 else ''} "
                      f"{', '.join(f'{c:,}' for c in no_ref)}.")
-    source = results.params["prepare"]["source"]
-    if source["kind"] != "hf":
-        items.append(f"Data: `{source['name']}` ({source['kind']}), not the paper's OpenWebText.")
+    source = results.params.prepare.source
+    if source.kind != "hf":
+        items.append(f"Data: `{source.name}` ({source.kind}), not the paper's OpenWebText.")
     bounds = [r for r in long.rows if r[long.columns.index("bound")]]
     if bounds:
         items.append(f"{len(bounds)} speed-up{'s are' if len(bounds) > 1 else ' is a'} "
@@ -71,7 +71,7 @@ def section(doc: Document, results: Results, long: Table) -> None:
 
 def _schedule(results: Results) -> list[str]:
     """The caveats a WSD grid adds."""
-    train = results.params["train"]
+    train = results.params.train
     if not shares_trunks(results.schedule):
         return []
     calibrated = ("see [Calibration](#calibration) for whether WSD shifts every arm's loss alike"

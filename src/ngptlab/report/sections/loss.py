@@ -126,7 +126,7 @@ def shown_curve(results: Results, record: RunRecord, drawn: list[RunRecord]) -> 
               and (o.spec.lr, o.spec.seed) == (spec.lr, spec.seed)]
     if not shares_trunk(spec) or not longer:
         return record.curve
-    train = results.params["train"]
+    train = results.params.train
     start = branch_point(train, spec.context, spec.budget) * tokens_per_step(train, spec.context)
     on_trunk = [i for i, (tokens, _) in enumerate(record.curve) if tokens <= start]
     return record.curve[on_trunk[-1] if on_trunk else 0:]
@@ -137,7 +137,7 @@ def loss_caption(results: Results) -> str:
         return ("Each budget is its own run with its own cosine schedule (thick: the largest budget; thin: "
                 "smaller budgets), at the learning rate that gave the lowest final loss for that budget, "
                 "smallest seed. Diverged runs dotted, ending in x.")
-    train = results.params["train"]
+    train = results.params.train
     return ("WSD: the budgets of an arm share one trunk, drawn once, as the start of its largest "
             "budget's curve (thick); every smaller budget (thin) is drawn only from its branch point on, "
             "where it leaves the trunk and cools down to 0 over the last "

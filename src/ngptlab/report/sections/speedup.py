@@ -26,7 +26,6 @@ from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, 
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import ONE_SEED, arm_runs, bracket, measurable_text, min_seeds, speedup_text
 from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_text
-from ngptlab.settings import baselines
 from ngptlab.speedup.arm_records import Interpolated, Speedup, Target, seed_counts
 from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.inference import SIZE_KEYS
@@ -67,7 +66,7 @@ def tuned_text(doc: SpeedupDocument, arm: str) -> str | None:
 def named_baseline(results: Results, baseline: str | None) -> tuple[str, str, str]:
     """(baseline, suffix of its tables' ids, words for their titles), the primary baseline by default: with
     one baseline the plain ids and titles, with several each table says which baseline it is against."""
-    named = baselines(results.params["speedup"])
+    named = results.params.speedup.baselines
     baseline = baseline or named[0]
     suffix = "" if baseline == named[0] else f"_{baseline}"
     return baseline, suffix, f"against {baseline}" if len(named) > 1 else ""
@@ -374,7 +373,7 @@ def section(doc: Document, results: Results, long: Table) -> None:
             doc.add(Callout(f"{cell}, seed {target.seed}: {target.note}. Its speed-ups measure "
                             "against a different baseline loss.", kind="note"))
     doc.add(TableBlock(speedup_pivot(results, long)), TableBlock(target_table(results)), TableBlock(long))
-    for baseline in baselines(results.params["speedup"])[1:]:
+    for baseline in results.params.speedup.baselines[1:]:
         further = speedup_table(results, baseline)
         doc.add(TableBlock(speedup_pivot(results, further, baseline)), TableBlock(further))
 

@@ -19,14 +19,14 @@ from ngptlab.report.kit.table import Table, fmt_short
 def section(doc: Document, results: Results, long: Table, comparisons: Table) -> None:
     """`long`: the speed-up table (sections/speedup.py); `comparisons`: the 2x2's (sections/settle.py)."""
     counts = views.status_counts(list(results.runs.values()))
-    train = results.params["train"]
-    largest = max(train["budgets"])
+    train = results.params.train
+    largest = max(train.budgets)
     doc.add(Text(
         f"This report covers the {len(results.runs)} runs of the grid in `{shown_path(results)}`: "
-        f"scale{'s' if len(train['scales']) > 1 else ''} {', '.join(train['scales'])}, "
-        f"contexts {', '.join(f'{c:,}' for c in train['contexts'])}, "
-        f"{len(train['arms'])} arms, token budgets up to {largest:,} ({fmt_short(largest)}), "
-        f"{len(train['seeds'])} seed{'s' if len(train['seeds']) > 1 else ''}, trained on `{results.source}`. "
+        f"scale{'s' if len(train.scales) > 1 else ''} {', '.join(train.scales)}, "
+        f"contexts {', '.join(f'{c:,}' for c in train.contexts)}, "
+        f"{len(train.arms)} arms, token budgets up to {largest:,} ({fmt_short(largest)}), "
+        f"{len(train.seeds)} seed{'s' if len(train.seeds) > 1 else ''}, trained on `{results.source}`. "
         f"{counts['completed']} completed, {counts['diverged']} diverged, {counts['missing']} missing."))
     ref = paper_numbers()
     doc.add(Text(
@@ -55,11 +55,11 @@ def section(doc: Document, results: Results, long: Table, comparisons: Table) ->
             "describes: "
             f"{run_names(stale)}. Their numbers are not of this data; `snakemake` or `dvc repro` retrains "
             "them (their lineage keys changed with the data's)."))
-    seeds = len(train["seeds"])
+    seeds = len(train.seeds)
     if views.too_small(results):
         doc.add(Callout(
             f"**Too small to conclude anything.** The largest token budget here is {largest:,} tokens, below "
-            f"report.min_budget_for_claims = {results.params['report']['min_budget_for_claims']:,}. The "
+            f"report.min_budget_for_claims = {results.params.report.min_budget_for_claims:,}. The "
             "numbers show that the pipeline runs end to end; they say nothing about whether nGPT trains "
             "faster or why. No conclusion is drawn below."))
     else:

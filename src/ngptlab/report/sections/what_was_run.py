@@ -30,7 +30,7 @@ from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.paper import WSD_CITATION
 from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_sha, fmt_text
 from ngptlab.schedule import calibration_budgets, cooldown_fraction, cooldown_shape, is_wsd
-from ngptlab.settings import setting
+from ngptlab.settings import Train
 
 
 def section(doc: Document, results: Results) -> None:
@@ -38,7 +38,7 @@ def section(doc: Document, results: Results) -> None:
     doc.add(Heading("What was run", "what-was-run"))
     doc.add(Text(
         "Every run is one (scale, context, arm, token budget, learning rate, seed). "
-        + protocol(results.params["train"]) + " The learning rate is swept per arm, the only "
+        + protocol(results.params.train) + " The learning rate is swept per arm, the only "
         "hyperparameter the paper tuned. The arms and what they fix:"))
     doc.add(Bullets([f"`{arm}`: weight norms {arm_design(arm)[0]}, conditioning "
                      f"{arm_design(arm)[1]}" for arm in views.arms(results)]))
@@ -66,7 +66,7 @@ def section(doc: Document, results: Results) -> None:
 # The grid
 
 
-def describe(train: dict) -> str:
+def describe(train: Train) -> str:
     """The grid table's schedule row."""
     if not is_wsd(train):
         return "cosine (the paper's): each budget its own run"
@@ -78,7 +78,7 @@ def describe(train: dict) -> str:
     return text
 
 
-def protocol(train: dict) -> str:
+def protocol(train: Train) -> str:
     """What the grid section says about the schedule."""
     if not is_wsd(train):
         return "Each token budget is its own run with its own cosine schedule (the paper's Fig. 2 method)."
@@ -96,24 +96,24 @@ def protocol(train: dict) -> str:
 
 
 def grid_table(results: Results) -> Table:
-    train = results.params["train"]
+    train = results.params.train
     t = Table("grid", "The grid", ["item", "value"], formats={"value": fmt_text}, key=["item"])
-    t.add({"item": "scales", "value": ", ".join(train["scales"])})
-    t.add({"item": "contexts", "value": ", ".join(f"{c:,}" for c in train["contexts"])})
+    t.add({"item": "scales", "value": ", ".join(train.scales)})
+    t.add({"item": "contexts", "value": ", ".join(f"{c:,}" for c in train.contexts)})
     t.add({"item": "arms", "value": ", ".join(views.arms(results))})
     t.add({"item": "token budgets", "value": ", ".join(f"{b:,}" for b in views.budgets(results))})
     t.add({"item": "schedule", "value": describe(train)})
     if weight_dtypes.of(train) != [weight_dtypes.FP32]:  # an fp32 grid's table as before
         t.add({"item": "weight dtype", "value": weight_dtypes.describe(train)})
-    for scale in train["scales"]:
-        for context in train["contexts"]:
+    for scale in train.scales:
+        for context in train.contexts:
             lrs = "; ".join(f"{arm} {', '.join(fmt_lr(x) for x in lr_sweep(train, scale, context, arm))}"
                             for arm in views.arms(results))
             t.add({"item": f"learning rates ({scale}, context {context})", "value": lrs})
-    t.add({"item": "seeds", "value": ", ".join(str(s) for s in train["seeds"])})
-    t.add({"item": "batch (sequences, at every context)", "value": f"{train['batch_sequences']:,}"})
+    t.add({"item": "seeds", "value": ", ".join(str(s) for s in train.seeds)})
+    t.add({"item": "batch (sequences, at every context)", "value": f"{train.batch_sequences:,}"})
     t.add({"item": "warmup (steps, arms that warm up)",
-           "value": f"{train['warmup_steps']:,}, at most {train['warmup_max_fraction']:.0%} of a run's "
+           "value": f"{train.warmup_steps:,}, at most {train.warmup_max_fraction:.0%} of a run's "
                     "steps"})
     counts = views.status_counts(list(results.runs.values()))
     t.add({"item": "runs", "value": f"{len(results.runs)} in the grid: {counts['completed']} completed, "
@@ -124,8 +124,8 @@ def grid_table(results: Results) -> Table:
 def data_table(results: Results) -> Table:
     t = Table("data", "The data", ["item", "value"], formats={"value": fmt_text}, key=["item"])
     meta = results.meta
-    source = results.params["prepare"]["source"]
-    t.add({"item": "source", "value": f"{source['name']} ({source['kind']})"})
+    source = results.params.prepare.source
+    t.add({"item": "source", "value": f"{source.name} ({source.kind})"})
     if meta is None:
         t.add({"item": "meta.json", "value": f"missing: {layout.tokens_dir(results.source)}/meta.json"})
     for split in ("train", "val"):
@@ -224,33 +224,33 @@ def compute_spent(results: Results, cell: str, done: list[RunRecord]) -> tuple[i
 # The sweeps
 
 
-def grows(train: dict) -> bool:
+def grows(train: Train) -> bool:
     """Whether some budget runs other learning rates or seeds than the sweep x train.seeds."""
-    return bool(setting(train, "train.pruned_sweeps") or setting(train, "train.added_seeds")
-                or setting(train, "train.protocol"))
+    return bool(train.pruned_sweeps or train.added_seeds
+                or train.protocol)
 
 
 def _lrs(values: list[float]) -> str:
     return ", ".join(fmt_lr(v) for v in sorted(values)) or "none"
 
 
-def stopped_why(train: dict, scale: str, context: int, arm: str, budget: int) -> str | None:
+def stopped_why(train: Train, scale: str, context: int, arm: str, budget: int) -> str | None:
     """Why the learning rates of the arm's sweep missing at this budget stopped: the pruning that dropped
     them, or the protocol that holds the budget back until that pruning."""
     if held_back(train, scale, context, arm, budget):
-        after = train["protocol"]["prune_sweeps"]["after_budget"]
+        after = train.protocol.prune_sweeps.after_budget
         return (f"held back until `ngptlab plan --prune-sweeps` has chosen its learning rates from the "
                 f"results up to {after:,}")
     pruned = pruning_of(train, scale, context, arm, budget)
     if pruned is None:
         return None
-    best = f" ({fmt_lr(pruned['best_lr'])})" if pruned.get("best_lr") else ""
-    below = f" and the {pruned['keep'] - 1} below it" if pruned["keep"] > 1 else ""
-    return f"pruned after {pruned['after_budget']:,}: the best learning rate there{best}{below} run on"
+    best = f" ({fmt_lr(pruned.best_lr)})" if pruned.best_lr else ""
+    below = f" and the {pruned.keep - 1} below it" if pruned.keep > 1 else ""
+    return f"pruned after {pruned.after_budget:,}: the best learning rate there{best}{below} run on"
 
 
 def sweeps_table(results: Results) -> Table:
-    train = results.params["train"]
+    train = results.params.train
     cols = ["cell", "arm", "budget", "learning_rates", "seeds", "added_seeds", "stopped", "why"]
     t = Table("sweeps", "Learning rates and seeds run at each budget", cols, key=["cell", "arm", "budget"],
               headers={"learning_rates": "learning rates (train.seeds)", "added_seeds": "added seeds (lr)",
@@ -267,15 +267,15 @@ def sweeps_table(results: Results) -> Table:
         if not records:
             continue
         scale, context = records[0].spec.scale, records[0].spec.context
-        for arm in train["arms"]:
+        for arm in train.arms:
             full = lr_sweep(train, scale, context, arm)
-            for budget in sorted(train["budgets"]):
+            for budget in sorted(train.budgets):
                 here = [r for r in records if r.spec.arm == arm and r.spec.budget == budget]
-                swept = sorted({r.spec.lr for r in here if r.spec.seed in train["seeds"]})
-                added = sorted({(r.spec.lr, r.spec.seed) for r in here if r.spec.seed not in train["seeds"]})
+                swept = sorted({r.spec.lr for r in here if r.spec.seed in train.seeds})
+                added = sorted({(r.spec.lr, r.spec.seed) for r in here if r.spec.seed not in train.seeds})
                 stopped = [lr for lr in full if lr not in swept]
                 t.add({"cell": cell, "arm": arm, "budget": budget, "learning_rates": _lrs(swept),
-                       "seeds": ", ".join(map(str, train["seeds"])) if swept else None,
+                       "seeds": ", ".join(map(str, train.seeds)) if swept else None,
                        "added_seeds": "; ".join(f"{s} ({fmt_lr(lr)})" for lr, s in added) or None,
                        "stopped": _lrs(stopped) if stopped else None,
                        "why": stopped_why(train, scale, context, arm, budget) if stopped else None},
@@ -285,10 +285,10 @@ def sweeps_table(results: Results) -> Table:
 
 def _sweeps(doc: Document, results: Results) -> None:
     """The sweeps' table, for a grid that prunes or adds seeds; one sentence otherwise."""
-    train = results.params["train"]
+    train = results.params.train
     if not grows(train):
         doc.add(Text(f"Every arm ran its whole learning-rate sweep at every budget, with seeds "
-                     f"{', '.join(map(str, train['seeds']))}."))
+                     f"{', '.join(map(str, train.seeds))}."))
         return
     doc.add(TableBlock(sweeps_table(results)))
 
