@@ -22,12 +22,14 @@ from support.train import (
     timing_file,
     write_shards,
 )
+from support.workflow import default_params
 
 from ngptlab.checkpoint import load_model
+from ngptlab.config.load import validate_params
 from ngptlab.errors import CheckpointError, DataError, ParamsError
 from ngptlab.grid.enumeration import find_run
 from ngptlab.models import build_seeded
-from ngptlab.train import final_eval
+from ngptlab.settings import of_section
 from ngptlab.train.data import FINAL_EVAL_CAP_TOKENS, eval_offsets, final_eval_offsets, gather
 from ngptlab.train.dist import Topology
 from ngptlab.train.evaluation import HEAD_ROWS, Evaluator, mean_and_se
@@ -94,10 +96,11 @@ def test_a_number_larger_than_the_split_is_one_clear_error():
 
 
 def test_the_setting_defaults_to_all_and_refuses_other_values():
-    assert final_eval.setting({}) == "all" and final_eval.setting({"final_eval_tokens": 512}) == 512
+    train = {k: v for k, v in default_params()["train"].items() if k != "final_eval_tokens"}
+    assert of_section("train", train).final_eval_tokens == "all"
     for bad in (0, -5, 2.5, True, "most"):
-        with pytest.raises(ParamsError, match="train.final_eval_tokens must be"):
-            final_eval.setting({"final_eval_tokens": bad})
+        with pytest.raises(ParamsError, match="train.final_eval_tokens"):
+            validate_params({**default_params(), "train": {**train, "final_eval_tokens": bad}})
 
 
 def test_the_standard_error_is_the_sd_over_windows_over_root_n():

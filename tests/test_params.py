@@ -4,6 +4,7 @@ optional key's default comes from the schema, without being filled into the mapp
 from __future__ import annotations
 
 import copy
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from ngptlab.grid.resources import run_shape, scale_layout
 from ngptlab.grid.runs import RunSpec, parse_run_name
 from ngptlab.grid.sweeps import lr_sweep
 from ngptlab.layout import REPO_ROOT
-from ngptlab.settings import allowed_arms, default, load_schema, setting
+from ngptlab.settings import Params, allowed_arms, default, load_schema, of_section
 
 DEFAULT = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
 
@@ -258,18 +259,18 @@ def test_the_global_batch_is_the_same_on_any_number_of_nodes():
         split_batch(512, 32768, 1024, 24)
 
 
-def test_load_returns_the_file_as_given_and_defaults_come_from_the_schema(tmp_path):
-    # fingerprints and lineage keys hash the sections as given: loading must not fill in defaults
+def test_load_gives_typed_settings_with_the_schemas_defaults_and_the_files_values_first():
     params = load_params(REPO_ROOT / "params.yaml")
-    assert params == DEFAULT and "schedule" not in params["train"]
-    train = params["train"]
-    assert setting(train, "train.schedule") == "cosine"
-    assert setting(train, "train.cooldown_fraction") == 0.2
-    assert setting({}, "train.final_eval_tokens") == "all"
-    assert setting({**train, "schedule": "wsd"}, "train.schedule") == "wsd"  # the file's value first
-    assert setting({"gpus": 1}, "train.resources.*.nodes") == 1  # `*`: any scale
-    assert setting({"peak_tflops": None}, "train.peak_tflops") is None  # a value given as null stays null
-    setting(train, "train.pruned_sweeps").append({"scale": "x"})  # a default is a fresh copy each time
+    assert params == Params.of(DEFAULT) and "schedule" not in DEFAULT["train"]
+    train = params.train
+    assert train.schedule == "cosine" and train.cooldown_fraction == 0.2  # the schema's defaults
+    assert train.final_eval_tokens == DEFAULT["train"]["final_eval_tokens"]  # the file's value
+    assert of_section("train", {**DEFAULT["train"], "schedule": "wsd"}).schedule == "wsd"
+    assert train.resources["cpu-4l"].nodes == 1 and train.peak_tflops is None  # null stays null
+    assert train.budgets == (2048, 8192) and train.pruned_sweeps == ()  # lists become tuples
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        train.budgets = (1,)  # type: ignore[misc]
+    assert params.speedup.baselines == ("gpt",)
     assert default("train.pruned_sweeps") == []
     with pytest.raises(KeyError, match="train.batch_sequences"):
         default("train.batch_sequences")  # required: no default
