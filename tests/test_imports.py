@@ -115,3 +115,15 @@ def test_settle_it_is_its_evidence_and_its_reading_in_two_modules():
                                                          "effect_records", "inference")}
     assert not graph[evidence] & (verdicts | {reading})
     assert evidence in graph[reading]
+
+
+def test_every_folders_init_maps_its_modules():
+    """Each package's __init__ docstring names every module and subpackage in it (`name.py`, `name/`): the
+    map a reader opens first stays the folder's."""
+    for init in sorted(SRC.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        here = init.parent
+        names = [f"{p.name}" for p in here.glob("*.py") if p.name != "__init__.py"]
+        names += [f"{d.name}/" for d in here.iterdir() if (d / "__init__.py").is_file()]
+        missing = sorted(name for name in names if name not in doc)
+        assert not missing, f"{init.relative_to(SRC.parent)} names no {', '.join(missing)}"

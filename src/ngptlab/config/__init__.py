@@ -1,3 +1,3 @@
-"""The params file: its schema (schema.yaml), reading and validating it once (load.py), the messages that
-name the key at fault (messages.py), and the checks across fields that the schema cannot express
-(checks.py). An optional key's default is read through ngptlab.settings."""
+"""The params file: its schema (schema.yaml), reading and validating it once into typed settings (load.py),
+the messages that name the key at fault (messages.py), the checks across fields that the schema cannot
+express (checks.py), and what each key does to the results, as the schema classes it (roles.py)."""

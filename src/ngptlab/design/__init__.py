@@ -1,0 +1,13 @@
+"""`ngptlab design`: a design checked on planted worlds before any GPU-hour is spent.
+
+  command.py         the command: the table, optionally with the seed noise a pilot measured
+  loss_model.py      the planted loss of a run (a Chinchilla-style law, a learning-rate parabola, noise)
+  truths.py          the planted truths: each arm's speed-up over gpt
+  world.py           one planted world: every run's result drawn under one truth
+  protocol.py        the protocol played out on a world through the stages' own functions
+  simulate.py        every truth over many worlds, spread over processes
+  outcome.py         what one world's documents say, beside its truth
+  table.py           how often each reading comes out, coverage, bias, per truth and cell
+  printout.py        the table in words
+  measured_noise.py  the seed noise from a pilot's speed-ups (--noise-from)
+"""

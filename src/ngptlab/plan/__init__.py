@@ -1,0 +1,14 @@
+"""`ngptlab plan`: the grid a params file describes, its size, cost and lineage, and the edits that grow it.
+
+  command.py    the command                     printout.py   the plan printed
+  estimate.py   each job's size and cost        memory.py     peak memory of a training process
+  runtime.py    every job's Slurm time limit    storage.py    what a grid keeps on disk
+  sharing.py    what WSD trunks save            protocol.py   the projected cost of train.protocol
+  closure.py    a stage's code: the import closure of its command, fingerprinted
+  lineage.py    every job's lineage key: its settings (by the schema's classes), code and upstream keys
+  grid.py       results/plan.json, the resolved grid and keys dvc.yaml reads
+  gridfile.py   writing it (--write)
+  growth.py     edits that change the grid: --set, --extend-sweeps, --prune-sweeps, --add-seeds
+  edit.py       the params file edited in place, never left invalid
+  extend.py prune.py seeds.py sweeps.py    the edits themselves and the finished runs they read
+"""

@@ -7,6 +7,13 @@ estimator.py    the paper's speed-up measure as pure functions: every seed at th
 selection.py    the seeds the speed-up is estimated on (held out from the lr's choice) and the choosing
                 seeds' optimism (selection_bias)
 inference.py    over seeds: geometric mean and t-interval on ln S, paired contrasts of arms, verdicts
+paired.py       a mean log ratio between arms (paired t, or censored with bounds)
+equivalence.py  the verdict of an interval against the margin (two one-sided tests)
+factorial.py    the 2x2 read as a factorial: conditioning, norm and interaction effects
+reading.py      what the pre-specified primary effect says of the conditioning account
+rivals.py       the effective learning rate beside the speed-up: does it confound the reading
+multiplicity.py Holm's adjustment
+loss_law.py     the fitted law a target is interpolated along
 censored.py     the mean over seeds when some seeds are bounds: censored-normal profile likelihood
 interpolate.py  the best loss between learning-rate grid points (a parabola in ln lr) and its speed-up
 tuning.py       whether each arm's best learning rate is inside the learning rates run at its budget
