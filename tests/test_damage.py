@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 from snakemake.exceptions import WorkflowError
 
 from ngptlab import layout
-from ngptlab.config.load import load_params
+from ngptlab.config.load import load_params, read_mapping
 from ngptlab.layout import REPO_ROOT
 from ngptlab.plan.lineage import STAGES
 from ngptlab.workflow.damage import checkpoint_damage, shard_damage
@@ -22,16 +22,17 @@ from ngptlab.workflow.grid import Grid
 @pytest.fixture
 def project(tmp_path):
     """A project root with the default grid's shards (sizes as meta.json records) and one run's checkpoint."""
-    config = load_params(REPO_ROOT / "params.yaml")
+    config = read_mapping(REPO_ROOT / "params.yaml")  # Snakemake's config: the file's mapping
+    params = load_params(REPO_ROOT / "params.yaml")
     params_file = tmp_path / "params.yaml"
     params_file.write_text((REPO_ROOT / "params.yaml").read_text())
-    tokens = tmp_path / layout.tokens_dir(config["prepare"]["source"]["name"])
+    tokens = tmp_path / layout.tokens_dir(params.prepare.source.name)
     tokens.mkdir(parents=True)
     for split, n in (("train", 1000), ("val", 100)):
         (tokens / f"{split}.bin").write_bytes(b"\0\1" * n)
     (tokens / "meta.json").write_text(json.dumps({"splits": {
         "train": {"file": "train.bin", "bytes": 2000}, "val": {"file": "val.bin", "bytes": 200}}}))
-    grid = Grid(config, str(params_file), code=dict.fromkeys(STAGES, "code"))
+    grid = Grid(params, str(params_file), code=dict.fromkeys(STAGES, "code"))
     run = next(iter(grid.runs.values()))
     model = tmp_path / layout.run_dir(run.cell, run.name) / "model.safetensors"
     model.parent.mkdir(parents=True)

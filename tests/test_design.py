@@ -3,7 +3,6 @@ it must decide and estimate exactly what the real commands do on the same runs w
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import re
@@ -15,7 +14,7 @@ import pytest
 import yaml
 
 from ngptlab.cli import main
-from ngptlab.config.load import load_params, validate_params
+from ngptlab.config.load import load_params, read_mapping, validate_params
 from ngptlab.design.command import measured_seed_sd, with_design
 from ngptlab.design.loss_model import loss_model
 from ngptlab.design.outcome import world_outcome
@@ -28,6 +27,7 @@ from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
 from ngptlab.results import train_dir
+from ngptlab.settings import Params
 from ngptlab.speedup.equivalence import held_claim
 
 ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt"]
@@ -37,7 +37,7 @@ CELL = "cpu-4l-ctx128"
 def small_params(protocol: bool = True) -> dict:
     """One cell, the 2x2, three budgets of a few thousand tokens, three learning rates, two seeds; with
     protocol: prune to two learning rates above the middle budget, then add a seed."""
-    params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
+    params = read_mapping(REPO_ROOT / "params.yaml")
     train = params["train"]
     train.update(scales=["cpu-4l"], contexts=[128], arms=ARMS, budgets=[4096, 8192, 16384], seeds=[0, 1],
                  learning_rates={"cpu-4l": {arm: [1e-3, 2e-3, 4e-3] for arm in ARMS}}, eval_every_tokens=2048)
@@ -50,7 +50,7 @@ def small_params(protocol: bool = True) -> dict:
     return params
 
 
-def write_world_runs(root: Path, params: dict, world) -> None:
+def write_world_runs(root: Path, params: Params, world) -> None:
     """Every compared run of the grid not yet on disk, as the train stage writes it (summary.json and the
     validation rows of metrics.jsonl), from the world's planted results."""
     for spec in compared_runs(params):
@@ -70,9 +70,10 @@ def test_simulated_world_equals_the_real_commands(tmp_path):
     params = small_params()
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    settings = Params.of(params)
     truth = Truth("account true", 2.0)
-    world = planted_world(params, loss_model(params), truth, seed=3, truth_index=0, world_index=0)
-    simulated = analysed_world(params, world)
+    world = planted_world(settings, loss_model(settings), truth, seed=3, truth_index=0, world_index=0)
+    simulated = analysed_world(settings, world)
     decisions = simulated["decisions"]
     assert decisions["pruned_sweeps"] and decisions["added_seeds"]
 
@@ -83,9 +84,9 @@ def test_simulated_world_equals_the_real_commands(tmp_path):
     write_world_runs(tmp_path, load_params(params_file), world)
     assert main(["plan", "--params", str(params_file), "--add-seeds", "1", "--root", str(tmp_path)]) == 0
     write_world_runs(tmp_path, load_params(params_file), world)
-    grown = load_params(params_file)
-    assert grown["train"]["pruned_sweeps"] == decisions["pruned_sweeps"]
-    assert grown["train"]["added_seeds"] == decisions["added_seeds"]
+    grown, written = load_params(params_file), read_mapping(params_file)
+    assert written["train"]["pruned_sweeps"] == decisions["pruned_sweeps"]
+    assert written["train"]["added_seeds"] == decisions["added_seeds"]
     assert compared_runs(grown) == compared_runs(simulated["params"])
     assert main(["speedup", "--params", str(params_file), "--cell", CELL, "--root", str(tmp_path)]) == 0
 
@@ -102,8 +103,9 @@ def test_simulated_world_equals_the_real_commands(tmp_path):
 def test_seed_noise_has_its_set_sd():
     params = small_params(protocol=False)
     params["design"] = {"seed_sd": 0.004, "seed_shared": 0.5, "trunk_sd": 0.0, "run_sd": 0.0}
-    model = loss_model(params)
-    world = planted_world(params, model, Truth("null", 1.0), seed=0, truth_index=0, world_index=0)
+    settings = Params.of(params)
+    model = loss_model(settings)
+    world = planted_world(settings, model, Truth("null", 1.0), seed=0, truth_index=0, world_index=0)
     seeds = range(4000)
     spec = lambda arm, s: RunSpec("cpu-4l", 128, arm, 8192, 2e-3, s)  # noqa: E731
     gpt = [world.result_of(spec("gpt", s)).final_val_loss for s in seeds]
@@ -154,7 +156,7 @@ def test_wrong_directional_counts_only_claims_the_truth_does_not_make():
 
 
 def test_noise_from_a_pilot_inverts_the_first_order_law(tmp_path):
-    params = small_params(protocol=False)
+    params = Params.of(small_params(protocol=False))
     model = loss_model(params)
     # the target sits at the reference budget: middle, the geometric mean of 4,096 and 16,384 tokens
     slope = model.exponent * model.amplitude * 8192 ** -model.exponent
@@ -200,10 +202,16 @@ def test_design_command_reads_a_list_of_baselines_by_its_primary(tmp_path, capsy
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
     # the planted optimum: the geometric centre of the primary baseline's sweep, as with one baseline
-    assert loss_model(params).lr_optimum == pytest.approx(2e-3)
+    assert loss_model(Params.of(params)).lr_optimum == pytest.approx(2e-3)
     assert main(["design", "--params", str(params_file), "--worlds", "1", "--jobs", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["worlds"] == 1 and doc["model"]["lr_optimum"] == pytest.approx(2e-3)
+
+
+def test_the_planted_optimum_reads_a_sweep_given_per_context():
+    params = small_params(protocol=False)
+    params["train"]["learning_rates"]["cpu-4l"]["gpt"] = {"ctx128": [1e-3, 2e-3, 4e-3]}
+    assert loss_model(validate_params(params)).lr_optimum == pytest.approx(2e-3)
 
 
 def test_the_estimand_is_what_a_noise_free_world_estimates_and_its_gap_is_the_policys():
@@ -217,8 +225,8 @@ def test_the_estimand_is_what_a_noise_free_world_estimates_and_its_gap_is_the_po
     for drift in (0.0, 0.5):
         model = loss_model(with_design(params, [f"lr_drift={drift}", "seed_sd=0", "run_sd=0", "trunk_sd=0"],
                                        "drift"))
-        world = planted_world(params, model, truth, 0, 0, 0)
-        estimates = world_outcome(analysed_world(params, world), truth)[CELL]["estimates"]
+        world = planted_world(Params.of(params), model, truth, 0, 0, 0)
+        estimates = world_outcome(analysed_world(Params.of(params), world), truth)[CELL]["estimates"]
         gaps[drift] = estimates["arm ngpt"]["estimate"] - estimates["arm ngpt"]["planted"]
     assert abs(gaps[0.0]) < 0.01 and gaps[0.5] < -0.02
     # the table measures bias and coverage against the estimand, not the law

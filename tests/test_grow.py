@@ -88,7 +88,7 @@ def test_prune_sweeps_drops_exactly_the_pruned_runs_and_a_second_call_changes_no
     text = path.read_text()
     assert prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2) == ([], [])
     assert path.read_text() == text
-    assert lr_sweep(load_params(path)["train"], "cpu-4l", 64, "gpt", BUDGETS[0]) == SWEEP  # below: whole
+    assert lr_sweep(load_params(path).train, "cpu-4l", 64, "gpt", BUDGETS[0]) == SWEEP  # below: whole
 
 
 def test_prune_sweeps_waits_for_every_budget_up_to_the_decision(tmp_path):

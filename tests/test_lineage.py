@@ -9,10 +9,11 @@ import copy
 import pytest
 from support.workflow import default_params
 
-from ngptlab.config.roles import GRID, roles
+from ngptlab.config.roles import GRID, roles, value_at
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.plan.grid import cell_key, lineage_keys
 from ngptlab.plan.lineage import PER_SCHEDULE, STAGES, made_from
+from ngptlab.settings import Params, filled
 
 CODE = {stage: f"{stage}-code" for stage in STAGES}
 # What a stage's key reaches: the stages whose keys hold it. The trunk's only where the grid trains WSD runs.
@@ -39,10 +40,23 @@ GRID_EDITS = {
         "scale": t["scales"][0], "context": t["contexts"][0], "arm": "gpt", "budget": 8192, "lr": 1.0e-2,
         "seeds": [1]}]),
 }
+# Every other key is changed to a string that no setting holds, except a key whose value is an object or a
+# mapping: typed settings build it from its entries, so each gets an edit of its entries here (the test of the
+# walk asks for one).
+OBJECT_EDITS = {
+    "train.shapes": lambda p: p["train"]["shapes"][p["train"]["scales"][0]].update(d_model=128),
+    "train.protocol": lambda p: p["train"].update(protocol={"add_seeds": 3}),
+    "train.resources": lambda p: p["train"]["resources"][p["train"]["scales"][0]].update(mem_mb=4000),
+    "design": lambda p: p.update(design={"worlds": 7}),
+}
 
 
 def keys(params: dict, code: dict | None = None) -> dict:
-    return lineage_keys(made_from(params, code or CODE))
+    return lineage_keys(made_from(Params.of(params), code or CODE))
+
+
+def run_names(params: dict) -> set[str]:
+    return {run.name for run in enumerate_runs(Params.of(params))}
 
 
 def changed(before: dict, after: dict, groups: set[str] | None = None) -> set[str]:
@@ -64,9 +78,12 @@ def set_key(params: dict, key: str, value) -> None:
 @pytest.mark.parametrize("role", [r for r in roles() if GRID not in r.shapes], ids=lambda r: r.key)
 def test_every_key_changes_the_keys_of_exactly_the_stages_it_shapes_and_after(role):
     params = wsd_params() if role.only_schedule == "wsd" else default_params()
-    groups = {run.lineage_group for run in enumerate_runs(params)}
+    groups = {run.lineage_group for run in enumerate_runs(Params.of(params))}
     edited = copy.deepcopy(params)
-    set_key(edited, role.key, f"changed {role.key}")
+    if isinstance(value_at(filled(params), role.key), dict):
+        OBJECT_EDITS[role.key](edited)
+    else:
+        set_key(edited, role.key, f"changed {role.key}")
     expected = set(role.shapes)
     for stage in role.shapes:
         expected |= AFTER[stage] if stage != "trunk" or "wsd" in groups else {"trunk"}
@@ -81,12 +98,17 @@ def test_a_grid_key_reaches_the_report_and_the_cells_through_their_runs(key):
     before, after = keys(params), keys(edited)
     assert before["report"] != after["report"], key
     assert before["prepare"] == after["prepare"], key
-    runs_before = {run.name for run in enumerate_runs(params)}
-    assert {run.name for run in enumerate_runs(edited)} != runs_before, key
+    assert run_names(edited) != run_names(params), key
 
 
 def test_every_grid_key_of_the_schema_has_an_edit_here():
     assert sorted(GRID_EDITS) == sorted(r.key for r in roles() if GRID in r.shapes)
+
+
+def test_every_object_key_of_the_schema_has_an_edit_here():
+    full = filled(default_params())
+    assert sorted(OBJECT_EDITS) == sorted(r.key for r in roles()
+                                          if GRID not in r.shapes and isinstance(value_at(full, r.key), dict))
 
 
 def test_the_schema_classifies_the_keys_the_results_turn_on():

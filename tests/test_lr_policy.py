@@ -25,6 +25,7 @@ from ngptlab.plan.prune import proposed_prunes
 from ngptlab.plan.seeds import proposed_seeds
 from ngptlab.report.sections.speedup import tuned_text
 from ngptlab.results import RunResult
+from ngptlab.settings import Params
 from ngptlab.speedup.cell import analyse_cell
 from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.estimator import estimate_cell, seed_speedup
@@ -76,7 +77,7 @@ class World:
 
     def run(self, params: dict) -> list[RunResult]:
         """The results of every compared run of the grid."""
-        return [self.result(spec) for spec in compared_runs(params)]
+        return [self.result(spec) for spec in compared_runs(Params.of(params))]
 
     def lookup(self, params: dict):
         """The grid's results as the plan's result lookup (ngptlab.lr_policy.ResultOf)."""
@@ -85,7 +86,7 @@ class World:
 
 def with_added_seeds(params: dict, world: World, n: int = 3) -> list[RunResult]:
     """Seed 0's sweep, then `ngptlab plan --add-seeds n` in memory, then the added seeds' runs."""
-    entries, notes = proposed_seeds(params, world.lookup(params), n)
+    entries, notes = proposed_seeds(Params.of(params), world.lookup(params), n)
     assert notes == []
     params["train"]["added_seeds"] = entries
     validate_params(params)
@@ -103,8 +104,8 @@ def planted_log_speedup(chosen: dict[tuple[str, int], float]) -> float:
 def test_every_seed_is_estimated_at_the_chosen_lr_and_add_seeds_chose_it(schedule):
     params, world = grid(schedule), World()
     results = with_added_seeds(params, world)
-    doc = analyse_cell(params, CELL, results)
-    policy = cell_policy(params["train"], world.lookup(params), "cpu-4l", 64)
+    doc = analyse_cell(Params.of(params), CELL, results)
+    policy = cell_policy(Params.of(params).train, world.lookup(params), "cpu-4l", 64)
     chosen = policy.chosen
     assert doc["lr_policy"]["rule"] == RULES[schedule] and doc["lr_policy"]["selection_seeds"] == [0]
     assert {(c["arm"], c["budget"]): c["lr"] for c in doc["lr_policy"]["chosen"]} == chosen
@@ -116,7 +117,7 @@ def test_every_seed_is_estimated_at_the_chosen_lr_and_add_seeds_chose_it(schedul
     for entry in params["train"]["added_seeds"]:
         assert entry["seeds"] == [1, 2, 3] and entry["lr"] == chosen[(entry["arm"], entry["budget"])]
     for arm in PLANTED_S:
-        assert chosen_lrs(params["train"], world.lookup(params), "cpu-4l", 64, arm)[0] == {
+        assert chosen_lrs(Params.of(params).train, world.lookup(params), "cpu-4l", 64, arm)[0] == {
             b: chosen[(arm, b)] for b in BUDGETS}
         for p in doc["arms"][arm]["per_seed"]:
             assert [b["run"] for b in p["best"]] == [
@@ -144,7 +145,7 @@ def test_the_held_out_seeds_are_unbiased_for_s_at_the_chosen_lr_and_the_selectio
     for rng_seed in range(16):
         params, world = grid(), World(rng_seed)
         results = with_added_seeds(params, world)
-        policy = cell_policy(params["train"], world.lookup(params), "cpu-4l", 64)
+        policy = cell_policy(Params.of(params).train, world.lookup(params), "cpu-4l", 64)
         ngpt = estimate_cell(results, "gpt", 0, 0, policy=policy, reference="largest")["arms"]["ngpt"]
         truth = planted_log_speedup(policy.chosen)
         held_out.append(ngpt["speedup"]["log"]["mean"] - truth)
@@ -168,10 +169,10 @@ def test_two_swept_seeds_each_run_the_mean_choice_not_their_own_best_and_welch_m
     params, world = grid(seeds=(0, 1)), World(noise=dip)
     seed1 = [r for r in world.run(params) if (r.spec.seed, r.spec.arm, r.spec.budget) == (1, "ngpt", big)]
     own_best = min(seed1, key=lambda r: r.final_val_loss)
-    chosen = cell_policy(params["train"], world.lookup(params), "cpu-4l", 64).chosen[("ngpt", big)]
+    chosen = cell_policy(Params.of(params).train, world.lookup(params), "cpu-4l", 64).chosen[("ngpt", big)]
     assert own_best.spec.lr == 4e-3 and chosen != 4e-3
-    params["train"]["added_seeds"] = proposed_seeds(params, world.lookup(params), 2)[0]
-    doc = analyse_cell(params, CELL, world.run(params))
+    params["train"]["added_seeds"] = proposed_seeds(Params.of(params), world.lookup(params), 2)[0]
+    doc = analyse_cell(Params.of(params), CELL, world.run(params))
     seed1 = next(p for p in doc["arms"]["ngpt"]["per_seed"] if p["seed"] == 1)
     assert seed1["best"][-1]["lr"] == chosen
     assert doc["lr_policy"]["estimate_seeds"] == [2, 3]
@@ -185,21 +186,21 @@ def test_two_swept_seeds_each_run_the_mean_choice_not_their_own_best_and_welch_m
 def test_with_fewer_than_two_held_out_seeds_every_seed_estimates_and_the_note_says_the_bias_stays():
     params, world = grid(), World()
     swept = world.lookup(params)
-    params["train"]["added_seeds"] = proposed_seeds(params, swept, 1)[0]
-    doc = analyse_cell(params, CELL, world.run(params))
+    params["train"]["added_seeds"] = proposed_seeds(Params.of(params), swept, 1)[0]
+    doc = analyse_cell(Params.of(params), CELL, world.run(params))
     assert doc["lr_policy"]["estimate_seeds"] == [0, 1] and "not removed" in doc["lr_policy"]["note"]
     assert doc["arms"]["ngpt"]["speedup"]["n_seeds"] == 2
     assert doc["arms"]["ngpt"]["selection_bias"]["estimate"] is None
     # results without their params: every seed chooses, every seed estimates
     bare = estimate_cell(world.run(params), "gpt", 0, 0)
     assert bare["lr_policy"]["selection_seeds"] == [0, 1] and bare["lr_policy"]["estimate_seeds"] == [0, 1]
-    assert runs_policy(world.run(params), [0]).chosen == cell_policy(params["train"], swept, "cpu-4l",
+    assert runs_policy(world.run(params), [0]).chosen == cell_policy(Params.of(params).train, swept, "cpu-4l",
                                                                     64).chosen
 
 
 def test_interpolation_corrects_the_swept_seeds_only():
     params, world = grid(), World()
-    doc = analyse_cell(params, CELL, with_added_seeds(params, world))
+    doc = analyse_cell(Params.of(params), CELL, with_added_seeds(params, world))
     for arm in PLANTED_S:
         interpolated = doc["arms"][arm]["interpolated"]
         assert interpolated["seeds"] == [0] and [p["seed"] for p in interpolated["per_seed"]] == [0]
@@ -209,17 +210,18 @@ def test_interpolation_corrects_the_swept_seeds_only():
 
 def test_a_best_at_the_top_of_a_pruned_window_reads_top_and_the_pruning_keeps_the_chosen_lr():
     params = grid()
-    world = World(noise={(s.arm, s.budget, s.lr, s.seed): 0.0 for s in compared_runs(params)})  # no noise
+    world = World(noise={(s.arm, s.budget, s.lr, s.seed): 0.0
+                         for s in compared_runs(Params.of(params))})  # no noise
     # pruned after the middle budget: its best (4e-3, lr* = 4.2e-3) and the one below it
-    prunes, notes = proposed_prunes(params, world.lookup(params), 2)
+    prunes, notes = proposed_prunes(Params.of(params), world.lookup(params), 2)
     assert notes == [] and {p["after_budget"] for p in prunes} == {BUDGETS[1]}
-    middle = cell_policy(params["train"], world.lookup(params), "cpu-4l", 64).chosen
+    middle = cell_policy(Params.of(params).train, world.lookup(params), "cpu-4l", 64).chosen
     for p in prunes:
         assert p["learning_rates"] == [2e-3, 4e-3] and middle[(p["arm"], BUDGETS[1])] in p["learning_rates"]
     # the largest budget's optimum lr* = 3e-3 lies between 2e-3 and 4e-3, nearer 4e-3: the best is the top
     # of the window, though 8e-3 above it ran at the smaller budgets
     params, big = grid(pruned=prunes), BUDGETS[-1]
-    doc = analyse_cell(params, CELL, world.run(params))
+    doc = analyse_cell(Params.of(params), CELL, world.run(params))
     at_big = [e for e in doc["tuning"]["edges"] if e["budget"] == big]
     assert {(e["edge"], e["pruned"], tuple(e["sweep"])) for e in at_big} == {("top", True, (2e-3, 4e-3))}
     assert not any(e["pruned"] for e in doc["tuning"]["edges"] if e["budget"] < big)

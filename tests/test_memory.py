@@ -74,18 +74,23 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients(arm):
 def test_plan_flags_a_run_that_needs_more_memory_than_it_has():
     from ngptlab.grid.enumeration import enumerate_runs
     from ngptlab.plan.estimate import estimate_runs
+    from ngptlab.settings import Params
+
+    def estimate(params: dict) -> list[dict]:
+        settings = Params.of(params)
+        return estimate_runs(settings.train, enumerate_runs(settings), mfu=0.4, peak_tflops=989.0)
 
     params = make_params(contexts=[128], micro_batch_tokens=512, budgets=[8192])
-    rows = estimate_runs(params["train"], enumerate_runs(params), mfu=0.4, peak_tflops=989.0)
+    rows = estimate(params)
     assert all(r["fits"] and r["memory_on"] == "cpu" for r in rows)
     gpt, ngpt = rows
     assert 0.4 < gpt["memory_gb"] < 0.7 and ngpt["memory_gb"] > gpt["memory_gb"]  # ~0.52 GB: 512 x 50k head
     params["train"]["resources"]["cpu-4l"]["mem_mb"] = 400
-    small = estimate_runs(params["train"], enumerate_runs(params), mfu=0.4, peak_tflops=989.0)
+    small = estimate(params)
     assert not any(r["fits"] for r in small)
     checkpointed = copy.deepcopy(params)
     checkpointed["train"]["activation_checkpointing"] = True
-    lighter = estimate_runs(checkpointed["train"], enumerate_runs(checkpointed), mfu=0.4, peak_tflops=989.0)
+    lighter = estimate(checkpointed)
     assert all(a["memory_gb"] < b["memory_gb"] for a, b in zip(lighter, small, strict=True))
 
 
@@ -118,7 +123,7 @@ def test_every_preset_fits_its_gpus_by_the_memory_estimate(preset, capsys):
     assert main(["plan", "--params", str(preset)]) == 0
     assert "warning:" not in capsys.readouterr().out
     params = load_params(preset)
-    rows = estimate_runs(params["train"], enumerate_runs(params), mfu=0.4, peak_tflops=989.0)
+    rows = estimate_runs(params.train, enumerate_runs(params), mfu=0.4, peak_tflops=989.0)
     assert {r["memory_on"] for r in rows} == {"gpu"}
     worst = max(rows, key=lambda r: r["memory_gb"])
     assert worst["memory_gb"] * MEASURED_GAP <= worst["memory_limit_gb"], worst["run"]

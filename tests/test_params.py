@@ -34,7 +34,7 @@ def _edit(edit) -> dict:
 
 def test_default_params_are_valid():
     params = load_params(REPO_ROOT / "params.yaml")
-    assert params["train"]["arms"] == allowed_arms()  # the smoke grid runs every arm
+    assert params.train.arms == tuple(allowed_arms())  # the smoke grid runs every arm
 
 
 @pytest.mark.parametrize(
@@ -159,29 +159,28 @@ def test_unreadable_files(tmp_path: Path):
 
 
 def test_runs_and_cells_of_the_default_grid():
-    runs = enumerate_runs(DEFAULT)
+    runs = enumerate_runs(Params.of(DEFAULT))
     train = DEFAULT["train"]
     lrs_per_scale = sum(len(v) for v in train["learning_rates"]["cpu-4l"].values())
     assert len(runs) == len(train["contexts"]) * len(train["budgets"]) * len(train["seeds"]) * lrs_per_scale
     assert len({r.name for r in runs}) == len(runs)
-    assert enumerate_cells(DEFAULT) == ["cpu-4l-ctx128"]
+    assert enumerate_cells(Params.of(DEFAULT)) == ["cpu-4l-ctx128"]
     assert runs[0].name == "cpu-4l-ctx128-gpt-t2048-lr0.005-s0"
 
 
 def test_shipped_grids_give_every_arm_the_same_sweep():
     for path in [REPO_ROOT / "params.yaml", *sorted((REPO_ROOT / "workflow" / "presets").glob("*.yaml"))]:
-        params = load_params(path)
-        train = params["train"]
-        for scale in train["scales"]:
-            for context in train["contexts"]:
-                sweeps = {tuple(lr_sweep(train, scale, context, arm)) for arm in train["arms"]}
+        train = load_params(path).train
+        for scale in train.scales:
+            for context in train.contexts:
+                sweeps = {tuple(lr_sweep(train, scale, context, arm)) for arm in train.arms}
                 assert len(sweeps) == 1 and len(sweeps.pop()) >= 3, (path, scale, context)
 
 
 def test_shipped_grids_total_training_tokens():
     # the default grid must keep `make` within 15 minutes on 2 cores: at most the 737,280 training tokens
     # of the earlier grid
-    assert sum(run.budget for run in enumerate_runs(DEFAULT)) <= 737_280
+    assert sum(run.budget for run in enumerate_runs(Params.of(DEFAULT))) <= 737_280
 
 
 @pytest.mark.parametrize("spec", [
@@ -197,7 +196,7 @@ def test_bad_run_names():
     with pytest.raises(ParamsError, match="is not of the form"):
         parse_run_name("cpu-4l-ctx64-transformer-t1-lr1-s0")
     with pytest.raises(ParamsError, match="is not in the grid"):
-        find_run(DEFAULT, "cpu-4l-ctx64-gpt-t16384-lr0.5-s0")
+        find_run(Params.of(DEFAULT), "cpu-4l-ctx64-gpt-t16384-lr0.5-s0")
 
 
 def test_schema_names_match_the_model_registry():
@@ -214,12 +213,12 @@ def test_a_shape_defined_in_params_names_runs_and_resolves():
         {"w96-3l": {"n_layer": 3, "d_model": 96, "n_head": 4, "mlp_ratio": 2.5}}) or p["train"].update(
         scales=["w96-3l"], learning_rates={"w96-3l": p["train"]["learning_rates"]["cpu-4l"]},
         resources={"w96-3l": p["train"]["resources"]["cpu-4l"]}))
-    validate_params(params)
-    run = enumerate_runs(params)[0]
+    settings = validate_params(params)
+    run = enumerate_runs(settings)[0]
     assert run.name.startswith("w96-3l-ctx") and parse_run_name(run.name) == run
-    shape = run_shape(params["train"], "w96-3l")
+    shape = run_shape(settings.train, "w96-3l")
     assert (shape.n_layer, shape.d_model, shape.n_head, shape.head_dim, shape.d_mlp) == (3, 96, 4, 24, 240)
-    assert run_shape(params["train"], "0.5B").d_model == 1024  # named scales stay the defaults
+    assert run_shape(settings.train, "0.5B").d_model == 1024  # named scales stay the defaults
 
 
 def test_scale_names_that_would_break_run_names_are_refused():
@@ -246,11 +245,10 @@ def test_cli_rejects_bad_params_before_anything_runs(tmp_path: Path):
 def test_the_global_batch_is_the_same_on_any_number_of_nodes():
     """nodes x processes share batch_sequences; accumulation fills what one forward pass does not."""
     two_nodes = _edit(lambda p: p["train"]["resources"]["cpu-4l"].update(nodes=2, processes=2))
-    validate_params(two_nodes)
-    layout = scale_layout(two_nodes["train"], "cpu-4l")
+    layout = scale_layout(validate_params(two_nodes).train, "cpu-4l")
     assert (layout.nodes, layout.world_size, layout.gpus) == (2, 4, 0)
-    assert scale_layout(_edit(lambda p: p["train"]["resources"]["cpu-4l"].pop("nodes"))["train"],
-                        "cpu-4l").nodes == 1  # nodes is optional
+    no_nodes = _edit(lambda p: p["train"]["resources"]["cpu-4l"].pop("nodes"))
+    assert scale_layout(validate_params(no_nodes).train, "cpu-4l").nodes == 1  # nodes is optional
     # the paper: 512 sequences of 1k, 32 per forward pass; 1, 4 and 8 nodes of 8 GPUs
     assert split_batch(512, 32768, 1024, 8) == BatchSplit(64, 32, 2)
     assert split_batch(512, 32768, 1024, 32) == BatchSplit(16, 16, 1)

@@ -35,7 +35,7 @@ def _paper_rows(scale: str = "0.5B", budget: int = 10**10) -> dict:
 
     params = load_params(PAPER)
     runs = [r for r in enumerate_runs(params) if r.scale == scale and r.budget == budget]
-    return params, estimate_runs(params["train"], runs, mfu=0.4, peak_tflops=989.0)
+    return params, estimate_runs(params.train, runs, mfu=0.4, peak_tflops=989.0)
 
 
 @pytest.mark.parametrize("context, steps", [(1024, 19_073), (4096, 4_768), (8192, 2_384)])
@@ -80,9 +80,9 @@ def test_extend_sweeps_adds_exactly_the_neighbouring_runs_until_interior(tmp_pat
 
     assert main(extend) == 0
     grown = load_params(params_file)
-    sweeps = grown["train"]["learning_rates"]["cpu-4l"]
-    assert sweeps == {"gpt": [1e-3, 3e-3, 1e-2], "ngpt": [1.5e-3, 3e-3, 1e-2, 3e-2],
-                      "gpt-orth": [3e-4, 1e-3, 3e-3, 6e-3]}
+    sweeps = grown.train.learning_rates["cpu-4l"]
+    assert sweeps == {"gpt": (1e-3, 3e-3, 1e-2), "ngpt": (1.5e-3, 3e-3, 1e-2, 3e-2),
+                      "gpt-orth": (3e-4, 1e-3, 3e-3, 6e-3)}
     new = {r.name for r in enumerate_runs(grown)} - before
     added = (("ngpt", "0.0015"), ("gpt-orth", "0.006"))
     assert new == {f"cpu-4l-ctx64-{arm}-t{b}-lr{lr}-s0" for arm, lr in added for b in BUDGETS}
@@ -104,6 +104,7 @@ def test_extend_sweeps_stops_at_the_cap(tmp_path, capsys):
     from ngptlab.cli import main
     from ngptlab.config.load import load_params
     from ngptlab.grid.enumeration import enumerate_runs
+    from ngptlab.settings import Params
 
     params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
     params["train"].update(contexts=[64], budgets=BUDGETS, arms=list(EDGE_SWEEPS),
@@ -111,11 +112,11 @@ def test_extend_sweeps_stops_at_the_cap(tmp_path, capsys):
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
     (tmp_path / "src").symlink_to(REPO_ROOT / "src")
-    for spec in enumerate_runs(params):
+    for spec in enumerate_runs(Params.of(params)):
         write_train_results(tmp_path, spec)
     assert main(["plan", "--params", str(params_file), "--extend-sweeps", "--root", str(tmp_path),
                  "--max-sweep", "3"]) == 0
-    assert load_params(params_file)["train"]["learning_rates"] == params["train"]["learning_rates"]
+    assert load_params(params_file).train.learning_rates == Params.of(params).train.learning_rates
     assert "cpu-4l ctx64 ngpt: best lr at the bottom of its sweep, which already has 3 values" in \
         capsys.readouterr().out
 
@@ -135,9 +136,9 @@ def test_plan_notes_unequal_sweeps(tmp_path, capsys):
 
 def test_plan_shows_nodes_gpus_and_wall_time_per_run():
     params, rows = _paper_rows("1B")
-    layout = params["train"]["resources"]["1B"]
+    layout = params.train.resources["1B"]
     assert {(r["nodes"], r["gpus_per_node"], r["gpus"]) for r in rows} == {
-        (layout["nodes"], layout["gpus"], layout["nodes"] * layout["gpus"])}
+        (layout.nodes, layout.gpus, layout.nodes * layout.gpus)}
     for r in rows:
         assert r["wall_hours"] == pytest.approx(r["gpu_hours"] / r["gpus"])
         assert r["time_limit_min"] >= 10
@@ -145,7 +146,7 @@ def test_plan_shows_nodes_gpus_and_wall_time_per_run():
                             capture_output=True, text=True, check=True)
     header = result.stdout.splitlines()[0]
     assert "nodes x GPUs" in header and "wall-h" in header and "limit-h" in header
-    assert f"{layout['nodes']} x {layout['gpus']}" in next(
+    assert f"{layout.nodes} x {layout.gpus}" in next(
         line for line in result.stdout.splitlines() if line.startswith("1B-"))
 
 
@@ -182,16 +183,15 @@ def _priced(params: dict) -> dict:
     from ngptlab.config.load import validate_params
     from ngptlab.plan.estimate import estimate_plan
 
-    validate_params(params)
-    return estimate_plan(params, mfu=0.4, peak_tflops=989.0)
+    return estimate_plan(validate_params(params), mfu=0.4, peak_tflops=989.0)
 
 
 def test_wsd_paper_plan_prices_each_shared_trunk_once():
     import copy
 
-    from ngptlab.config.load import load_params
+    from ngptlab.config.load import read_mapping
 
-    cosine = load_params(PAPER)
+    cosine = read_mapping(PAPER)
     wsd = copy.deepcopy(cosine)
     wsd["train"].update(schedule="wsd", cooldown_fraction=0.2)
     cosine_plan, wsd_plan = _priced(cosine), _priced(wsd)

@@ -37,6 +37,7 @@ from support.workflow import (
 from ngptlab import layout
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.plan.grid import cell_key
+from ngptlab.settings import Params
 
 
 def dvc_stage_of_output(work) -> dict[str, str]:
@@ -103,7 +104,7 @@ def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns
     """lr_policy.py decides which learning rate every speed-up reads: the speedup stage imports it, so an
     edit reruns the speed-ups (and the evaluations and report after them), and no train job."""
     params = two_cell_params()
-    cells = sorted({run.cell for run in enumerate_runs(params)})
+    cells = sorted({run.cell for run in enumerate_runs(Params.of(params))})
     code = recorded / "src" / "ngptlab" / "lr_policy.py"
     original = code.read_text()
     code.write_text(original + "\n_EDITED = True  # a line of code in the speedup stage's import closure\n")
@@ -131,7 +132,7 @@ def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns
 
 def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_adds_only_its_work(recorded):
     params = two_cell_params()
-    old_runs = {run.name for run in enumerate_runs(params)}
+    old_runs = {run.name for run in enumerate_runs(Params.of(params))}
     params["train"]["learning_rates"]["cpu-4l"]["gpt-nowd"]["ctx64"].append(4.0e-2)  # one cell's sweep
     (recorded / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))  # plan.json not rewritten
 
@@ -143,10 +144,10 @@ def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_
     assert "the grid changed (2 runs added)" in out.stdout + out.stderr
     assert "run `dvc repro` (or `dvc exp run`) once more" in out.stdout + out.stderr
 
-    new_runs = {run.name for run in enumerate_runs(params)} - old_runs
+    new_runs = {run.name for run in enumerate_runs(Params.of(params))} - old_runs
     assert len(new_runs) == len(params["train"]["budgets"]) and all("-ctx64-" in run for run in new_runs)
     # The new runs, their cell's speed-up and evaluation (not the other cell's), and the report.
-    cell = next(cell for cell in enumerate_cells(params) if cell.endswith("-ctx64"))
+    cell = next(cell for cell in enumerate_cells(Params.of(params)) if cell.endswith("-ctx64"))
     expected = {*(f"{stage}@{run}" for run in new_runs for stage in ("train", "condition")),
                 f"speedup@{cell}", f"evaluate@{cell}", "report"}
     assert dvc_work(recorded) == {"plan", *expected}
@@ -249,7 +250,7 @@ def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(
 
 
 def test_losses_and_speedups_are_dvc_metrics_and_the_figures_dvc_plots(recorded, tmp_path):
-    run = next(iter(enumerate_runs(default_params())))
+    run = next(iter(enumerate_runs(Params.of(default_params()))))
     summary = f"{layout.train_results_dir(run.cell, run.name)}/summary.json"
     shown = json.loads(dvc(recorded, "metrics", "show", "--json").stdout)
     metrics = next(iter(shown.values()))["data"]

@@ -16,7 +16,7 @@ from support.train import make_params, metrics, results_dir, run_dir, summary, w
 from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.checkpoint import load_model
 from ngptlab.checkpoint_cost import state_bytes
-from ngptlab.config.load import load_params
+from ngptlab.config.load import load_params, read_mapping
 from ngptlab.errors import CheckpointError, ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells, enumerate_runs, find_run
 from ngptlab.grid.runs import RunSpec, parse_run_name
@@ -24,9 +24,10 @@ from ngptlab.layout import REPO_ROOT
 from ngptlab.models import ARMS, build_seeded
 from ngptlab.models.scales import SCALES, Scale
 from ngptlab.plan.grid import lineage_keys
-from ngptlab.plan.lineage import key_of, made_from
+from ngptlab.plan.lineage import STAGES, key_of, made_from
 from ngptlab.plan.memory import training_memory
 from ngptlab.plan.storage import final_checkpoint_bytes
+from ngptlab.settings import Params
 from ngptlab.speedup.cell import speedup_cell
 from ngptlab.train import loop
 from ngptlab.train.jobs import RunJob
@@ -34,32 +35,33 @@ from ngptlab.train.loop import EXIT_RESUMABLE, train_run
 from ngptlab.train.stop import StopRequest
 
 BUDGET = 12 * 512  # 12 steps of 512 tokens
-CODE = {stage: "c" for stage in ("prepare", "train", "condition", "speedup", "evaluate", "report")}
+CODE = dict.fromkeys(STAGES, "c")
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Names, cells, lineage: fp32's as before, bf16's their own
 
 
-def default_params(weight_dtype=None) -> dict:
-    params = load_params(REPO_ROOT / "params.yaml")
+def default_params(weight_dtype=None, **train) -> Params:
+    params = read_mapping(REPO_ROOT / "params.yaml")
     if weight_dtype is not None:
         params["train"]["weight_dtype"] = weight_dtype
-    return params
+    params["train"].update(train)
+    return Params.of(params)
 
 
 def test_fp32_runs_keep_their_names_fingerprints_and_lineage_keys():
-    # Computed with the code before train.weight_dtype existed, from the repository's params.yaml (the
+    # From the repository's params.yaml, the same for every fp32 setting of train.weight_dtype (the
     # analysis stages' keys also hash the speedup section, so they are compared across the dtype settings).
     analysis = []
     for weight_dtype in (None, "fp32", ["fp32", "bf16"]):
         params = default_params(weight_dtype)
         first = enumerate_runs(params)[0]
         assert first.name == "cpu-4l-ctx128-gpt-t2048-lr0.005-s0"
-        assert key_of(RunJob(first, params["train"], ".").fingerprint({})) == "38556fd2151a55cc"
+        assert key_of(RunJob(first, params.train, ".").fingerprint({})) == "38556fd2151a55cc"
         keys = lineage_keys(made_from(params, CODE))
-        assert keys["train"]["cosine"] == "8dbd33020411f6d3" and keys["train"]["wsd"] == "fb4d6ab11f02eb27"
-        assert keys["condition"]["cosine"] == "bc85bc275d8d6f69"
+        assert keys["train"]["cosine"] == "fbc22c2055ef3aa9" and keys["train"]["wsd"] == "ba8f06596107b088"
+        assert keys["condition"]["cosine"] == "c337f0bfc1504c20"
         analysis.append((keys["speedup"]["cpu-4l-ctx128"], keys["evaluate"]["cpu-4l-ctx128"], keys["report"]))
     # An fp32 grid's plan is the one of the default, down to the report's key; a bf16 axis adds its own cell.
     assert analysis[0] == analysis[1] and analysis[2][:2] == analysis[0][:2]
@@ -76,8 +78,7 @@ def test_bf16_runs_form_their_own_cell_name_and_lineage_key():
     assert run.name == "cpu-4l-ctx128-bf16-gpt-t2048-lr0.005-s0" and run.cell == "cpu-4l-ctx128-bf16"
     assert parse_run_name(run.name) == run and find_run(params, run.name) == run
     assert run.as_dict()["weight_dtype"] == "bf16" and "weight_dtype" not in fp32[0].as_dict()
-    train = params["train"]
-    assert key_of(RunJob(run, train, ".").fingerprint({})) != "38556fd2151a55cc"
+    assert key_of(RunJob(run, params.train, ".").fingerprint({})) != "38556fd2151a55cc"
     keys = lineage_keys(made_from(params, CODE))
     assert run.lineage_group == "cosine-bf16"
     assert keys["train"]["cosine-bf16"] not in (keys["train"]["cosine"], keys["train"]["wsd"])
@@ -92,8 +93,7 @@ def test_bf16_runs_form_their_own_cell_name_and_lineage_key():
 def test_a_wsd_grid_gives_bf16_trunks_of_their_own():
     from ngptlab.grid.trunks import enumerate_segments
 
-    params = default_params(["fp32", "bf16"])
-    params["train"]["schedule"] = "wsd"
+    params = default_params(["fp32", "bf16"], schedule="wsd")
     segments = enumerate_segments(params)
     bf16 = [s for s in segments if s.trunk.weight_dtype == "bf16"]
     assert bf16 and len(bf16) * 2 == len(segments)
@@ -158,15 +158,15 @@ class StopAfter(StopRequest):
 def bf16_root(base, name: str, arm: str = "ngpt"):
     root = base / name
     write_shards(root)
-    params = make_params(arms=[arm], budgets=[BUDGET], weight_dtype="bf16", checkpoint_every_tokens=BUDGET,
-                         eval_every_tokens=4096)
+    params = Params.of(make_params(arms=[arm], budgets=[BUDGET], weight_dtype="bf16",
+                                   checkpoint_every_tokens=BUDGET, eval_every_tokens=4096))
     return root, params, find_run(params, RunSpec("cpu-4l", 32, arm, BUDGET, 3e-3, 0, "cosine", "bf16").name)
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     root, params, spec = bf16_root(tmp_path_factory.mktemp("bf16"), "whole")
-    assert train_run(spec, params["train"], root=root, progress=False) == 0
+    assert train_run(spec, params.train, root=root, progress=False) == 0
     return root, spec
 
 
@@ -193,7 +193,7 @@ def test_a_bf16_run_resumes_to_the_uninterrupted_result_and_refuses_fp32_state(u
     root, params, spec = bf16_root(tmp_path, "split")
     monkeypatch.setattr(loop, "StopRequest", StopAfter)
     StopAfter.asks = 0
-    assert train_run(spec, params["train"], root=root, progress=False) == EXIT_RESUMABLE
+    assert train_run(spec, params.train, root=root, progress=False) == EXIT_RESUMABLE
     state_dir = run_dir(root, spec.name) / "state"
     latest = json.loads((state_dir / "latest.json").read_text())
     assert 0 < latest["step"] < 12
@@ -201,18 +201,18 @@ def test_a_bf16_run_resumes_to_the_uninterrupted_result_and_refuses_fp32_state(u
     assert {moments[k].dtype for k in moments if k.endswith(("exp_avg", "exp_avg_sq"))} == {torch.bfloat16}
 
     # The same run in fp32 would start from this bf16 state: refused, naming the file and both dtypes.
-    fp32 = make_params(arms=["ngpt"], budgets=[BUDGET], checkpoint_every_tokens=BUDGET,
-                       eval_every_tokens=4096)
+    fp32 = Params.of(make_params(arms=["ngpt"], budgets=[BUDGET], checkpoint_every_tokens=BUDGET,
+                                 eval_every_tokens=4096))
     fp32_spec = RunSpec("cpu-4l", 32, "ngpt", BUDGET, 3e-3, 0)
     shutil.copytree(state_dir, run_dir(root, fp32_spec.name) / "state",
                     ignore=shutil.ignore_patterns(".lock"))
     with pytest.raises(CheckpointError, match=r"model\.safetensors: checkpoint stores its weights and "
                                               r"optimizer state in bf16, this run trains in fp32 "
                                               r"\(train\.weight_dtype\)"):
-        train_run(fp32_spec, fp32["train"], root=root, progress=False)
+        train_run(fp32_spec, fp32.train, root=root, progress=False)
 
     monkeypatch.setattr(loop, "StopRequest", StopRequest)
-    assert train_run(spec, params["train"], root=root, progress=False) == 0
+    assert train_run(spec, params.train, root=root, progress=False) == 0
     s, reference = summary(root, spec.name), summary(whole, spec.name)
     assert s["resumed_from"] == [latest["step"]]
     assert s["final_val_loss"] == reference["final_val_loss"]
@@ -238,6 +238,7 @@ def test_the_speedup_of_a_bf16_cell_is_against_the_bf16_baseline(tmp_path, monke
         return planted(spec, tokens) + (0.3 if (spec.weight_dtype, spec.arm) == ("bf16", "gpt") else 0.0)
 
     monkeypatch.setattr(synthetic, "_loss", bf16_hurts_gpt)
+    params = Params.of(params)
     for spec in enumerate_runs(params):
         synthetic.write_run(tmp_path, spec, params)
     fp32, bf16 = (speedup_cell(params, cell, tmp_path) for cell in ("cpu-4l-ctx64", "cpu-4l-ctx64-bf16"))

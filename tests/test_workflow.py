@@ -35,6 +35,7 @@ from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.plan.grid import check_grid_file
 from ngptlab.results import json_ready, read_run_result, train_dir
+from ngptlab.settings import Params
 from ngptlab.speedup.estimator import estimate_cell
 
 PRESETS = sorted(p.stem for p in (REPO / "workflow" / "presets").glob("*.yaml"))
@@ -54,7 +55,7 @@ def dry_run(scratch) -> str:
     return snakemake(scratch, "--dry-run", "--forceall", "--nolock").stdout
 
 
-def expected_counts(params: dict) -> Counter:
+def expected_counts(params: Params) -> Counter:
     runs, cells = enumerate_runs(params), enumerate_cells(params)
     return Counter(prepare=1, train=len(runs), condition=len(runs), speedup=len(cells), evaluate=len(cells),
                    report=1, lineage=2 * len(runs) + 2 * len(cells) + 2, all=1)  # a key file per job
@@ -153,26 +154,26 @@ def test_presets_are_complete_params_files():
     for preset in PRESETS:
         load_params(REPO / "workflow" / "presets" / f"{preset}.yaml")  # the same schema and checks
     paper = load_params(REPO / "workflow" / "presets" / "paper.yaml")
-    train = paper["train"]
-    assert train["scales"] == ["0.5B", "1B"] and train["contexts"] == [1024, 4096, 8192]
-    assert train["arms"] == default_params()["train"]["arms"]  # every arm
-    assert train["batch_sequences"] == 512  # the paper's batch at every context (see the preset's note)
-    assert train["warmup_steps"] == 2000  # the paper's Table 3 for GPT
+    train = paper.train
+    assert train.scales == ("0.5B", "1B") and train.contexts == (1024, 4096, 8192)
+    assert list(train.arms) == default_params()["train"]["arms"]  # every arm
+    assert train.batch_sequences == 512  # the paper's batch at every context (see the preset's note)
+    assert train.warmup_steps == 2000  # the paper's Table 3 for GPT
     # Learning rates per context, the same sweep for every arm.
-    for scale, sweeps in train["learning_rates"].items():
-        assert set(sweeps) == set(train["arms"]), scale
+    for scale, sweeps in train.learning_rates.items():
+        assert set(sweeps) == set(train.arms), scale
         assert all(set(sweep) == {"ctx1024", "ctx4096", "ctx8192"} for sweep in sweeps.values()), scale
-        assert len({yaml.safe_dump(sweep) for sweep in sweeps.values()}) == 1, scale
-    assert min(train["budgets"]) <= 10e9 and max(train["budgets"]) >= 500e9
-    source = paper["prepare"]["source"]
-    assert (source["kind"], source["dataset"], source["split"]) == ("hf", "Skylion007/openwebtext", "train")
+        assert len({json.dumps(sweep, sort_keys=True) for sweep in sweeps.values()}) == 1, scale
+    assert min(train.budgets) <= 10e9 and max(train.budgets) >= 500e9
+    source = paper.prepare.source
+    assert (source.kind, source.dataset, source.split) == ("hf", "Skylion007/openwebtext", "train")
 
 
 def assert_time_limits_of_the_plan(work, dry_run: str) -> None:
     """Through the Slurm profile (`dry_run`: its --dry-run output): every job's --time from the plan (no
     profile default), none over the partition's limit, training jobs with their early signal, and the
     plan's jobs per run."""
-    limit = load_params(work / "params.yaml")["train"]["max_job_minutes"]
+    limit = load_params(work / "params.yaml").train.max_job_minutes
     plan = json.loads(run_command([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--json"],
                                   work).stdout)
     jobs, cells = plan["runs"] + plan["trunks"], len(plan["cells"])
@@ -253,10 +254,11 @@ def test_a_stale_plan_stops_every_dvc_stage_and_a_changed_grid_takes_a_second_pa
     assert out.returncode != 0
     assert "the grid changed (" in out.stdout + out.stderr and "run `dvc repro`" in out.stdout + out.stderr
     assert not (work / "data" / "tokens").exists()
-    check_grid_file(params, work / "results" / "plan.json", work)  # ... after rewriting it
-    runs = enumerate_runs(params)
+    settings = Params.of(params)
+    check_grid_file(settings, work / "results" / "plan.json", work)  # ... after rewriting it
+    runs = enumerate_runs(settings)
     assert {run.budget for run in runs} == {16384}
-    assert len(dvc_stages(work)) == 2 + 2 * len(runs) + 2 * len(enumerate_cells(params)) + 1
+    assert len(dvc_stages(work)) == 2 + 2 * len(runs) + 2 * len(enumerate_cells(settings)) + 1
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 
 from ngptlab import layout
-from ngptlab.config.load import load_params
+from ngptlab.config.load import load_params, read_mapping
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.layout import REPO_ROOT
@@ -25,7 +25,7 @@ PRESETS = REPO_ROOT / "workflow" / "presets"
 
 
 def wsd_params(tmp_path: Path) -> Path:
-    params = load_params(REPO_ROOT / "params.yaml")
+    params = read_mapping(REPO_ROOT / "params.yaml")
     params["train"]["schedule"] = "wsd"
     path = tmp_path / "params-wsd.yaml"
     path.write_text(yaml.safe_dump(params))
@@ -59,7 +59,7 @@ def test_the_grid_is_the_plans(params_file):
 
 def test_from_config_loads_one_params_file_and_refuses_merged_configs(tmp_path):
     path = REPO_ROOT / "params.yaml"
-    config = load_params(path)
+    config = read_mapping(path)  # Snakemake's config: the file's mapping
     assert Grid.from_config(config, [path]).params_file == str(path)
     changed = {**config, "speedup": {**config["speedup"], "seed": config["speedup"]["seed"] + 1}}
     with pytest.raises(WorkflowError, match="--replace-workflow-config"):
@@ -68,9 +68,10 @@ def test_from_config_loads_one_params_file_and_refuses_merged_configs(tmp_path):
         Grid.from_config(config, [path, path])
     assert str(err.value).startswith(MERGED_CONFIG[:40])
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({**config, "train": {**config["train"], "budgets": "many"}}))
+    bad_config = {**config, "train": {**config["train"], "budgets": "many"}}
+    bad.write_text(yaml.safe_dump(bad_config))
     with pytest.raises(WorkflowError, match="^invalid params: .*bad.yaml"):
-        Grid.from_config(config, [bad])
+        Grid.from_config(bad_config, [bad])
 
 
 def test_every_job_has_one_key_file_and_its_record(params_file):
@@ -123,9 +124,9 @@ def test_train_resources_and_retries_on_the_paper_preset():
     params_file = str(PRESETS / "paper.yaml")
     params = load_params(params_file)
     jobs = Jobs(grid_of(params_file))
-    run = next(r for r in enumerate_runs(params) if r.scale == params["train"]["scales"][-1])
+    run = next(r for r in enumerate_runs(params) if r.scale == params.train.scales[-1])
     job = jobs.train_job(run.cell, run.name)
-    limit = params["train"]["max_job_minutes"]
+    limit = params.train.max_job_minutes
     assert 0 < job["runtime"] <= limit and job["jobs"] >= 1
     assert job["slurm_extra"] == f"--signal=TERM@{job['signal_lead_s']}"
     assert callable(jobs.train_resource("runtime"))  # a budget's share: one per job
@@ -141,12 +142,12 @@ def test_resources_alike_over_the_grid_are_constants():
     params_file = str(REPO_ROOT / "params.yaml")
     params = load_params(params_file)
     jobs = Jobs(grid_of(params_file))
-    scale = params["train"]["scales"][0]
-    assert jobs.train_resource("mem_mb") == params["train"]["resources"][scale]["mem_mb"]
+    scale = params.train.scales[0]
+    resources = params.train.resources[scale]
+    assert jobs.train_resource("mem_mb") == resources.mem_mb
     assert jobs.train_resource("nodes") == 1
     assert jobs.train_retries() is None  # no partition limit: the profile's retries
-    assert jobs.condition_memory() == max(2000, params["train"]["resources"][scale]["mem_mb"]
-                                          // params["train"]["resources"][scale]["processes"])
+    assert jobs.condition_memory() == max(2000, resources.mem_mb // resources.processes)
     cell = enumerate_cells(params)[0]
     assert jobs.evaluate_gpus(cell) == 0  # a CPU grid
     assert jobs.evaluate_runtime(cell) == jobs.stage_times["evaluate"][cell]["limit_min"]

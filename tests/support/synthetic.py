@@ -15,10 +15,10 @@ leave them. Timings are planted too: a tokens/s per arm and context, and an MFU 
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from ngptlab.batch import tokens_per_step
 from ngptlab.condition.analyse import Analysis, analyse_matrices
 from ngptlab.condition.reference import gaussian_reference
 from ngptlab.condition.run import CONVENTIONS
-from ngptlab.config.load import load_params, validate_params
+from ngptlab.config.load import read_mapping, validate_params
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
@@ -39,6 +39,7 @@ from ngptlab.models import SCALES, MatrixInfo
 from ngptlab.observe.kappa import Settings
 from ngptlab.results import train_dir, write_json, write_spectra
 from ngptlab.schedule import branch_point, shares_trunk, shares_trunks
+from ngptlab.settings import Params, Train, of_section
 from ngptlab.speedup.cell import speedup_cell
 
 # Planted truth per arm: speed-up over gpt in tokens, and the condition number of its attention/MLP matrices.
@@ -69,7 +70,7 @@ def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int
     learning_rates: every arm's sweep (default: gpt and ngpt 3e-3 and 1e-2, the others 3e-3 only); three
     that bracket BEST_LR off the grid, e.g. (1.5e-3, 4e-3, 1.2e-2), give every arm an interior best whose
     parabola's vertex is BEST_LR itself."""
-    params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
+    params = read_mapping(REPO_ROOT / "params.yaml")
     sweeps = {arm: list(learning_rates) if learning_rates else
               [BEST_LR, 1.0e-2] if arm in ("gpt", "ngpt") else [BEST_LR] for arm in PLANTED}
     params["train"].update(contexts=[64, 128], arms=list(PLANTED), learning_rates={"cpu-4l": sweeps},
@@ -87,6 +88,12 @@ def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int
     return params
 
 
+def settings_of(params: Mapping | Params) -> Params:
+    """The typed settings of a params mapping (as synthetic_params gives, then edited), or the settings
+    themselves."""
+    return params if isinstance(params, Params) else Params.of(params)
+
+
 def _loss(spec: RunSpec, tokens: float) -> float:
     speedup, _ = PLANTED[spec.arm]
     lr_penalty = 0.05 * math.log(spec.lr / BEST_LR) ** 2
@@ -102,8 +109,9 @@ def wsd_shift(spec: RunSpec) -> float:
     return (0.03 if spec.arm == "ngpt" else 0.005) + 0.002 * math.cos(3.0 * spec.seed + 1000.0 * spec.lr)
 
 
-def planted_curve(spec: RunSpec, train: dict) -> list[tuple[int, float]]:
-    eval_every = train["eval_every_tokens"]
+def planted_curve(spec: RunSpec, train: Mapping | Train) -> list[tuple[int, float]]:
+    train = train if isinstance(train, Train) else of_section("train", train)
+    eval_every = train.eval_every_tokens
     points = list(range(eval_every, spec.budget, eval_every)) + [spec.budget]
     if shares_trunk(spec):
         # The trunk (constant lr, not annealed) is the same for every budget up to its branch point; the
@@ -129,12 +137,12 @@ def planted_observations(spec: RunSpec, tokens: float) -> dict:
                       "layer4_k_head_condition_median": 3.0}}
 
 
-def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> dict:
+def write_run(root: Path, spec: RunSpec, params: Mapping | Params, status: str = "completed") -> dict:
     """results/train/<cell>/<run>/summary.json + metrics.jsonl as the train stage writes them; the summary."""
     out = train_dir(root, spec)
     out.mkdir(parents=True, exist_ok=True)
-    train = params["train"]
-    batch_tokens = train["batch_sequences"] * spec.context
+    train = settings_of(params).train
+    batch_tokens = train.batch_sequences * spec.context
     curve = planted_curve(spec, train)
     diagnostics = None
     if status == "diverged":
@@ -156,9 +164,10 @@ def write_run(root: Path, spec: RunSpec, params: dict, status: str = "completed"
         "final_val_loss": curve[-1][1] if status == "completed" else None,
         "tokens": curve[-1][0], "steps": curve[-1][0] // batch_tokens,
         "n_params": 123456, "train_flops": FLOPS_PER_TOKEN * curve[-1][0], "checkpoint_sha256": checkpoint,
-        "data": {"source": train["source"], "train_sha256": FAKE_TRAIN_SHA, "val_sha256": FAKE_VAL_SHA},
+        "data": {"source": train.source, "train_sha256": FAKE_TRAIN_SHA, "val_sha256": FAKE_VAL_SHA},
         "code_revision": "0123456789abcdef0123456789abcdef01234567",
-        "params": {k: train[k] for k in ("batch_sequences", "warmup_steps", "grad_clip", "eval_windows")},
+        "params": {k: getattr(train, k)
+                   for k in ("batch_sequences", "warmup_steps", "grad_clip", "eval_windows")},
         "diagnostics": diagnostics,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -236,11 +245,12 @@ def _references(arm: str, scale_name: str, settings: Settings) -> dict:
             "gaussian": gaussian_reference(scale.d_model, scale.n_head, scale.d_mlp, VOCAB)}
 
 
-def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "completed") -> None:
+def write_conditioning(root: Path, spec: RunSpec, params: Mapping | Params,
+                       status: str = "completed") -> None:
     """results/conditioning/<run>.json + .spectra.parquet, from the real analysis of planted matrices."""
-    cond = params["condition"]
-    settings = Settings(singular_tol=float(cond["singular_tol"]), sample_rows=int(cond["sample_rows"]),
-                        seed=int(cond["seed"]))
+    cond = settings_of(params).condition
+    settings = Settings(singular_tol=float(cond.singular_tol), sample_rows=int(cond.sample_rows),
+                        seed=int(cond.seed))
     analysis = _analysis(spec.arm, spec.scale, settings)
     summary = json.loads((train_dir(root, spec) / "summary.json").read_text())
     document = {
@@ -258,8 +268,8 @@ def write_conditioning(root: Path, spec: RunSpec, params: dict, status: str = "c
     write_json(root / files["json"], document)
 
 
-def write_meta(root: Path, params: dict) -> None:
-    out = root / layout.tokens_dir(params["train"]["source"])
+def write_meta(root: Path, params: Mapping | Params) -> None:
+    out = root / layout.tokens_dir(settings_of(params).train.source)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"format": "synthetic", "vocab_size": 50257, "tokenizer": {"name": "r50k_base"},
             "splits": {"train": {"file": "train.bin", "tokens": 1_000_000, "documents": 900,
@@ -283,21 +293,22 @@ def write_results(root: str | Path, params: dict, missing: tuple[str, ...] = (),
     root = Path(root)
     params_path = root / "params.yaml"
     params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+    settings = Params.of(params)
     if meta:
-        write_meta(root, params)
-    specs = enumerate_runs(params)
+        write_meta(root, settings)
+    specs = enumerate_runs(settings)
     for spec in specs:
         if spec.name in missing:
             continue
         status = "diverged" if spec.name in diverged else "completed"
-        summary = write_run(root, spec, params, status)
+        summary = write_run(root, spec, settings, status)
         if spec.name not in no_timing:
             write_timing(root, spec, summary["tokens"], summary["steps"], peak_tflops)
         if spec.name not in no_conditioning:
-            write_conditioning(root, spec, params, status)
-    for cell in enumerate_cells(params):
+            write_conditioning(root, spec, settings, status)
+    for cell in enumerate_cells(settings):
         if not any(s.name in missing for s in specs if s.cell == cell):
-            speedup_cell(params, cell, root)
+            speedup_cell(settings, cell, root)
     return params_path
 
 

@@ -34,6 +34,7 @@ the smallest and largest budget, so the optimum starts inside the sweep and drif
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -97,6 +98,7 @@ def loss_model(params: Params, overrides: dict | None = None) -> LossModel:
     return LossModel(**{k: float(v) for k, v in values.items()})
 
 
-def _sweep(sweep: list | dict) -> list[float]:
+def _sweep(sweep: tuple[float, ...] | Mapping[str, tuple[float, ...]]) -> list[float]:
     """An arm's learning rates, over every context when the sweep is given per context."""
-    return [float(lr) for lr in (sum(sweep.values(), []) if isinstance(sweep, dict) else sweep)]
+    per_context = sweep.values() if isinstance(sweep, Mapping) else [sweep]
+    return [float(lr) for lrs in per_context for lr in lrs]

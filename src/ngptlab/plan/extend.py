@@ -67,9 +67,9 @@ def _flow(values: list) -> CommentedSeq:
 def apply_extensions(document: CommentedMap, additions: list[dict]) -> None:
     """Add each learning rate to its sweep in the round-trip document, in sorted position."""
     train = document["train"]
-    contexts = list(train.contexts)
+    contexts = list(train["contexts"])
     for a in additions:
-        arms = train.learning_rates[a["scale"]]
+        arms = train["learning_rates"][a["scale"]]
         sweep = arms[a["arm"]]
         if not isinstance(sweep, dict) and len(contexts) > 1:
             per_context = CommentedMap((f"ctx{c}", _flow(list(sweep))) for c in contexts)
