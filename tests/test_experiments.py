@@ -32,6 +32,7 @@ from support.workflow import (
 
 from ngptlab import layout
 from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.settings import Params
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +70,7 @@ def test_a_new_val_fraction_plans_every_run_again_in_both_tools(committed):
     # Both tools call every stage after prepare stale, and nothing else; one run retrained shows the new
     # shards reach training. (That a retrained grid records and then leaves nothing to do is what test_dvc
     # and test_provenance check on runs of their own: retraining the whole grid here would add minutes.)
-    params = e2e_params()
+    params = Params.of(e2e_params())
     runs, cells = enumerate_runs(params), 1
     set_params(committed, "prepare.val_fraction=0.03")
     after_prepare = Counter(train=len(runs), condition=len(runs), speedup=cells, evaluate=cells, report=1)
@@ -78,7 +79,7 @@ def test_a_new_val_fraction_plans_every_run_again_in_both_tools(committed):
     assert planned == Counter(prepare=1, lineage=2 * len(runs) + 2 * cells + 2, all=1) + after_prepare
     summary = committed / layout.train_results_dir(runs[0].cell, runs[0].name) / "summary.json"
     snakemake(committed, "--cores", "2", str(summary.relative_to(committed)), timeout=900)
-    meta = json.loads((committed / "data" / "tokens" / params["train"]["source"] / "meta.json").read_text())
+    meta = json.loads((committed / "data" / "tokens" / params.train.source / "meta.json").read_text())
     assert json.loads(summary.read_text())["data"]["train_sha256"] == meta["splits"]["train"]["sha256"]
 
 

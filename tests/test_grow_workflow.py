@@ -77,9 +77,8 @@ def test_pruned_and_seeded_grids_train_only_their_new_runs_in_both_tools(tmp_pat
     new = jobs(work) - jobs_before
     assert len(new) == 2 * len(ARMS)  # per arm: its best trunk's next segment and its branch at 4096
     assert {n.rsplit("-", 1)[-1] for n in new if "trunk" in n} == {"to6"}
-    kept = {load_params(work / "params.yaml")["train"]["pruned_sweeps"][i]["arm"]: e for i, e in
-            enumerate(load_params(work / "params.yaml")["train"]["pruned_sweeps"])}
-    assert set(kept) == set(ARMS) and all(len(e["learning_rates"]) == 1 for e in kept.values())
+    kept = {e.arm: e for e in load_params(work / "params.yaml").train.pruned_sweeps}
+    assert set(kept) == set(ARMS) and all(len(e.learning_rates) == 1 for e in kept.values())
     new_work = Counter(trunk=len(ARMS), train=len(ARMS), condition=len(ARMS), speedup=1, evaluate=1, report=1)
     assert dvc_changed(work) == new_work + Counter(plan=1)
     assert ran_stages(dvc(work, "repro", timeout=1800).stdout) == new_work + Counter(plan=1)

@@ -292,6 +292,7 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(tmp_path, tmp_
     train["learning_rates"] = {scale: {arm: [3.0e-3] for arm in train["arms"]}}
     work = make_workdir(tmp_path / "repo", params)
     copy_tokens(tmp_path_factory.getbasetemp(), work)
+    settings = Params.of(params)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         shutil.rmtree(work / "logs" / "train", ignore_errors=True)  # count this Snakemake's evaluations only
@@ -308,7 +309,7 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(tmp_path, tmp_
                 time.sleep(1)
             proc.send_signal(sig)
             assert proc.wait(timeout=600) != 0
-        assert len(list(work.glob("results/train/*/*/summary.json"))) < len(enumerate_runs(params))
+        assert len(list(work.glob("results/train/*/*/summary.json"))) < len(enumerate_runs(settings))
 
     snakemake(work, "--cores", "1", timeout=1800)  # plain: no --rerun-incomplete on the command line
     assert (work / "reports" / "report.md").is_file()
@@ -317,10 +318,11 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(tmp_path, tmp_
 
     through = tmp_path / "through"
     copy_tokens(tmp_path_factory.getbasetemp(), through)
-    for run in enumerate_runs(params):
+    for run in enumerate_runs(settings):
         results = Path(layout.train_results_dir(run.cell, run.name))
         if json.loads((work / results / "summary.json").read_text())["resumed_from"]:
-            assert train_run(run, train, root=through, progress=False, condition=params["condition"]) == 0
+            assert train_run(run, settings.train, root=through, progress=False,
+                             condition=settings.condition) == 0
             assert (work / results / "metrics.jsonl").read_bytes() == \
                 (through / results / "metrics.jsonl").read_bytes(), run.name
 
@@ -339,7 +341,7 @@ def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its
     train["learning_rates"] = {scale: {arm: [3.0e-3] for arm in train["arms"]}}
     work = make_workdir(tmp_path / "repo", params)
     copy_tokens(tmp_path_factory.getbasetemp(), work)
-    failing = next(run for run in enumerate_runs(params) if run.arm == "ngpt")
+    failing = next(run for run in enumerate_runs(Params.of(params)) if run.arm == "ngpt")
     state = work / layout.run_dir(failing.cell, failing.name) / "state"
     state.mkdir(parents=True)
     with open(state / ".lock", "w") as lock:  # another process "trains" it: this run fails at once
@@ -359,7 +361,7 @@ def test_after_keep_going_with_a_failed_run_the_report_renders_naming_it_and_its
     before = planned()
     code = work / "src" / "ngptlab" / "condition" / "analyse.py"
     code.write_text(code.read_text() + "\n_EDITED = True  # a line of the condition stage's code\n")
-    completed = [run for run in enumerate_runs(params) if run != failing]
+    completed = [run for run in enumerate_runs(Params.of(params)) if run != failing]
     added = planned() - before
     assert {job for job in added if job[0] != "lineage"} == \
         {("condition", f"results/conditioning/{run.name}.json") for run in completed}

@@ -35,6 +35,7 @@ from ngptlab.checkpoint import HASH_KEY
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import train_dir
+from ngptlab.settings import Params
 
 pytestmark = SLURM_MARKS
 
@@ -69,7 +70,7 @@ def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, t
     print(f"end-to-end grid through --profile slurm: {time.monotonic() - started:.0f} s "
           f"(local: {smoke.wall_s:.0f} s)")
 
-    params = e2e_params()
+    params = Params.of(e2e_params())
     runs, cells = enumerate_runs(params), enumerate_cells(params)
     # Every job went through Slurm: one sbatch log per job, each ending with the job step's success.
     expected = {"prepare": 1, "train": len(runs), "condition": len(runs), "speedup": len(cells),
@@ -103,7 +104,7 @@ def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, t
 
 def smallest_completing_run(params: dict) -> RunSpec:
     """The end-to-end grid's smallest run that does not diverge."""
-    completing = [r for r in enumerate_runs(params) if (r.arm, r.lr) != E2E_DIVERGING]
+    completing = [r for r in enumerate_runs(Params.of(params)) if (r.arm, r.lr) != E2E_DIVERGING]
     return min(completing, key=lambda r: (r.budget, r.context))
 
 

@@ -31,6 +31,7 @@ from support.workflow import (
 
 from ngptlab import layout
 from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.settings import Params
 
 pytestmark = SLURM_MARKS
 SLURM = SLURM_PROFILE
@@ -49,7 +50,7 @@ def one_run_params(**train) -> dict:
 
 def workdir(base: Path, name: str, base_temp: Path, **train) -> tuple[Path, str, str]:
     params = one_run_params(**train)
-    [spec] = enumerate_runs(params)
+    [spec] = enumerate_runs(Params.of(params))
     work = make_workdir(base / name, params)
     copy_tokens(base_temp, work)
     return work, spec.name, f"{layout.run_dir(spec.cell, spec.name)}/model.safetensors"

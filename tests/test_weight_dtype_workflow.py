@@ -13,6 +13,7 @@ from support.workflow import assert_nothing_to_do, copy_tokens, dvc, e2e_params,
 
 from ngptlab import layout
 from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.settings import Params
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +24,7 @@ def test_a_bf16_grid_runs_end_to_end_in_snakemake_and_dvc(tmp_path, tmp_path_fac
     scale = train["scales"][0]
     train.update(weight_dtype="bf16", budgets=[2048], eval_every_tokens=2048, checkpoint_every_tokens=2048,
                  learning_rates={scale: {arm: [3.0e-3] for arm in ("gpt", "ngpt")}})
-    runs = enumerate_runs(params)
+    runs = enumerate_runs(Params.of(params))
     cell = f"{scale}-ctx{train['contexts'][0]}-bf16"
     assert {r.cell for r in runs} == {cell} and all(f"{cell}-" in r.name for r in runs)
     work = make_workdir(tmp_path / "bf16", params)

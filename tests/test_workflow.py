@@ -265,7 +265,7 @@ def test_a_stale_plan_stops_every_dvc_stage_and_a_changed_grid_takes_a_second_pa
 def test_smoke_pipeline_runs_end_to_end_locally(tmp_path_factory):
     smoke = local_smoke_run(tmp_path_factory.getbasetemp())
     print(f"end-to-end grid (snakemake --cores 2): {smoke.wall_s:.0f} s")
-    work, params = smoke.work, e2e_params()
+    work, params = smoke.work, Params.of(e2e_params())
     statuses = {}
     for run in enumerate_runs(params):
         summary = yaml.safe_load((train_dir(work, run) / "summary.json").read_text())
@@ -290,9 +290,9 @@ def test_smoke_pipeline_runs_end_to_end_locally(tmp_path_factory):
             json_ready({arm: entry["speedup"] for arm, entry in alone["arms"].items()})
         evaluated = yaml.safe_load((work / "results" / "evaluate" / f"{cell}.json").read_text())
         # Each arm's best completed run at the largest budget, on every task of params.yaml, through lm-eval.
-        assert sorted(entry["arm"] for entry in evaluated["runs"]) == sorted(params["train"]["arms"])
+        assert sorted(entry["arm"] for entry in evaluated["runs"]) == sorted(params.train.arms)
         for entry in evaluated["runs"]:
-            assert entry["budget"] == max(params["train"]["budgets"])
+            assert entry["budget"] == max(params.train.budgets)
             assert statuses[entry["run"]] == "completed"
             assert set(entry["results"]) == set(params["evaluate"]["tasks"])
             assert all(0 <= task["acc"] <= 1 and task["n"] > 0 for task in entry["results"].values())

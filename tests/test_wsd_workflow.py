@@ -33,6 +33,7 @@ from support.workflow import (
 
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.trunks import enumerate_segments
+from ngptlab.settings import Params
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +70,7 @@ def trained_tokens(work: Path) -> dict[str, int]:
 
 
 def test_the_whole_dag_runs_on_trunks_and_branches(trained):
-    params = wsd_grid()
+    params = Params.of(wsd_grid())
     segments, runs = enumerate_segments(params), enumerate_runs(params)
     assert len(segments) == 2 * len(ARMS) and len(runs) == 3 * len(ARMS)  # 2 WSD budgets + 1 calibration
     tokens = trained_tokens(trained)
