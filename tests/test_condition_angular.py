@@ -22,6 +22,7 @@ from ngptlab.observe.effective import effective_matrices
 from ngptlab.observe.observer import KAPPA_KEYS, Observer, restart_points
 from ngptlab.plan.grid import lineage_keys
 from ngptlab.plan.lineage import STAGES, made_from
+from ngptlab.settings import Params
 from ngptlab.tensorboard_view import scalars
 from ngptlab.train import loop
 from ngptlab.train.jobs import make_job
@@ -133,14 +134,15 @@ def runs(tmp_path_factory):
     observed, unobserved = base / "observed", base / "unobserved"
     for root in (observed, unobserved):
         write_shards(root)
-    train = params["train"]
+    train = Params.of(params).train
     for arm, budget in (("gpt", 8192), ("ngpt", 2048)):
-        spec = find_run(params, run_name(arm, budget))
-        assert train_run(spec, train, root=observed, progress=False, condition=params["condition"]) == 0
+        spec = find_run(Params.of(params), run_name(arm, budget))
+        assert train_run(spec, train, root=observed, progress=False,
+                         condition=Params.of(params).condition) == 0
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(loop, "Observer", Unobserved)
-        assert train_run(find_run(params, run_name("gpt", 8192)), train, root=unobserved, progress=False,
-                         condition=params["condition"]) == 0
+        assert train_run(find_run(Params.of(params), run_name("gpt", 8192)), train, root=unobserved,
+                         progress=False, condition=Params.of(params).condition) == 0
     return observed, unobserved, params
 
 
@@ -169,8 +171,8 @@ def test_every_evaluation_point_has_the_rates_and_kappa_comes_at_every_kth_and_t
 def test_kappa_over_training_is_the_condition_stage_on_the_checkpoint_of_that_step(runs):
     observed, _, params = runs
     for arm, budget in (("gpt", 8192), ("ngpt", 2048)):
-        spec = find_run(params, run_name(arm, budget))
-        doc = condition_run(spec, observed, params["condition"], progress=False)
+        spec = find_run(Params.of(params), run_name(arm, budget))
+        doc = condition_run(spec, observed, Params.of(params).condition, progress=False)
         last = metrics(observed, spec.name)[-1]
         assert last["tokens"] == budget  # the checkpoint's step
         for key in KAPPA_KEYS:
@@ -181,7 +183,7 @@ def test_the_first_rate_is_from_the_initial_weights(runs):
     """ngpt at 2048 tokens evaluates once, at its 4th step: its rates are those from the seeded build to
     the checkpoint, computed here independently in numpy, per kind the mean over layers."""
     observed, _, params = runs
-    spec = find_run(params, run_name("ngpt", 2048))
+    spec = find_run(Params.of(params), run_name("ngpt", 2048))
     row = metrics(observed, spec.name)[-1]
     init, _ = build_seeded(spec.arm, "cpu-4l", 256, spec.context, spec.seed)
     final, _ = load_model(run_dir(observed, spec.name) / "model.safetensors", expected_arm=spec.arm)
@@ -225,8 +227,8 @@ def wsd_params(every: int = 3) -> dict:
 def train_grid(root, params: dict) -> None:
     """Every trunk segment, then every run, each job trained until it ends (a job may stop: rerun it)."""
     write_shards(root)
-    for job in (*enumerate_segments(params), *enumerate_runs(params)):
-        while (code := train_run(job, params["train"], root=root, progress=False)) != 0:
+    for job in (*enumerate_segments(Params.of(params)), *enumerate_runs(Params.of(params))):
+        while (code := train_run(job, Params.of(params).train, root=root, progress=False)) != 0:
             assert code == loop.EXIT_RESUMABLE
 
 
@@ -234,10 +236,10 @@ def test_a_wsd_branch_measures_the_intervals_of_its_budget_trained_alone(tmp_pat
     """Branch points at steps 8 and 16, evaluations every 3 steps: the interval of the first evaluation after
     a branch point starts at it, in the trunk's segments and branches as in a budget trained from step 0."""
     params = wsd_params()
-    train = params["train"]
+    train = Params.of(params).train
     shared, alone = tmp_path / "shared", tmp_path / "alone"
     train_grid(shared, params)
-    runs = enumerate_runs(params)
+    runs = enumerate_runs(Params.of(params))
     assert restart_points(train, runs[1]) == {8, 16}
     write_shards(alone)
     assert train_run(runs[1], train, root=alone, progress=False) == 0  # no trunk: from step 0
@@ -276,7 +278,7 @@ def test_wsd_jobs_stopped_between_evaluation_points_measure_what_jobs_that_ran_t
     train_grid(whole, params)
     monkeypatch.setattr(loop, "JobLimit", StopsAfter3Steps)
     train_grid(split, params)
-    short, long = enumerate_runs(params)
+    short, long = enumerate_runs(Params.of(params))
     summaries = {run: json.loads((results_dir(split, run.name) / "summary.json").read_text())
                  for run in (short, long)}
     assert summaries[short]["resumed_from"] == [] and summaries[long]["resumed_from"] == [19]
@@ -288,13 +290,15 @@ def test_wsd_jobs_stopped_between_evaluation_points_measure_what_jobs_that_ran_t
         {5: 5, 10: 2, 15: 5, 20: 4}
 
 
-def test_condition_every_evals_is_no_part_of_a_runs_identity():
-    """An observation, like train.tensorboard: neither the lineage keys nor a run's fingerprint see it."""
+def test_condition_every_evals_shapes_the_metrics_rows_not_the_weights():
+    """Which rows carry kappa is part of the train stage's results (its lineage key), but not of a run's
+    trajectory: its fingerprint, the identity of its weights, stays."""
     params = make_params()
     edited = make_params(condition_every_evals=5)
     code = {stage: f"{stage}-code" for stage in STAGES}
-    assert lineage_keys(made_from(params, code)) == lineage_keys(made_from(edited, code))
+    before, after = (lineage_keys(made_from(Params.of(p), code)) for p in (params, edited))
+    assert before["train"] != after["train"] and before["prepare"] == after["prepare"]
     data = {"train_sha256": "t", "val_sha256": "v"}
-    spec = find_run(params, run_name())
-    assert make_job(spec, params["train"], ".").fingerprint(data) == \
-        make_job(spec, edited["train"], ".").fingerprint(data)
+    spec = find_run(Params.of(params), run_name())
+    assert make_job(spec, Params.of(params).train, ".").fingerprint(data) == \
+        make_job(spec, Params.of(edited).train, ".").fingerprint(data)

@@ -15,6 +15,7 @@ import yaml
 from ngptlab import layout
 from ngptlab.checkpoint import save_model
 from ngptlab.cli import main
+from ngptlab.config.load import load_params
 from ngptlab.errors import ResultsError
 from ngptlab.grid.enumeration import find_run
 from ngptlab.grid.runs import RunSpec
@@ -45,7 +46,7 @@ def params_file(tmp_path) -> Path:
 
 
 def spec_of(params_file: Path, arm: str, lr: float = 3e-3) -> RunSpec:
-    return find_run(yaml.safe_load(params_file.read_text()), RunSpec("cpu-4l", 64, arm, 16384, lr, 0).name)
+    return find_run(load_params(params_file), RunSpec("cpu-4l", 64, arm, 16384, lr, 0).name)
 
 
 def save_run(root: Path, spec: RunSpec, model=None, status: str = "completed",

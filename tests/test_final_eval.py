@@ -29,7 +29,7 @@ from ngptlab.config.load import validate_params
 from ngptlab.errors import CheckpointError, DataError, ParamsError
 from ngptlab.grid.enumeration import find_run
 from ngptlab.models import build_seeded
-from ngptlab.settings import of_section
+from ngptlab.settings import Params, of_section
 from ngptlab.train.data import FINAL_EVAL_CAP_TOKENS, eval_offsets, final_eval_offsets, gather
 from ngptlab.train.dist import Topology
 from ngptlab.train.evaluation import HEAD_ROWS, Evaluator, mean_and_se
@@ -43,7 +43,8 @@ WINDOWS = VAL_TOKENS // (CONTEXT + 1)  # `all`: 242 windows of 33 tokens
 
 
 def train(root, params, arm="gpt", budget=8192) -> int:
-    return train_run(find_run(params, run_name(arm, budget)), params["train"], root=root, progress=False)
+    settings = Params.of(params)
+    return train_run(find_run(settings, run_name(arm, budget)), settings.train, root=root, progress=False)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import find_run
 from ngptlab.jobclock import EXIT_RESUMABLE, STARTED_ENV, JobClock, job_clock
 from ngptlab.plan.runtime import JobTime, job_time, retries, signal_lead_s
+from ngptlab.settings import of_section
 from ngptlab.train.loop import train_run
 
 BUDGET = 64 * 512  # 64 steps of 512 tokens
@@ -63,12 +65,12 @@ def test_jobs_split_a_long_estimate_into_the_partition_limit():
 
 
 def test_the_signal_lead_covers_twice_the_checkpoint_write():
-    train = {"checkpoint_write_gbps": 0.5}
+    train = of_section("train", {**make_params()["train"], "checkpoint_write_gbps": 0.5})
     assert signal_lead_s(train, 10_000_000) == 120  # 0.12 GB: the two-minute floor
     assert signal_lead_s(train, 5_000_000_000) == 2 * 120 + 60  # 60 GB at 0.5 GB/s: 120 s, twice, +60
     assert signal_lead_s(train, 5_000_000_000, limit_min=4) == 120  # at most half the job
     assert signal_lead_s(train, 5_000_000_000, limit_min=2) == 0  # Slurm may signal a minute early
-    assert signal_lead_s({"signal_lead_s": 900}, 1) == 900
+    assert signal_lead_s(replace(train, signal_lead_s=900), 1) == 900
 
 
 def run_root(base, name, **train):
@@ -81,7 +83,7 @@ def run_root(base, name, **train):
 def test_a_run_over_several_jobs_ends_with_the_bytes_of_one_that_ran_through(tmp_path, monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     whole, params = run_root(tmp_path, "whole")
-    assert train_run(find_run(params, NAME), params["train"], root=whole, progress=False) == 0
+    assert train_run(find_run(params, NAME), params.train, root=whole, progress=False) == 0
 
     split, params = run_root(tmp_path, "split", max_job_minutes=1.0)
     spec, jobs, stops = find_run(params, NAME), 0, []
@@ -89,7 +91,7 @@ def test_a_run_over_several_jobs_ends_with_the_bytes_of_one_that_ran_through(tmp
         # Each job starts with 0.6 s of its minute left (after the 3 s margin): some steps, then a stop.
         monkeypatch.setenv(STARTED_ENV, str(time.time() - 60 + 3 + 0.6))
         jobs += 1
-        code = train_run(spec, params["train"], root=split, progress=False)
+        code = train_run(spec, params.train, root=split, progress=False)
         if code == 0:
             break
         assert code == EXIT_RESUMABLE

@@ -20,6 +20,7 @@ from support.train import make_params, run_dir, run_name, write_shards
 from ngptlab import runlock
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import find_run
+from ngptlab.settings import Params
 from ngptlab.train.loop import train_run
 
 OLD = 3600.0  # a heartbeat an hour old: stale at any interval
@@ -107,7 +108,8 @@ def test_ngptlab_train_refuses_a_run_being_trained_elsewhere_where_flock_fails(n
     with held_elsewhere(run_dir(root, run_name()) / "state" / ".lock") as holder:
         with pytest.raises(ParamsError, match=rf"{run_name()} is already being trained by another process "
                                               rf"\(lock .*state/\.lock, held by pid {holder.pid} on host "):
-            train_run(find_run(params, run_name()), params["train"], root=root, progress=False)
+            settings = Params.of(params)
+            train_run(find_run(settings, run_name()), settings.train, root=root, progress=False)
 
 
 def test_the_record_of_a_killed_holder_is_taken_over_where_flock_fails(nolock_fs, capsys):

@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.errors import CheckpointError, DataError, ParamsError
 from ngptlab.grid.enumeration import find_run
 from ngptlab.schedule import make_schedule, warmup_steps
+from ngptlab.settings import Params, of_section
 from ngptlab.train.batches import plan_batches
 from ngptlab.train.data import batch_offsets, eval_offsets, gather
 from ngptlab.train.loop import train_run
@@ -35,8 +37,8 @@ torch.set_num_threads(1)
 
 
 def train(root, params, arm="gpt", budget=8192, lr=3e-3, **kwargs) -> int:
-    spec = find_run(params, run_name(arm, budget, lr))
-    return train_run(spec, params["train"], root=root, progress=False, **kwargs)
+    spec = find_run(Params.of(params), run_name(arm, budget, lr))
+    return train_run(spec, Params.of(params).train, root=root, progress=False, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +72,12 @@ def test_schedule_warms_up_then_decays_by_cosine_to_zero_at_the_budget():
 
 
 def test_warmup_is_a_number_of_steps_capped_for_small_budgets():
-    train = {"warmup_steps": 2000, "warmup_max_fraction": 0.5}
+    train = of_section("train", {**make_params()["train"], "warmup_steps": 2000, "warmup_max_fraction": 0.5})
     assert warmup_steps(train, 19_073, warms_up=True) == 2000  # the paper's 10B tokens at 1k: 2000 steps
     assert warmup_steps(train, 2_384, warms_up=True) == 1192  # 10B at 8k: capped at half the run
     assert warmup_steps(train, 2_384, warms_up=False) == 0  # nGPT's recipe does not warm up
-    assert warmup_steps({"warmup_steps": 5, "warmup_max_fraction": 1.0}, 5, warms_up=True) == 4  # 1 cosine
-    assert warmup_steps({"warmup_steps": 2000, "warmup_max_fraction": 0.1}, 8, warms_up=True) == 0
+    assert warmup_steps(replace(train, warmup_steps=5, warmup_max_fraction=1.0), 5, warms_up=True) == 4
+    assert warmup_steps(replace(train, warmup_max_fraction=0.1), 8, warms_up=True) == 0
 
 
 def test_a_context_specific_learning_rate_and_the_warmup_steps_reach_the_run(tmp_path):
@@ -113,13 +115,13 @@ def test_eval_windows_depend_only_on_eval_seed_and_context():
 
 def test_global_batch_is_the_same_whatever_the_number_of_processes():
     params = make_params(batch_sequences=32, micro_batch_tokens=256)
-    spec = find_run(params, run_name())
-    one, two = plan_batches(params["train"], spec, 1), plan_batches(params["train"], spec, 2)
+    spec = find_run(Params.of(params), run_name())
+    one, two = plan_batches(Params.of(params).train, spec, 1), plan_batches(Params.of(params).train, spec, 2)
     assert (one.seqs_global, one.accum_steps, one.steps) == (32, 4, 8)
     assert (two.seqs_global, two.seqs_per_rank, two.accum_steps) == (32, 16, 2)
     assert one.batch_tokens == two.batch_tokens == 1024
     with pytest.raises(ParamsError, match="cannot be split evenly over 3 processes"):
-        plan_batches(params["train"], spec, 3)
+        plan_batches(Params.of(params).train, spec, 3)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -258,8 +260,8 @@ def test_a_shape_defined_in_params_trains_end_to_end_and_reloads(tmp_path):
     params = make_params(shapes={"w48-2l": shape}, scales=["w48-2l"],
                          learning_rates={"w48-2l": {"gpt": [3e-3], "ngpt": [3e-3]}},
                          resources={"w48-2l": {"gpus": 0, "processes": 1, "mem_mb": 1000, "runtime_min": 10}})
-    spec = find_run(params, f"w48-2l-ctx{CONTEXT}-gpt-t8192-lr0.003-s0")
-    assert train_run(spec, params["train"], root=tmp_path, progress=False) == 0
+    spec = find_run(Params.of(params), f"w48-2l-ctx{CONTEXT}-gpt-t8192-lr0.003-s0")
+    assert train_run(spec, Params.of(params).train, root=tmp_path, progress=False) == 0
     s = summary(tmp_path, spec.name)
     assert s["status"] == "completed" and s["spec"]["scale"] == "w48-2l"
     model, config = load_model(run_dir(tmp_path, spec.name) / "model.safetensors", expected_arm="gpt")

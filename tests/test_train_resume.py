@@ -31,6 +31,7 @@ from support.train import (
 
 from ngptlab.errors import CheckpointError
 from ngptlab.grid.enumeration import find_run
+from ngptlab.settings import Params
 from ngptlab.train.loop import EXIT_RESUMABLE, train_run
 
 BUDGET = 48 * 512  # 48 steps of 512 tokens: long enough to interrupt mid-run, seconds on one CPU thread
@@ -141,8 +142,8 @@ def test_damaged_or_foreign_checkpoints_are_refused_and_left_alone(tmp_path):
     snapshot = {p: p.read_bytes() for p in state_dir.rglob("*") if p.is_file()}
 
     def attempt(params: dict, arm: str = "gpt", lr: float = 3e-3) -> None:
-        spec = find_run(params, run_name(arm, BUDGET, lr))
-        train_run(spec, params["train"], root=root, progress=False)
+        spec = find_run(Params.of(params), run_name(arm, BUDGET, lr))
+        train_run(spec, Params.of(params).train, root=root, progress=False)
 
     # Other trajectory settings (grad_clip): refused, naming the state file and the differing key.
     with pytest.raises(CheckpointError, match=r"state\.json: checkpoint belongs to a run with different "

@@ -27,6 +27,7 @@ from support.train import (
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
 from ngptlab.grid.enumeration import find_run
+from ngptlab.settings import Params
 from ngptlab.tensorboard_view import scalars
 from ngptlab.train.loop import train_run
 
@@ -34,8 +35,8 @@ NAME = run_name("gpt", 8192)
 
 
 def train(root: Path, params: dict) -> int:
-    return train_run(find_run(params, NAME), params["train"], root=root, progress=False,
-                     condition=params["condition"])
+    return train_run(find_run(Params.of(params), NAME), Params.of(params).train, root=root, progress=False,
+                     condition=Params.of(params).condition)
 
 
 def trained(base: Path, **train_overrides) -> Path:

@@ -21,6 +21,7 @@ from support.train import (
 )
 
 from ngptlab.grid.enumeration import find_run
+from ngptlab.settings import Params
 from ngptlab.train.loop import train_run
 from ngptlab.train.threads import THREADS_PER_PROCESS
 
@@ -57,7 +58,8 @@ def test_the_thread_count_is_the_summarys_last_key_and_the_callers_is_restored(t
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        assert train_run(find_run(params, NAME), params["train"], root=tmp_path, progress=False) == 0
+        settings = Params.of(params)
+        assert train_run(find_run(settings, NAME), settings.train, root=tmp_path, progress=False) == 0
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

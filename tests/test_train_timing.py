@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from support.train import CONTEXT, make_params, metrics, run_name, summary, timing_file, write_shards
 
 from ngptlab.grid.enumeration import find_run
+from ngptlab.settings import Params
 from ngptlab.train import dist, timing
 from ngptlab.train.attention import Attention
 from ngptlab.train.batches import plan_batches
@@ -34,8 +35,8 @@ BUDGET = 8 * 512  # 8 steps of 16 sequences x 32 tokens
 
 
 def train(root, params, arm="gpt", budget=BUDGET, **kwargs) -> int:
-    spec = find_run(params, run_name(arm, budget))
-    return train_run(spec, params["train"], root=root, progress=False, **kwargs)
+    spec = find_run(Params.of(params), run_name(arm, budget))
+    return train_run(spec, Params.of(params).train, root=root, progress=False, **kwargs)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -181,7 +182,7 @@ def small_params(**overrides) -> dict:
 def test_a_compiled_run_leaves_its_first_step_after_each_start_out_of_tokens_per_s(tmp_path, monkeypatch):
     write_shards(tmp_path)
     params = small_params(compile=True)
-    spec = find_run(params, f"w32-1l-ctx{CONTEXT}-gpt-t{BUDGET}-lr0.003-s0")
+    spec = find_run(Params.of(params), f"w32-1l-ctx{CONTEXT}-gpt-t{BUDGET}-lr0.003-s0")
     update = Trainer.update
 
     def interrupted(self, step):  # a real SIGTERM after the third update: checkpoint, exit 75
@@ -191,9 +192,9 @@ def test_a_compiled_run_leaves_its_first_step_after_each_start_out_of_tokens_per
         return lr
 
     monkeypatch.setattr(Trainer, "update", interrupted)
-    assert train_run(spec, params["train"], root=tmp_path, progress=False) == EXIT_RESUMABLE
+    assert train_run(spec, Params.of(params).train, root=tmp_path, progress=False) == EXIT_RESUMABLE
     monkeypatch.setattr(Trainer, "update", update)
-    assert train_run(spec, params["train"], root=tmp_path, progress=False) == 0  # resumed at step 3
+    assert train_run(spec, Params.of(params).train, root=tmp_path, progress=False) == 0  # resumed at step 3
 
     s = summary(tmp_path, spec.name)
     assert s["status"] == "completed" and s["resumed_from"] == [3]
@@ -304,7 +305,7 @@ def test_a_step_non_finite_on_both_kernels_ends_the_run_as_diverged(tmp_path, mo
 def test_a_compiled_run_recovers_on_another_kernel_and_recompiles_without_timing_it(tmp_path, monkeypatch):
     write_shards(tmp_path)
     params = small_params(compile=True)
-    spec = find_run(params, f"w32-1l-ctx{CONTEXT}-gpt-t{BUDGET}-lr0.003-s0")
+    spec = find_run(Params.of(params), f"w32-1l-ctx{CONTEXT}-gpt-t{BUDGET}-lr0.003-s0")
     real = Trainer.forward_backward
 
     def planted(self, at, stop_requested=False):  # step 4's gradients non-finite while flash is enabled
@@ -313,7 +314,7 @@ def test_a_compiled_run_recovers_on_another_kernel_and_recompiles_without_timing
                 stop)
 
     monkeypatch.setattr(Trainer, "forward_backward", planted)
-    assert train_run(spec, params["train"], root=tmp_path, progress=False) == 0
+    assert train_run(spec, Params.of(params).train, root=tmp_path, progress=False) == 0
     s = summary(tmp_path, spec.name)
     assert s["status"] == "completed" and [r["outcome"] for r in s["nonfinite_retries"]] == ["recovered"]
     assert s["attention_backend"] == {"backend": "math", "enabled": ["math"], "disabled": ["flash"]}
@@ -330,11 +331,11 @@ def test_a_compiled_run_recovers_on_another_kernel_and_recompiles_without_timing
 def test_a_step_reads_the_host_once_after_staging_the_next_batch(tmp_path, monkeypatch):
     write_shards(tmp_path)
     params = make_params(budgets=[BUDGET])
-    spec = find_run(params, run_name("gpt", BUDGET))
-    job, topo = make_job(spec, params["train"], tmp_path), dist.Topology(0, 1, 0, torch.device("cpu"))
-    plan = plan_batches(params["train"], spec, 1, job.steps)
+    spec = find_run(Params.of(params), run_name("gpt", BUDGET))
+    job, topo = make_job(spec, Params.of(params).train, tmp_path), dist.Topology(0, 1, 0, torch.device("cpu"))
+    plan = plan_batches(Params.of(params).train, spec, 1, job.steps)
     shards = open_shards(tmp_path / "data/tokens/synthetic", verify=False)
-    trainer = Trainer(spec, params["train"], shards, plan, topo, job.schedule)
+    trainer = Trainer(spec, Params.of(params).train, shards, plan, topo, job.schedule)
     events = []
     prefetch, tolist, item = trainer.batches.prefetch, torch.Tensor.tolist, torch.Tensor.item
     monkeypatch.setattr(trainer.batches, "prefetch", lambda step: (events.append("stage"), prefetch(step)))

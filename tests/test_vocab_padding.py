@@ -14,6 +14,7 @@ from ngptlab.condition.analyse import analyse_matrices
 from ngptlab.models import ARMS, Scale, build, count_parameters, padded_vocab, parameter_count
 from ngptlab.observe.effective import effective_matrices
 from ngptlab.observe.kappa import Settings
+from ngptlab.settings import Params
 
 SHAPE = Scale(n_layer=2, d_model=32, n_head=2)
 VOCAB, MULTIPLE, ROWS = 150, 64, 192  # 192: no other dimension of SHAPE (d 32, d_mlp 128) equals it
@@ -81,13 +82,13 @@ def test_a_padded_run_trains_and_conditions_on_its_token_rows(tmp_path):
 
     write_shards(tmp_path)
     params = make_params(vocab_multiple=100, budgets=[1024])  # 256 tokens -> 300 rows
-    spec = find_run(params, run_name("ngpt", 1024))
-    assert train_run(spec, params["train"], root=tmp_path, progress=False) == 0
+    spec = find_run(Params.of(params), run_name("ngpt", 1024))
+    assert train_run(spec, Params.of(params).train, root=tmp_path, progress=False) == 0
     s = summary(tmp_path, spec.name)
     assert s["params"]["vocab_multiple"] == 100 and s["n_params"] == parameter_count("ngpt", "cpu-4l", 300)
     model, config = load_model(tmp_path / layout.run_dir(spec.cell, spec.name) / "model.safetensors")
     assert (config["vocab_multiple"], model.vocab_rows, model.vocab_size) == (100, 300, DATA_VOCAB)
-    doc = condition_run(spec, tmp_path, params["condition"], progress=False)
+    doc = condition_run(spec, tmp_path, Params.of(params).condition, progress=False)
     for name in ("embed_in", "embed_out"):  # 256 token rows analysed, the 44 pad rows left out
         assert doc["matrices"][name]["shape"] == [DATA_VOCAB, 64]
     assert doc["reference"]["init"]["headline"]  # the step-0 reference was rebuilt padded, then cut too

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def build_provenance(results: Results, doc: Document, code_revision: str) -> dic
                    "params_sha256": (sha256_file(params_file)
                                      if params_file and params_file.is_file() else None),
                    "code_revision": code_revision},
-        "params": results.params,
+        "params": asdict(results.params),  # every key, defaults filled in
         "data": data,
         "inputs": results.inputs,
         "runs": runs,
