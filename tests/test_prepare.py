@@ -21,12 +21,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from support.prepare import REPO, SMALL_DOCS, gpt2_enc, prepare_cache, write_jsonl  # noqa: F401
+from support.prepare import REPO, SMALL_DOCS, gpt2_enc, prepare_cache, prepare_section, write_jsonl  # noqa: F401
 
-from ngptlab.errors import DataError
+from ngptlab.config.load import load_params
+from ngptlab.errors import DataError, ParamsError
 from ngptlab.prepare import embedded, split
 from ngptlab.prepare.command import load_meta, verify_shards
-from ngptlab.prepare.pipeline import lock_path, prepare_tokens
+from ngptlab.prepare.pipeline import lock_path
 from ngptlab.prepare.shards import open_tokens
 from ngptlab.prepare.tokenizer import GPT2_RANKS_SHA256
 
@@ -207,7 +208,7 @@ def test_every_local_format_gives_the_same_shards(tmp_path, prepare_cache, gpt2_
         "csv": {"files": [str(tmp_path / "c.csv")], "format": "csv", "text_field": "body"},
     }
     for fmt, spec in sources.items():
-        outcome = prepare_tokens(section({"kind": "local", "name": fmt, **spec}), tmp_path / "data",
+        outcome = prepare_section(section({"kind": "local", "name": fmt, **spec}), tmp_path / "data",
                                  prepare_cache, progress=False)
         assert not outcome.skipped
         assert_matches(outcome.out_dir, expected)
@@ -215,7 +216,7 @@ def test_every_local_format_gives_the_same_shards(tmp_path, prepare_cache, gpt2_
 
 def test_text_paragraphs_as_documents(tmp_path, prepare_cache, gpt2_enc):
     (tmp_path / "a.txt").write_text("First paragraph,\nstill first.\n\nSecond one.\n\n\nThird one.\n")
-    outcome = prepare_tokens(section({"kind": "local", "name": "para", "files": [str(tmp_path / "a.txt")],
+    outcome = prepare_section(section({"kind": "local", "name": "para", "files": [str(tmp_path / "a.txt")],
                                       "format": "text", "sample_by": "paragraph"}, val_fraction=0.5,
                                      split_seed=3), tmp_path / "data", prepare_cache, progress=False)
     documents = sum(r["documents"] for r in outcome.meta["splits"].values())
@@ -230,7 +231,7 @@ def test_hf_code_path_streams_with_a_document_cap(tmp_path, prepare_cache, gpt2_
     dataset.mkdir()
     write_jsonl(dataset / "train-00000.jsonl", SMALL_DOCS[:6])
     write_jsonl(dataset / "train-00001.jsonl", SMALL_DOCS[6:])
-    outcome = prepare_tokens(section({"kind": "hf", "name": "hf", "dataset": str(dataset), "split": "train",
+    outcome = prepare_section(section({"kind": "hf", "name": "hf", "dataset": str(dataset), "split": "train",
                                       "text_field": "text", "max_documents": 9}), tmp_path / "data",
                              prepare_cache, progress=False)
     assert_matches(outcome.out_dir, expected_shards(gpt2_enc, SMALL_DOCS[:9], VAL_FRACTION, SEED))
@@ -255,22 +256,22 @@ def test_hf_unreachable_is_one_clear_error(tmp_path, prepare_cache):
 def test_rerun_is_a_no_op_and_output_does_not_depend_on_batching(tmp_path, prepare_cache, gpt2_enc):
     write_jsonl(tmp_path / "c.jsonl", SMALL_DOCS)
     src = {"kind": "local", "name": "idem", "files": [str(tmp_path / "c.jsonl")], "format": "json"}
-    first = prepare_tokens(section(src), tmp_path / "data", prepare_cache, progress=False)
+    first = prepare_section(section(src), tmp_path / "data", prepare_cache, progress=False)
     before = file_stats(first.out_dir)
     time.sleep(0.01)
-    again = prepare_tokens(section(src), tmp_path / "data", prepare_cache, progress=False)
+    again = prepare_section(section(src), tmp_path / "data", prepare_cache, progress=False)
     assert again.skipped and again.meta == first.meta
     assert file_stats(first.out_dir) == before  # nothing rewritten, not even touched
     # batch size and threads do not change the bytes, so they do not invalidate the shards either...
-    assert prepare_tokens(section(src, batch_documents=1, workers=1), tmp_path / "data", prepare_cache,
+    assert prepare_section(section(src, batch_documents=1, workers=1), tmp_path / "data", prepare_cache,
                           progress=False).skipped
     # ...and forcing a rewrite with them gives identical shards
-    forced = prepare_tokens(section(src, batch_documents=1, workers=1), tmp_path / "data", prepare_cache,
+    forced = prepare_section(section(src, batch_documents=1, workers=1), tmp_path / "data", prepare_cache,
                             force=True, progress=False)
     assert not forced.skipped and forced.meta["splits"] == first.meta["splits"]
     # different inputs do rerun
     write_jsonl(tmp_path / "c.jsonl", SMALL_DOCS[::-1])
-    changed = prepare_tokens(section(src), tmp_path / "data", prepare_cache, progress=False)
+    changed = prepare_section(section(src), tmp_path / "data", prepare_cache, progress=False)
     assert not changed.skipped and "inputs" in changed.reason
     assert changed.meta["splits"]["train"]["sha256"] != first.meta["splits"]["train"]["sha256"]
 
@@ -278,7 +279,7 @@ def test_rerun_is_a_no_op_and_output_does_not_depend_on_batching(tmp_path, prepa
 def test_corrupt_shard_is_named_and_repaired_by_a_rerun(tmp_path, prepare_cache, gpt2_enc):
     write_jsonl(tmp_path / "c.jsonl", SMALL_DOCS)
     src = {"kind": "local", "name": "corrupt", "files": [str(tmp_path / "c.jsonl")], "format": "json"}
-    out = prepare_tokens(section(src), tmp_path / "data", prepare_cache, progress=False).out_dir
+    out = prepare_section(section(src), tmp_path / "data", prepare_cache, progress=False).out_dir
     val = out / "val.bin"
     good = val.read_bytes()
     val.write_bytes(bytes([good[0] ^ 1]) + good[1:])
@@ -290,7 +291,7 @@ def test_corrupt_shard_is_named_and_repaired_by_a_rerun(tmp_path, prepare_cache,
     val.unlink()
     with pytest.raises(DataError, match=r"val\.bin: missing"):
         verify_shards(out)
-    rerun = prepare_tokens(section(src), tmp_path / "data", prepare_cache, progress=False)
+    rerun = prepare_section(section(src), tmp_path / "data", prepare_cache, progress=False)
     assert not rerun.skipped and "verification" in rerun.reason
     assert_matches(out, expected_shards(gpt2_enc, SMALL_DOCS, VAL_FRACTION, SEED))
     (out / "meta.json").unlink()
@@ -301,19 +302,25 @@ def test_corrupt_shard_is_named_and_repaired_by_a_rerun(tmp_path, prepare_cache,
 def test_bad_input_fails_clearly_and_keeps_existing_output(tmp_path, prepare_cache):
     write_jsonl(tmp_path / "c.jsonl", SMALL_DOCS)
     src = {"kind": "local", "name": "keep", "files": [str(tmp_path / "c.jsonl")], "format": "json"}
-    out = prepare_tokens(section(src), tmp_path / "data", prepare_cache, progress=False).out_dir
+    out = prepare_section(section(src), tmp_path / "data", prepare_cache, progress=False).out_dir
     before = file_stats(out)
     bad = [
         ({**src, "files": [str(tmp_path / "nothing-*.jsonl")]}, {}, r"prepare\.source\.files: .*nothing-\*"),
         ({**src, "text_field": "body"}, {},
          r"no field 'body' \(prepare\.source\.text_field\); fields: id, text"),
-        ({**src, "format": "xml"}, {}, r"prepare\.source\.format: 'xml' is not one of text, json"),
         (src, {"val_fraction": 0.001}, r"prepare\.val_fraction: 0\.001 of 12 documents left the val split"),
-        (src, {"workers": 0}, r"prepare\.workers: 0 must be a positive integer"),
     ]
     for source, overrides, message in bad:
         with pytest.raises(DataError, match=message):
-            prepare_tokens(section(source, **overrides), tmp_path / "data", prepare_cache, progress=False)
+            prepare_section(section(source, **overrides), tmp_path / "data", prepare_cache, progress=False)
+        assert file_stats(out) == before
+    # values the params file cannot hold are refused when it is loaded, before the stage starts
+    refused = [({**src, "format": "xml"}, {},
+                r"prepare\.source\.format: 'xml' is not allowed; allowed values: text, json"),
+               (src, {"workers": 0}, r"prepare\.workers: 0 must be >= 1")]
+    for source, overrides, message in refused:
+        with pytest.raises(ParamsError, match=message):
+            load_params(params_file(tmp_path, section(source, **overrides)))
         assert file_stats(out) == before
     verify_shards(out)
 
@@ -326,8 +333,8 @@ def test_a_second_writer_is_refused(tmp_path, prepare_cache):
     with open(lock_path(out), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         with pytest.raises(DataError, match="another `ngptlab prepare` is writing here"):
-            prepare_tokens(section(src), tmp_path / "data", prepare_cache, progress=False)
-    assert prepare_tokens(section(src), tmp_path / "data", prepare_cache, progress=False).meta
+            prepare_section(section(src), tmp_path / "data", prepare_cache, progress=False)
+    assert prepare_section(section(src), tmp_path / "data", prepare_cache, progress=False).meta
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -371,7 +378,7 @@ def test_killed_run_leaves_nothing_trusted_and_rerun_completes(tmp_path, prepare
     with pytest.raises(DataError, match="meta.json: missing"):
         verify_shards(out)
     monkeypatch.chdir(tmp_path)  # the source names its file relative to the working directory
-    rerun = prepare_tokens({**prep, "batch_documents": 512, "workers": 2}, tmp_path / "data", prepare_cache,
+    rerun = prepare_section({**prep, "batch_documents": 512, "workers": 2}, tmp_path / "data", prepare_cache,
                            progress=False)  # batching does not change the bytes
     assert not rerun.skipped
     assert sorted(p.name for p in out.iterdir()) == ["meta.json", "train.bin", "val.bin"]
@@ -385,10 +392,10 @@ def test_killed_rewrite_keeps_the_old_shards_consistent_and_untrusted(tmp_path, 
     new = {**old, "val_fraction": 0.05}
     fast = {"batch_documents": 512, "workers": 2}  # in-process runs need not be slow to kill
     monkeypatch.chdir(tmp_path)
-    first = prepare_tokens({**old, **fast}, tmp_path / "data", prepare_cache, progress=False)
+    first = prepare_section({**old, **fast}, tmp_path / "data", prepare_cache, progress=False)
     _start_and_kill(tmp_path, params_file(tmp_path, new), prepare_cache, first.out_dir)
     assert verify_shards(first.out_dir) == first.meta  # the old, complete output is still whole
-    rerun = prepare_tokens({**new, **fast}, tmp_path / "data", prepare_cache, progress=False)
+    rerun = prepare_section({**new, **fast}, tmp_path / "data", prepare_cache, progress=False)
     assert not rerun.skipped and "inputs" in rerun.reason  # ...but not taken for the new inputs
     assert rerun.meta["split"]["val_fraction"] == 0.05
     assert not list(first.out_dir.glob(".*.tmp-*"))

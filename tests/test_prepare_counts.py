@@ -12,12 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from support.prepare import REPO, SMALL_DOCS, prepare_cache, write_jsonl  # noqa: F401
+from support.prepare import REPO, SMALL_DOCS, prepare_cache, prepare_section, write_jsonl  # noqa: F401
 
 from ngptlab.errors import DataError
 from ngptlab.prepare.counts import check_min_documents
 from ngptlab.prepare.hf import resolved_revision
-from ngptlab.prepare.pipeline import prepare_tokens
 from ngptlab.prepare.shards import verify_shards
 
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
@@ -31,7 +30,7 @@ def section(source: dict) -> dict:
 
 def prepare(tmp_path: Path, cache: Path, source: dict):
     """The stage in-process, into tmp_path/data."""
-    return prepare_tokens(section(source), tmp_path / "data", cache, progress=False)
+    return prepare_section(section(source), tmp_path / "data", cache, progress=False)
 
 
 def text_files(folder: Path, docs: list[str]) -> str:
@@ -112,11 +111,13 @@ def test_a_source_that_meets_the_floor_records_it_and_the_count(tmp_path, prepar
 def test_a_cap_below_the_floor_is_refused_before_reading(tmp_path, prepare_cache):
     src = {"kind": "hf", "name": "capped", "dataset": str(tmp_path / "absent"), "max_documents": 5,
            "min_documents": 10}
-    with pytest.raises(DataError, match=r"^prepare\.source\.max_documents \(5\) is below "
-                                        r"prepare\.source\.min_documents \(10\)"):
-        prepare(tmp_path, prepare_cache, src)
-    with pytest.raises(DataError, match=r"^prepare\.source\.min_documents: 0 must be a positive integer"):
-        prepare(tmp_path, prepare_cache, {**src, "min_documents": 0})
+    # the params file is refused as it is loaded: the stage never starts, nothing is written
+    proc = prepare_cli(tmp_path, section(src), prepare_cache)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith(
+        "ngptlab prepare: error: params.yaml: prepare.source.max_documents (5) is below "
+        "prepare.source.min_documents (10)")
+    proc = prepare_cli(tmp_path, section({**src, "min_documents": 0}), prepare_cache)
+    assert proc.returncode == 2 and "prepare.source.min_documents: 0 must be >= 1" in proc.stderr
     assert not (tmp_path / "data").exists()
 
 

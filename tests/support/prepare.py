@@ -56,3 +56,12 @@ def gpt2_enc(prepare_cache):
 def write_jsonl(path: Path, docs: list[str], field: str = "text") -> Path:
     path.write_text("".join(json.dumps({field: d, "id": i}) + "\n" for i, d in enumerate(docs)))
     return path
+
+
+def prepare_section(section: dict, data_dir: Path, cache_dir: Path, **options):
+    """The prepare stage in-process over a prepare section given as a mapping (its typed settings, the
+    schema's defaults filled in: what loading a params file gives the stage)."""
+    from ngptlab.prepare.pipeline import prepare_tokens
+    from ngptlab.settings import of_section
+
+    return prepare_tokens(of_section("prepare", section), data_dir, cache_dir, **options)
