@@ -25,10 +25,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from support.prepare import gpt2_enc, prepare_cache  # noqa: F401
+from support.synthetic import settings_of
 
 from ngptlab import layout
 from ngptlab.checkpoint import save_model
-from ngptlab.config.load import load_params
+from ngptlab.config.load import read_mapping
 from ngptlab.errors import ParamsError
 from ngptlab.evaluate import command, partial
 from ngptlab.evaluate.adapter import NgptlabLM
@@ -50,6 +51,7 @@ from ngptlab.models import build_seeded
 from ngptlab.models.scales import shape_from_dict
 from ngptlab.prepare.tokenizer import EOT_TOKEN as GPT2_EOT
 from ngptlab.prepare.tokenizer import VOCAB_SIZE as GPT2_VOCAB
+from ngptlab.settings import of_section
 from ngptlab.speedup.document import SpeedupDocument
 
 torch.set_num_threads(1)
@@ -57,7 +59,8 @@ VOCAB, CONTEXT = 256, 64
 SHAPE_DICT = {"n_layer": 2, "d_model": 32, "n_head": 2, "mlp_ratio": 4}
 SHAPE = shape_from_dict("tiny", SHAPE_DICT)
 TOPICS = ["abcdef", "ghijkl", "mnopqr", "stuvwx"]
-CFG = {"batch_size": 16, "limit": 40, "seed": 0}
+CFG = of_section("evaluate", {**read_mapping(REPO_ROOT / "params.yaml")["evaluate"], "batch_size": 16,
+                              "limit": 40, "seed": 0})
 
 
 def encode(text: str) -> list[int]:
@@ -266,11 +269,11 @@ def test_select_runs_takes_the_speedups_best_runs_and_names_holes():
 
     speedup = {"runs": [run("gpt", 40, 1e-3, False), run("gpt", 40, 2e-3, True), run("gpt", 10, 1e-3, True),
                         run("ngpt", 40, 1e-3, False, "diverged"), run("ngpt", 10, 2e-3, True)]}
-    selected, holes = select_runs(params, "s-ctx64", SpeedupDocument.from_dict(speedup))
+    selected, holes = select_runs(settings_of(params), "s-ctx64", SpeedupDocument.from_dict(speedup))
     assert [r.run for r in selected] == ["s-ctx64-gpt-t40-lr0.002-s0"]
     assert holes == [{"arm": "ngpt", "budget": 40, "seed": 0, "reason": "no completed run at this budget"}]
     params["evaluate"]["budgets"] = "all"
-    selected, holes = select_runs(params, "s-ctx64", SpeedupDocument.from_dict(speedup))
+    selected, holes = select_runs(settings_of(params), "s-ctx64", SpeedupDocument.from_dict(speedup))
     assert [r.run for r in selected] == ["s-ctx64-gpt-t10-lr0.001-s0", "s-ctx64-gpt-t40-lr0.002-s0",
                                             "s-ctx64-ngpt-t10-lr0.002-s0"]
     assert len(holes) == 1
@@ -328,7 +331,7 @@ SENTINEL = {LASTWORD: {"acc": 0.5, "acc_stderr": 0.125, "n": 20}}  # results no 
 
 
 def cell_params() -> dict:
-    params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
+    params = copy.deepcopy(read_mapping(REPO_ROOT / "params.yaml"))
     params["train"].update(source="evaltest", arms=["gpt", "ngpt"], budgets=[2048], seeds=[0],
                            learning_rates={"cpu-4l": {"gpt": [1e-2], "ngpt": [1e-2]}})
     params["evaluate"].update(budgets="largest", tasks=[LASTWORD], task_dirs=[], limit=20, seed=0,
@@ -369,7 +372,7 @@ def copy_of(cell: tuple[Path, dict], tmp_path: Path) -> Path:
 
 def evaluate(root: Path, params: dict, capsys) -> tuple[int, str]:
     """One evaluate job, through the CLI's `run`: its exit status and its log."""
-    code = command.run(argparse.Namespace(cell=CELL, root=str(root)), params)
+    code = command.run(argparse.Namespace(cell=CELL, root=str(root)), settings_of(params))
     out = capsys.readouterr()
     return code, out.out + out.err
 
@@ -389,7 +392,7 @@ def reference(cell, prepare_cache, tmp_path_factory) -> dict:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NGPTLAB_CACHE", str(prepare_cache))
         mp.delenv("SLURM_JOB_ID", raising=False)
-        outcome = evaluate_cell(cell[1], CELL, root)
+        outcome = evaluate_cell(settings_of(cell[1]), CELL, root)
     assert outcome.document is not None and outcome.reused == 0
     assert not partial.partial_dir(root, CELL).exists()  # removed once the document is written
     return json.loads((root / layout.evaluate_file(CELL)).read_text())

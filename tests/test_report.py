@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support import synthetic
+from support.synthetic import settings_of
 
 from ngptlab.cli import main
 from ngptlab.condition.reference import gaussian_condition
@@ -57,7 +58,7 @@ def complete_render(tmp_path_factory) -> tuple[Path, dict, Path, Rendered]:
     params = synthetic.synthetic_params(seeds=(0, 1), min_budget_for_claims=1000)
     params["train"]["contexts"] = [1024]
     params_path = synthetic.write_results(root, params, peak_tflops=PEAK_TFLOPS)
-    rendered = render_report(params, root, params_path, code_revision=REVISION)
+    rendered = render_report(settings_of(params), root, params_path, code_revision=REVISION)
     write_report(rendered, root / "reports")
     return root, params, params_path, rendered
 
@@ -72,7 +73,7 @@ def holes(tmp_path_factory) -> tuple[Path, dict, Path]:
     """Two cells, one seed, default (large) claims threshold; missing, diverged and unanalysed runs."""
     root = tmp_path_factory.mktemp("holes")
     params = synthetic.synthetic_params(seeds=(0,), budgets=(16384, 65536))
-    names = {s.name for s in enumerate_runs(params)}
+    names = {s.name for s in enumerate_runs(settings_of(params))}
     missing = ("cpu-4l-ctx64-gpt-orth-t65536-lr0.003-s0",)
     diverged = ("cpu-4l-ctx128-ngpt-t65536-lr0.01-s0", "cpu-4l-ctx128-gpt-t16384-lr0.01-s0")
     no_cond = ("cpu-4l-ctx128-gpt-lrm-t65536-lr0.003-s0",)
@@ -81,7 +82,7 @@ def holes(tmp_path_factory) -> tuple[Path, dict, Path]:
     assert set(missing + diverged + no_cond + no_timing) <= names
     params_path = synthetic.write_results(root, params, missing=missing, diverged=diverged,
                                           no_conditioning=no_cond, no_timing=no_timing, meta=False)
-    rendered = render_report(params, root, params_path, code_revision=REVISION)
+    rendered = render_report(settings_of(params), root, params_path, code_revision=REVISION)
     write_report(rendered, root / "reports")
     return root, params, params_path
 
@@ -254,7 +255,7 @@ def test_provenance_traces_every_number_to_runs_and_hashes(complete_render):
         assert sha256(root / rel) == digest, rel
     meta = json.loads((root / "data" / "tokens" / params["train"]["source"] / "meta.json").read_text())
     assert prov["data"]["splits"]["train"]["sha256"] == meta["splits"]["train"]["sha256"]
-    for spec in enumerate_runs(params):
+    for spec in enumerate_runs(settings_of(params)):
         summary = json.loads((train_dir(root, spec) / "summary.json").read_text())
         run = prov["runs"][spec.name]
         assert run["checkpoint_sha256"] == summary["checkpoint_sha256"]
@@ -292,7 +293,7 @@ def test_provenance_traces_every_number_to_runs_and_hashes(complete_render):
 
 def test_render_is_deterministic_and_replaces_stale_files(complete, tmp_path):
     root, params, params_path = complete
-    first = render_report(params, root, params_path, code_revision=REVISION)
+    first = render_report(settings_of(params), root, params_path, code_revision=REVISION)
     out = root / "reports"
     assert {p: (out / p).read_bytes() for p in first.files} == first.files  # same as the fixture's render
     for svg in (out / "figures").glob("*.svg"):
@@ -331,12 +332,12 @@ def test_corrupt_input_is_a_clear_error_and_keeps_the_old_report(complete, tmp_p
     out = tmp_path / "out"
     shutil.copytree(root / "reports", out)  # an earlier report, which a failed render must leave alone
     before = (out / "report.html").read_bytes()
-    summary = train_dir(root, enumerate_runs(params)[3]) / "summary.json"
+    summary = train_dir(root, enumerate_runs(settings_of(params))[3]) / "summary.json"
     good = summary.read_text()
     try:
         summary.write_text(good[: len(good) // 2])
         with pytest.raises(ResultsError, match=re.escape(str(summary))):
-            render_report(params, root, params_path)
+            render_report(settings_of(params), root, params_path)
         assert main(["report", "--params", str(params_path), "--root", str(root), "--out", str(out)]) == 2
     finally:
         summary.write_text(good)
@@ -420,9 +421,11 @@ def test_a_moved_target_is_shown_with_a_note(tmp_path):
     arm, budget, lr) with a visible note."""
     params = synthetic.synthetic_params(seeds=(0,), budgets=(16384, 65536))
     params["train"]["arms"], params["train"]["contexts"] = ["gpt", "ngpt"], [64]
-    diverged = tuple(s.name for s in enumerate_runs(params) if s.arm == "gpt" and s.budget == 65536)
+    diverged = tuple(s.name for s in enumerate_runs(settings_of(params))
+                     if s.arm == "gpt" and s.budget == 65536)
     params_path = synthetic.write_results(tmp_path, params, diverged=diverged)
-    write_report(render_report(params, tmp_path, params_path, code_revision=REVISION), tmp_path / "reports")
+    write_report(render_report(settings_of(params), tmp_path, params_path, code_revision=REVISION),
+                 tmp_path / "reports")
     md = (tmp_path / "reports" / "report.md").read_text()
     note = ("the gpt runs do not give the loss at the reference budget (32,768 tokens): no completed run at "
             "65,536; the target is its best loss at 16,384, its largest budget with a completed run")
@@ -489,7 +492,7 @@ def test_inline_markup_is_escaped():
 
 def test_synthetic_params_are_valid_params(complete):
     _, params, params_path = complete
-    assert load_params(params_path) == params
+    assert load_params(params_path) == settings_of(params)
 
 
 def test_grid_table_states_the_protocol(complete):
@@ -508,23 +511,24 @@ def test_grid_table_states_the_protocol(complete):
 
 def test_runs_trained_on_other_shards_are_named_in_a_warning_and_the_headline_metrics_are_written(complete):
     root, params, params_path = complete
-    rendered = render_report(params, root, params_path, code_revision=REVISION)
+    rendered = render_report(settings_of(params), root, params_path, code_revision=REVISION)
     assert "Trained on other data" not in rendered.files["report.md"].decode()
     headline = json.loads(rendered.files["metrics.json"])
-    assert set(headline) == set(enumerate_cells(params))
+    assert set(headline) == set(enumerate_cells(settings_of(params)))
     for cell, arms in headline.items():
         assert set(arms) == set(params["train"]["arms"]), cell
         assert all(isinstance(arm["best_val_loss"], float) for arm in arms.values()), cell
 
-    run = enumerate_runs(params)[2]
+    run = enumerate_runs(settings_of(params))[2]
     summary = train_dir(root, run) / "summary.json"
     good = summary.read_text()
     try:  # a run trained before prepare wrote new shards
         record = json.loads(good)
         record["data"]["train_sha256"] = "0" * 64
         summary.write_text(json.dumps(record))
-        text = render_report(params, root, params_path, code_revision=REVISION).files["report.md"].decode()
+        text = render_report(settings_of(params), root, params_path,
+                             code_revision=REVISION).files["report.md"].decode()
     finally:
         summary.write_text(good)
     warning = next(line for line in text.splitlines() if "Trained on other data" in line)
-    assert f"1 of {len(enumerate_runs(params))} runs" in warning and run.name in warning
+    assert f"1 of {len(enumerate_runs(settings_of(params)))} runs" in warning and run.name in warning

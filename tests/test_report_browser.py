@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from support import synthetic
+from support.synthetic import settings_of
 
 from ngptlab.report.command import render_report, write_report
 
@@ -81,7 +82,7 @@ def report(tmp_path_factory) -> Path:
     params = synthetic.synthetic_params(seeds=(0,), budgets=(16384, 65536))
     params_path = synthetic.write_results(root, params, missing=("cpu-4l-ctx64-ngpt-t65536-lr0.01-s0",),
                                           diverged=("cpu-4l-ctx128-gpt-orth-t65536-lr0.003-s0",))
-    rendered = render_report(params, root, params_path)
+    rendered = render_report(settings_of(params), root, params_path)
     write_report(rendered, root / "reports")
     return root / "reports" / "report.html"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 from support import synthetic
+from support.synthetic import settings_of
 
 from ngptlab.models.placement import NGPT_CONDITIONING
 from ngptlab.report.command import render_report, write_report
@@ -32,7 +33,8 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def render(root: Path, params: dict, params_path: Path) -> Path:
-    write_report(render_report(params, root, params_path, code_revision="test"), root / "reports")
+    write_report(render_report(settings_of(params), root, params_path, code_revision="test"),
+                 root / "reports")
     return root / "reports"
 
 
@@ -234,7 +236,8 @@ def test_a_grid_too_small_concludes_nothing_whatever_the_intervals(paired, tmp_p
     root, params, params_path = paired
     small = copy.deepcopy(params)
     small["report"]["min_budget_for_claims"] = 10 * max(params["train"]["budgets"])
-    md = render_report(small, root, params_path, code_revision="test").files["report.md"].decode()
+    rendered = render_report(settings_of(small), root, params_path, code_revision="test")
+    md = rendered.files["report.md"].decode()
     assert "**What the data show.** Nothing, by design" in md
     assert "consistent with the account" not in md.split("**What the data show.**")[1]
 

@@ -8,6 +8,7 @@ import json
 import matplotlib.colors as mcolors
 import pytest
 from support import synthetic
+from support.synthetic import settings_of
 
 from ngptlab import layout
 from ngptlab.report.kit import plot, views
@@ -54,7 +55,7 @@ def tree(tmp_path_factory):
 
 def test_best_runs_are_the_speedup_files_choice_and_its_functions(tree):
     root, params = tree
-    results = load_results(params, root)
+    results = load_results(settings_of(params), root)
     for cell, doc in results.speedups.items():
         from_file = views.best_runs(results, cell)
         marked = sorted(e.run for e in doc.runs if e.best_lr_for_budget)
@@ -67,7 +68,7 @@ def test_best_runs_are_the_speedup_files_choice_and_its_functions(tree):
 
 def test_best_runs_follow_the_file_not_a_recomputation(tree):
     root, params = tree
-    results = load_results(params, root)
+    results = load_results(settings_of(params), root)
     cell = results.cells[0]
     doc = json.loads((root / layout.speedup_file(cell)).read_text())
     entry = next(e for e in doc["runs"] if e["arm"] == "gpt" and e["budget"] == 16384 and e["seed"] == 0

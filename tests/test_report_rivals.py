@@ -7,6 +7,7 @@ import math
 
 import pytest
 from support import synthetic
+from support.synthetic import settings_of
 
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.report.kit.document import Document, FigureBlock, TableBlock, Text
@@ -42,13 +43,14 @@ def results(tmp_path):
     are the speed-up stage's own choice), with the planted curves and observations of its metrics rows."""
     params = synthetic.synthetic_params(seeds=(0,), budgets=(16384, 65536))
     runs = {}
-    for spec in enumerate_runs(params):
+    for spec in enumerate_runs(settings_of(params)):
         curve = [(float(t), loss) for t, loss in synthetic.planted_curve(spec, params["train"])]
         observed = {name: [(t, synthetic.planted_observations(spec, t)[name]) for t, _ in curve]
                     for name in OBSERVED}
         runs[spec.name] = RunRecord(spec, {"status": "completed", "final_val_loss": curve[-1][1]}, curve,
                                     observed)
-    return Results(tmp_path, params, None, runs, dict.fromkeys(enumerate_cells(params)), None)
+    settings = settings_of(params)
+    return Results(tmp_path, settings, None, runs, dict.fromkeys(enumerate_cells(settings)), None)
 
 
 def test_the_section_finds_where_the_planted_quantities_separate(results):

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 from support import synthetic
+from support.synthetic import settings_of
 
 from ngptlab.batch import steps_per_run
 from ngptlab.grid.enumeration import enumerate_runs
@@ -48,7 +49,8 @@ def wsd(tmp_path_factory) -> tuple[Path, dict, Path]:
                                         calibrate=(LARGEST,), min_budget_for_claims=1000)
     params["train"]["contexts"] = [64]
     params_path = synthetic.write_results(root, params, diverged=DIVERGED)
-    write_report(render_report(params, root, params_path, code_revision=REVISION), root / "reports")
+    write_report(render_report(settings_of(params), root, params_path, code_revision=REVISION),
+                 root / "reports")
     return root, params, params_path
 
 
@@ -59,7 +61,7 @@ def read_csv(path: Path) -> list[dict]:
 
 def summaries(root: Path, params: dict) -> dict[str, dict]:
     return {s.name: json.loads((train_dir(root, s) / "summary.json").read_text())
-            for s in enumerate_runs(params)}
+            for s in enumerate_runs(settings_of(params))}
 
 
 def test_calibration_table_is_wsd_minus_cosine(wsd):
@@ -69,7 +71,7 @@ def test_calibration_table_is_wsd_minus_cosine(wsd):
     assert set(rows) == set(params["train"]["arms"])
     assert {r["budget"] for r in rows.values()} == {str(LARGEST)}
     for arm, row in rows.items():
-        specs = [s for s in enumerate_runs(params) if s.arm == arm and s.budget == LARGEST]
+        specs = [s for s in enumerate_runs(settings_of(params)) if s.arm == arm and s.budget == LARGEST]
         loss = {(s.schedule, s.lr, s.seed): runs[s.name]["final_val_loss"] for s in specs
                 if runs[s.name]["status"] == "completed"}
         diffs = [loss[("wsd", lr, seed)] - loss[("cosine", lr, seed)]
@@ -94,7 +96,7 @@ def test_calibration_table_is_wsd_minus_cosine(wsd):
         assert float(row["cosine_loss"]) == pytest.approx(statistics.fmean(best["cosine"][s] for s in seeds),
                                                           rel=1e-12)
     # the planted shift comes back: every pair's difference is exactly the planted one
-    ngpt = [s for s in enumerate_runs(params) if s.arm == "ngpt" and s.budget == LARGEST
+    ngpt = [s for s in enumerate_runs(settings_of(params)) if s.arm == "ngpt" and s.budget == LARGEST
             and s.schedule == "wsd" and s.name not in DIVERGED]
     assert float(rows["ngpt"]["mean_shift"]) == pytest.approx(
         statistics.fmean(synthetic.wsd_shift(s) for s in ngpt), abs=1e-9)
@@ -138,25 +140,26 @@ def test_the_grid_section_names_the_schedule(wsd):
 def test_calibration_runs_do_not_enter_the_headline(wsd):
     """A calibration run far better than every WSD run changes no headline number and no best-run choice."""
     root, params, params_path = wsd
-    before = render_report(params, root, params_path, code_revision=REVISION)
-    results = load_results(params, root, params_path)
+    before = render_report(settings_of(params), root, params_path, code_revision=REVISION)
+    results = load_results(settings_of(params), root, params_path)
     chosen = [r for per in views.best_runs(results, CELL).values() for r in per.values()]
     assert chosen and all(r.spec.schedule == "wsd" for r in chosen)
     assert all(rep.record.name.endswith("-wsd") for rep in views.representatives(results, CELL))
     metrics = json.loads(before.files["metrics.json"])
     runs = summaries(root, params)
     for arm, values in metrics[CELL].items():
-        best = [min(runs[s.name]["final_val_loss"] for s in enumerate_runs(params)
+        best = [min(runs[s.name]["final_val_loss"] for s in enumerate_runs(settings_of(params))
                     if (s.arm, s.budget, s.seed, s.schedule) == (arm, LARGEST, seed, "wsd")
                     and runs[s.name]["status"] == "completed") for seed in params["train"]["seeds"]]
         assert values["best_val_loss"] == pytest.approx(statistics.fmean(best), rel=1e-12), arm
 
-    calibration = next(s for s in enumerate_runs(params) if s.schedule == "cosine" and s.arm == "gpt")
+    calibration = next(s for s in enumerate_runs(settings_of(params))
+                       if s.schedule == "cosine" and s.arm == "gpt")
     summary = train_dir(root, calibration) / "summary.json"
     good = summary.read_text()
     try:
         summary.write_text(json.dumps({**json.loads(good), "final_val_loss": 0.5}))
-        after = render_report(params, root, params_path, code_revision=REVISION)
+        after = render_report(settings_of(params), root, params_path, code_revision=REVISION)
     finally:
         summary.write_text(good)
     assert after.files["metrics.json"] == before.files["metrics.json"]
@@ -177,14 +180,14 @@ def test_the_loss_figure_draws_one_trunk_with_its_branches(wsd):
         name.endswith("-wsd") for name in prov["figures"][f"loss_{CELL}"]["runs"])
     # gpt, seed 0: both budgets' best runs are at lr 0.003, one trunk; the smaller budget is drawn from its
     # branch point on (from the last evaluation on the trunk), the largest whole
-    results = load_results(params, root, params_path)
+    results = load_results(settings_of(params), root, params_path)
     per = views.best_runs(results, CELL)[("gpt", 0)]
     small, large = per[16384], per[LARGEST]
     assert small.spec.lr == large.spec.lr
-    train = params["train"]
+    train = settings_of(params).train
     assert shown_curve(results, large, list(per.values())) == large.curve
     shown = shown_curve(results, small, list(per.values()))
-    start = branch_point(train, 64, 16384) * train["batch_sequences"] * 64
+    start = branch_point(train, 64, 16384) * train.batch_sequences * 64
     assert 0 < branch_point(train, 64, 16384) < steps_per_run(train, 64, 16384)
     assert shown[0][0] <= start < shown[1][0] and shown == small.curve[small.curve.index(shown[0]):]
     assert shown[-1] == small.curve[-1] and len(shown) < len(small.curve)

@@ -9,9 +9,10 @@ import math
 import random
 
 import pytest
+from support.synthetic import settings_of
 
 from ngptlab import layout
-from ngptlab.config.load import load_params, validate_params
+from ngptlab.config.load import read_mapping, validate_params
 from ngptlab.errors import ParamsError, ResultsError
 from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
@@ -19,6 +20,7 @@ from ngptlab.report.kit.document import Document
 from ngptlab.report.kit.load import load_results
 from ngptlab.report.sections import speedup as section
 from ngptlab.results import RunResult, write_json
+from ngptlab.settings import Params
 from ngptlab.speedup.cell import analyse_cell
 from ngptlab.speedup.estimator import estimate_cell
 
@@ -55,14 +57,13 @@ def planted_results() -> list[RunResult]:
     return out
 
 
-def grid(baseline) -> dict:
-    params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
+def grid(baseline) -> Params:
+    params = copy.deepcopy(read_mapping(REPO_ROOT / "params.yaml"))
     params["train"].update(scales=["cpu-4l"], contexts=[1024], budgets=BUDGETS, seeds=SEEDS,
                            arms=list(PLANTED), micro_batch_tokens=4096,
                            learning_rates={"cpu-4l": {arm: LRS for arm in PLANTED}})
     params["speedup"].update(baseline=baseline, bootstrap=RESAMPLES, seed=SEED)
-    validate_params(params)
-    return params
+    return validate_params(params)
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +84,9 @@ def single(results) -> dict:
 @pytest.fixture(scope="module")
 def alone(results) -> dict[str, dict]:
     """estimate_cell run with each baseline on its own, at the params' settings."""
-    cfg = grid("gpt")["speedup"]
-    return {baseline: estimate_cell(results, baseline, RESAMPLES, SEED, cfg["equivalence_margin"],
-                                    cfg["resolve_ratio"]) for baseline in ("gpt", "gpt-qknorm")}
+    cfg = grid("gpt").speedup
+    return {baseline: estimate_cell(results, baseline, RESAMPLES, SEED, cfg.equivalence_margin,
+                                    cfg.resolve_ratio) for baseline in ("gpt", "gpt-qknorm")}
 
 
 def test_each_baseline_gets_the_speedups_estimate_cell_gives_it_alone(two, alone):
@@ -132,7 +133,7 @@ MISSING = "speedup.baseline 'gpt-qknorm' is not among train.arms: gpt, ngpt"
     ("gpt-no", list(PLANTED), "speedup.baseline: 'gpt-no' is not allowed; allowed values: gpt"),
 ])
 def test_a_baseline_outside_train_arms_or_malformed_is_one_error_naming_the_key(baseline, arms, message):
-    params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
+    params = copy.deepcopy(read_mapping(REPO_ROOT / "params.yaml"))
     params["train"]["arms"] = arms
     params["speedup"]["baseline"] = baseline
     with pytest.raises(ParamsError) as err:
@@ -140,11 +141,11 @@ def test_a_baseline_outside_train_arms_or_malformed_is_one_error_naming_the_key(
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def report(tmp_path, params: dict, doc: dict) -> Document:
+def report(tmp_path, params: Params, doc: dict) -> Document:
     """The speed-up section of the report on one planted speed-up file (no train results: the tables read
     only the speed-up file)."""
     write_json(tmp_path / layout.speedup_file(CELL), doc)
-    results = load_results(params, tmp_path)
+    results = load_results(settings_of(params), tmp_path)
     out = Document("planted")
     section.section(out, results, section.speedup_table(results))
     return out

@@ -11,6 +11,7 @@ import pytest
 import scipy.stats
 import torch
 import yaml
+from support.synthetic import settings_of
 
 from ngptlab import layout
 from ngptlab.checkpoint import save_model
@@ -79,7 +80,7 @@ def read_strict(path: Path) -> dict:
 
 def test_speedup_cell_from_train_results(tmp_path, grid):
     params, params_file = grid
-    for spec in enumerate_runs(params):
+    for spec in enumerate_runs(settings_of(params)):
         diverged = spec.arm == "ngpt" and spec.lr == 1e-2 and spec.budget == 65536
         write_train_results(tmp_path, spec, "diverged" if diverged else "completed")
     assert speedup(params_file, tmp_path) == 0
@@ -96,7 +97,7 @@ def test_speedup_cell_from_train_results(tmp_path, grid):
     # the cheaper estimate from ngpt's own validation curve: mid-run points are 0.2 worse, so it is smaller
     cheap = doc["arms"]["ngpt"]["cheap"]["speedup"]["value"]
     assert 1.0 < cheap < 3.0
-    assert len(doc["runs"]) == len(enumerate_runs(params))
+    assert len(doc["runs"]) == len(enumerate_runs(settings_of(params)))
     # inference over one seed: a geometric mean of one, no interval, no verdict yet
     assert doc["bootstrap"] == {"resamples": 100, "seed": 0, "level": 0.95, "min_seeds": 10}
     assert (doc["equivalence_margin"], doc["resolve_ratio"]) == (1.25, 1.5)
@@ -133,7 +134,7 @@ def edge_grid(tmp_path: Path, grid) -> tuple[dict, Path]:
     params, params_file = grid
     params["train"]["learning_rates"] = {"cpu-4l": {arm: list(v) for arm, v in EDGE_SWEEPS.items()}}
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
-    for spec in enumerate_runs(params):
+    for spec in enumerate_runs(settings_of(params)):
         write_train_results(tmp_path, spec)
     return params, params_file
 
@@ -161,7 +162,7 @@ def test_seeds_beyond_train_seeds_enter_the_speedup_but_not_the_sweep(tmp_path, 
     for key in ("equivalence_margin", "resolve_ratio"):
         params["speedup"].pop(key, None)
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
-    for spec in enumerate_runs(params):
+    for spec in enumerate_runs(settings_of(params)):
         write_train_results(tmp_path, spec)
     assert speedup(params_file, tmp_path) == 0
     doc = read_strict(tmp_path / "results" / "speedup" / "cpu-4l-ctx64.json")
@@ -181,7 +182,7 @@ def test_seeds_beyond_train_seeds_enter_the_speedup_but_not_the_sweep(tmp_path, 
 
 def test_missing_train_result_is_a_clear_error(tmp_path, grid, capsys):
     params, params_file = grid
-    specs = enumerate_runs(params)
+    specs = enumerate_runs(settings_of(params))
     for spec in specs:
         write_train_results(tmp_path, spec)
     assert speedup(params_file, tmp_path) == 0
@@ -205,17 +206,17 @@ def test_cross_arm_table(tmp_path, grid):
     for arm in PLANTED:
         torch.manual_seed(0)
         models[arm], _ = build(arm, "cpu-4l", 256, 64)
-    for spec in enumerate_runs(params):
+    for spec in enumerate_runs(settings_of(params)):
         write_train_results(tmp_path, spec)
         config = {"arm": spec.arm, "scale": spec.scale, "vocab_size": 256, "context": 64,
                   "spec": spec.as_dict()}
         save_model(tmp_path / layout.run_dir(spec.cell, spec.name) / "model.safetensors",
                    models[spec.arm], config)
-        condition_run(spec, tmp_path, params["condition"], progress=False)
+        condition_run(spec, tmp_path, settings_of(params).condition, progress=False)
     assert speedup(params_file, tmp_path) == 0
 
-    table = write_cross_arm_table(params, tmp_path / "runs.csv", root=tmp_path)
-    assert list(table["run"]) == [s.name for s in enumerate_runs(params)]
+    table = write_cross_arm_table(settings_of(params), tmp_path / "runs.csv", root=tmp_path)
+    assert list(table["run"]) == [s.name for s in enumerate_runs(settings_of(params))]
     assert (tmp_path / "runs.csv").read_text().splitlines()[0].startswith("run,cell,scale,context,arm,budget")
     ngpt = table[table["arm"] == "ngpt"]
     assert ngpt["speedup"].tolist() == pytest.approx([3.0] * 6) and set(ngpt["speedup_display"]) == {"3"}
@@ -245,7 +246,7 @@ def test_cross_arm_table(tmp_path, grid):
     missing = tmp_path / "results" / "conditioning" / f"{gpt['run']}.json"
     missing.unlink()
     with pytest.raises(NgptlabError, match=f"{missing}: conditioning not found"):
-        cross_arm_table(params, tmp_path)
-    partial = cross_arm_table(params, tmp_path, allow_missing=True)
+        cross_arm_table(settings_of(params), tmp_path)
+    partial = cross_arm_table(settings_of(params), tmp_path, allow_missing=True)
     assert math.isnan(partial.iloc[0]["eff_attn_condition_median"])
     assert not math.isnan(partial.iloc[1]["eff_attn_condition_median"])

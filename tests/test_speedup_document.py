@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from support.synthetic import settings_of
 from test_speedup_rivals import CELL, CONDITIONED_FAST, grid, planted_results
 
 from ngptlab.errors import ResultsError
@@ -26,7 +27,7 @@ from ngptlab.speedup.reading import reading_words
 def written(tmp_path_factory) -> tuple[dict, Path]:
     """A cell's document as the speed-up stage writes it (the 2x2, three seeds, rates logged); its path."""
     path = tmp_path_factory.mktemp("document") / f"{CELL}.json"
-    write_json(path, analyse_cell(grid(), CELL, planted_results(CONDITIONED_FAST)))
+    write_json(path, analyse_cell(settings_of(grid()), CELL, planted_results(CONDITIONED_FAST)))
     return json.loads(path.read_text()), path
 
 

@@ -10,8 +10,9 @@ import statistics
 
 import pytest
 from scipy import stats as scipy_stats
+from support.synthetic import settings_of
 
-from ngptlab.config.load import load_params, validate_params
+from ngptlab.config.load import read_mapping, validate_params
 from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
 from ngptlab.results import RunResult
@@ -70,7 +71,7 @@ def planted_results(faster: dict[str, float] | None) -> list[RunResult]:
 
 
 def grid() -> dict:
-    params = copy.deepcopy(load_params(REPO_ROOT / "params.yaml"))
+    params = copy.deepcopy(read_mapping(REPO_ROOT / "params.yaml"))
     params["train"].update(scales=["cpu-4l"], contexts=[1024], budgets=BUDGETS, seeds=SEEDS,
                            arms=list(PLANTED), micro_batch_tokens=4096,
                            learning_rates={"cpu-4l": {arm: LRS for arm in PLANTED}})
@@ -85,12 +86,12 @@ CONDITIONED_FAST = {"gpt-orth": 1.5, "ngpt": 1.5}
 
 @pytest.fixture(scope="module")
 def confounded() -> dict:
-    return analyse_cell(grid(), CELL, planted_results(CONDITIONED_FAST))
+    return analyse_cell(settings_of(grid()), CELL, planted_results(CONDITIONED_FAST))
 
 
 @pytest.fixture(scope="module")
 def equal() -> dict:
-    return analyse_cell(grid(), CELL, planted_results({}))
+    return analyse_cell(settings_of(grid()), CELL, planted_results({}))
 
 
 def test_a_runs_angular_rate_is_the_mean_over_points_of_the_mean_over_attention_and_mlp_kinds():
@@ -182,7 +183,7 @@ def test_each_arm_gets_the_geometric_mean_over_seeds_of_its_chosen_runs(confound
 
 
 def test_runs_without_observations_give_null_with_a_note():
-    doc = analyse_cell(grid(), CELL, planted_results(None))
+    doc = analyse_cell(settings_of(grid()), CELL, planted_results(None))
     rivals = doc["rivals"]
     assert rivals["note"] == NO_RATE
     assert all(a["angular_rate"] is None and a["n_seeds"] == 0 for a in rivals["arms"].values())
