@@ -95,8 +95,10 @@ def evaluate_cell(params: Params, cell: str, root: str | Path) -> CellOutcome:
     enc = gpt2_encoding(default_cache_dir())
     logging.getLogger("lm-eval").setLevel(logging.ERROR)
     head = {"cell": cell, "budgets_selected": cfg.budgets, "lm_eval_version": lm_eval.__version__,
+            # batch_size and device change the accuracies at float round-off only: recorded, in no key
             "settings": {k: getattr(cfg, k) for k in ("tasks", "limit", "seed", "context_words",
-                                             "continuation_words")} | {"device": device},
+                                                      "continuation_words", "batch_size")}
+            | {"device": device},
             "tasks": tasks}
     clock = job_clock(params.train.max_job_minutes)
     entries, reused, longest_s = [], 0, None
