@@ -30,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from ngptlab.config.roles import STAGES
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
 from ngptlab.layout import REPO_ROOT
@@ -39,12 +40,12 @@ PACKAGE_DIR = "src/ngptlab"  # under the project root
 DATA_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_CACHED = 20_000  # files' versions in the facts cache (~200 bytes each)
 
-# The stages of the lineage (ngptlab.plan.lineage.STAGES) by the verb whose command module runs them.
-VERB_OF_STAGE = {"prepare": "prepare", "trunk": "train", "train": "train", "condition": "condition",
-                 "speedup": "speedup", "evaluate": "evaluate", "report": "report"}
+# The stages of the lineage by the verb whose command module runs them: trunk segments run the train verb.
+VERB_OF_STAGE = {stage: "train" if stage == "trunk" else stage for stage in STAGES}
 
 # Files of a closure that are no part of its fingerprint, and why. A module here must only watch: the
-# result bytes of a run are the same with and without it (tests/test_code_closure.py trains both ways).
+# result bytes of a run are the same with and without it (tests/test_train.py trains a run with
+# train.tensorboard on and off: test_the_settings_of_how_a_run_runs_change_none_of_its_bytes...).
 OUTSIDE_FINGERPRINT = {
     "ngptlab/tensorboard_view.py": "writes the metrics rows again as TensorBoard events: a view, never read "
                                    "back by any stage (train.tensorboard)",
