@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ngptlab.lr_policy import LrPolicy, runs_policy
 from ngptlab.results import RunResult
+from ngptlab.settings import default
 from ngptlab.speedup.estimate import FLIP, Estimate
 from ngptlab.speedup.inference import (
     EQUIVALENCE_MARGIN,
@@ -64,7 +65,8 @@ from ngptlab.speedup.inference import (
 from ngptlab.speedup.loss_law import fit_loss_law
 from ngptlab.speedup.selection import estimate_seeds, selection_bias
 
-REFERENCE_BUDGET = "middle"  # speedup.reference_budget when a params file has none
+# the schema's default, for callers without settings
+REFERENCE_BUDGET: str | int = default("speedup.reference_budget")
 CHEAP_METHOD = ("within-run validation curve of the arm's best run at its largest budget (cheaper estimate; "
                 "mid-schedule losses are not annealed, so it is biased toward smaller speed-ups)")
 

@@ -55,6 +55,7 @@ from ngptlab.sample_size import (
     seeds_for_equivalence,
     seeds_to_resolve,
 )
+from ngptlab.settings import default
 from ngptlab.speedup.censored import METHOD as CENSORED_METHOD
 from ngptlab.speedup.censored import CensoredMean, censored_mean, log_of, weighted_sum
 from ngptlab.speedup.equivalence import (
@@ -69,8 +70,9 @@ BOOTSTRAP_MIN_SEEDS = 10
 METHOD = "t on ln S"
 PAIRED_METHOD = "paired t on ln S_a - ln S_b over seeds"
 STATISTIC = "geometric mean over seeds: exp(mean of ln S)"
-EQUIVALENCE_MARGIN = 1.25  # speedup.equivalence_margin when a params file has none
-RESOLVE_RATIO = 1.5  # speedup.resolve_ratio when a params file has none
+# What a caller without settings gets: the schema's defaults, written there alone.
+EQUIVALENCE_MARGIN: float = default("speedup.equivalence_margin")
+RESOLVE_RATIO: float = default("speedup.resolve_ratio")
 # The contrasts the document gives besides every arm against the baseline: the norm-only controls
 # against nGPT, and against each other (each pair only where both arms are in the cell).
 CONTRASTS = (("gpt-orth", "ngpt"), ("gpt-rownorm", "ngpt"), ("gpt-orth", "gpt-rownorm"))
