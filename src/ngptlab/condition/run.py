@@ -52,7 +52,7 @@ CONVENTIONS = {
     "inf": "a condition number is \"inf\" when sigma_min / sigma_max < singular_tol (numerically singular)",
     "variants": "effective = the linear map the forward pass applies to its normalised input (multipliers, "
                 "scalars, nGPT's s_u/s_v/s_z and the preceding RMSNorm gain included; "
-                "condition/effective.py); renormalized = effective with unit vectors along the embedding "
+                "observe/effective.py); renormalized = effective with unit vectors along the embedding "
                 "dimension (rows, or columns of output projections); underlying = the raw parameter",
     "singular_values": "float64 SVD of matrices formed in float64 from the float32 parameters",
 }

@@ -43,7 +43,7 @@ def section(doc: Document, results: Results) -> None:
         "singular), per head for Q, K and V as in the paper. Layers are numbered from 1 as in the paper. "
         "Every arm's matrix is its effective matrix, one definition for all: the linear map the forward "
         "pass applies to its normalised input (multipliers, scalars, nGPT's s_u, s_v and s_z, and the "
-        "gain of the RMSNorm in front of it), formed in float64 (src/ngptlab/condition/effective.py); the "
+        "gain of the RMSNorm in front of it), formed in float64 (src/ngptlab/observe/effective.py); the "
         "raw parameter is analysed as a second variant. Every headline κ has two references beside it: "
         "the same run's matrices at initialisation (rebuilt from its seed) and the median κ of Gaussian "
         "matrices of the same shape."))
@@ -368,7 +368,7 @@ def renormalization_table(results: Results) -> Table:
               shown=["cell", "arm", "variant", *RENORM_COLUMNS],
               note="effective = the linear map the forward pass applies to its normalised input "
                    "(multipliers, scalars, nGPT's s_u/s_v/s_z and the preceding RMSNorm gain included, in "
-                   "float64; condition/effective.py); renormalized = the same after nGPT's normalization "
+                   "float64; observe/effective.py); renormalized = the same after nGPT's normalization "
                    "(the paper's Fig. 10 dotted lines); underlying = the raw parameter.")
     for cell, arm, r in _analysed_representatives(results):
         for variant in r.conditioning.get("variants", []):
