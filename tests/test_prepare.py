@@ -30,6 +30,7 @@ from ngptlab.prepare.command import load_meta, verify_shards
 from ngptlab.prepare.pipeline import lock_path
 from ngptlab.prepare.shards import open_tokens
 from ngptlab.prepare.tokenizer import GPT2_RANKS_SHA256
+from ngptlab.settings import of_section
 
 EOT = 50256
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
@@ -438,9 +439,9 @@ def test_tokenize_bench_arms_write_the_same_tokens(tmp_path, prepare_cache):
     from ngptlab.bench.tokenize import format_result, run_tokenize_bench
 
     write_jsonl(tmp_path / "c.jsonl", SMALL_DOCS * 10)
-    params = {"prepare": section({"kind": "local", "name": "b", "files": [str(tmp_path / "c.jsonl")],
-                                  "format": "json"})}
-    result = run_tokenize_bench(params, cache_dir=prepare_cache, repeats=1, work_dir=tmp_path, copies=2)
+    source = {"kind": "local", "name": "b", "files": [str(tmp_path / "c.jsonl")], "format": "json"}
+    prepare = of_section("prepare", section(source))
+    result = run_tokenize_bench(prepare, cache_dir=prepare_cache, repeats=1, work_dir=tmp_path, copies=2)
     assert result["corpus"]["documents"] == 240
     arms = result["arms"]
     assert arms["ours"]["tokens"] == arms["baseline"]["tokens"] == result["corpus"]["tokens"]

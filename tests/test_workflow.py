@@ -294,7 +294,7 @@ def test_smoke_pipeline_runs_end_to_end_locally(tmp_path_factory):
         for entry in evaluated["runs"]:
             assert entry["budget"] == max(params.train.budgets)
             assert statuses[entry["run"]] == "completed"
-            assert set(entry["results"]) == set(params["evaluate"]["tasks"])
+            assert set(entry["results"]) == set(params.evaluate.tasks)
             assert all(0 <= task["acc"] <= 1 and task["n"] > 0 for task in entry["results"].values())
     report = (work / "reports" / "report.md").read_text()
     diverged = sorted(name for name, status in statuses.items() if status == "diverged")

@@ -38,7 +38,7 @@ import psutil
 
 from ngptlab.prepare.cache import CACHE_ENV, default_cache_dir
 from ngptlab.prepare.sources import open_source
-from ngptlab.settings import Params, of_section
+from ngptlab.settings import Params, Prepare, of_section
 
 ARMS = ("ours", "baseline")
 SAMPLE_EVERY_S = 0.02
@@ -68,16 +68,16 @@ def _positive_int(text: str) -> int:
 
 def run(args: argparse.Namespace, params: Params) -> int:
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-    result = run_tokenize_bench(params, cache_dir=cache_dir, repeats=args.repeats, workers=args.workers,
-                                work_dir=Path(args.work_dir) if args.work_dir else None, copies=args.copies)
+    result = run_tokenize_bench(params.prepare, cache_dir=cache_dir, repeats=args.repeats,
+                                workers=args.workers, copies=args.copies,
+                                work_dir=Path(args.work_dir) if args.work_dir else None)
     print(json.dumps(result, indent=2) if args.json else format_result(result))
     return 0
 
 
-def run_tokenize_bench(params: Params, *, cache_dir: Path, repeats: int = 3, workers: int | None = None,
+def run_tokenize_bench(section: Prepare, *, cache_dir: Path, repeats: int = 3, workers: int | None = None,
                        work_dir: Path | None = None, copies: int = 1) -> dict:
     """Measure both arms (see the module docstring); returns per-arm medians, peaks and the ratios."""
-    section = params.prepare
     workers = workers or section.workers
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="ngptlab-bench-", dir=work_dir) as tmp:
