@@ -63,7 +63,7 @@ def value_at(params: Mapping, key: str) -> Any:
 
 def shaping(params: Mapping, stage: str, schedule: str | None = None) -> dict[str, Any]:
     """The settings that shape `stage` (or, with GRID, the grid's), by dotted key, from a params mapping
-    with its defaults filled in (ngptlab.settings.filled); a key limited to one schedule only for that
-    schedule's jobs."""
+    with its defaults filled in (dataclasses.asdict of ngptlab.settings.Params); a key limited to one
+    schedule only for that schedule's jobs."""
     return {role.key: value_at(params, role.key) for role in roles()
             if stage in role.shapes and role.only_schedule in (None, schedule)}

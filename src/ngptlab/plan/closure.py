@@ -148,8 +148,11 @@ class FactsCache:
             self.entries = {}
         self.added = 0
         self.used: set[str] = set()
+        self.read: dict[Path, ModuleFacts] = {}  # this computation's files: each read and hashed once
 
     def facts(self, path: Path) -> ModuleFacts:
+        if path in self.read:
+            return self.read[path]
         data = path.read_bytes()
         key = f"{path.suffix}:{hashlib.sha256(data).hexdigest()}"
         entry = self.entries.get(key)
@@ -159,8 +162,10 @@ class FactsCache:
             self.entries[key] = entry = [[list(i) for i in facts.imports], facts.dynamic, facts.code]
             self.added += 1
         imports, dynamic, code = entry
-        return ModuleFacts(tuple((level, module, tuple(names)) for level, module, names in imports), dynamic,
-                           code)
+        facts = ModuleFacts(tuple((level, module, tuple(names)) for level, module, names in imports), dynamic,
+                            code)
+        self.read[path] = facts
+        return facts
 
     def save(self) -> None:
         """Write the cache if it gained entries; a cache that cannot be written is only slower next time."""

@@ -1,10 +1,10 @@
 """The params file as typed, frozen settings: one dataclass per section (and per object inside one), built
 once from the validated file, every optional key filled with its schema `default:`.
 
-The schema is the one place a default is written: `filled` copies the defaults into a plain mapping (what
-the lineage hashes, so a default that changes reruns what it shapes), and `Params.of` turns that mapping
-into the dataclasses below (the stages read attributes, never string keys). A key without a default that a
-file leaves out (an hf source's `dataset` of a local source) is None. Lists become tuples, so nothing
+The schema is the one place a default is written: `filled` copies the defaults into a plain mapping, and
+`Params.of` turns that mapping into the dataclasses below, whose attributes the stages read (the lineage
+hashes them back as a mapping, so a default that changes reruns what it shapes). A key without a default
+that a file leaves out (an hf source's `dataset` of a local source) is None. Lists become tuples, so nothing
 downstream can change a setting; free-form mappings (learning_rates, shapes, resources' scales) are dicts
 of typed values (frozen only at their top: a dict pickles, which Snakemake's jobs need).
 
