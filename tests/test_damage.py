@@ -31,7 +31,8 @@ def project(tmp_path):
     for split, n in (("train", 1000), ("val", 100)):
         (tokens / f"{split}.bin").write_bytes(b"\0\1" * n)
     (tokens / "meta.json").write_text(json.dumps({"splits": {
-        "train": {"file": "train.bin", "bytes": 2000}, "val": {"file": "val.bin", "bytes": 200}}}))
+        "train": {"file": "train.bin", "bytes": 2000, "tokens": 1000},
+        "val": {"file": "val.bin", "bytes": 200, "tokens": 100}}}))
     grid = Grid(params, str(params_file), code=dict.fromkeys(STAGES, "code"))
     run = next(iter(grid.runs.values()))
     model = tmp_path / layout.run_dir(run.cell, run.name) / "model.safetensors"
@@ -50,7 +51,8 @@ def test_a_truncated_shard_is_named_with_its_repair_and_left_alone(project):
     with open(tokens / "train.bin", "r+b") as f:
         f.truncate(1500)
     problem = grid.damaged(root)
-    assert problem.startswith(f"{tokens}/train.bin: 1,500 bytes, but meta.json records 2,000")
+    assert problem.startswith(
+        f"{tokens}/train.bin: 1500 bytes, but meta.json records 2000 bytes (1000 tokens)")
     assert f"`dvc checkout {tokens}`" in problem and (tokens / "train.bin").stat().st_size == 1500
 
 
@@ -73,7 +75,8 @@ def test_snakemake_refuses_to_start_on_a_damaged_output(project):
     cwd = os.getcwd()
     os.chdir(root)
     try:
-        with pytest.raises(WorkflowError, match=r"^damaged output: .*val.bin: 202 bytes"):
+        with pytest.raises(WorkflowError,
+                           match=r"^damaged output: .*val.bin: 202 bytes, but meta.json records 200"):
             Grid.from_config(config, [root / "params.yaml"])
     finally:
         os.chdir(cwd)

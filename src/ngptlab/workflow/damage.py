@@ -16,22 +16,24 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
-SHARDS = ("train", "val")
+from ngptlab.errors import DataError
+from ngptlab.prepare.shards import load_meta, verify_shards
 
 
 def shard_damage(tokens_dir: Path) -> str | None:
-    """Why a source's shards are damaged (a size other than meta.json's), or None; nothing to check where
-    the shards or meta.json do not exist yet."""
+    """Why a source's shards are damaged (prepare.shards.verify_shards without reading them: their sizes
+    against meta.json), or None; nothing to check before prepare has written meta.json and both shards, or
+    where meta.json is not one (prepare itself refuses it)."""
+    if not all((tokens_dir / name).is_file() for name in ("meta.json", "train.bin", "val.bin")):
+        return None
     try:
-        splits = json.loads((tokens_dir / "meta.json").read_text())["splits"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # no meta.json yet (prepare makes it), or one prepare itself refuses
-    for split in SHARDS:
-        record = splits.get(split, {})
-        path = tokens_dir / record.get("file", f"{split}.bin")
-        if path.is_file() and path.stat().st_size != record.get("bytes"):
-            return (f"{path}: {path.stat().st_size:,} bytes, but meta.json records {record.get('bytes'):,} "
-                    f"(truncated or replaced)")
+        load_meta(tokens_dir)
+    except DataError:
+        return None
+    try:
+        verify_shards(tokens_dir, hashes=False)
+    except DataError as err:
+        return str(err)
     return None
 
 
