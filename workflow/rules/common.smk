@@ -20,7 +20,7 @@ os.environ.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.ge
 CONDA_ENV = "../envs/ngptlab.yaml"
 
 # The params file, loaded and checked once, before any job; a config that merges overrides is refused.
-GRID = Grid.from_config(config, workflow.overwrite_configfiles)
+GRID = Grid.from_config(config, workflow.overwrite_configfiles, check_outputs=workflow.is_main_process)
 JOBS = Jobs(GRID, main_process=workflow.is_main_process)
 PARAMS, RUNS, CELLS, SOURCE, SEGMENTS, TOKENS = (GRID.params_file, GRID.runs, GRID.cells, GRID.source,
                                                  GRID.segments, GRID.tokens)

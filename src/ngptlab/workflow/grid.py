@@ -62,10 +62,11 @@ class Grid:
         self.lineage = lineage_keys(self.made_from)
 
     @classmethod
-    def from_config(cls, config: dict, configfiles: Iterable = ()) -> Grid:
+    def from_config(cls, config: dict, configfiles: Iterable = (), check_outputs: bool = True) -> Grid:
         """The grid of Snakemake's config, which must be exactly one params file's content: every stage reads
         the file itself (`ngptlab <verb> --params FILE`), so a --config or merged --configfile override would
-        never reach them. The file is loaded and checked here, once, before any job."""
+        never reach them. The file is loaded and checked here, once, before any job; with `check_outputs`
+        (the process that plans, not a job's own), its outputs too (damaged())."""
         candidates = list(configfiles or ()) or ["params.yaml"]
         try:
             if len(candidates) != 1 or read_mapping(candidates[0]) != config:
@@ -73,7 +74,7 @@ class Grid:
             grid = cls(load_params(candidates[0]), str(candidates[0]))
         except ParamsError as err:
             raise WorkflowError(f"invalid params: {err}") from None
-        problem = grid.damaged()
+        problem = grid.damaged() if check_outputs else None
         if problem:
             raise WorkflowError(f"damaged output: {problem}")
         return grid
