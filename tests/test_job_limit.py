@@ -124,13 +124,18 @@ def test_torchrun_does_not_restart_a_run_its_clock_stopped(tmp_path):
     """With train.max_restarts, torchrun restarts workers that exit non-zero; a stop by the job's clock asks
     the agent to shut down instead, so the job ends (exit non-zero, for the workflow's next attempt) with
     the checkpoint, rather than restarting in a job whose time is up."""
-    root, _ = run_root(tmp_path, "ddp", max_job_minutes=1.0, max_restarts=2)
-    command = train_command(root, NAME, nproc=2)
+    long_budget = 16 * BUDGET  # far more steps than the job's seconds can hold, however fast the machine
+    root = tmp_path / "ddp"
+    write_shards(root)
+    write_params(root, make_params(budgets=[long_budget], checkpoint_every_tokens=long_budget,
+                                   eval_every_tokens=8192, max_job_minutes=1.0, max_restarts=2))
+    name = run_name("gpt", long_budget)
+    command = train_command(root, name, nproc=2)
     command[command.index("--nproc_per_node"):command.index("--nproc_per_node")] = ["--max-restarts", "2"]
-    env = {**cli_env(), STARTED_ENV: str(time.time() - 60 + 3 + 4.0)}  # 4 s: start-up, then some steps
+    env = {**cli_env(), STARTED_ENV: str(time.time() - 60 + 3 + 6.0)}  # 6 s: start-up, then some steps
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0
+    assert proc.returncode != 0, proc.stderr[-3000:]
     assert proc.stderr.count("interrupted at step") == 1, proc.stderr[-3000:]
     assert "Restarting workers" not in proc.stderr
-    stopped = json.loads((run_dir(root, NAME) / "state" / "latest.json").read_text())["step"]
-    assert 0 < stopped < 64
+    stopped = json.loads((run_dir(root, name) / "state" / "latest.json").read_text())["step"]
+    assert 0 < stopped < long_budget // 512
