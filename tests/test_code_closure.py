@@ -40,7 +40,7 @@ def stages_changed_by(root: Path, relative: str, edit) -> set[str]:
 
 
 @pytest.mark.parametrize("relative, stages", [
-    ("lr_policy.py", {"speedup", "report"}),  # which learning rate every speed-up reads
+    ("speedup/lr_policy.py", {"speedup", "report"}),  # which learning rate every speed-up reads
     ("sample_size.py", {"speedup", "report"}),
     ("weight_dtype.py", {"trunk", "train", "speedup", "report"}),  # how a bf16 run stores its weights
     ("batch.py", {"trunk", "train", "speedup", "report"}),  # the batch arithmetic
@@ -60,13 +60,13 @@ def test_docstrings_comments_and_formatting_rerun_nothing(tree):
         head, sep, rest = text.partition('"""')
         return head + sep + "Reworded. " + rest.replace("\n\n\n", "\n\n\n\n") + "\n# a comment\n"
 
-    for relative in ("lr_policy.py", "train/loop.py", "speedup/cell.py"):
+    for relative in ("speedup/lr_policy.py", "train/loop.py", "speedup/cell.py"):
         assert stages_changed_by(tree, relative, reword) == set(), relative
 
 
 def test_a_data_file_counts_by_its_content_and_the_schema_by_the_values_it_gives(tree):
-    assert "ngptlab/report/paper_numbers.yaml" in stage_code("report").files
-    commented = stages_changed_by(tree, "report/paper_numbers.yaml", lambda text: text + "\n# a comment\n")
+    assert "ngptlab/paper/paper_numbers.yaml" in stage_code("report").files
+    commented = stages_changed_by(tree, "paper/paper_numbers.yaml", lambda text: text + "\n# a comment\n")
     assert commented == set()
     for stage in ("prepare", "train", "condition", "speedup", "evaluate", "report"):
         assert "ngptlab/config/schema.yaml" not in stage_code(stage).files, stage
@@ -96,5 +96,5 @@ def test_the_facts_cache_survives_a_process_and_a_corrupt_one_is_rebuilt(tmp_pat
 def test_plan_explain_lists_a_stages_files(capsys):
     assert main(["plan", "--explain", "speedup", "--root", str(REPO_ROOT)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("stage speedup: code ") and "ngptlab/lr_policy.py" in out
+    assert out.startswith("stage speedup: code ") and "ngptlab/speedup/lr_policy.py" in out
     assert "ngptlab/report/" not in out

@@ -1,4 +1,4 @@
-"""One learning-rate policy for every seed (ngptlab.lr_policy), on planted worlds held in memory.
+"""One learning-rate policy for every seed (ngptlab.speedup.lr_policy), on planted worlds held in memory.
 
 The loss is a power law in tokens with a parabola in ln(lr) around an optimum that drifts down as runs get
 longer: L(lr, T, seed) = 3 + 8 (S T / 4096)^-0.3 + c (ln lr - ln lr*(T))^2 + seed noise, c sharp for gpt and
@@ -20,7 +20,6 @@ from support.synthetic import synthetic_params
 from ngptlab.config.load import validate_params
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.runs import RunSpec
-from ngptlab.lr_policy import RULES, best_lr, cell_policy, chosen_lrs, runs_policy
 from ngptlab.plan.prune import proposed_prunes
 from ngptlab.plan.seeds import proposed_seeds
 from ngptlab.report.sections.speedup import tuned_text
@@ -29,6 +28,7 @@ from ngptlab.settings import Params
 from ngptlab.speedup.cell import analyse_cell
 from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.estimator import estimate_cell, seed_speedup
+from ngptlab.speedup.lr_policy import RULES, best_lr, cell_policy, chosen_lrs, runs_policy
 
 LRS = [1e-3, 2e-3, 4e-3, 8e-3]
 BUDGETS = (16384, 65536, 262144)
@@ -80,7 +80,7 @@ class World:
         return [self.result(spec) for spec in compared_runs(Params.of(params))]
 
     def lookup(self, params: dict):
-        """The grid's results as the plan's result lookup (ngptlab.lr_policy.ResultOf)."""
+        """The grid's results as the plan's result lookup (ngptlab.speedup.lr_policy.ResultOf)."""
         return {r.spec: r for r in self.run(params)}.get
 
 

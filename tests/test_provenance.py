@@ -105,7 +105,7 @@ def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns
     edit reruns the speed-ups (and the evaluations and report after them), and no train job."""
     params = two_cell_params()
     cells = sorted({run.cell for run in enumerate_runs(Params.of(params))})
-    code = recorded / "src" / "ngptlab" / "lr_policy.py"
+    code = recorded / "src" / "ngptlab" / "speedup" / "lr_policy.py"
     original = code.read_text()
     code.write_text(original + "\n_EDITED = True  # a line of code in the speedup stage's import closure\n")
     try:

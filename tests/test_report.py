@@ -23,13 +23,13 @@ import pytest
 from support import synthetic
 from support.synthetic import settings_of
 
+from ngptlab import paper
 from ngptlab.cli import main
 from ngptlab.condition.reference import gaussian_condition
 from ngptlab.config.load import load_params
 from ngptlab.errors import ResultsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.report.command import Rendered, render_report, write_report
-from ngptlab.report.kit import paper
 from ngptlab.report.kit.render import inline_html
 from ngptlab.report.kit.table import fmt_num
 from ngptlab.report.sections.settle import compare_to_baseline

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from ngptlab.grid.runs import RunSpec
-from ngptlab.lr_policy import runs_policy
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import (
     Estimate,
@@ -22,6 +21,7 @@ from ngptlab.speedup.estimator import (
 )
 from ngptlab.speedup.inference import summarize_seeds
 from ngptlab.speedup.loss_law import LossLaw, fit_loss_law
+from ngptlab.speedup.lr_policy import runs_policy
 from ngptlab.stats import t_quantile
 
 BUDGETS = [2**k for k in range(10, 17)]  # 1024 ... 65536 tokens

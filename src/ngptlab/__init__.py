@@ -18,7 +18,7 @@ What they share, from the bottom floor up:
   batch.py schedule.py checkpoint_cost.py weight_dtype.py    batch arithmetic; the learning-rate schedule;
                                                              what a resume checkpoint costs; weight storage
   models/ grid/ observe/    the arms; the grid's runs and cells; what training and condition both measure
-  lr_policy.py sample_size.py stats.py    the learning rate every seed is read at; seeds needed; intervals
+  sample_size.py stats.py paper/    seeds needed; intervals; the nGPT paper's numbers, each cited
   results.py checkpoint.py revision.py runlock.py tensorboard_view.py    reading train outputs; loading a
       checkpoint; the code revision; one process per run; a run's curves as TensorBoard events
 """

@@ -18,10 +18,18 @@ from dataclasses import asdict
 from ngptlab.config.load import read_mapping, validate_params
 from ngptlab.design.loss_model import DESIGN_KEYS, loss_model
 from ngptlab.design.measured_noise import pooled_log_variance, seed_sd_from
+from ngptlab.design.policies import (
+    CANDIDATES,
+    MAX_GAP,
+    adopted,
+    comparison_lines,
+    comparison_rows,
+    under_policy,
+)
 from ngptlab.design.printout import table_lines
 from ngptlab.design.simulate import simulate
 from ngptlab.design.table import design_table
-from ngptlab.design.truths import truths
+from ngptlab.design.truths import planted_speedups, truths
 from ngptlab.errors import ParamsError
 from ngptlab.plan.edit import parse_assignment
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS, estimate_plan
@@ -40,6 +48,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help=f"a loss-model parameter over the params file's design section, the value as "
                              f"YAML (keys: {', '.join(DESIGN_KEYS)}); repeatable")
+    parser.add_argument("--compare-policies", action="store_true",
+                        help="the design under each learning-rate policy (largest, crossing, budget, and "
+                             "cosine as the paper), side by side: gap to the planted law, coverage, correct "
+                             "readings, GPU-hours (design/policies.py)")
     parser.add_argument("--noise-from", metavar="DIR",
                         help="set seed_sd from a pilot's measured sd of ln S over seeds, pooled over "
                              "DIR/results/speedup/*.json (design/measured_noise.py)")
@@ -71,14 +83,17 @@ def design_document(params: Params, params_file: str, worlds: int | None = None,
     worlds = worlds or design.worlds
     seed = design.seed if seed is None else seed
     model = loss_model(params)
-    planted = truths(design.ngpt_speedups)
+    planted = truths(planted_speedups(params))
     primary = params.speedup.primary_contrast
     margin = float(params.speedup.equivalence_margin)
-    outcomes = simulate(params, model, planted, worlds, seed, jobs)
+    outcomes, noise_free = simulate(params, model, planted, worlds, seed, jobs)
+    table = design_table(outcomes, planted, primary, margin)
+    for scenario, played in zip(table["scenarios"], noise_free, strict=True):
+        # what the protocol trains in this truth: its seeds go where the policy sends them
+        scenario["protocol_gpu_hours"] = estimate_plan(played["params"], MFU, PEAK_TFLOPS)["total_gpu_hours"]
     return {"params_file": params_file, "worlds": worlds, "seed": seed, "level": LEVEL,
-            "model": asdict(model),
-            "primary": primary, "margin": margin, "gpu_hours": gpu_hours(params),
-            **design_table(outcomes, planted, primary, margin)}
+            "model": asdict(model), "lr_policy": params.speedup.lr_policy, "schedule": params.train.schedule,
+            "primary": primary, "margin": margin, "gpu_hours": gpu_hours(params), **table}
 
 
 def measured_seed_sd(params: Params, root: str) -> dict:
@@ -97,6 +112,16 @@ def run(args: argparse.Namespace, params: Params) -> int:
     measured = measured_seed_sd(params, args.noise_from) if args.noise_from else None
     if measured:
         params = with_design(written, [*args.set, f"seed_sd={measured['seed_sd']!r}"], args.params)
+    if args.compare_policies:
+        documents = {name: design_document(under_policy(params, name), args.params, args.worlds, args.seed,
+                                           args.jobs) for name in CANDIDATES}
+        rows = comparison_rows(documents)
+        if args.json:
+            print(json.dumps({"policies": rows, "adopted": adopted(rows), "max_gap": MAX_GAP,
+                              "noise_from": measured}, indent=1))
+        else:
+            print("\n".join(comparison_lines(rows)))
+        return 0
     document = {**design_document(params, args.params, args.worlds, args.seed, args.jobs),
                 "noise_from": measured}
     if args.json:

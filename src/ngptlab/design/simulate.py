@@ -48,8 +48,9 @@ def _share(params: Params, model: LossModel, truths: list[Truth], seed: int) -> 
 
 
 def simulate(params: Params, model: LossModel, truths: list[Truth], worlds: int, seed: int,
-             jobs: int | None = None) -> list[list[dict]]:
-    """[truth index][world] -> world_outcome; jobs processes (default: the CPUs this process may use)."""
+             jobs: int | None = None) -> tuple[list[list[dict]], list[dict]]:
+    """([truth index][world] -> world_outcome, [truth index] -> its noise-free world's analysed_world); jobs
+    processes (default: the CPUs this process may use)."""
     tasks = [(i, w) for i in range(len(truths)) for w in range(worlds)]
     jobs = min(jobs or len(os.sched_getaffinity(0)), len(tasks))
     if jobs <= 1:
@@ -62,7 +63,10 @@ def simulate(params: Params, model: LossModel, truths: list[Truth], worlds: int,
     for truth_index, outcome in played:
         outcomes[truth_index].append(outcome)
     noise_free = dataclasses.replace(model, seed_sd=0.0, trunk_sd=0.0, run_sd=0.0)
+    played_noise_free = []
     for truth_index, truth in enumerate(truths):
         world = World(noise_free, truth, params.train.eval_every_tokens, np.random.default_rng(seed))
-        with_estimand(outcomes[truth_index], world_outcome(analysed_world(params, world), truth))
-    return outcomes
+        analysed = analysed_world(params, world)
+        with_estimand(outcomes[truth_index], world_outcome(analysed, truth))
+        played_noise_free.append(analysed)
+    return outcomes, played_noise_free

@@ -1,6 +1,7 @@
 """The planted truths a design is checked on: each arm's token speed-up over gpt, for ngpt at each of
-design.ngpt_speedups (default 1.5x and 4x, the figures independent replications report at 1k and 4k
-context).
+design.ngpt_speedups (default: 1.5x and 4x, the figures independent replications report at 1k and 4k
+context, and the paper's own claim at each context of the grid, so a design shows it can measure the claim:
+4x at 1k, 10x at 4k, 20x at 8k, paper/paper_numbers.yaml).
 
   account true   fixing the conditioning is what speeds nGPT up: gpt-orth = ngpt, gpt-rownorm = gpt
   account false  the mirror, the norms do it: gpt-rownorm = ngpt, gpt-orth = gpt
@@ -13,12 +14,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ngptlab.paper import paper_speedup
+from ngptlab.settings import Params
 from ngptlab.speedup.equivalence import CLAIMS
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.factorial import ARMS, effect_of
 from ngptlab.speedup.reading import CONSISTENT, INCONSISTENT, PREDICTED
 
 ACCOUNTS = ("account true", "account false", "null")
+REPLICATED = (1.5, 4.0)  # what independent replications report at 1k and 4k context
 
 
 @dataclass(frozen=True)
@@ -61,3 +65,11 @@ class Truth:
 def truths(ngpt_speedups: list[float]) -> list[Truth]:
     """Every planted truth: each account at each ngpt speed-up, and the null once."""
     return [Truth(account, s) for account in ACCOUNTS[:2] for s in ngpt_speedups] + [Truth("null", 1.0)]
+
+
+def planted_speedups(params: Params) -> list[float]:
+    """design.ngpt_speedups, or by default REPLICATED and the paper's claim at each context of the grid."""
+    if params.design.ngpt_speedups is not None:
+        return list(params.design.ngpt_speedups)
+    claims = [float(entry["factor"]) for entry in map(paper_speedup, params.train.contexts) if entry]
+    return sorted({*REPLICATED, *claims})

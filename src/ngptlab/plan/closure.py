@@ -7,7 +7,7 @@ module, anywhere in the module (a lazy import inside a function counts), plus ev
 on the way. Two kinds of import cannot be read from the source, so the rule for them is conservative:
 - a module that calls `importlib.import_module` (models/__init__.py, which loads the arms lazily) brings
   in its whole package;
-- a data file beside a module of the closure (report/paper_numbers.yaml) is part of it, by its parsed
+- a data file beside a module of the closure (paper/paper_numbers.yaml) is part of it, by its parsed
   content, so a comment or a reflowed line in it changes nothing.
 
 The fingerprint hashes code, not text: each module's syntax tree without its docstrings, unparsed

@@ -1,14 +1,13 @@
 """The projected cost of the whole protocol (train.protocol), not only of the runs listed so far.
 
 A grid that prunes its sweeps and adds seeds grows in steps that depend on results: which learning rates
-survive the pruning, and at which learning rate the seeds go. Their cost does not depend on it: every
-learning rate of a run costs the same, and the seeds follow the learning-rate policy (ngptlab.lr_policy):
-one run per budget at that budget's chosen learning rate, or with train.schedule wsd one trunk per added seed
-at the arm's chosen learning rate, while each surviving learning rate continues one trunk. So the projection
-applies the steps still to come with stand-in choices (the lowest learning rates of each sweep survive; the
-seeds go to the first of them, one learning rate for all budgets: a trunk under wsd, under cosine the same
-count of runs as one learning rate per budget) and prices the result with the same estimate as the grid
-itself: exact, whatever learning rates the policy chooses.
+survive the pruning, and where the seeds go (ngptlab.speedup.lr_policy). Every learning rate of a run costs
+the same, so the projection applies the steps still to come with stand-in choices (the lowest learning
+rates of each sweep survive; the seeds go to the first of them at every budget of the arm: one trunk per
+added seed under wsd) and prices the result with the same estimate as the grid itself. That is exact under
+speedup.lr_policy largest, and an upper bound under crossing, whose seeds stop at the budget past each arm's
+crossing of the target; under budget with wsd each distinct chosen rate adds a trunk per seed, which the
+stand-in does not count. `ngptlab design` prices what the protocol trains in each planted truth.
 """
 
 from __future__ import annotations
@@ -16,10 +15,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
-from ngptlab.lr_policy import grid_budgets
 from ngptlab.plan.seeds import new_seeds
 from ngptlab.schedule import is_wsd
 from ngptlab.settings import AddedSeeds, Params, PrunedSweep, Train
+from ngptlab.speedup.lr_policy import grid_budgets
 
 
 def has_protocol(train: Train) -> bool:

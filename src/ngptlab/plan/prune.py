@@ -4,10 +4,9 @@
 Once every budget up to B has results for every arm of a cell, the budgets above B keep, for every arm
 alike, K learning rates of its sweep: the best at B and the K - 1 below it, since the optimal learning rate
 falls as runs get longer (Bjorck et al. 2024, arXiv 2409.19913); at the bottom of the sweep the window moves
-up. The best at B is the learning-rate policy's choice there (ngptlab.lr_policy: lowest mean final loss
-over train.seeds, the speed-up stage's own chooser), so the kept window holds the learning rate the seeds
-are estimated at B, and above B the policy chooses within the window: every seed's chosen learning rate is
-one that ran. B is train.protocol.prune_sweeps.after_budget when the protocol names one (the budgets above
+up. The best at B is the lowest mean final loss over train.seeds (ngptlab.speedup.lr_policy.best_lr, the
+speed-up stage's own ranking); above B the policy chooses within the window, so every seed's chosen
+learning rate is one that ran. B is train.protocol.prune_sweeps.after_budget when the protocol names one (the budgets above
 it are held out of the grid until then: ngptlab.grid.sweeps.held_back), else the largest budget below the
 grid's largest whose results, and those of every budget below it, are in.
 
@@ -24,11 +23,11 @@ from pathlib import Path
 
 from ngptlab.config.load import load_params
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
-from ngptlab.lr_policy import best_lr, sweep_losses
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import ResultOf, on_disk
 from ngptlab.settings import Params
+from ngptlab.speedup.lr_policy import best_lr, sweep_losses
 
 DEFAULT_KEEP = 2
 

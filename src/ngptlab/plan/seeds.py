@@ -1,18 +1,17 @@
 """`ngptlab plan --add-seeds N`: more seeds where they count, at the learning rate every seed is estimated at.
 
 One seed gives a speed-up without an interval; the interval comes from seeds, and a seed costs a run per
-(arm, budget) only at the learning rate that enters the speed-up: the one the learning-rate policy chooses
-on train.seeds' sweep (ngptlab.lr_policy.chosen_lrs, the speed-up stage's own chooser). So once
-train.seeds' sweep at a budget has results, each (scale, context, arm, budget) gets seeds
-max(train.seeds) + 1 .. + N at its chosen learning rate there (lowest mean final loss over train.seeds): one
-train.added_seeds entry. With train.schedule wsd the choice is per trunk: the learning rate best at the
-arm's largest budget, at every budget of the arm, so each added seed trains one trunk and its branches, as
-the projected plan assumes.
+(arm, budget) only where it enters the speed-up: at the learning rate and up to the budget the learning-rate
+policy names (ngptlab.speedup.lr_policy.cell_policy under speedup.lr_policy, the speed-up stage's own
+chooser). So once train.seeds' sweep has results, each (scale, context, arm, budget) the policy reads gets
+seeds max(train.seeds) + 1 .. + N at its chosen learning rate there: one train.added_seeds entry. Under the
+crossing rule an arm's entries stop at the first budget past its crossing of the target (a fast arm trains
+short trunks); under wsd each distinct chosen learning rate of an arm is one trunk per added seed.
 
 The entries are written into the params file (comments kept) and the grid file is rewritten, so Snakemake
-and `dvc repro` train only the new runs. An (arm, budget) still waiting for results is left alone, and so is
-a cell whose budgets train.protocol still holds back (prune first: the best learning rate above the pruning
-budget is not known yet). A second call with the same N changes nothing.
+and `dvc repro` train only the new runs. An arm still waiting for results is left alone, and so is a cell
+whose budgets train.protocol still holds back (prune first: the best learning rate above the pruning budget
+is not known yet). A second call with the same N changes nothing.
 """
 
 from __future__ import annotations
@@ -21,11 +20,11 @@ from pathlib import Path
 
 from ngptlab.config.load import load_params
 from ngptlab.grid.sweeps import held_back
-from ngptlab.lr_policy import chosen_lrs
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import ResultOf, on_disk
 from ngptlab.settings import Params, Train
+from ngptlab.speedup.lr_policy import cell_policy
 
 ENTRY_KEY = ("scale", "context", "arm", "budget")  # one train.added_seeds entry per grid point
 
@@ -47,11 +46,10 @@ def proposed_seeds(params: Params, results: ResultOf, n: int) -> tuple[list[dict
                 notes.append(f"{scale} ctx{context}: no seeds added: train.protocol holds budgets back until "
                              "`ngptlab plan --prune-sweeps` has pruned them")
                 continue
+            policy = cell_policy(params, results, scale, context)
+            notes += [f"{scale} ctx{context} {note}" for note in policy.notes]
             for arm in train.arms:
-                chosen, why = chosen_lrs(train, results, scale, context, arm)
-                if why:
-                    notes.append(f"{scale} ctx{context} {arm}: {why}")
-                for budget, lr in sorted(chosen.items()):
+                for budget, lr in policy.of_arm(arm).items():
                     before = existing.get((scale, context, arm, budget))
                     if before is not None and set(wanted) <= set(before.seeds):
                         continue

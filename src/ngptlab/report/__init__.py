@@ -1,7 +1,6 @@
 """The `report` stage: results/ + params + data meta -> reports/report.md, report.html, figures, tables,
 provenance.json, metrics.json. Read top to bottom:
 
-  paper_numbers.yaml   the nGPT paper's numbers, each with where it stands in the paper (kit/paper.py)
   kit/                 what every section builds on: loading, views, the document model, tables, plots,
                        rendering (kit/__init__.py lists its modules)
   sections/            one module per section, each with its own tables, figures and text: summary, what

@@ -189,6 +189,7 @@ class Speedup:
     resolve_ratio: float
     primary_contrast: Literal["conditioning", "norm", "interaction"]
     reference_budget: str | int
+    lr_policy: Literal["crossing", "largest", "budget"]
 
     @property
     def baselines(self) -> tuple[str, ...]:
@@ -217,7 +218,7 @@ class Design:
     trunk_sd: float
     run_sd: float
     anneal_gap: float
-    ngpt_speedups: tuple[float, ...]
+    ngpt_speedups: tuple[float, ...] | None
     worlds: int
     seed: int
 

@@ -2,7 +2,7 @@
 
 estimate.py     a number or a one-sided bound on it (Estimate)
 estimator.py    the paper's speed-up measure as pure functions: every seed at the learning rate chosen on
-                the swept seeds (ngptlab.lr_policy), log-token interpolation, bounds, and the cheaper
+                the swept seeds (ngptlab.speedup.lr_policy), log-token interpolation, bounds, and the cheaper
                 within-run estimate
 selection.py    the seeds the speed-up is estimated on (held out from the lr's choice) and the choosing
                 seeds' optimism (selection_bias)
@@ -14,6 +14,9 @@ reading.py      what the pre-specified primary effect says of the conditioning a
 rivals.py       the effective learning rate beside the speed-up: does it confound the reading
 multiplicity.py Holm's adjustment
 loss_law.py     the fitted law a target is interpolated along
+crossing.py     where a loss curve crosses a target (tokens to target), and the loss at given tokens
+lr_policy.py    the learning rate every seed is read at, chosen on the swept seeds (speedup.lr_policy);
+                the plan's --add-seeds and --prune-sweeps, the report and the design choose with it
 censored.py     the mean over seeds when some seeds are bounds: censored-normal profile likelihood
 interpolate.py  the best loss between learning-rate grid points (a parabola in ln lr) and its speed-up
 tuning.py       whether each arm's best learning rate is inside the learning rates run at its budget

@@ -22,11 +22,14 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    budget); at_largest_budget = N is the grid's largest budget;
                                    measurable = N / largest .. N / smallest budget, the speed-ups this grid
                                    can give as numbers
-  lr_policy{rule (text: the estimand), selection_seeds [int], chosen [{arm, budget, lr}], notes [text],
+  estimand (text)                  the speed-up's estimand in one sentence: the tokens each arm needs, at
+                                   the learning rate speedup.lr_policy names, to reach the baseline's loss
+                                   at N tokens, as S = N / those tokens
+  lr_policy{name, rule (text), selection_seeds [int], chosen [{arm, budget, lr}], notes [text],
             estimate_seeds [int], note}
-                                   the learning rate every seed is estimated at, chosen on selection_seeds
-                                   (train.seeds) by ngptlab.lr_policy, per budget (per trunk under wsd:
-                                   the choice at the arm's largest budget); estimate_seeds the seeds every
+                                   the learning rate every seed is estimated at and the budgets it is read
+                                   at, chosen on selection_seeds (train.seeds) by ngptlab.speedup.lr_policy
+                                   under speedup.lr_policy (name); estimate_seeds the seeds every
                                    speed-up, contrast and factorial effect is summarized over: the held-out
                                    seeds when there are two or more, else all (speedup/selection.py)
   arms{<arm>: {
@@ -143,20 +146,21 @@ from ngptlab import layout
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
-from ngptlab.lr_policy import cell_policy
 from ngptlab.results import RunResult, read_run_result, write_json
 from ngptlab.settings import Params
 from ngptlab.speedup.estimator import estimate_cell, seed_speedups
 from ngptlab.speedup.factorial import factorial
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
 from ngptlab.speedup.interpolate import interpolate_cell
+from ngptlab.speedup.crossing import reference_tokens
+from ngptlab.speedup.lr_policy import cell_policy, estimand
 from ngptlab.speedup.reading import primary_reading
 from ngptlab.speedup.rivals import rivals
 from ngptlab.speedup.tuning import sweep_edges, tuned_arms
 from ngptlab.stats import LEVEL
 
-METHOD = ("final validation loss at the learning rate chosen on the swept seeds' sweep per arm and budget "
-          "(per trunk under wsd), the same for every seed (diverged runs ignored); target = baseline's "
+METHOD = ("final validation loss at the learning rate chosen on the swept seeds' sweep (speedup.lr_policy: "
+          "lr_policy.rule), the same for every seed (diverged runs ignored); target = baseline's "
           "loss at the reference budget N (speedup.reference_budget; between budgets interpolated along the "
           "fitted law); tokens to target interpolated between bracketing budgets, bounds instead of "
           "extrapolation; speed-up S = N / arm tokens, per seed; over the held-out seeds (every seed with "
@@ -191,7 +195,7 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     margin = float(cfg.equivalence_margin)
     ratio = float(cfg.resolve_ratio)
     train, scale, context = params.train, results[0].spec.scale, results[0].spec.context
-    policy = cell_policy(train, {r.spec: r for r in results}.get, scale, context,
+    policy = cell_policy(params, {r.spec: r for r in results}.get, scale, context,
                          results[0].spec.weight_dtype)
     first, *others = cfg.baselines
     reference = cfg.reference_budget
@@ -211,7 +215,9 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     rival = rivals(results, estimate, primary, margin)
     # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.
     further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}
-    return {"cell": cell, "scale": scale, "context": context, "method": METHOD,
+    n_tokens = reference_tokens(reference, train.budgets)
+    return {"cell": cell, "scale": scale, "context": context,
+            "estimand": estimand(cfg.lr_policy, first, n_tokens), "method": METHOD,
             "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
                           "min_seeds": BOOTSTRAP_MIN_SEEDS},
             **estimate, **further, "factorial": effects,

@@ -3,7 +3,7 @@
 The estimand: the tokens each arm needs to reach the baseline's loss at the reference budget of N tokens,
 as a speed-up S = N / those tokens (speedup.reference_budget sets N: the paper's largest budget, or by
 default the geometric mean of the smallest and largest, so that S straddles 1), every run at the learning
-rate chosen on the swept seeds' sweep (ngptlab.lr_policy). Per (arm, budget) that is the learning rate
+rate chosen on the swept seeds' sweep (ngptlab.speedup.lr_policy). Per (arm, budget) that is the learning rate
 of the lowest mean final validation loss over the seeds of train.seeds at that budget (fewest diverged runs
 first, ties to the smaller), or with train.schedule wsd per trunk: the one chosen so at the arm's largest
 budget, at every budget. Every seed, the swept ones included, enters with its run at that learning rate;
@@ -48,12 +48,11 @@ reported separately and labelled as such.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from ngptlab.lr_policy import LrPolicy, runs_policy
 from ngptlab.results import RunResult
 from ngptlab.settings import default
+from ngptlab.speedup.crossing import loss_at, reference_tokens, tokens_to_target
 from ngptlab.speedup.estimate import FLIP, Estimate
 from ngptlab.speedup.inference import (
     EQUIVALENCE_MARGIN,
@@ -63,58 +62,14 @@ from ngptlab.speedup.inference import (
     verdict_rule,
 )
 from ngptlab.speedup.loss_law import fit_loss_law
+from ngptlab.speedup.lr_policy import LrPolicy, runs_policy
 from ngptlab.speedup.selection import estimate_seeds, selection_bias
 
 # the schema's default, for callers without settings
 REFERENCE_BUDGET: str | int = default("speedup.reference_budget")
+LR_POLICY: str = default("speedup.lr_policy")
 CHEAP_METHOD = ("within-run validation curve of the arm's best run at its largest budget (cheaper estimate; "
                 "mid-schedule losses are not annealed, so it is biased toward smaller speed-ups)")
-
-
-def tokens_to_target(points: Iterable[tuple[float, float]], target: float, floor: float | None = None
-                     ) -> Estimate:
-    """Tokens needed to reach `target` loss, from (tokens, loss) points (budgets or a within-run curve);
-    between two points ln(L - floor) is linear in ln T (a fitted power law's floor E), or without a floor L
-    itself (the chord in log tokens)."""
-    pts = sorted((float(t), float(loss)) for t, loss in points if math.isfinite(loss))
-    if not pts or not math.isfinite(target):
-        return Estimate(None)
-    if pts[0][1] <= target:
-        # At or below the target at the first point: exact only if it lands on it, else an upper bound.
-        return Estimate(pts[0][0], None if pts[0][1] == target else "<")
-    for (t0, l0), (t1, l1) in zip(pts, pts[1:], strict=False):
-        if l1 <= target:
-            if l1 == target:
-                return Estimate(t1)
-            if floor is not None:  # floor < l1 < target < l0: the logs are finite and ordered alike
-                l0, l1, target = (math.log(v - floor) for v in (l0, l1, target))
-            frac = (l0 - target) / (l0 - l1)  # in (0, 1): l0 > target > l1
-            return Estimate(math.exp(math.log(t0) + frac * (math.log(t1) - math.log(t0))))
-    return Estimate(pts[-1][0], ">")
-
-
-def loss_at(points: Iterable[tuple[float, float]], tokens: float, floor: float | None = None) -> float | None:
-    """The inverse of tokens_to_target: the loss at `tokens`, a point's own loss when it is one, else along
-    the same law between the two points around it (ln(L - floor), or L, linear in ln T); None outside them."""
-    pts = sorted((float(t), float(loss)) for t, loss in points if math.isfinite(loss))
-    for (t0, l0), (t1, l1) in zip(pts, pts[1:], strict=False):
-        if t0 < tokens < t1:
-            frac = (math.log(tokens) - math.log(t0)) / (math.log(t1) - math.log(t0))
-            if floor is None:
-                return l0 + frac * (l1 - l0)
-            u0, u1 = math.log(l0 - floor), math.log(l1 - floor)
-            return floor + math.exp(u0 + frac * (u1 - u0))
-    return next((loss for t, loss in pts if t == tokens), None)
-
-
-def reference_tokens(reference: str | int, budgets: Sequence[int]) -> int:
-    """The reference budget in tokens (speedup.reference_budget): the largest budget, the geometric mean of
-    the smallest and largest ("middle"), or a number of tokens as given."""
-    if reference == "largest":
-        return max(budgets)
-    if reference == "middle":
-        return round(math.sqrt(min(budgets) * max(budgets)))  # whole tokens: 4096 for 2048 and 8192
-    return int(reference)
 
 
 def reference_loss(losses: Mapping[int, float], reference: float) -> float | None:
@@ -203,10 +158,11 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
                   policy: LrPolicy | None = None, *, reference: str | int = REFERENCE_BUDGET) -> dict:
     """The speed-up of every arm in one cell (see the module docstring); JSON-ready apart from inf/nan.
     margin and resolve_ratio feed the verdicts and seeds_needed (ngptlab.speedup.inference); policy the
-    learning rates (ngptlab.lr_policy.cell_policy from the params; without it, runs_policy: every seed
-    of the results chooses); reference is speedup.reference_budget (largest, middle or tokens)."""
+    learning rates (ngptlab.speedup.lr_policy.cell_policy from the params; without it, runs_policy under the
+    default rule: every seed of the results chooses); reference is speedup.reference_budget (largest,
+    middle or tokens)."""
     results = sorted(results, key=lambda r: r.spec)  # order-invariant from here on
-    policy = policy or runs_policy(results)
+    policy = policy or runs_policy(results, LR_POLICY, baseline, reference)
     best = runs_at_chosen_lr(results, policy)
     arms = sorted({r.spec.arm for r in results}, key=lambda a: (a != baseline, a))
     seeds = sorted({r.spec.seed for r in results})

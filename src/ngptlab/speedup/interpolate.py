@@ -7,7 +7,7 @@ that shifts their speed-ups. Near its optimum the final loss is close to a parab
 points bracketing the minimum locate it.
 
 This estimates another quantity than the grid's speed-up: S at the optimal learning rate, where the grid
-gives S at the learning rate chosen on the swept seeds' sweep (ngptlab.lr_policy). The correction is
+gives S at the learning rate chosen on the swept seeds' sweep (ngptlab.speedup.lr_policy). The correction is
 read on the swept seeds' sweep, so it is applied to those seeds only (train.seeds, the estimate's
 lr_policy.selection_seeds), never to seeds added at the chosen learning rate: they ran no sweep.
 

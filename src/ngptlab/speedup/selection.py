@@ -1,6 +1,6 @@
 """Which seeds estimate the speed-up, and how optimistic the seeds that chose the learning rate are.
 
-The learning rate every seed is estimated at is chosen on the swept seeds (ngptlab.lr_policy): their
+The learning rate every seed is estimated at is chosen on the swept seeds (ngptlab.speedup.lr_policy): their
 runs at it are the ones that won the sweep, so their ln S is biased upward (the winner's curse), while the
 held-out seeds (those beyond train.seeds) ran that learning rate without choosing it. So the speed-up is
 estimated on the held-out seeds when there are at least MIN_HELD_OUT of them, else on every seed, with a

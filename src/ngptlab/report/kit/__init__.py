@@ -1,6 +1,5 @@
 """What every section of the report builds on, read top to bottom:
 
-  paper.py          the nGPT paper's numbers (report/paper_numbers.yaml), each with its citation
   load.py           every expected input, present or missing (no checkpoint is read)
   views.py          shared selections: the speed-up's best run per budget, each arm's representative run
   speedups.py       one speed-up entry of results/speedup/<cell>.json as text, its runs, its range

@@ -4,7 +4,7 @@ The best run per (arm, budget, seed) is the speed-up stage's choice: results/spe
 (runs[].best_lr_for_budget), so the curves and spectra shown are those of the runs that entered the speed-up
 (a WSD grid's cosine calibration runs never do). A cell without its speed-up file (some run has not finished)
 and the calibration runs, which no speed-up reads, are chosen by the speed-up stage's own functions
-(ngptlab.lr_policy.runs_policy, ngptlab.speedup.estimator.runs_at_chosen_lr: each seed's completed run
+(ngptlab.speedup.lr_policy.runs_policy, ngptlab.speedup.estimator.runs_at_chosen_lr: each seed's completed run
 at the learning rate of the lowest mean final loss over train.seeds, ties to the smaller learning rate).
 A cell's "representative" run of an arm, whose conditioning the figures show, is that best run at the
 grid's largest budget for the smallest seed: every arm is then compared at the same budget, and an arm
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ngptlab.lr_policy import runs_policy
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import runs_at_chosen_lr
+from ngptlab.speedup.lr_policy import runs_policy
 
 # The 2x2 design (DESIGN.md): {norm free, fixed} x {conditioning free, fixed}.
 DESIGN_2X2 = ("gpt", "gpt-rownorm", "gpt-orth", "ngpt")
@@ -64,7 +64,10 @@ def best_runs(results: Results, cell: str) -> dict[tuple[str, int], dict[int, Ru
 def best_of(results: Results, records: list[RunRecord]) -> dict[tuple[str, int], dict[int, RunRecord]]:
     """The speed-up stage's choice among `records`, which must share one schedule: its own function."""
     runs = [_run_result(r) for r in records if r.summary is not None]
-    best = runs_at_chosen_lr(runs, runs_policy(runs, results.params.train.seeds))
+    speedup = results.params.speedup
+    policy = runs_policy(runs, speedup.lr_policy, speedup.baselines[0], speedup.reference_budget,
+                         results.params.train.seeds)
+    best = runs_at_chosen_lr(runs, policy)
     return {key: {b: results.runs[rr.spec.name] for b, rr in per.items()} for key, per in best.items()}
 
 

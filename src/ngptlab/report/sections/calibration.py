@@ -13,10 +13,10 @@ import math
 import statistics
 
 from ngptlab import schedule as schedules
+from ngptlab.paper import WSD_CITATION
 from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Bullets, Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results, RunRecord
-from ngptlab.report.kit.paper import WSD_CITATION
 from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_text
 from ngptlab.schedule import calibration_budgets
 from ngptlab.stats import LEVEL, t_interval

@@ -3,10 +3,10 @@ the data and the estimators' biases."""
 
 from __future__ import annotations
 
+from ngptlab.paper import paper_numbers, paper_speedup
 from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Bullets, Document, Heading
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.paper import paper_numbers, paper_speedup
 from ngptlab.report.kit.speedups import min_seeds
 from ngptlab.report.kit.table import Table
 from ngptlab.schedule import calibration_budgets, shares_trunks
@@ -65,7 +65,7 @@ def section(doc: Document, results: Results, long: Table) -> None:
     items.append("The rank correlations across arms rest on few arms per cell and treat a bound as its bound "
                  "value; they describe, they do not test.")
     items.append("The paper's numbers are those printed in arXiv v1 of 2410.01131 (sections, figures and "
-                 "pages are v1's); src/ngptlab/report/paper_numbers.yaml records where each one stands.")
+                 "pages are v1's); src/ngptlab/paper/paper_numbers.yaml records where each one stands.")
     doc.add(Bullets(items))
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ngptlab.paper import paper_numbers, where
 from ngptlab.report.kit import plot, views
 from ngptlab.report.kit.conditioning import headline_value, matrix_entry, reference_value, spectrum
 from ngptlab.report.kit.crossarm import CONDITION_COLUMNS
@@ -25,7 +26,6 @@ from ngptlab.report.kit.document import (
     run_names,
 )
 from ngptlab.report.kit.load import Results, RunRecord
-from ngptlab.report.kit.paper import paper_numbers, where
 from ngptlab.report.kit.table import Table, fmt_int, fmt_lr, fmt_text
 from ngptlab.results import read_float
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 
-from ngptlab.report.kit import paper, views
+from ngptlab import paper
+from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import ONE_SEED, arm_runs, bracket, measurable_text, min_seeds, speedup_text

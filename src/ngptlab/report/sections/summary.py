@@ -8,10 +8,10 @@ which the table of contents builds once for the speed-up and settle-it sections.
 from __future__ import annotations
 
 from ngptlab import layout
+from ngptlab.paper import paper_numbers
 from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Callout, Document, Text, run_names
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.paper import paper_numbers
 from ngptlab.report.kit.speedups import resolved
 from ngptlab.report.kit.table import Table, fmt_short
 

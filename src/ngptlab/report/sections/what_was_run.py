@@ -4,7 +4,7 @@ run's status.
 The sweeps: a grid that grows by its results (ngptlab.plan.prune, ngptlab.plan.seeds) no longer sweeps every
 learning rate at every budget: above a pruning budget only the K kept learning rates run (successive
 halving), and the seeds added beyond train.seeds run only the learning rate chosen on train.seeds' sweep
-(ngptlab.lr_policy: per budget, per trunk under wsd), the one every seed is estimated at. A reader of a
+(ngptlab.speedup.lr_policy, speedup.lr_policy), the one every seed is estimated at. A reader of a
 speed-up needs both facts: an arm tuned over fewer learning rates at some budget is compared as the table
 says, not as the sweep promises.
 
@@ -23,11 +23,11 @@ from ngptlab.errors import ResultsError
 from ngptlab.files import read_json
 from ngptlab.grid.sweeps import held_back, lr_sweep, pruning_of
 from ngptlab.grid.trunks import enumerate_segments
+from ngptlab.paper import WSD_CITATION
 from ngptlab.report.kit import views
 from ngptlab.report.kit.crossarm import arm_design
 from ngptlab.report.kit.document import Bullets, Callout, Document, Heading, TableBlock, Text, run_names
 from ngptlab.report.kit.load import Results, RunRecord
-from ngptlab.report.kit.paper import WSD_CITATION
 from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_sha, fmt_text
 from ngptlab.schedule import calibration_budgets, cooldown_fraction, cooldown_shape, is_wsd
 from ngptlab.settings import Train

@@ -12,10 +12,10 @@ from itertools import combinations
 
 import numpy as np
 
-from ngptlab import layout
+from ngptlab import layout, paper
 from ngptlab.errors import ResultsError
 from ngptlab.files import read_json, sha256_file
-from ngptlab.report.kit import paper, plot
+from ngptlab.report.kit import plot
 from ngptlab.report.kit.document import (
     Bullets,
     Callout,

@@ -10,7 +10,7 @@ import yaml
 from ngptlab.errors import NgptlabError
 
 WSD_CITATION = "Hägele et al. 2024, arXiv 2405.18392"  # the WSD schedule (train.schedule: wsd)
-PAPER_NUMBERS_PATH = Path(__file__).parent.parent / "paper_numbers.yaml"  # report/, beside the stage
+PAPER_NUMBERS_PATH = Path(__file__).parent / "paper_numbers.yaml"
 
 
 @cache

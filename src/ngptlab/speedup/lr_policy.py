@@ -1,0 +1,298 @@
+"""The learning rate every seed is estimated at: chosen on the swept seeds, then the same for every seed.
+
+The seeds of train.seeds sweep the learning rates; the seeds added by `ngptlab plan --add-seeds` run one.
+For every seed to estimate the same quantity, the choice is made once, on the swept seeds' mean final
+validation losses, and every seed, the swept ones included, enters the speed-up with its runs at the chosen
+learning rate. speedup.lr_policy names the rule (RULES):
+
+  crossing  per arm: the learning rate whose swept-seed losses reach the target in the fewest tokens, i.e.
+            the arm's best learning rate where it reaches the target. The target is the baseline's loss at
+            the reference budget N at the baseline's best learning rate there (its loss at N interpolated
+            along the fitted law when N lies between budgets), so for the baseline the rule is "best at N".
+            The estimate reads the arm's runs at that learning rate up to its reach: the first budget at
+            least REACH x the swept seeds' crossing (N itself for the baseline), and at least the
+            MIN_LAW_BUDGETS smallest (the power law between budgets has three parameters). The held-out
+            seeds train only that far: an arm that is fast costs little.
+  largest   per arm: the learning rate best at the arm's largest budget, at every budget (under wsd one
+            trunk per added seed).
+  budget    per (arm, budget): the learning rate best at that budget (under wsd an added seed trains a
+            trunk per distinct chosen rate).
+
+"Best" is the lowest mean final loss over the swept seeds, fewest diverged runs first, ties to the smaller
+learning rate. Why crossing is the default: the optimal learning rate falls as runs get longer (Bjorck et al.
+2024, arXiv 2409.19913), so a rate chosen at the largest budget is too low where a fast arm crosses the
+target early, and its speed-up reads low (`ngptlab design --compare-policies` measures each rule's gap to a
+planted law). The swept seeds chose the rate, so their own estimate at it is optimistic (the winner's curse);
+the held-out seeds' is not (ngptlab.speedup.selection). `ngptlab plan --add-seeds` and `--prune-sweeps`,
+the speed-up stage, the report and `ngptlab design` all choose with cell_policy / runs_policy, read through a
+result lookup (ResultOf): the files under a results root or a planted world's runs in memory.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ngptlab import schedule as schedules
+from ngptlab import weight_dtype as weight_dtypes
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.sweeps import held_back, lr_sweep
+from ngptlab.results import RunResult
+from ngptlab.settings import Params, Train
+from ngptlab.speedup.crossing import loss_at, reference_tokens, tokens_to_target
+from ngptlab.speedup.loss_law import fit_loss_law
+
+# The result of a run, or None while it has none.
+ResultOf = Callable[[RunSpec], RunResult | None]
+
+CROSSING, LARGEST, BUDGET = "crossing", "largest", "budget"
+REACH = 1.2  # a held-out seed's crossing scatters ~2.5% (ln S sd 0.025 at the design's default noise)
+MIN_LAW_BUDGETS = 3
+
+RULES = {
+    CROSSING: "each arm at its best learning rate where it reaches the target: the one whose mean final "
+              "validation loss over the swept seeds reaches the target in the fewest tokens (the baseline: "
+              "the lowest loss at the reference budget), read up to the first budget at least "
+              f"x{REACH:g} past that crossing and at least its {MIN_LAW_BUDGETS} smallest budgets",
+    LARGEST: "each arm at the learning rate of the lowest mean final validation loss over the swept seeds at "
+             "its largest budget, at every budget",
+    BUDGET: "each (arm, budget) at the learning rate of the lowest mean final validation loss over the "
+            "swept seeds at that budget",
+}
+TIES = " (fewest diverged runs first, ties to the smaller learning rate)"
+AT_LR = {CROSSING: "at its best learning rate where it reaches the target",
+         LARGEST: "at the learning rate best at its largest budget",
+         BUDGET: "at the best learning rate of each budget"}
+
+Losses = dict[float, tuple[int, float]]  # {lr: (diverged runs, mean final loss of the completed ones)}
+Sweep = dict[int, Losses]  # {budget: the swept seeds' Losses there}
+
+
+def mean_losses(results: ResultOf, runs_by_lr: Mapping[float, Sequence[RunSpec]]) -> Losses | None:
+    """{lr: (how many of its runs diverged, mean final loss of the others (inf: none))}; None while any run
+    has no result yet."""
+    losses: Losses = {}
+    for lr, specs in runs_by_lr.items():
+        found = [results(spec) for spec in specs]
+        if any(r is None for r in found):
+            return None
+        values = [r.final_val_loss for r in found if r.usable]
+        losses[lr] = (len(found) - len(values), statistics.fmean(values) if values else math.inf)
+    return losses
+
+
+def best_lr(losses: Losses) -> float | None:
+    """The learning rate with the fewest diverged runs, then the lowest mean loss, then the smaller; None
+    when every run of every one diverged."""
+    ranked = [(diverged, loss, lr) for lr, (diverged, loss) in losses.items() if math.isfinite(loss)]
+    return min(ranked)[2] if ranked else None
+
+
+def sweep_runs(train: Train, scale: str, context: int, arm: str, budget: int,
+               dtype: str | None = None) -> dict[float, list[RunSpec]]:
+    """{lr: the runs of train.seeds at it} of the sweep at this budget (the pruned window where pruned), of
+    weight dtype `dtype`; by default the first of train.weight_dtype, whose runs decide the plan's pruning
+    and added seeds for every dtype (the sweeps are the (scale, context)'s)."""
+    schedule, dtype = schedules.of(train), dtype or weight_dtypes.of(train)[0]
+    return {lr: [RunSpec(scale, context, arm, budget, lr, seed, schedule, dtype) for seed in train.seeds]
+            for lr in lr_sweep(train, scale, context, arm, budget)}
+
+
+def sweep_losses(train: Train, results: ResultOf, scale: str, context: int, arm: str,
+                 budget: int, dtype: str | None = None) -> Losses | None:
+    """mean_losses over train.seeds of the sweep at this budget; None while a run is missing."""
+    return mean_losses(results, sweep_runs(train, scale, context, arm, budget, dtype))
+
+
+def grid_budgets(train: Train, scale: str, context: int, arm: str) -> list[int]:
+    """The budgets of (scale, context, arm) in the grid now: those train.protocol holds back are not."""
+    return sorted(b for b in train.budgets if not held_back(train, scale, context, arm, b))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The rules, on the swept seeds' mean losses of one cell
+
+
+@dataclass(frozen=True)
+class ArmChoice:
+    """One arm's choice: {budget: lr} for every budget its estimate reads (the held-out seeds train exactly
+    these), or none and why."""
+
+    lrs: dict[int, float] = field(default_factory=dict)
+    why: str = ""
+
+
+def _curve(sweep: Sweep, lr: float) -> tuple[dict[int, float], dict[int, int]]:
+    """({budget: mean loss} of the budgets where lr ran with a completed run, {budget: diverged runs})."""
+    points = {b: losses[lr][1] for b, losses in sweep.items() if lr in losses and math.isfinite(losses[lr][1])}
+    diverged = {b: losses[lr][0] for b, losses in sweep.items() if lr in losses}
+    return points, diverged
+
+
+def _waiting(sweep: Mapping[int, Losses | None]) -> list[int]:
+    return [b for b, losses in sweep.items() if losses is None]
+
+
+def choose_largest(sweep: Mapping[int, Losses | None]) -> ArmChoice:
+    budgets = sorted(sweep)
+    largest = budgets[-1]
+    if sweep[largest] is None:
+        return ArmChoice(why=f"waiting for the results at its largest budget {largest:,}")
+    best = best_lr(sweep[largest])
+    if best is None:
+        return ArmChoice(why=f"every run at its largest budget {largest:,} diverged")
+    return ArmChoice(dict.fromkeys(budgets, best))
+
+
+def choose_per_budget(sweep: Mapping[int, Losses | None]) -> ArmChoice:
+    chosen = {b: best_lr(losses) for b, losses in sorted(sweep.items()) if losses is not None}
+    chosen = {b: lr for b, lr in chosen.items() if lr is not None}
+    missing = [f"{b:,}" for b in sorted(sweep) if b not in chosen]
+    return ArmChoice(chosen, f"no best learning rate yet at {', '.join(missing)}" if missing else "")
+
+
+def baseline_at_reference(sweep: Sweep, reference: int) -> tuple[float, float] | None:
+    """(lr, loss): the baseline's learning rate of the lowest mean loss at the reference budget (along the
+    fitted law when it lies between budgets; fewest diverged runs up to there first), and that loss."""
+    ranked = []
+    for lr in {lr for losses in sweep.values() for lr in losses}:
+        points, diverged = _curve(sweep, lr)
+        loss = loss_at(points.items(), reference, fit_loss_law(points).floor)
+        if loss is not None:
+            ranked.append((sum(d for b, d in diverged.items() if b <= reference), loss, lr))
+    if not ranked:
+        return None
+    _, loss, lr = min(ranked)
+    return lr, loss
+
+
+def crossing_rank(sweep: Sweep, lr: float, target: float) -> tuple:
+    """How early lr's curve reaches the target: (diverged runs up to there, 0 and its tokens to the target
+    (a "<" bound: the smallest budget) | 1 when it never does, the loss where it does (or at its last
+    budget), lr); the smallest ranks first."""
+    points, diverged = _curve(sweep, lr)
+    tokens = tokens_to_target(points.items(), target, fit_loss_law(points).floor)
+    if tokens.value is None:
+        return (math.inf, 1, math.inf, math.inf, lr)
+    reached = tokens.bound != ">"
+    at = min(b for b in points if b >= tokens.value) if reached else max(points)
+    failed = sum(d for b, d in diverged.items() if b <= at)
+    return (failed, 0 if reached else 1, tokens.value if reached else 0.0, points[at], lr)
+
+
+def reach(budgets: Sequence[int], crossing: float | None) -> list[int]:
+    """The budgets an estimate reads: up to the first at least REACH x the crossing (every budget when the
+    arm never crosses), and at least the MIN_LAW_BUDGETS smallest."""
+    ordered = sorted(budgets)
+    if crossing is None:
+        return ordered
+    last = next((b for b in ordered if b >= crossing), ordered[-1])
+    return ordered[:max(ordered.index(last) + 1, MIN_LAW_BUDGETS)]
+
+
+def choose_at_crossing(sweeps: Mapping[str, Mapping[int, Losses | None]], baseline: str,
+                       reference: int) -> dict[str, ArmChoice]:
+    """{arm: ArmChoice} of one cell under the crossing rule (module docstring)."""
+    base = sweeps[baseline]
+    if _waiting(base):
+        return dict.fromkeys(sweeps, ArmChoice(why=f"waiting for the {baseline} results (the target) at "
+                                                   f"{', '.join(f'{b:,}' for b in _waiting(base))}"))
+    found = baseline_at_reference(base, reference)  # type: ignore[arg-type]
+    if found is None:
+        return dict.fromkeys(sweeps, ArmChoice(why=f"no {baseline} learning rate gives a loss at the reference "
+                                                   f"budget {reference:,}"))
+    base_lr, target = found
+    choices = {baseline: ArmChoice({b: base_lr for b in reach(list(base), reference)})}
+    for arm, sweep in sweeps.items():
+        if arm == baseline:
+            continue
+        if _waiting(sweep):
+            choices[arm] = ArmChoice(why=f"waiting for the results at {', '.join(f'{b:,}' for b in _waiting(sweep))}")
+            continue
+        lrs = {lr for losses in sweep.values() for lr in losses}  # type: ignore[union-attr]
+        rank = min(crossing_rank(sweep, lr, target) for lr in lrs)  # type: ignore[arg-type]
+        lr = rank[-1]
+        if not math.isfinite(rank[0]):
+            choices[arm] = ArmChoice(why="every run diverged")
+            continue
+        crossing = REACH * rank[2] if rank[1] == 0 else None
+        points, _ = _curve(sweep, lr)  # type: ignore[arg-type]
+        choices[arm] = ArmChoice({b: lr for b in reach(sorted(points), crossing)})
+    return choices
+
+
+def choose(rule: str, sweeps: Mapping[str, Mapping[int, Losses | None]], baseline: str,
+           reference: int) -> dict[str, ArmChoice]:
+    """{arm: ArmChoice} of one cell from {arm: {budget: swept seeds' Losses (None: waiting)}}."""
+    if rule == CROSSING:
+        return choose_at_crossing(sweeps, baseline, reference)
+    per_arm = choose_largest if rule == LARGEST else choose_per_budget
+    return {arm: per_arm(sweep) for arm, sweep in sweeps.items()}
+
+
+@dataclass(frozen=True)
+class LrPolicy:
+    """The learning rates of one cell: chosen[(arm, budget)] = lr for every budget an arm's estimate reads,
+    on selection_seeds; notes say why an arm has a budget without one."""
+
+    name: str
+    chosen: dict[tuple[str, int], float]
+    selection_seeds: tuple[int, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def rule(self) -> str:
+        return f"{self.name}: {RULES[self.name]}{TIES}"
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "rule": self.rule, "selection_seeds": list(self.selection_seeds),
+                "chosen": [{"arm": arm, "budget": budget, "lr": lr}
+                           for (arm, budget), lr in sorted(self.chosen.items())],
+                "notes": list(self.notes)}
+
+    def of_arm(self, arm: str) -> dict[int, float]:
+        return {b: lr for (a, b), lr in sorted(self.chosen.items()) if a == arm}
+
+
+def estimand(rule: str, baseline: str, reference: int) -> str:
+    """The speed-up's estimand in one sentence, under this rule."""
+    return (f"the tokens each arm needs, {AT_LR[rule]} (speedup.lr_policy {rule}), to reach {baseline}'s loss "
+            f"at N = {reference:,} tokens, as S = N / those tokens")
+
+
+def _policy(rule: str, choices: Mapping[str, ArmChoice], selection_seeds: Sequence[int]) -> LrPolicy:
+    chosen = {(arm, b): lr for arm, c in choices.items() for b, lr in c.lrs.items()}
+    notes = tuple(f"{arm}: {c.why}" for arm, c in choices.items() if c.why)
+    return LrPolicy(rule, chosen, tuple(sorted(selection_seeds)), notes)
+
+
+def cell_policy(params: Params, results: ResultOf, scale: str, context: int,
+                dtype: str | None = None) -> LrPolicy:
+    """The policy of one cell of the params' grid ((scale, context) at one weight dtype: by default the
+    first of train.weight_dtype), chosen on train.seeds' runs of that dtype under speedup.lr_policy."""
+    train, speedup = params.train, params.speedup
+    sweeps = {arm: {b: sweep_losses(train, results, scale, context, arm, b, dtype)
+                    for b in grid_budgets(train, scale, context, arm)} for arm in train.arms}
+    reference = reference_tokens(speedup.reference_budget, train.budgets)
+    return _policy(speedup.lr_policy, choose(speedup.lr_policy, sweeps, speedup.baselines[0], reference),
+                   train.seeds)
+
+
+def runs_policy(results: Sequence[RunResult], rule: str, baseline: str, reference: str | int,
+                selection_seeds: Sequence[int] | None = None) -> LrPolicy:
+    """The policy read off one cell's runs without their params file: the sweep at each (arm, budget) is
+    the learning rates its selection seeds ran (every seed of the runs unless named)."""
+    seeds = sorted({r.spec.seed for r in results} if selection_seeds is None else set(selection_seeds))
+    found = {r.spec: r for r in results}
+    runs: dict[str, dict[int, dict[float, list[RunSpec]]]] = {}
+    for spec in sorted(found):
+        if spec.seed in seeds:
+            runs.setdefault(spec.arm, {}).setdefault(spec.budget, {}).setdefault(spec.lr, []).append(spec)
+    sweeps = {arm: {b: mean_losses(found.get, by_lr) for b, by_lr in by_budget.items()}
+              for arm, by_budget in runs.items()}
+    budgets = sorted({r.spec.budget for r in results})
+    if baseline not in sweeps:
+        return LrPolicy(rule, {}, tuple(seeds), (f"{baseline}: no runs to set the target",))
+    return _policy(rule, choose(rule, sweeps, baseline, reference_tokens(reference, budgets)), seeds)
