@@ -28,7 +28,7 @@ from ngptlab.settings import Params
 from ngptlab.speedup.cell import analyse_cell
 from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.estimator import estimate_cell, seed_speedup
-from ngptlab.speedup.lr_policy import RULES, best_lr, cell_policy, chosen_lrs, runs_policy
+from ngptlab.speedup.lr_policy import best_lr, cell_policy, runs_policy
 
 LRS = [1e-3, 2e-3, 4e-3, 8e-3]
 BUDGETS = (16384, 65536, 262144)
@@ -48,12 +48,12 @@ def clean_loss(arm: str, budget: int, lr: float) -> float:
     return law + CURVATURE[arm] * math.log(lr / lr_star(budget)) ** 2
 
 
-def grid(schedule: str = "cosine", seeds=(0,), pruned=()) -> dict:
+def grid(schedule: str = "cosine", seeds=(0,), pruned=(), rule: str = "budget") -> dict:
     params = synthetic_params(seeds=seeds, budgets=BUDGETS, schedule=schedule)
     params["train"].update(contexts=[64], arms=list(PLANTED_S),
                            learning_rates={"cpu-4l": {arm: list(LRS) for arm in PLANTED_S}},
                            pruned_sweeps=list(pruned))
-    params["speedup"]["bootstrap"] = 0
+    params["speedup"].update(bootstrap=0, lr_policy=rule)
     validate_params(params)
     return params
 
@@ -100,25 +100,35 @@ def planted_log_speedup(chosen: dict[tuple[str, int], float]) -> float:
     return math.log(seed_speedup(losses, target, BUDGETS[-1])[1].value)
 
 
-@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
-def test_every_seed_is_estimated_at_the_chosen_lr_and_add_seeds_chose_it(schedule):
-    params, world = grid(schedule), World()
+@pytest.mark.parametrize("schedule, rule", [("cosine", "budget"), ("wsd", "largest"), ("wsd", "crossing")])
+def test_every_seed_is_estimated_at_the_chosen_lr_and_add_seeds_chose_it(schedule, rule):
+    params, world = grid(schedule, rule=rule), World()
     results = with_added_seeds(params, world)
     doc = analyse_cell(Params.of(params), CELL, results)
-    policy = cell_policy(Params.of(params).train, world.lookup(params), "cpu-4l", 64)
+    policy = cell_policy(Params.of(params), world.lookup(params), "cpu-4l", 64)
     chosen = policy.chosen
-    assert doc["lr_policy"]["rule"] == RULES[schedule] and doc["lr_policy"]["selection_seeds"] == [0]
+    assert doc["lr_policy"]["name"] == rule and doc["lr_policy"]["rule"].startswith(f"{rule}: ")
+    assert doc["lr_policy"]["selection_seeds"] == [0]
     assert {(c["arm"], c["budget"]): c["lr"] for c in doc["lr_policy"]["chosen"]} == chosen
-    if schedule == "wsd":  # per trunk: the choice at the largest budget, at every budget
+    if rule == "largest":  # per trunk: the choice at the largest budget, at every budget
         assert all(chosen[(arm, b)] == chosen[(arm, BUDGETS[-1])] for arm in PLANTED_S for b in BUDGETS)
-    else:  # the drifting optimum: a larger lr at the smallest budget than at the largest
+    elif rule == "budget":  # the drifting optimum: a larger lr at the smallest budget than at the largest
         assert chosen[("gpt", BUDGETS[0])] > chosen[("gpt", BUDGETS[-1])]
+    else:  # one lr per arm: gpt's best at the reference budget, ngpt's the one reaching that loss first
+        reference = BUDGETS[1]  # the middle of three budgets x4 apart
+        assert len(set(policy.of_arm("gpt").values())) == len(set(policy.of_arm("ngpt").values())) == 1
+        seed0 = {(r.spec.arm, r.spec.budget, r.spec.lr): r.final_val_loss for r in results if r.spec.seed == 0}
+        assert chosen[("gpt", reference)] == min(LRS, key=lambda lr: seed0[("gpt", reference, lr)])
+        target = seed0[("gpt", reference, chosen[("gpt", reference)])]
+
+        def tokens(lr: float) -> float:
+            return seed_speedup({b: seed0[("ngpt", b, lr)] for b in BUDGETS}, target, reference)[0].value
+
+        assert tokens(chosen[("ngpt", BUDGETS[0])]) == min(tokens(lr) for lr in LRS)
     # add-seeds put its seeds exactly where the estimator reads them (one chooser)
     for entry in params["train"]["added_seeds"]:
         assert entry["seeds"] == [1, 2, 3] and entry["lr"] == chosen[(entry["arm"], entry["budget"])]
     for arm in PLANTED_S:
-        assert chosen_lrs(Params.of(params).train, world.lookup(params), "cpu-4l", 64, arm)[0] == {
-            b: chosen[(arm, b)] for b in BUDGETS}
         for p in doc["arms"][arm]["per_seed"]:
             assert [b["run"] for b in p["best"]] == [
                 RunSpec("cpu-4l", 64, arm, b, chosen[(arm, b)], p["seed"], schedule).name for b in BUDGETS]
@@ -145,7 +155,7 @@ def test_the_held_out_seeds_are_unbiased_for_s_at_the_chosen_lr_and_the_selectio
     for rng_seed in range(16):
         params, world = grid(), World(rng_seed)
         results = with_added_seeds(params, world)
-        policy = cell_policy(Params.of(params).train, world.lookup(params), "cpu-4l", 64)
+        policy = cell_policy(Params.of(params), world.lookup(params), "cpu-4l", 64)
         ngpt = estimate_cell(results, "gpt", 0, 0, policy=policy, reference="largest")["arms"]["ngpt"]
         truth = planted_log_speedup(policy.chosen)
         held_out.append(ngpt["speedup"]["log"]["mean"] - truth)
@@ -169,7 +179,7 @@ def test_two_swept_seeds_each_run_the_mean_choice_not_their_own_best_and_welch_m
     params, world = grid(seeds=(0, 1)), World(noise=dip)
     seed1 = [r for r in world.run(params) if (r.spec.seed, r.spec.arm, r.spec.budget) == (1, "ngpt", big)]
     own_best = min(seed1, key=lambda r: r.final_val_loss)
-    chosen = cell_policy(Params.of(params).train, world.lookup(params), "cpu-4l", 64).chosen[("ngpt", big)]
+    chosen = cell_policy(Params.of(params), world.lookup(params), "cpu-4l", 64).chosen[("ngpt", big)]
     assert own_best.spec.lr == 4e-3 and chosen != 4e-3
     params["train"]["added_seeds"] = proposed_seeds(Params.of(params), world.lookup(params), 2)[0]
     doc = analyse_cell(Params.of(params), CELL, world.run(params))
@@ -194,8 +204,8 @@ def test_with_fewer_than_two_held_out_seeds_every_seed_estimates_and_the_note_sa
     # results without their params: every seed chooses, every seed estimates
     bare = estimate_cell(world.run(params), "gpt", 0, 0)
     assert bare["lr_policy"]["selection_seeds"] == [0, 1] and bare["lr_policy"]["estimate_seeds"] == [0, 1]
-    assert runs_policy(world.run(params), [0]).chosen == cell_policy(Params.of(params).train, swept, "cpu-4l",
-                                                                    64).chosen
+    assert runs_policy(world.run(params), "budget", ["gpt"], "middle", [0]).chosen == cell_policy(
+        Params.of(params), swept, "cpu-4l", 64).chosen
 
 
 def test_interpolation_corrects_the_swept_seeds_only():
@@ -215,7 +225,7 @@ def test_a_best_at_the_top_of_a_pruned_window_reads_top_and_the_pruning_keeps_th
     # pruned after the middle budget: its best (4e-3, lr* = 4.2e-3) and the one below it
     prunes, notes = proposed_prunes(Params.of(params), world.lookup(params), 2)
     assert notes == [] and {p["after_budget"] for p in prunes} == {BUDGETS[1]}
-    middle = cell_policy(Params.of(params).train, world.lookup(params), "cpu-4l", 64).chosen
+    middle = cell_policy(Params.of(params), world.lookup(params), "cpu-4l", 64).chosen
     for p in prunes:
         assert p["learning_rates"] == [2e-3, 4e-3] and middle[(p["arm"], BUDGETS[1])] in p["learning_rates"]
     # the largest budget's optimum lr* = 3e-3 lies between 2e-3 and 4e-3, nearer 4e-3: the best is the top

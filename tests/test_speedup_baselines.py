@@ -62,7 +62,8 @@ def grid(baseline) -> Params:
     params["train"].update(scales=["cpu-4l"], contexts=[1024], budgets=BUDGETS, seeds=SEEDS,
                            arms=list(PLANTED), micro_batch_tokens=4096,
                            learning_rates={"cpu-4l": {arm: LRS for arm in PLANTED}})
-    params["speedup"].update(baseline=baseline, bootstrap=RESAMPLES, seed=SEED)
+    # every budget read at its best learning rate, so a baseline's estimate alone reads the same runs
+    params["speedup"].update(baseline=baseline, bootstrap=RESAMPLES, seed=SEED, lr_policy="budget")
     return validate_params(params)
 
 
@@ -86,7 +87,7 @@ def alone(results) -> dict[str, dict]:
     """estimate_cell run with each baseline on its own, at the params' settings."""
     cfg = grid("gpt").speedup
     return {baseline: estimate_cell(results, baseline, RESAMPLES, SEED, cfg.equivalence_margin,
-                                    cfg.resolve_ratio) for baseline in ("gpt", "gpt-qknorm")}
+                                    cfg.resolve_ratio, rule=cfg.lr_policy) for baseline in ("gpt", "gpt-qknorm")}
 
 
 def test_each_baseline_gets_the_speedups_estimate_cell_gives_it_alone(two, alone):

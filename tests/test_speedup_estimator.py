@@ -1,7 +1,12 @@
-"""The speed-up estimator recovers planted speed-ups from synthetic loss curves."""
+"""The speed-up estimator recovers planted speed-ups from synthetic loss curves.
+
+Its arithmetic is read under the per-budget learning-rate rule (speedup.lr_policy budget): every budget at
+its own best learning rate, every budget read (tests/test_lr_policy.py has the rules themselves).
+"""
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 
@@ -10,9 +15,9 @@ import pytest
 
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import RunResult
+from ngptlab.speedup import estimator
 from ngptlab.speedup.estimator import (
     Estimate,
-    estimate_cell,
     measurable_range,
     runs_at_chosen_lr,
     seed_speedup,
@@ -28,6 +33,7 @@ BUDGETS = [2**k for k in range(10, 17)]  # 1024 ... 65536 tokens
 LRS = [1e-3, 3e-3, 1e-2]
 BEST_LR = 3e-3
 LARGEST = {"reference": "largest"}  # the paper's (Fig. 2): the baseline's loss at its largest budget
+estimate_cell = functools.partial(estimator.estimate_cell, rule="budget")
 
 
 def power_law(tokens: float, k: float, lr: float = BEST_LR) -> float:
@@ -229,9 +235,9 @@ def test_chosen_lr_tie_breaks_on_lr():
     spec = lambda lr: RunSpec("cpu-4l", 64, "gpt", 1024, lr, 0)  # noqa: E731
     runs = [RunResult(spec(1e-2), "completed", 3.0), RunResult(spec(1e-3), "completed", 3.0)]
     for order in (runs, list(reversed(runs))):
-        assert runs_at_chosen_lr(order, runs_policy(order))[("gpt", 0)][1024].spec.lr == 1e-3
+        assert runs_at_chosen_lr(order, runs_policy(order, "budget", ["gpt"], "largest"))[("gpt", 0)][1024].spec.lr == 1e-3
     diverged = [RunResult(spec(1e-3), "completed", float("nan"))]
-    assert runs_at_chosen_lr(diverged, runs_policy(diverged)) == {}
+    assert runs_at_chosen_lr(diverged, runs_policy(diverged, "budget", ["gpt"], "largest")) == {}
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -8,12 +8,11 @@ import math
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
-from test_speedup_estimator import make_results
+from test_speedup_estimator import estimate_cell, make_results
 
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimate import Estimate
-from ngptlab.speedup.estimator import estimate_cell
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS, contrast, summarize_seeds, verdict
 from ngptlab.speedup.interpolate import interpolate_cell, parabola_vertex, sweep_minimum
 from ngptlab.stats import mean_sd_interval, t_interval, t_quantile

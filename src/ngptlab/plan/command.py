@@ -55,9 +55,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              f"each arm's K best learning rates (default {DEFAULT_KEEP}: the best and the "
                              "one below it); edits the params file and rewrites the grid file")
     parser.add_argument("--add-seeds", type=int, metavar="N",
-                        help="once train.seeds have results, add N seeds at the learning rate chosen on "
-                             "their sweep per budget (wsd: per trunk); edits the params file and rewrites "
-                             "the grid file")
+                        help="once train.seeds have results, add N seeds at the learning rates and up to "
+                             "the budgets speedup.lr_policy chooses on their sweep; edits the params file "
+                             "and rewrites the grid file")
     parser.add_argument("--root", default=".", metavar="DIR",
                         help="the project directory: its src/ is the code --write fingerprints and --check "
                              "compares, and with --extend-sweeps its results/ are read (default: .)")

@@ -6,9 +6,9 @@ alike, K learning rates of its sweep: the best at B and the K - 1 below it, sinc
 falls as runs get longer (Bjorck et al. 2024, arXiv 2409.19913); at the bottom of the sweep the window moves
 up. The best at B is the lowest mean final loss over train.seeds (ngptlab.speedup.lr_policy.best_lr, the
 speed-up stage's own ranking); above B the policy chooses within the window, so every seed's chosen
-learning rate is one that ran. B is train.protocol.prune_sweeps.after_budget when the protocol names one (the budgets above
-it are held out of the grid until then: ngptlab.grid.sweeps.held_back), else the largest budget below the
-grid's largest whose results, and those of every budget below it, are in.
+learning rate is one that ran. B is train.protocol.prune_sweeps.after_budget when the protocol names one
+(the budgets above it are held out of the grid until then: ngptlab.grid.sweeps.held_back), else the largest
+budget below the grid's largest whose results, and those of every budget below it, are in.
 
 Each decision is one train.pruned_sweeps entry {scale, context, arm, after_budget, keep, best_lr,
 learning_rates}, written into the params file (comments kept), and the grid file is rewritten, so Snakemake

@@ -148,11 +148,11 @@ from ngptlab.grid.enumeration import compared_runs, enumerate_cells
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.results import RunResult, read_run_result, write_json
 from ngptlab.settings import Params
+from ngptlab.speedup.crossing import reference_tokens
 from ngptlab.speedup.estimator import estimate_cell, seed_speedups
 from ngptlab.speedup.factorial import factorial
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
 from ngptlab.speedup.interpolate import interpolate_cell
-from ngptlab.speedup.crossing import reference_tokens
 from ngptlab.speedup.lr_policy import cell_policy, estimand
 from ngptlab.speedup.reading import primary_reading
 from ngptlab.speedup.rivals import rivals

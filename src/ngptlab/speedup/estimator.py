@@ -155,14 +155,15 @@ def seed_speedups(arms: Mapping[str, dict], seeds: Iterable[int]) -> dict[str, d
 
 def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int, seed: int,
                   margin: float = EQUIVALENCE_MARGIN, resolve_ratio: float = RESOLVE_RATIO,
-                  policy: LrPolicy | None = None, *, reference: str | int = REFERENCE_BUDGET) -> dict:
+                  policy: LrPolicy | None = None, *, reference: str | int = REFERENCE_BUDGET,
+                  rule: str = LR_POLICY) -> dict:
     """The speed-up of every arm in one cell (see the module docstring); JSON-ready apart from inf/nan.
     margin and resolve_ratio feed the verdicts and seeds_needed (ngptlab.speedup.inference); policy the
-    learning rates (ngptlab.speedup.lr_policy.cell_policy from the params; without it, runs_policy under the
-    default rule: every seed of the results chooses); reference is speedup.reference_budget (largest,
-    middle or tokens)."""
+    learning rates (ngptlab.speedup.lr_policy.cell_policy from the params; without it, runs_policy under
+    `rule`, speedup.lr_policy: every seed of the results chooses); reference is speedup.reference_budget
+    (largest, middle or tokens)."""
     results = sorted(results, key=lambda r: r.spec)  # order-invariant from here on
-    policy = policy or runs_policy(results, LR_POLICY, baseline, reference)
+    policy = policy or runs_policy(results, rule, [baseline], reference)
     best = runs_at_chosen_lr(results, policy)
     arms = sorted({r.spec.arm for r in results}, key=lambda a: (a != baseline, a))
     seeds = sorted({r.spec.seed for r in results})

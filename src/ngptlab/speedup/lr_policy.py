@@ -126,23 +126,25 @@ class ArmChoice:
 
 def _curve(sweep: Sweep, lr: float) -> tuple[dict[int, float], dict[int, int]]:
     """({budget: mean loss} of the budgets where lr ran with a completed run, {budget: diverged runs})."""
-    points = {b: losses[lr][1] for b, losses in sweep.items() if lr in losses and math.isfinite(losses[lr][1])}
-    diverged = {b: losses[lr][0] for b, losses in sweep.items() if lr in losses}
-    return points, diverged
+    ran = {b: losses[lr] for b, losses in sweep.items() if lr in losses}
+    points = {b: loss for b, (_, loss) in ran.items() if math.isfinite(loss)}
+    return points, {b: diverged for b, (diverged, _) in ran.items()}
 
 
-def _waiting(sweep: Mapping[int, Losses | None]) -> list[int]:
-    return [b for b, losses in sweep.items() if losses is None]
+def _waiting(sweep: Mapping[int, Losses | None]) -> str:
+    """What the sweep still waits for, or "" when every result is in."""
+    missing = [f"{b:,}" for b, losses in sorted(sweep.items()) if losses is None]
+    return f"waiting for the results at {', '.join(missing)}" if missing else ""
 
 
 def choose_largest(sweep: Mapping[int, Losses | None]) -> ArmChoice:
     budgets = sorted(sweep)
-    largest = budgets[-1]
-    if sweep[largest] is None:
-        return ArmChoice(why=f"waiting for the results at its largest budget {largest:,}")
-    best = best_lr(sweep[largest])
+    largest = sweep[budgets[-1]]
+    if largest is None:
+        return ArmChoice(why=f"waiting for the results at its largest budget {budgets[-1]:,}")
+    best = best_lr(largest)
     if best is None:
-        return ArmChoice(why=f"every run at its largest budget {largest:,} diverged")
+        return ArmChoice(why=f"every run at its largest budget {budgets[-1]:,} diverged")
     return ArmChoice(dict.fromkeys(budgets, best))
 
 
@@ -170,12 +172,12 @@ def baseline_at_reference(sweep: Sweep, reference: int) -> tuple[float, float] |
 
 def crossing_rank(sweep: Sweep, lr: float, target: float) -> tuple:
     """How early lr's curve reaches the target: (diverged runs up to there, 0 and its tokens to the target
-    (a "<" bound: the smallest budget) | 1 when it never does, the loss where it does (or at its last
+    (a "<" bound: the smallest budget) | 1 and 0 when it never does, the loss where it does (or at its last
     budget), lr); the smallest ranks first."""
     points, diverged = _curve(sweep, lr)
     tokens = tokens_to_target(points.items(), target, fit_loss_law(points).floor)
     if tokens.value is None:
-        return (math.inf, 1, math.inf, math.inf, lr)
+        return (math.inf, 1, 0.0, math.inf, lr)
     reached = tokens.bound != ">"
     at = min(b for b in points if b >= tokens.value) if reached else max(points)
     failed = sum(d for b, d in diverged.items() if b <= at)
@@ -192,42 +194,59 @@ def reach(budgets: Sequence[int], crossing: float | None) -> list[int]:
     return ordered[:max(ordered.index(last) + 1, MIN_LAW_BUDGETS)]
 
 
-def choose_at_crossing(sweeps: Mapping[str, Mapping[int, Losses | None]], baseline: str,
+def choose_at_crossing(sweeps: Mapping[str, Sweep], baselines: Sequence[str],
                        reference: int) -> dict[str, ArmChoice]:
-    """{arm: ArmChoice} of one cell under the crossing rule (module docstring)."""
-    base = sweeps[baseline]
-    if _waiting(base):
-        return dict.fromkeys(sweeps, ArmChoice(why=f"waiting for the {baseline} results (the target) at "
-                                                   f"{', '.join(f'{b:,}' for b in _waiting(base))}"))
-    found = baseline_at_reference(base, reference)  # type: ignore[arg-type]
-    if found is None:
-        return dict.fromkeys(sweeps, ArmChoice(why=f"no {baseline} learning rate gives a loss at the reference "
-                                                   f"budget {reference:,}"))
-    base_lr, target = found
-    choices = {baseline: ArmChoice({b: base_lr for b in reach(list(base), reference)})}
+    """{arm: ArmChoice} of one cell under the crossing rule (module docstring), every result in. The
+    learning rate answers to the primary baseline's target; the budgets read reach every baseline's target
+    (a further baseline's: its loss at N at its own chosen learning rate), and a baseline's reach N."""
+    primary = baselines[0]
+    found = baseline_at_reference(sweeps[primary], reference)
+    if found is None:  # the runs at or around N diverged: the target falls back as the estimator's does
+        completed = [b for b, losses in sweeps[primary].items() if any(map(math.isfinite, (v for _, v in
+                                                                                           losses.values())))]
+        if not completed:
+            return dict.fromkeys(sweeps, ArmChoice(why=f"every {primary} run diverged"))
+        reference = max(completed)
+        found = baseline_at_reference(sweeps[primary], reference)
+    lrs, targets, choices = {primary: found[0]}, {primary: found[1]}, {}
     for arm, sweep in sweeps.items():
-        if arm == baseline:
-            continue
-        if _waiting(sweep):
-            choices[arm] = ArmChoice(why=f"waiting for the results at {', '.join(f'{b:,}' for b in _waiting(sweep))}")
-            continue
-        lrs = {lr for losses in sweep.values() for lr in losses}  # type: ignore[union-attr]
-        rank = min(crossing_rank(sweep, lr, target) for lr in lrs)  # type: ignore[arg-type]
-        lr = rank[-1]
-        if not math.isfinite(rank[0]):
-            choices[arm] = ArmChoice(why="every run diverged")
-            continue
-        crossing = REACH * rank[2] if rank[1] == 0 else None
-        points, _ = _curve(sweep, lr)  # type: ignore[arg-type]
-        choices[arm] = ArmChoice({b: lr for b in reach(sorted(points), crossing)})
-    return choices
+        if arm != primary:
+            failed, *_, lr = min(crossing_rank(sweep, lr, found[1])
+                                 for lr in {lr for losses in sweep.values() for lr in losses})
+            if math.isfinite(failed):
+                lrs[arm] = lr
+            else:
+                choices[arm] = ArmChoice(why="every run diverged")
+    for baseline in baselines[1:]:
+        if baseline in lrs:
+            points = _curve(sweeps[baseline], lrs[baseline])[0]
+            loss = loss_at(points.items(), reference, fit_loss_law(points).floor)
+            if loss is not None:
+                targets[baseline] = loss
+    for arm, lr in lrs.items():
+        points = _curve(sweeps[arm], lr)[0]
+        floor = fit_loss_law(points).floor
+        ends = [reference if baseline == arm else REACH * tokens.value if tokens.bound != ">" else None
+                for baseline, target in targets.items()
+                for tokens in [tokens_to_target(points.items(), target, floor)]]
+        last = None if None in ends else max(ends)
+        choices[arm] = ArmChoice(dict.fromkeys(reach(sorted(points), last), lr))
+    return {arm: choices[arm] for arm in sweeps}
 
 
-def choose(rule: str, sweeps: Mapping[str, Mapping[int, Losses | None]], baseline: str,
+def choose(rule: str, sweeps: Mapping[str, Mapping[int, Losses | None]], baselines: Sequence[str],
            reference: int) -> dict[str, ArmChoice]:
-    """{arm: ArmChoice} of one cell from {arm: {budget: swept seeds' Losses (None: waiting)}}."""
+    """{arm: ArmChoice} of one cell from {arm: {budget: swept seeds' Losses (None: waiting)}}; baselines
+    the speed-ups are measured against, the primary first."""
     if rule == CROSSING:
-        return choose_at_crossing(sweeps, baseline, reference)
+        waiting = {arm: _waiting(sweep) for arm, sweep in sweeps.items()}
+        primary = baselines[0]
+        if waiting[primary]:  # the target is the primary baseline's
+            return dict.fromkeys(sweeps, ArmChoice(why=f"{waiting[primary]} of {primary} (the target)"))
+        ready = {arm: sweep for arm, sweep in sweeps.items() if not waiting[arm]}
+        present = [b for b in baselines if b in ready]
+        chosen = choose_at_crossing(ready, present, reference)  # type: ignore[arg-type]
+        return {arm: chosen.get(arm) or ArmChoice(why=waiting[arm]) for arm in sweeps}
     per_arm = choose_largest if rule == LARGEST else choose_per_budget
     return {arm: per_arm(sweep) for arm, sweep in sweeps.items()}
 
@@ -258,8 +277,8 @@ class LrPolicy:
 
 def estimand(rule: str, baseline: str, reference: int) -> str:
     """The speed-up's estimand in one sentence, under this rule."""
-    return (f"the tokens each arm needs, {AT_LR[rule]} (speedup.lr_policy {rule}), to reach {baseline}'s loss "
-            f"at N = {reference:,} tokens, as S = N / those tokens")
+    return (f"the tokens each arm needs, {AT_LR[rule]} (speedup.lr_policy {rule}), to reach {baseline}'s "
+            f"loss at N = {reference:,} tokens, as S = N / those tokens")
 
 
 def _policy(rule: str, choices: Mapping[str, ArmChoice], selection_seeds: Sequence[int]) -> LrPolicy:
@@ -276,14 +295,15 @@ def cell_policy(params: Params, results: ResultOf, scale: str, context: int,
     sweeps = {arm: {b: sweep_losses(train, results, scale, context, arm, b, dtype)
                     for b in grid_budgets(train, scale, context, arm)} for arm in train.arms}
     reference = reference_tokens(speedup.reference_budget, train.budgets)
-    return _policy(speedup.lr_policy, choose(speedup.lr_policy, sweeps, speedup.baselines[0], reference),
+    return _policy(speedup.lr_policy, choose(speedup.lr_policy, sweeps, speedup.baselines, reference),
                    train.seeds)
 
 
-def runs_policy(results: Sequence[RunResult], rule: str, baseline: str, reference: str | int,
+def runs_policy(results: Sequence[RunResult], rule: str, baselines: Sequence[str], reference: str | int,
                 selection_seeds: Sequence[int] | None = None) -> LrPolicy:
     """The policy read off one cell's runs without their params file: the sweep at each (arm, budget) is
-    the learning rates its selection seeds ran (every seed of the runs unless named)."""
+    the learning rates its selection seeds ran (every seed of the runs unless named); baselines the primary
+    first."""
     seeds = sorted({r.spec.seed for r in results} if selection_seeds is None else set(selection_seeds))
     found = {r.spec: r for r in results}
     runs: dict[str, dict[int, dict[float, list[RunSpec]]]] = {}
@@ -293,6 +313,6 @@ def runs_policy(results: Sequence[RunResult], rule: str, baseline: str, referenc
     sweeps = {arm: {b: mean_losses(found.get, by_lr) for b, by_lr in by_budget.items()}
               for arm, by_budget in runs.items()}
     budgets = sorted({r.spec.budget for r in results})
-    if baseline not in sweeps:
-        return LrPolicy(rule, {}, tuple(seeds), (f"{baseline}: no runs to set the target",))
-    return _policy(rule, choose(rule, sweeps, baseline, reference_tokens(reference, budgets)), seeds)
+    if baselines[0] not in sweeps:
+        return LrPolicy(rule, {}, tuple(seeds), (f"{baselines[0]}: no runs to set the target",))
+    return _policy(rule, choose(rule, sweeps, baselines, reference_tokens(reference, budgets)), seeds)

@@ -65,7 +65,7 @@ def best_of(results: Results, records: list[RunRecord]) -> dict[tuple[str, int],
     """The speed-up stage's choice among `records`, which must share one schedule: its own function."""
     runs = [_run_result(r) for r in records if r.summary is not None]
     speedup = results.params.speedup
-    policy = runs_policy(runs, speedup.lr_policy, speedup.baselines[0], speedup.reference_budget,
+    policy = runs_policy(runs, speedup.lr_policy, speedup.baselines, speedup.reference_budget,
                          results.params.train.seeds)
     best = runs_at_chosen_lr(runs, policy)
     return {key: {b: results.runs[rr.spec.name] for b, rr in per.items()} for key, per in best.items()}
