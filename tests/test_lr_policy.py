@@ -117,7 +117,8 @@ def test_every_seed_is_estimated_at_the_chosen_lr_and_add_seeds_chose_it(schedul
     else:  # one lr per arm: gpt's best at the reference budget, ngpt's the one reaching that loss first
         reference = BUDGETS[1]  # the middle of three budgets x4 apart
         assert len(set(policy.of_arm("gpt").values())) == len(set(policy.of_arm("ngpt").values())) == 1
-        seed0 = {(r.spec.arm, r.spec.budget, r.spec.lr): r.final_val_loss for r in results if r.spec.seed == 0}
+        seed0 = {(r.spec.arm, r.spec.budget, r.spec.lr): r.final_val_loss
+                 for r in results if r.spec.seed == 0}
         assert chosen[("gpt", reference)] == min(LRS, key=lambda lr: seed0[("gpt", reference, lr)])
         target = seed0[("gpt", reference, chosen[("gpt", reference)])]
 

@@ -87,7 +87,8 @@ def alone(results) -> dict[str, dict]:
     """estimate_cell run with each baseline on its own, at the params' settings."""
     cfg = grid("gpt").speedup
     return {baseline: estimate_cell(results, baseline, RESAMPLES, SEED, cfg.equivalence_margin,
-                                    cfg.resolve_ratio, rule=cfg.lr_policy) for baseline in ("gpt", "gpt-qknorm")}
+                                    cfg.resolve_ratio, rule=cfg.lr_policy)
+            for baseline in ("gpt", "gpt-qknorm")}
 
 
 def test_each_baseline_gets_the_speedups_estimate_cell_gives_it_alone(two, alone):

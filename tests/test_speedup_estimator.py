@@ -235,7 +235,8 @@ def test_chosen_lr_tie_breaks_on_lr():
     spec = lambda lr: RunSpec("cpu-4l", 64, "gpt", 1024, lr, 0)  # noqa: E731
     runs = [RunResult(spec(1e-2), "completed", 3.0), RunResult(spec(1e-3), "completed", 3.0)]
     for order in (runs, list(reversed(runs))):
-        assert runs_at_chosen_lr(order, runs_policy(order, "budget", ["gpt"], "largest"))[("gpt", 0)][1024].spec.lr == 1e-3
+        chosen = runs_at_chosen_lr(order, runs_policy(order, "budget", ["gpt"], "largest"))
+        assert chosen[("gpt", 0)][1024].spec.lr == 1e-3
     diverged = [RunResult(spec(1e-3), "completed", float("nan"))]
     assert runs_at_chosen_lr(diverged, runs_policy(diverged, "budget", ["gpt"], "largest")) == {}
 
