@@ -9,5 +9,7 @@
   outcome.py         what one world's documents say, beside its truth
   table.py           how often each reading comes out, coverage, bias, per truth and cell
   printout.py        the table in words
+  policies.py        --compare-policies: the design under each learning-rate rule, side by side
+  gaps.py            what the learning-rate policy costs a speed-up on the planted law (the report quotes it)
   measured_noise.py  the seed noise from a pilot's speed-ups (--noise-from)
 """

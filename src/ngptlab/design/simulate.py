@@ -47,6 +47,12 @@ def _share(params: Params, model: LossModel, truths: list[Truth], seed: int) -> 
     _shared.update(params=params, model=model, truths=truths, seed=seed)
 
 
+def noise_free_world(params: Params, model: LossModel, truth: Truth, seed: int) -> World:
+    """The truth's world without seed, trunk or run noise: what it estimates is the estimand."""
+    noise_free = dataclasses.replace(model, seed_sd=0.0, trunk_sd=0.0, run_sd=0.0)
+    return World(noise_free, truth, params.train.eval_every_tokens, np.random.default_rng(seed))
+
+
 def simulate(params: Params, model: LossModel, truths: list[Truth], worlds: int, seed: int,
              jobs: int | None = None) -> tuple[list[list[dict]], list[dict]]:
     """([truth index][world] -> world_outcome, [truth index] -> its noise-free world's analysed_world); jobs
@@ -62,11 +68,9 @@ def simulate(params: Params, model: LossModel, truths: list[Truth], worlds: int,
     outcomes: list[list[dict]] = [[] for _ in truths]
     for truth_index, outcome in played:
         outcomes[truth_index].append(outcome)
-    noise_free = dataclasses.replace(model, seed_sd=0.0, trunk_sd=0.0, run_sd=0.0)
     played_noise_free = []
     for truth_index, truth in enumerate(truths):
-        world = World(noise_free, truth, params.train.eval_every_tokens, np.random.default_rng(seed))
-        analysed = analysed_world(params, world)
+        analysed = analysed_world(params, noise_free_world(params, model, truth, seed))
         with_estimand(outcomes[truth_index], world_outcome(analysed, truth))
         played_noise_free.append(analysed)
     return outcomes, played_noise_free

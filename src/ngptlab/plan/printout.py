@@ -14,7 +14,7 @@ import json
 from ngptlab.grid.enumeration import enumerate_cells
 from ngptlab.grid.sweeps import lopsided_sweeps
 from ngptlab.plan.estimate import estimate_plan
-from ngptlab.plan.protocol import describe, has_protocol, projected_params
+from ngptlab.plan.protocol import PROJECTION_BOUND, describe, has_protocol, projected_params
 from ngptlab.plan.runtime import describe_runtimes
 from ngptlab.plan.sharing import sharing_lines
 from ngptlab.plan.storage import describe_storage, plan_storage
@@ -61,9 +61,9 @@ def print_plan(params: Params, params_file: str, root: str, mfu: float, peak_tfl
     print(f"{jobs} in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
           f"{total_gpu_hours:.4g} GPU-hours at {mfu:.0%} MFU of {peak_tflops:g} TFLOP/s")
     if projected:
-        print(f"projected over the whole protocol (train.protocol: {describe(params.train)}): "
-              f"{projected['runs']} runs, {projected['total_gpu_hours']:,.0f} GPU-hours; which learning "
-              "rates survive and where the seeds go does not change the cost")
+        print(f"projected over the whole protocol (train.protocol: {describe(params)}): "
+              f"{projected['runs']} runs, {projected['total_gpu_hours']:,.0f} GPU-hours"
+              f"{PROJECTION_BOUND.get(params.speedup.lr_policy, '')}")
     return 0
 
 

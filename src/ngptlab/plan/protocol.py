@@ -16,9 +16,14 @@ from dataclasses import replace
 
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.seeds import new_seeds
-from ngptlab.schedule import is_wsd
 from ngptlab.settings import AddedSeeds, Params, PrunedSweep, Train
 from ngptlab.speedup.lr_policy import grid_budgets
+
+# What the projection is under each learning-rate rule (module docstring)
+PROJECTION_BOUND = {"largest": "; which learning rates survive and where the seeds go does not change it",
+                    "crossing": " at most: the added seeds stop at the budget past each arm's crossing "
+                                "(`ngptlab design` prices each planted truth)",
+                    "budget": " at least, with wsd: each distinct chosen rate adds a trunk per added seed"}
 
 
 def has_protocol(train: Train) -> bool:
@@ -52,15 +57,16 @@ def projected_params(params: Params) -> Params:
     return replace(params, train=train)
 
 
-def describe(train: Train) -> str:
+def describe(params: Params) -> str:
     """The protocol's steps in words, for the plan's output."""
+    train = params.train
     protocol, steps = train.protocol, []
     if protocol.prune_sweeps:
         prune = protocol.prune_sweeps
         steps.append(f"the budgets above {prune.after_budget:,} keep {prune.keep} learning rates "
                      f"(`ngptlab plan --prune-sweeps {prune.keep}` once the results up to there are in)")
     if protocol.add_seeds:
-        steps.append(f"{protocol.add_seeds} seeds added at the learning rate chosen on train.seeds' sweep "
-                     f"({'per trunk' if is_wsd(train) else 'per budget'}) "
+        steps.append(f"{protocol.add_seeds} seeds added where speedup.lr_policy "
+                     f"{params.speedup.lr_policy} reads, chosen on train.seeds' sweep "
                      f"(`ngptlab plan --add-seeds {protocol.add_seeds}` once train.seeds are in)")
     return "; then ".join(steps)

@@ -313,6 +313,6 @@ def runs_policy(results: Sequence[RunResult], rule: str, baselines: Sequence[str
     sweeps = {arm: {b: mean_losses(found.get, by_lr) for b, by_lr in by_budget.items()}
               for arm, by_budget in runs.items()}
     budgets = sorted({r.spec.budget for r in results})
-    if baselines[0] not in sweeps:
+    if rule == CROSSING and baselines[0] not in sweeps:
         return LrPolicy(rule, {}, tuple(seeds), (f"{baselines[0]}: no runs to set the target",))
     return _policy(rule, choose(rule, sweeps, baselines, reference_tokens(reference, budgets)), seeds)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import runs_at_chosen_lr
+from ngptlab.speedup.lr_policy import BUDGET as PER_BUDGET
 from ngptlab.speedup.lr_policy import runs_policy
 
 # The 2x2 design (DESIGN.md): {norm free, fixed} x {conditioning free, fixed}.
@@ -61,11 +62,13 @@ def best_runs(results: Results, cell: str) -> dict[tuple[str, int], dict[int, Ru
     return best
 
 
-def best_of(results: Results, records: list[RunRecord]) -> dict[tuple[str, int], dict[int, RunRecord]]:
-    """The speed-up stage's choice among `records`, which must share one schedule: its own function."""
+def best_of(results: Results, records: list[RunRecord], rule: str | None = None
+            ) -> dict[tuple[str, int], dict[int, RunRecord]]:
+    """The speed-up stage's choice among `records`, which must share one schedule: its own function, under
+    `rule` (default speedup.lr_policy; "budget": each budget's own best, for a comparison at one budget)."""
     runs = [_run_result(r) for r in records if r.summary is not None]
     speedup = results.params.speedup
-    policy = runs_policy(runs, speedup.lr_policy, speedup.baselines, speedup.reference_budget,
+    policy = runs_policy(runs, rule or speedup.lr_policy, speedup.baselines, speedup.reference_budget,
                          results.params.train.seeds)
     best = runs_at_chosen_lr(runs, policy)
     return {key: {b: results.runs[rr.spec.name] for b, rr in per.items()} for key, per in best.items()}
@@ -79,11 +82,16 @@ class Representative:
 
 
 def representatives(results: Results, cell: str) -> list[Representative]:
-    """Per arm, the best completed run at the grid's largest budget, smallest seed (module docstring)."""
+    """Per arm, the best completed run at the grid's largest budget, smallest seed (module docstring); where
+    the speed-up reads no run of the arm there (the crossing rule stops a fast arm earlier), that budget's
+    own best learning rate."""
     largest = budgets(results)[-1]
-    best = best_runs(results, cell)
+    chosen = best_runs(results, cell)
+    at_largest = best_of(results, results.compared_runs(cell), rule=PER_BUDGET)
     out = []
     for arm in arms(results):
+        reads = any(a == arm and largest in per for (a, _), per in chosen.items())
+        best = chosen if reads else at_largest
         seeds = sorted(s for (a, s), per in best.items() if a == arm and largest in per)
         if seeds:
             out.append(Representative(arm, best[(arm, seeds[0])][largest]))

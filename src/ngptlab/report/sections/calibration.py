@@ -19,6 +19,7 @@ from ngptlab.report.kit.document import Bullets, Callout, Document, Heading, Tab
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_text
 from ngptlab.schedule import calibration_budgets
+from ngptlab.speedup.lr_policy import BUDGET as PER_BUDGET
 from ngptlab.stats import LEVEL, t_interval
 
 
@@ -97,8 +98,8 @@ def _calibration_row(results: Results, cell: str, arm: str, budget: int) -> tupl
     interval = t_interval(diffs)
     mean = statistics.fmean(diffs) if diffs else None
     # At each schedule's best learning rate, per seed (as the speed-up picks them), for seeds with both.
-    best = {s: {seed: per[budget] for (_, seed), per in views.best_of(results, rs).items() if budget in per}
-            for s, rs in runs.items()}
+    best = {s: {seed: per[budget] for (_, seed), per in views.best_of(results, rs, rule=PER_BUDGET).items()
+                if budget in per} for s, rs in runs.items()}
     seeds = sorted(set(best[schedules.WSD]) & set(best[schedules.COSINE]))
     chosen = {s: [best[s][seed] for seed in seeds] for s in best}
     losses = {s: statistics.fmean(r.final_val_loss for r in chosen[s]) if seeds else None for s in chosen}

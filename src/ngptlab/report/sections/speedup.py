@@ -22,14 +22,17 @@ from __future__ import annotations
 import math
 
 from ngptlab import paper
+from ngptlab.design.gaps import policy_gaps
 from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import ONE_SEED, arm_runs, bracket, measurable_text, min_seeds, speedup_text
 from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_text
 from ngptlab.speedup.arm_records import Interpolated, Speedup, Target, seed_counts
+from ngptlab.speedup.crossing import reference_tokens
 from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.inference import SIZE_KEYS
+from ngptlab.speedup.lr_policy import estimand
 
 INTERVAL_HOW = ("95% t-interval on ln S over seeds (where some seeds are bounds, the censored-normal profile "
                 "likelihood's, calibrated to it: the entry names it); the value is the geometric mean")
@@ -351,9 +354,26 @@ def interpolation_sentence(table: Table) -> str:
 # The section
 
 
+def estimand_text(results: Results) -> str:
+    """The estimand in one sentence (speedup.lr_policy), and what that policy costs on a planted law."""
+    params = results.params
+    n_tokens = reference_tokens(params.speedup.reference_budget, params.train.budgets)
+    words = (f"Estimand: {estimand(params.speedup.lr_policy, params.speedup.baselines[0], n_tokens)}.")
+    gaps = policy_gaps(params)
+    if not gaps:
+        return words
+    shown = "; ".join(f"{'n/a (a bound)' if g['gap'] is None else format(g['gap'], '+.3f')} at ngpt "
+                      f"x{g['ngpt']:g} ({g['cell']})" for g in gaps)
+    return (f"{words} What this learning-rate policy and grid cost before any seed noise: ngpt's estimated "
+            f"ln S minus the planted one in a noise-free world of `ngptlab design`'s loss model, whose "
+            f"optimal learning rate falls as runs get longer (illustrative parameters, design/gaps.py): "
+            f"{shown}. `ngptlab design --compare-policies` sets this beside the other policies.")
+
+
 def section(doc: Document, results: Results, long: Table) -> None:
     """The speed-up section; `long` is speedup_table(results), which the summary and caveats read too."""
     doc.add(Heading("The speed-up", "speedup"))
+    doc.add(Text(estimand_text(results)))
     method = next((d.method for d in results.speedups.values() if d), None)
     doc.add(Text(
         "The paper's measure: how many fewer tokens an arm needs to reach the baseline's final validation "
