@@ -3,13 +3,12 @@
 The estimand: the tokens each arm needs to reach the baseline's loss at the reference budget of N tokens,
 as a speed-up S = N / those tokens (speedup.reference_budget sets N: the paper's largest budget, or by
 default the geometric mean of the smallest and largest, so that S straddles 1), every run at the learning
-rate chosen on the swept seeds' sweep (ngptlab.speedup.lr_policy). Per (arm, budget) that is the learning rate
-of the lowest mean final validation loss over the seeds of train.seeds at that budget (fewest diverged runs
-first, ties to the smaller), or with train.schedule wsd per trunk: the one chosen so at the arm's largest
-budget, at every budget. Every seed, the swept ones included, enters with its run at that learning rate;
-`ngptlab plan --add-seeds` adds seeds at exactly it. The swept seeds chose it, so the speed-up is estimated
-on the held-out seeds where there are two or more, and the swept seeds' excess (selection_bias) is shown
-(ngptlab.speedup.selection).
+rate chosen on the swept seeds' sweep and at the budgets speedup.lr_policy names
+(ngptlab.speedup.lr_policy; by default each arm at its best learning rate where it reaches the target, up
+to the budget past that crossing). Every seed, the swept ones included, enters with its runs at that
+learning rate; `ngptlab plan --add-seeds` adds seeds at exactly those runs. The swept seeds chose it, so
+the speed-up is estimated on the held-out seeds where there are two or more, and the swept seeds' excess
+(selection_bias) is shown (ngptlab.speedup.selection).
 
 For one (scale, context) cell and one seed:
 1. best[arm][budget] = the seed's run at the chosen learning rate of (arm, budget), when it completed

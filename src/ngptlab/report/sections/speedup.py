@@ -106,8 +106,9 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
                    f"ln S is shown only with at least {least} seeds (bootstrap.min_seeds): with fewer, too "
                    "few distinct resamples exist for its percentiles to mean anything"
                    + ("." if has_bootstrap else "; no arm here has that many.")
-                   + " Every seed is estimated at the learning rate chosen on train.seeds' sweep (per "
-                     "budget; per trunk under wsd), the speed-up over the held-out seeds where there are "
+                   + " Every seed is estimated at the learning rate chosen on train.seeds' sweep "
+                     "(speedup.lr_policy: the estimand above), the speed-up over the held-out seeds where "
+                     "there are "
                      "two or more (the choosing seeds' optimism: selection_bias in "
                      "results/speedup/<cell>.json)."
                    + " Against the baseline: the verdict rule of the [settle-it section](#settle-it).")

@@ -259,9 +259,9 @@ def sweeps_table(results: Results) -> Table:
               note="Successive halving (ngptlab plan --prune-sweeps) keeps, above a budget whose results are "
                    "in, each arm's best learning rate there and the ones below it (the optimum falls as runs "
                    "get longer); added seeds (ngptlab plan --add-seeds) run only the learning rate chosen "
-                   "on train.seeds' sweep (lowest mean final loss per budget; per trunk under wsd: the "
-                   "choice at the arm's largest budget), the learning rate every seed's speed-up is "
-                   "estimated at.")
+                   "on train.seeds' sweep at the budgets speedup.lr_policy reads (crossing: up to the "
+                   "budget past the arm's crossing of the target), where every seed's speed-up is "
+                   "estimated.")
     for cell in results.cells:
         records = results.compared_runs(cell)
         if not records:
