@@ -234,8 +234,8 @@ def test_bad_params_stop_the_workflow_with_one_line_naming_the_key(tmp_path):
     out = snakemake(work, "--dry-run", "--nolock", check=False)
     assert out.returncode != 0
     expected = ("invalid params: params.yaml: unknown key speedup.boostrap; allowed keys: baseline, "
-                "bootstrap, equivalence_margin, lr_policy, primary_contrast, reference_budget, resolve_ratio, "
-                "seed")
+                "bootstrap, equivalence_margin, lr_policy, primary_contrast, reference_budget, "
+                "resolve_ratio, seed")
     assert expected in out.stdout + out.stderr
 
 
