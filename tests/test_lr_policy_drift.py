@@ -25,7 +25,9 @@ from ngptlab.design.loss_model import loss_model
 from ngptlab.design.truths import Truth
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
+from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.results import RunResult, train_dir
+from ngptlab.schedule import branch_point
 
 BUDGETS = tuple(4096 * 2**k for k in range(7))  # 4,096 .. 262,144 tokens
 LRS = (1e-3, 2e-3, 4e-3, 8e-3)
@@ -96,5 +98,10 @@ def test_a_fast_arm_reads_its_planted_speedup_at_its_crossing_and_reads_low_at_t
         assert sorted(b for a, b in added if a == "gpt") == [b for b in BUDGETS if b <= REFERENCE]
         assert sorted(b for a, b in added if a == "ngpt") == [4096, 8192, 16384, 32768]
         assert chosen[("ngpt", 4096)] > chosen[("gpt", 4096)]
+        # the grid both tools read: each added seed's ngpt trunk ends at the branch point of 32,768 tokens
+        ends = {(seg.trunk.arm, seg.trunk.seed): seg.step for seg in enumerate_segments(params)}
+        steps = {b: branch_point(params.train, 64, b) for b in BUDGETS}
+        assert ends[("ngpt", 1)] == ends[("ngpt", 2)] == steps[32768]
+        assert ends[("gpt", 1)] == steps[REFERENCE] and ends[("gpt", 0)] == steps[BUDGETS[-1]]
     else:
         assert {b for a, b in added if a == "ngpt"} == set(BUDGETS)
