@@ -12,7 +12,9 @@ learning rate. speedup.lr_policy names the rule (RULES):
             The estimate reads the arm's runs at that learning rate up to its reach: the first budget at
             least REACH x the swept seeds' crossing (N itself for the baseline), and at least the
             MIN_LAW_BUDGETS smallest (the power law between budgets has three parameters). The held-out
-            seeds train only that far: an arm that is fast costs little.
+            seeds train only that far: an arm that is fast costs little. One learning rate per arm, so its
+            crossing never falls between budgets read at different learning rates (the `budget` rule's
+            case, where the fitted law runs through the envelope of several learning rates' curves).
   largest   per arm: the learning rate best at the arm's largest budget, at every budget (under wsd one
             trunk per added seed).
   budget    per (arm, budget): the learning rate best at that budget (under wsd an added seed trains a
