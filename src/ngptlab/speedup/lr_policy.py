@@ -25,9 +25,10 @@ learning rate. Why crossing is the default: the optimal learning rate falls as r
 2024, arXiv 2409.19913), so a rate chosen at the largest budget is too low where a fast arm crosses the
 target early, and its speed-up reads low (`ngptlab design --compare-policies` measures each rule's gap to a
 planted law). The swept seeds chose the rate, so their own estimate at it is optimistic (the winner's curse);
-the held-out seeds' is not (ngptlab.speedup.selection). `ngptlab plan --add-seeds` and `--prune-sweeps`,
-the speed-up stage, the report and `ngptlab design` all choose with cell_policy / runs_policy, read through a
-result lookup (ResultOf): the files under a results root or a planted world's runs in memory.
+the held-out seeds' is not (ngptlab.speedup.selection). `ngptlab plan --add-seeds`, the speed-up stage, the
+report and `ngptlab design` all choose with cell_policy / runs_policy (`--prune-sweeps` ranks with
+best_lr), read through a result lookup (ResultOf): the files under a results root or a planted world's runs
+in memory.
 """
 
 from __future__ import annotations
@@ -204,17 +205,17 @@ def choose_at_crossing(sweeps: Mapping[str, Sweep], baselines: Sequence[str],
     primary = baselines[0]
     found = baseline_at_reference(sweeps[primary], reference)
     if found is None:  # the runs at or around N diverged: the target falls back as the estimator's does
-        completed = [b for b, losses in sweeps[primary].items() if any(map(math.isfinite, (v for _, v in
-                                                                                           losses.values())))]
-        if not completed:
-            return dict.fromkeys(sweeps, ArmChoice(why=f"every {primary} run diverged"))
-        reference = max(completed)
+        completed = [b for b, losses in sweeps[primary].items()
+                     if any(math.isfinite(loss) for _, loss in losses.values())]
+        reference = max(completed, default=reference)
         found = baseline_at_reference(sweeps[primary], reference)
+    if found is None:
+        return dict.fromkeys(sweeps, ArmChoice(why=f"every {primary} run diverged"))
     lrs, targets, choices = {primary: found[0]}, {primary: found[1]}, {}
     for arm, sweep in sweeps.items():
         if arm != primary:
-            failed, *_, lr = min(crossing_rank(sweep, lr, found[1])
-                                 for lr in {lr for losses in sweep.values() for lr in losses})
+            candidates = {lr for losses in sweep.values() for lr in losses}
+            failed, *_, lr = min(crossing_rank(sweep, candidate, found[1]) for candidate in candidates)
             if math.isfinite(failed):
                 lrs[arm] = lr
             else:
