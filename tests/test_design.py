@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from scipy import stats
 
 from ngptlab.cli import main
 from ngptlab.config.load import load_params, read_mapping, validate_params
@@ -168,7 +169,13 @@ def test_noise_from_a_pilot_inverts_the_first_order_law(tmp_path):
     out.parent.mkdir(parents=True)
     out.write_text(json.dumps({"baseline": "gpt", "arms": arms}))
     measured = measured_seed_sd(params, str(tmp_path))
-    assert measured["df"] == 3 and measured["seed_sd"] == pytest.approx(0.003)
+    assert measured["df"] == 3 and measured["log_sd"] == pytest.approx(math.sqrt(log_var))
+    # the seed sd is read at the sd's one-sided 80% upper confidence bound (chi-square, 3 df), not at the
+    # point estimate that inverts to 0.003: a pilot's few seeds measure the sd loosely
+    upper = math.sqrt(log_var * 3 / stats.chi2.ppf(0.2, 3))
+    assert measured["log_sd_upper"] == pytest.approx(upper) and measured["confidence"] == 0.8
+    per_arm = upper**2 * slope**2 / 2 - model.trunk_sd**2 - model.run_sd**2
+    assert measured["seed_sd"] == pytest.approx(math.sqrt(per_arm)) and measured["seed_sd"] > 0.003
 
 
 def test_design_command_prints_the_table_as_json(tmp_path, capsys):

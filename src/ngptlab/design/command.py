@@ -34,6 +34,7 @@ from ngptlab.errors import ParamsError
 from ngptlab.plan.edit import parse_assignment
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS, estimate_plan
 from ngptlab.plan.printout import projection
+from ngptlab.sample_size import SD_CONFIDENCE, sd_upper_bound
 from ngptlab.settings import Params
 from ngptlab.speedup.estimator import reference_tokens
 from ngptlab.stats import LEVEL
@@ -53,8 +54,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "cosine as the paper), side by side: gap to the planted law, coverage, correct "
                              "readings, GPU-hours (design/policies.py)")
     parser.add_argument("--noise-from", metavar="DIR",
-                        help="set seed_sd from a pilot's measured sd of ln S over seeds, pooled over "
-                             "DIR/results/speedup/*.json (design/measured_noise.py)")
+                        help="set seed_sd from the one-sided 80%% upper confidence bound of a pilot's sd of "
+                             "ln S over seeds, pooled over DIR/results/speedup/*.json "
+                             "(design/measured_noise.py)")
 
 
 def with_design(params: dict, assignments: list[str], source: str) -> Params:
@@ -97,13 +99,17 @@ def design_document(params: Params, params_file: str, worlds: int | None = None,
 
 
 def measured_seed_sd(params: Params, root: str) -> dict:
-    """{root, log_sd, df, seed_sd}: the seed noise a pilot's speed-ups measured (design/measured_noise.py),
-    read at the reference budget, where the target is (speedup.reference_budget)."""
+    """{root, log_sd, df, log_sd_upper, confidence, seed_sd}: the seed noise a pilot's speed-ups measured
+    (design/measured_noise.py), read at the reference budget, where the target is
+    (speedup.reference_budget). A pilot's few seeds measure the sd loosely, so seed_sd is taken from the
+    sd's one-sided upper confidence bound (chi-square, sample_size.sd_upper_bound), not its point estimate:
+    a design that holds there does not rest on a lucky pilot."""
     variance, df = pooled_log_variance(root)
-    reference = reference_tokens(params.speedup.reference_budget,
-                                 params.train.budgets)
-    seed_sd = seed_sd_from(loss_model(params), variance, reference)
-    return {"root": root, "log_sd": math.sqrt(variance), "df": df, "seed_sd": seed_sd}
+    reference = reference_tokens(params.speedup.reference_budget, params.train.budgets)
+    upper = sd_upper_bound(math.sqrt(variance), df + 1)
+    seed_sd = seed_sd_from(loss_model(params), upper**2, reference)
+    return {"root": root, "log_sd": math.sqrt(variance), "df": df, "log_sd_upper": upper,
+            "confidence": SD_CONFIDENCE, "seed_sd": seed_sd}
 
 
 def run(args: argparse.Namespace, params: Params) -> int:

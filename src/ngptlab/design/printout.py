@@ -50,7 +50,9 @@ def table_lines(document: dict) -> list[str]:
     measured = document.get("noise_from")
     if measured:
         lines.append(f"seed_sd {measured['seed_sd']:.4g} from the pooled sd of ln S over seeds measured "
-                     f"under {measured['root']}: {measured['log_sd']:.3g} (df {measured['df']})")
+                     f"under {measured['root']}: {measured['log_sd']:.3g} (df {measured['df']}), taken at "
+                     f"its one-sided {measured['confidence']:.0%} upper confidence bound "
+                     f"{measured['log_sd_upper']:.3g} (chi-square)")
     lines.append("")
     for scenario in document["scenarios"]:
         lines += scenario_lines(scenario, document["primary"])
