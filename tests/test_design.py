@@ -137,9 +137,12 @@ def test_wrong_directional_rate_read_against_a_null_that_does_not_hold():
     against_planted = cell_summary([w[CELL] for w in outcomes], planted, "conditioning", 1.25)
     assert against_planted["wrong_directional"]["p"] == 0
     table = design_table([outcomes], [null], "conditioning", 1.25)
-    assert [c["check"] for c in table["thresholds"]] == ["wrong directional reading",
+    assert [c["check"] for c in table["thresholds"]] == ["reading consistent with a false account",
+                                                         "wrong directional reading",
                                                          "coverage of the primary effect's interval"]
-    assert table["thresholds"][0]["passed"] == (wrong / 6 <= 0.05)
+    consistent = sum(o[CELL]["reading"].startswith("consistent") for o in outcomes) / 6
+    assert table["thresholds"][0]["value"]["p"] == consistent
+    assert table["thresholds"][1]["passed"] == (wrong / 6 <= 0.05)
 
 
 def test_wrong_directional_counts_only_claims_the_truth_does_not_make():
@@ -185,10 +188,12 @@ def test_design_command_prints_the_table_as_json(tmp_path, capsys):
                  "--set", "seed_sd=0.003"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["model"]["seed_sd"] == 0.003 and doc["worlds"] == 1
-    assert [s["truth"] for s in doc["scenarios"]] == ["account true, ngpt x1.5", "account true, ngpt x4",
-                                                      "account false, ngpt x1.5", "account false, ngpt x4",
-                                                      "null"]
-    assert len(doc["thresholds"]) == 10 and doc["gpu_hours"]["projected"] is None
+    assert [s["truth"] for s in doc["scenarios"]] == [
+        f"{account}, ngpt x{s}" for account in ("account true", "account false", "ngpt only", "partial")
+        for s in (1.5, 4)] + ["null"]
+    # correct and coverage in the account's worlds; correct, consistent and coverage where it is false or
+    # only ngpt is fast; consistent and coverage in the partial ones; consistent, directional, coverage: null
+    assert len(doc["thresholds"]) == 2 * (2 + 3 + 3 + 2) + 3 and doc["gpu_hours"]["projected"] is None
     assert main(["design", "--params", str(params_file), "--set", "seed_sd=-1"]) == 2
 
 

@@ -12,7 +12,7 @@ from scipy import stats
 from ngptlab.speedup.equivalence import claim_p_values, margin_verdict, verdict_from_p_values
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.factorial import factorial
-from ngptlab.speedup.inference import contrast
+from ngptlab.speedup.inference import cell_contrasts, contrast, summarize_seeds
 from ngptlab.speedup.multiplicity import holm, holm_claims
 from ngptlab.speedup.reading import CONSISTENT, INCONSISTENT, primary_reading
 
@@ -133,12 +133,33 @@ def test_holm_equals_a_hand_computation_on_three_cells():
     assert [adjusted[c]["falls_short"] for c in "abc"] == [1.0, 1.0, 1.0]  # 3 x 0.96 capped at 1
 
 
-def test_primary_reading_words():
-    conditioned = factorial(planted({"gpt-rownorm": 0.0, "gpt-orth": 1.0, "ngpt": 1.0}, n=8, sd=0.05), MARGIN)
-    assert primary_reading(conditioned, "conditioning", MARGIN)["reading"] == CONSISTENT
-    assert primary_reading(conditioned, "norm", MARGIN)["reading"] == CONSISTENT
-    normed = factorial(planted({"gpt-rownorm": 1.0, "gpt-orth": 0.0, "ngpt": 1.0}, n=8, sd=0.05), MARGIN)
-    r = primary_reading(normed, "conditioning", MARGIN)
+def read(per_seed: dict[str, dict[int, Estimate]], primary: str = "conditioning") -> dict:
+    """The cell's reading from planted speed-ups, through the stage's own summaries and contrasts."""
+    arms = {arm: {"speedup": summarize_seeds(list(seeds.values()), 0, 0, MARGIN, baseline=arm == "gpt")}
+            for arm, seeds in per_seed.items()}
+    return primary_reading(factorial(per_seed, MARGIN), primary, MARGIN, arms=arms,
+                           contrasts=cell_contrasts(per_seed, MARGIN, 1.5))
+
+
+def test_the_reading_tests_the_accounts_whole_pattern():
+    conditioned = planted({"gpt-rownorm": 0.0, "gpt-orth": 1.0, "ngpt": 1.0}, n=8, sd=0.05)
+    for primary in ("conditioning", "norm", "interaction"):  # the primary is the headline, not the verdict
+        assert read(conditioned, primary)["reading"] == CONSISTENT
+    assert [t["status"] for t in read(conditioned)["pattern"]] == ["holds"] * 4
+    r = read(planted({"gpt-rownorm": 1.0, "gpt-orth": 0.0, "ngpt": 1.0}, n=8, sd=0.05))
     assert r["reading"] == INCONSISTENT and r["verdict"] == "equivalent within x1.25"
     assert r["n_seeds"] == 8 and r["method"] == "paired t on ln S over seeds" and r["level"] == 0.95
+    # only ngpt fast: the conditioning main effect carries half its speed-up and exceeds the margin, yet
+    # gpt-orth is shown equivalent to gpt and short of ngpt: the account's pattern fails
+    alone = read(planted({"gpt-rownorm": 0.0, "gpt-orth": 0.0, "ngpt": 1.0}, n=8, sd=0.05))
+    assert alone["verdict"] == "exceeds by more than x1.25" and alone["reading"] == INCONSISTENT
+    held = {(t["a"], t["b"]): (t["held"], t["status"]) for t in alone["pattern"]}
+    assert held[("gpt-orth", "gpt")] == ("equivalent", "shown not to hold")
+    assert held[("gpt-orth", "ngpt")] == ("falls_short", "shown not to hold")
+    assert held[("ngpt", "gpt")] == ("exceeds", "holds")
+    assert read(planted({"gpt-rownorm": 0.0, "gpt-orth": 0.0, "ngpt": 0.0}, n=8, sd=0.05))[
+        "reading"] == INCONSISTENT  # the null
+    # one seed: no interval, nothing shown either way
+    assert read(planted({"gpt-rownorm": 0.0, "gpt-orth": 1.0, "ngpt": 1.0}, n=1, sd=0.05))[
+        "reading"] == "not resolved"
     assert primary_reading(None, "conditioning", MARGIN)["reading"] == "not resolved"

@@ -35,12 +35,19 @@ REFERENCE = 65536
 CELL = "cpu-4l-ctx64"
 
 
-def params_file(root: Path, rule: str) -> Path:
-    params = synthetic_params(seeds=(0,), budgets=BUDGETS, schedule="wsd")
-    params["train"].update(contexts=[64], arms=["gpt", "ngpt"],
-                           learning_rates={"cpu-4l": {arm: list(LRS) for arm in ("gpt", "ngpt")}})
+NOISE_FREE = {"seed_sd": 0.0, "trunk_sd": 0.0, "run_sd": 0.0}
+
+
+def params_file(root: Path, rule: str, arms: list[str] | None = None, seeds: list[int] | None = None,
+                design: dict | None = None) -> Path:
+    """A wsd grid of the arms (default gpt and ngpt) swept by the seeds (default 0), its design's loss
+    model noise-free unless `design` says otherwise, at the 0.5B preset's slope (amplitude 12)."""
+    arms = arms or ["gpt", "ngpt"]
+    params = synthetic_params(seeds=tuple(seeds or [0]), budgets=BUDGETS, schedule="wsd")
+    params["train"].update(contexts=[64], arms=arms,
+                           learning_rates={"cpu-4l": {arm: list(LRS) for arm in arms}})
     params["speedup"].update(bootstrap=0, lr_policy=rule, reference_budget=REFERENCE)
-    params["design"] = {"seed_sd": 0.0, "trunk_sd": 0.0, "run_sd": 0.0, "amplitude": 12.0}
+    params["design"] = {**(NOISE_FREE if design is None else design), "amplitude": 12.0}
     validate_params(params)
     (root / "src").symlink_to(Path(__file__).resolve().parents[1] / "src")  # the code the grid file names
     path = root / "params.yaml"

@@ -38,7 +38,8 @@ def cell_outcome(doc: SpeedupDocument, truth: Truth, holm_reading: str | None = 
         estimates[f"contrast {contrast.label}"] = {"estimate": contrast.log_mean,
                                                    "interval": contrast.log_interval,
                                                    "planted": planted[contrast.a] - planted[contrast.b]}
-    return {"reading": reading.words, "claim": held_claim(reading.effect.p_values, reading.effect.level),
+    return {"reading": reading.pattern_words or reading.words,
+            "claim": held_claim(reading.effect.p_values, reading.effect.level),
             "holm_reading": holm_reading, "estimates": estimates}
 
 

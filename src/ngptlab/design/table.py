@@ -3,7 +3,8 @@ each interval covers its planted value, the bias of each estimate, and the thres
 
 Every probability p over n worlds comes with its Monte-Carlo standard error sqrt(p (1 - p) / n).
 Definitions (per cell; the primary effect is speedup.primary_contrast):
-- correct reading: the reading the planted effect gives (design/truths.py Truth.reading);
+- correct reading: the reading the planted speed-ups give by the account's pattern (design/truths.py
+  Truth.reading);
 - wrong directional: the primary effect's claim is "exceeds" or "falls short" and the planted effect makes
   another claim (under the null, any directional claim);
 - estimand: what the estimate estimates, the value a noise-free world gives (design/simulate.py): the
@@ -13,8 +14,10 @@ Definitions (per cell; the primary effect is speedup.primary_contrast):
   estimand (the planted value where the noise-free world gives none); with_interval: the fraction of
   worlds with one; coverage_planted: the same for the planted value;
 - bias: the mean over worlds with an estimate of estimate - estimand (ln scale).
-Thresholds: >= 80% correct readings in every world where the account is true and where it is false, <= 5%
-wrong directional readings under the null, and 93-97% coverage of the primary effect's interval in each.
+Thresholds: >= 80% correct readings where the account is true, where it is false and where only ngpt is
+fast; <= 5% readings "consistent" wherever the account is false (the partial and null worlds included);
+<= 5% wrong directional claims of the primary effect under the null; 93-97% coverage of the primary effect's
+interval in each.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from ngptlab.speedup.reading import CONSISTENT, INCONSISTENT
 
 READINGS = {"consistent": CONSISTENT, "inconsistent": INCONSISTENT, "not resolved": NOT_RESOLVED}
 DIRECTIONAL = ("exceeds", "falls_short")
-MIN_CORRECT, MAX_WRONG_DIRECTIONAL, COVERAGE = 0.80, 0.05, (0.93, 0.97)
+MIN_CORRECT, MAX_WRONG_DIRECTIONAL, MAX_FALSE_CONSISTENT, COVERAGE = 0.80, 0.05, 0.05, (0.93, 0.97)
+# the truths whose reading must come out right; in the others (partial, null) "not resolved" is no error
+MUST_READ = ("account true", "account false", "ngpt only")
 
 
 def proportion(hits: int, n: int) -> dict:
@@ -63,7 +68,7 @@ def estimate_summary(entries: list[dict]) -> dict:
 def cell_summary(outcomes: list[dict], truth: Truth, primary: str, margin: float) -> dict:
     """The table's entries of one cell over its worlds' outcomes (design/outcome.py)."""
     n = len(outcomes)
-    expected, planted_claim = truth.reading(primary, margin), truth.claim(primary, margin)
+    expected, planted_claim = truth.reading(margin), truth.claim(primary, margin)
     names = list(dict.fromkeys(name for o in outcomes for name in o["estimates"]))
     summary = {
         "expected_reading": expected, "planted_claim": planted_claim,
@@ -90,9 +95,14 @@ def thresholds(scenarios: list[dict]) -> list[dict]:
         account = scenario["account"]
         for cell, s in scenario["cells"].items():
             row = {"truth": scenario["truth"], "cell": cell}
-            if account != "null" and s["correct"] is not None:
+            if account in MUST_READ and s["correct"] is not None:
                 checks.append({**row, "check": "correct reading", "value": s["correct"],
                                "bound": f">= {MIN_CORRECT:.0%}", "passed": s["correct"]["p"] >= MIN_CORRECT})
+            if account != "account true":
+                value = s["readings"]["consistent"]
+                checks.append({**row, "check": "reading consistent with a false account", "value": value,
+                               "bound": f"<= {MAX_FALSE_CONSISTENT:.0%}",
+                               "passed": value["p"] <= MAX_FALSE_CONSISTENT})
             if account == "null":
                 value = s["wrong_directional"]
                 checks.append({**row, "check": "wrong directional reading", "value": value,

@@ -5,8 +5,13 @@ context, and the paper's own claim at each context of the grid, so a design show
 
   account true   fixing the conditioning is what speeds nGPT up: gpt-orth = ngpt, gpt-rownorm = gpt
   account false  the mirror, the norms do it: gpt-rownorm = ngpt, gpt-orth = gpt
+  ngpt only      neither control is faster: only ngpt's own combination is (gpt-orth = gpt-rownorm = gpt)
+  partial        conditioning does half of it: gpt-orth at the square root of ngpt's speed-up, gpt-rownorm
+                 = gpt
   null           no arm is faster: every arm = gpt, ngpt included
-Arms outside the 2x2 run at gpt's speed in every truth.
+Arms outside the 2x2 run at gpt's speed in every truth. The reading a design should give is the one the
+planted speed-ups themselves give by the account's pattern (speedup/reading.py PATTERN): each prediction's
+claim on the planted log ratio against the margin; consistent only where every prediction holds.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ from ngptlab.settings import Params
 from ngptlab.speedup.equivalence import CLAIMS
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.factorial import ARMS, effect_of
-from ngptlab.speedup.reading import CONSISTENT, INCONSISTENT, PREDICTED
+from ngptlab.speedup.reading import HOLDS, PATTERN, SHOWN_NOT, pattern_words
 
-ACCOUNTS = ("account true", "account false", "null")
+ACCOUNTS = ("account true", "account false", "ngpt only", "partial", "null")
 REPLICATED = (1.5, 4.0)  # what independent replications report at 1k and 4k context
 
 
@@ -38,8 +43,10 @@ class Truth:
 
     def speedup(self, arm: str) -> float:
         """The arm's planted token speed-up over gpt."""
+        if self.account == "partial" and arm == "gpt-orth":
+            return math.sqrt(self.ngpt)
         fast = {"account true": ("gpt-orth", "ngpt"), "account false": ("gpt-rownorm", "ngpt"),
-                "null": ()}[self.account]
+                "ngpt only": ("ngpt",), "partial": ("ngpt",), "null": ()}[self.account]
         return self.ngpt if arm in fast else 1.0
 
     def log_speedups(self) -> dict[str, float]:
@@ -51,20 +58,30 @@ class Truth:
 
     def claim(self, name: str, margin: float) -> str | None:
         """The claim the planted effect makes on the symmetric rule, None on the margin's edge."""
-        value, band = self.effect(name), math.log(margin)
-        if math.isclose(abs(value), band):
-            return None
-        return CLAIMS[0] if value > band else CLAIMS[1] if value < -band else CLAIMS[2]
+        return _claim(self.effect(name), margin)
 
-    def reading(self, primary: str, margin: float) -> str | None:
-        """The reading a design should give: consistent when the planted claim is the account's."""
-        claim = self.claim(primary, margin)
-        return None if claim is None else CONSISTENT if claim == PREDICTED[primary] else INCONSISTENT
+    def reading(self, margin: float) -> str | None:
+        """The reading a design should give: the account's pattern read on the planted speed-ups (None
+        where a planted ratio sits on the margin's edge)."""
+        logs = self.log_speedups()
+        claims = [_claim(logs[a] - logs[b], margin) for a, b, _ in PATTERN]
+        if None in claims:
+            return None
+        return pattern_words([HOLDS if claim == predicted else SHOWN_NOT
+                              for claim, (_, _, predicted) in zip(claims, PATTERN, strict=True)])
+
+
+def _claim(value: float, margin: float) -> str | None:
+    """The claim a planted log ratio makes on the symmetric rule, None on the margin's edge."""
+    band = math.log(margin)
+    if math.isclose(abs(value), band):
+        return None
+    return CLAIMS[0] if value > band else CLAIMS[1] if value < -band else CLAIMS[2]
 
 
 def truths(ngpt_speedups: list[float]) -> list[Truth]:
     """Every planted truth: each account at each ngpt speed-up, and the null once."""
-    return [Truth(account, s) for account in ACCOUNTS[:2] for s in ngpt_speedups] + [Truth("null", 1.0)]
+    return [Truth(account, s) for account in ACCOUNTS[:-1] for s in ngpt_speedups] + [Truth("null", 1.0)]
 
 
 def planted_speedups(params: Params) -> list[float]:

@@ -1,6 +1,7 @@
 """The primary effect across the cells of one params file: Holm's step-down on each claim's one-sided p-value
-(speedup/multiplicity.py), then the verdict and the reading again from the adjusted p-values
-(speedup/equivalence.py, speedup/reading.py).
+(speedup/multiplicity.py), then the verdict from the adjusted p-values and the reading again: the cell's
+pattern reading, "consistent" only where the primary effect's adjusted claim holds too
+(speedup/equivalence.py, speedup/reading.py family_words).
 
 The speed-up stage writes one cell at a time, so the family is formed by whoever reads every cell's document:
 the report, and the design for a planted world. Cells without a reading (an older speed-up stage) or without
@@ -16,7 +17,7 @@ from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.effect_records import Reading
 from ngptlab.speedup.equivalence import verdict_from_p_values
 from ngptlab.speedup.multiplicity import holm_claims
-from ngptlab.speedup.reading import reading_words
+from ngptlab.speedup.reading import family_words
 
 HOLM = ("Holm's step-down over the cells with an interval, for each claim (exceeds, falls short, equivalent) "
         "on its one-sided t-test p-value; a claim holds where its adjusted p is below (1 - level) / 2")
@@ -45,5 +46,5 @@ def primary_across_cells(documents: Mapping[str, SpeedupDocument | None]) -> lis
     for cell, r in readings.items():
         p = adjusted[cell]
         rows.append(AcrossCells(cell, r, p, verdict_from_p_values(p, r.margin, r.effect.level),
-                                reading_words(r.primary, p, r.effect.level), n_cells))
+                                family_words(r.pattern_words, r.primary, p, r.effect.level), n_cells))
     return rows

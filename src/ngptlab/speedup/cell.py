@@ -89,12 +89,17 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    the symmetric rule (speedup/equivalence.py); p_values the one-sided
                                    t-test p of each claim (censored: of its t-equivalent), for adjustment
                                    across cells
-  reading{primary (speedup.primary_contrast), predicted (the claim the account predicts), margin,
+  reading{primary (speedup.primary_contrast), predicted (the claim the account predicts of it), margin,
           estimate {ln, ratio} | null, log_interval, interval, method, level, n_seeds, verdict, p_values,
-          reading, confounded_by_effective_lr (bool) | null, effective_lr_clause | null, note}
-                                   reading: "consistent with the account that conditioning explains nGPT's
-                                   speed-up" | "inconsistent with ..." | "not resolved", the words the
-                                   report prints (speedup/reading.py), followed by "; " and
+          pattern [{a, b, predicted, log_interval, held, status}], pattern_reading, reading,
+          confounded_by_effective_lr (bool) | null, effective_lr_clause | null, note}
+                                   the primary effect is the headline; pattern: each prediction of the
+                                   account (speedup/reading.py PATTERN) with the claim its level interval
+                                   holds and its status (holds | shown not to hold | open);
+                                   pattern_reading: "consistent with the account that conditioning explains
+                                   nGPT's speed-up" (every prediction holds) | "inconsistent with ..." (one
+                                   shown not to hold) | "not resolved"; reading: those words, the report's,
+                                   followed by "; " and
                                    effective_lr_clause, rivals.primary's verdict with its interval (e.g.
                                    "confounded by the effective learning rate: ..."), null where no
                                    angular rate was logged; confounded_by_effective_lr is
@@ -221,7 +226,9 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
             "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
                           "min_seeds": BOOTSTRAP_MIN_SEEDS},
             **estimate, **further, "factorial": effects,
-            "reading": primary_reading(effects, primary, margin, confound=rival["primary"]), "rivals": rival,
+            "reading": primary_reading(effects, primary, margin, confound=rival["primary"],
+                                       arms=estimate["arms"], contrasts=estimate["contrasts"]),
+            "rivals": rival,
             "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
 
 

@@ -102,11 +102,14 @@ class Reading:
     confounded_by_effective_lr: bool | None
     effective_lr_clause: str | None
     note: str | None
+    pattern_words: str | None = None  # the pattern's reading without the clause (None: an older file)
+    pattern: tuple[Mapping, ...] = ()  # speedup/reading.py pattern_tests
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Reading:
         return cls(d["primary"], d["predicted"], d["margin"], Effect.from_dict(d), d["reading"],
-                   d.get("confounded_by_effective_lr"), d.get("effective_lr_clause"), d.get("note"))
+                   d.get("confounded_by_effective_lr"), d.get("effective_lr_clause"), d.get("note"),
+                   d.get("pattern_reading"), tuple(d.get("pattern") or ()))
 
 
 @dataclass(frozen=True)

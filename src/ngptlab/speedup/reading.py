@@ -1,15 +1,22 @@
-"""The cell's reading: what its pre-specified primary factorial effect says about the account that
-conditioning explains nGPT's speed-up.
+"""The cell's reading: what the 2x2 says about the account that conditioning explains nGPT's speed-up.
 
-The primary effect is speedup.primary_contrast (conditioning, norm or interaction; one per params file, set
-before the data). The account predicts, on the symmetric rule (speedup/equivalence.py):
-  conditioning  exceeds by more than xM (fixing conditioning speeds training up),
-  norm          equivalent within xM (fixing the norms alone does nothing),
-  interaction   equivalent within xM (conditioning helps alike with the norms fixed or free).
-The reading is "consistent with" the account when the effect's verdict is the predicted one, "inconsistent
-with" it when another claim holds, else "not resolved" (no interval, or an interval across a margin's
-edge). It never proves the account: the factorial is not clean (speedup/factorial.py).
-The same words serve the cell's own level-interval and, in the report, the Holm-adjusted claims across cells.
+The account is a pattern, and the reading tests the whole pattern (an intersection-union test). It
+predicts, each on the symmetric rule (speedup/equivalence.py: the level interval of a mean log ratio against
+the margin M):
+  gpt-orth vs gpt       exceeds by more than xM     fixing conditioning alone speeds training up
+  ngpt vs gpt           exceeds by more than xM     nGPT is faster (the paper's finding)
+  gpt-rownorm vs gpt    equivalent within xM        fixing the norms alone does nothing
+  gpt-orth vs ngpt      equivalent within xM        conditioning is all of nGPT's speed-up
+The reading is "consistent with" the account only when every prediction holds by its own test at the
+level; "inconsistent with" it when any prediction is shown not to hold (another claim holds: the effect
+absent, reversed or different); else "not resolved". So a world where only ngpt is fast (gpt-orth as gpt)
+reads inconsistent, although the conditioning main effect, which carries half of ngpt's speed-up, exceeds
+the margin. An arm against gpt is read from its speed-up's interval on ln S, a pair of arms from their
+paired contrast (speedup/inference.py).
+
+The pre-specified primary effect (speedup.primary_contrast: conditioning, norm or interaction) stays the
+headline number and the family Holm's adjustment reads across cells (speedup/across_cells.py), not the
+verdict. The reading never proves the account: the factorial is not clean (speedup/factorial.py).
 Beside it, whether the effective learning rate confounds the effect (speedup/rivals.py: the interval of the
 arms' difference in ln angular rate against the margin): the words gain "; " and that verdict with its
 interval (effective_lr_clause), e.g. "; confounded by the effective learning rate: the arms it credits turn
@@ -19,9 +26,10 @@ learning rate; confounded_by_effective_lr is true, false, or null where not reso
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
-from ngptlab.speedup.equivalence import NOT_RESOLVED, held_claim
+from ngptlab.speedup.equivalence import NOT_RESOLVED, held_claim, interval_claim
 from ngptlab.speedup.rivals import clause
 from ngptlab.stats import LEVEL
 
@@ -29,26 +37,74 @@ ACCOUNT = "the account that conditioning explains nGPT's speed-up"
 PREDICTED = {"conditioning": "exceeds", "norm": "equivalent", "interaction": "equivalent"}
 CONSISTENT = f"consistent with {ACCOUNT}"
 INCONSISTENT = f"inconsistent with {ACCOUNT}"
+BASELINE = "gpt"
+# (a, b, the claim the account predicts of ln S_a - ln S_b); b = gpt: the arm's own speed-up
+PATTERN = (("gpt-orth", BASELINE, "exceeds"), ("ngpt", BASELINE, "exceeds"),
+           ("gpt-rownorm", BASELINE, "equivalent"), ("gpt-orth", "ngpt", "equivalent"))
+HOLDS, SHOWN_NOT, OPEN = "holds", "shown not to hold", "open"
+
+
+def pattern_words(statuses: list[str]) -> str:
+    """The reading from the predictions' statuses (module docstring)."""
+    if statuses and all(s == HOLDS for s in statuses):
+        return CONSISTENT
+    return INCONSISTENT if SHOWN_NOT in statuses else NOT_RESOLVED
+
+
+def pattern_tests(arms: Mapping[str, Mapping], contrasts: list[Mapping], margin: float) -> list[dict]:
+    """[{a, b, predicted, log_interval, held, status}] of every prediction whose arms the cell has: the
+    claim its level interval holds (None: none) against the predicted one."""
+    intervals: dict[tuple[str, str], list[float] | None] = {}
+    for arm, entry in arms.items():
+        interval = entry["speedup"].get("interval") if entry.get("speedup") else None
+        intervals[(arm, BASELINE)] = None if interval is None else [math.log(x) for x in interval]
+    for c in contrasts:
+        intervals[(c["a"], c["b"])] = c["difference_log"]["interval"]
+    tests = []
+    for a, b, predicted in PATTERN:
+        if (a, b) not in intervals or a not in arms or b not in arms:
+            continue
+        interval = intervals[(a, b)]
+        held = None if interval is None else interval_claim(interval, margin)
+        status = OPEN if held is None else HOLDS if held == predicted else SHOWN_NOT
+        tests.append({"a": a, "b": b, "predicted": predicted, "log_interval": interval, "held": held,
+                      "status": status})
+    return tests
 
 
 def reading_words(primary: str, p_values: dict[str, float] | None, level: float = LEVEL) -> str:
     """consistent with / inconsistent with the account / not resolved, from the primary effect's (possibly
-    adjusted) claim p-values."""
+    adjusted) claim p-values alone: what a speed-up file from before the pattern reading gives."""
     claim = held_claim(p_values, level)
     if claim is None:
         return NOT_RESOLVED
     return CONSISTENT if claim == PREDICTED[primary] else INCONSISTENT
 
 
+def family_words(pattern_reading: str | None, primary: str, p_values: dict[str, float] | None,
+                 level: float = LEVEL) -> str:
+    """The reading across cells: the cell's pattern reading, where "consistent" also needs the primary
+    effect's Holm-adjusted claim to be the predicted one (else not resolved); a file without a pattern
+    reading falls back to the primary effect's claim."""
+    if pattern_reading is None:
+        return reading_words(primary, p_values, level)
+    if pattern_reading == CONSISTENT and held_claim(p_values, level) != PREDICTED[primary]:
+        return NOT_RESOLVED
+    return pattern_reading
+
+
 def primary_reading(factorial: dict | None, primary: str, margin: float, level: float = LEVEL,
-                    confound: Mapping | None = None) -> dict:
+                    confound: Mapping | None = None, arms: Mapping[str, Mapping] | None = None,
+                    contrasts: list[Mapping] | None = None) -> dict:
     """{primary, predicted, estimate {ln, ratio}, log_interval, interval, method, level, n_seeds, verdict,
-    p_values, reading, confounded_by_effective_lr, effective_lr_clause, note}: the cell's primary effect and
-    the words the report uses for it; confound is rivals()'s primary entry (None: not checked)."""
+    p_values, pattern [pattern_tests], reading, confounded_by_effective_lr, effective_lr_clause, note}: the
+    cell's primary effect, the account's pattern and the words the report uses for them; arms and contrasts
+    are estimate_cell's (the pattern's intervals), confound rivals()'s primary entry (None: not checked)."""
     out = {"primary": primary, "predicted": PREDICTED[primary], "margin": margin, "estimate": None,
            "log_interval": None, "interval": None, "method": None, "level": level, "n_seeds": 0,
-           "verdict": None, "p_values": None, "reading": NOT_RESOLVED, "confounded_by_effective_lr": None,
-           "effective_lr_clause": None, "note": None}
+           "verdict": None, "p_values": None, "pattern": [], "pattern_reading": NOT_RESOLVED,
+           "reading": NOT_RESOLVED,
+           "confounded_by_effective_lr": None, "effective_lr_clause": None, "note": None}
     if factorial is None:
         out["note"] = "the cell lacks one of gpt, gpt-rownorm, gpt-orth, ngpt: no factorial"
         return out
@@ -56,8 +112,10 @@ def primary_reading(factorial: dict | None, primary: str, margin: float, level: 
     out.update({key: effect[key] for key in ("estimate", "log_interval", "interval", "method", "level",
                                                "n_seeds", "verdict", "p_values")})
     effective_lr = clause(confound or {})
-    out["reading"] = reading_words(primary, effect["p_values"], level) + (f"; {effective_lr}" if effective_lr
-                                                                           else "")
+    out["pattern"] = pattern_tests(arms or {}, contrasts or [], margin)
+    words = pattern_words([t["status"] for t in out["pattern"]])
+    out["pattern_reading"] = words
+    out["reading"] = words + (f"; {effective_lr}" if effective_lr else "")
     out["confounded_by_effective_lr"] = (confound or {}).get("confounded")
     out["effective_lr_clause"] = effective_lr
     out["note"] = factorial["note"]

@@ -1,0 +1,47 @@
+"""The reading tests the account's whole pattern, through the real `ngptlab speedup` on planted worlds.
+
+The worlds are the design's loss model (ngptlab.design) with its default seed noise, written as the train
+stage writes its results; four seeds sweep four learning rates over the 2x2 at budgets x2 apart. Where only
+ngpt is fast, or conditioning does half of it, the conditioning main effect still exceeds the margin (it
+carries half of ngpt's speed-up), but the account's pattern does not hold: the reading must never say
+"consistent" there, and must say it where gpt-orth is as fast as ngpt and gpt-rownorm as gpt.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_lr_policy_drift import CELL, params_file, write_result
+
+from ngptlab.cli import main
+from ngptlab.config.load import load_params
+from ngptlab.design.loss_model import loss_model
+from ngptlab.design.truths import Truth
+from ngptlab.design.world import World
+from ngptlab.grid.enumeration import compared_runs
+from ngptlab.speedup.reading import CONSISTENT, INCONSISTENT
+
+ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt"]
+
+
+@pytest.mark.parametrize("account, speedup, expected", [
+    ("account true", 4.0, CONSISTENT), ("ngpt only", 4.0, INCONSISTENT), ("partial", 4.0, INCONSISTENT),
+    ("account false", 4.0, INCONSISTENT)])
+def test_the_reading_is_the_accounts_pattern_never_its_primary_effect_alone(tmp_path, account, speedup,
+                                                                               expected):
+    path = params_file(tmp_path, "crossing", arms=ARMS, seeds=[0, 1, 2, 3], design={})
+    params = load_params(path)
+    truth = Truth(account, speedup)
+    world = World(loss_model(params), truth, params.train.eval_every_tokens, np.random.default_rng(7))
+    for spec in compared_runs(params):
+        write_result(tmp_path, world.result_of(spec))
+    assert main(["speedup", "--params", str(path), "--cell", CELL, "--root", str(tmp_path)]) == 0
+    reading = json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())["reading"]
+    assert reading["pattern_reading"] == expected and reading["reading"].startswith(expected)
+    statuses = {(t["a"], t["b"]): t["status"] for t in reading["pattern"]}
+    assert len(statuses) == 4
+    if account in ("ngpt only", "partial"):  # the primary effect alone would have said "consistent"
+        assert reading["verdict"] == "exceeds by more than x1.25"
+        assert statuses[("gpt-orth", "ngpt")] == "shown not to hold"
