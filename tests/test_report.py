@@ -220,11 +220,14 @@ def test_verdict_is_drawn_only_from_resolved_comparisons(complete):
     contrasts = {r["label"]: r for r in read_csv(root / "reports" / "tables" / "contrasts.csv")}
     short = "falls short by more than x1.25"
     assert contrasts["gpt-orth vs ngpt"]["verdict"] == contrasts["gpt-rownorm vs ngpt"]["verdict"] == short
-    # The reading rests on the primary effect, with its interval, method and level beside it.
+    # The primary effect is the headline, with its interval, method and level; the reading is the account's
+    # pattern, each prediction's status named: gpt-orth short of ngpt is shown, so the account fails.
     doc = json.loads((root / "results" / "speedup" / "cpu-4l-ctx1024.json").read_text())
     r = doc["reading"]
     verdict = md.split("**What the data show.**")[1].split("\n")[0]
-    assert f"{r['verdict']}, so {r['reading']}" in verdict and "95% paired t on ln S over seeds" in verdict
+    assert f"{r['verdict']}; the account's predictions: " in verdict and f"; so {r['reading']}" in verdict
+    assert "gpt-orth vs ngpt shown not to hold" in verdict and "95% paired t on ln S over seeds" in verdict
+    assert r["pattern_reading"].startswith("inconsistent")
     assert "2 seeds: every interval is a t-interval on ln S with 1 degree of freedom" in md
 
 
