@@ -40,13 +40,15 @@ def render(root: Path, params: dict, params_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def paired(tmp_path_factory) -> tuple[Path, dict, Path]:
-    """Three seeds, three learning rates, the 2x2 at one context; gpt-orth planted as fast as nGPT."""
+    """Three seeds, three learning rates, the 2x2 at one context; the account's pattern planted: gpt-orth as
+    fast as nGPT, gpt-rownorm within the margin of gpt (1.1x)."""
     root = tmp_path_factory.mktemp("paired")
     params = synthetic.synthetic_params(seeds=(0, 1, 2), min_budget_for_claims=1000, learning_rates=GRID)
     params["train"].update(contexts=[64], arms=ARMS)
     with pytest.MonkeyPatch.context() as mp:
         kappa = synthetic.PLANTED["gpt-orth"][1]
         mp.setitem(synthetic.PLANTED, "gpt-orth", (synthetic.PLANTED["ngpt"][0], kappa))
+        mp.setitem(synthetic.PLANTED, "gpt-rownorm", (1.1, synthetic.PLANTED["gpt-rownorm"][1]))
         params_path = synthetic.write_results(root, params)
     render(root, params, params_path)
     return root, params, params_path
@@ -166,7 +168,7 @@ def test_settle_it_has_the_paired_contrasts_with_intervals_and_seeds_needed(pair
     # The rule is stated, with the equivalence margin, and the verdict follows it.
     assert f"**The rule.** {doc['verdict_rule']} The equivalence margin is x1.25" in md
     verdict = md.split("**What the data show.**")[1].split("\n")[0]
-    # gpt-orth planted as fast as nGPT, gpt-rownorm at 1.3x: the conditioning effect clears the margin
+    # gpt-orth planted as fast as nGPT, gpt-rownorm at 1.1x: every prediction of the account holds
     assert doc["reading"]["primary"] == "conditioning"
     consistent = "consistent with the account that conditioning explains nGPT's speed-up"
     # ngpt planted turning its weights 3x faster than the rest, at every seed alike: the effect's ratio of
@@ -174,7 +176,8 @@ def test_settle_it_has_the_paired_contrasts_with_intervals_and_seeds_needed(pair
     assert doc["reading"]["reading"] == (
         f"{consistent}; confounded by the effective learning rate: the arms it credits turn their weights "
         "x1.73 [1.73, 1.73] as fast as those it debits (95% paired t on ln angular rate over seeds, 3 seeds)")
-    assert f"so {doc['reading']['reading']}" in verdict  # the report's words are the JSON's
+    assert f"; so {doc['reading']['reading']}" in verdict  # the report's words are the JSON's
+    assert [t["status"] for t in doc["reading"]["pattern"]] == ["holds"] * 4
     assert "(95% paired t on ln S over seeds, 3 seeds)" in verdict
     assert "Seeds to resolve a x1.5 difference at the seed noise measured: gpt-orth vs ngpt" in verdict
 
@@ -261,10 +264,11 @@ def test_one_seed_says_no_interval_and_seeds_needed_not_measured(one_seed):
     verdict = md.split("**What the data show.**")[1].split("\n")[0]
     # one seed: the effect without an interval, and no reading of the account; nor of the confound, though
     # the one seed's rates put ngpt's planted 3x faster turning far beyond the margin
-    assert "(no interval: 95% paired t on ln S over seeds, 1 seed): not resolved (no interval), so not " \
-        "resolved; not resolved (one seed) whether the effective learning rate confounds it: the arms it " \
-        "credits turn their weights x1.73 as fast as those it debits (95% paired t on ln angular rate over " \
-        "seeds, 1 seed: no interval)." in verdict and "consistent with" not in verdict
+    assert "(no interval: 95% paired t on ln S over seeds, 1 seed): not resolved (no interval); the " \
+        "account's predictions: gpt-orth vs gpt open" in verdict and "consistent with" not in verdict
+    assert "; so not resolved; not resolved (one seed) whether the effective learning rate confounds it: " \
+        "the arms it credits turn their weights x1.73 as fast as those it debits (95% paired t on ln " \
+        "angular rate over seeds, 1 seed: no interval)." in verdict
     (primary,) = read_csv(out / "tables" / "primary.csv")
     assert primary["confounded"] == "" and primary["confound"].startswith("not resolved (one seed) whether")
     assert "Seeds to resolve a x1.5 difference: not measured (one seed: the seed noise is unmeasured)" \
