@@ -190,10 +190,11 @@ def test_design_command_prints_the_table_as_json(tmp_path, capsys):
     assert doc["model"]["seed_sd"] == 0.003 and doc["worlds"] == 1
     assert [s["truth"] for s in doc["scenarios"]] == [
         f"{account}, ngpt x{s}" for account in ("account true", "account false", "ngpt only", "partial")
-        for s in (1.5, 4)] + ["null"]
+        for s in (1.5, 4)] + ["null", "null, ngpt curvature x0.5",
+                              "account true, ngpt x1.5, gpt-orth curvature x2, ngpt curvature x0.5"]
     # correct and coverage in the account's worlds; correct, consistent and coverage where it is false or
     # only ngpt is fast; consistent and coverage in the partial ones; consistent, directional, coverage: null
-    assert len(doc["thresholds"]) == 2 * (2 + 3 + 3 + 2) + 3 and doc["gpu_hours"]["projected"] is None
+    assert len(doc["thresholds"]) == 2 * (2 + 3 + 3 + 2) + 3 + 3 + 2 and doc["gpu_hours"]["projected"] is None
     assert main(["design", "--params", str(params_file), "--set", "seed_sd=-1"]) == 2
 
 

@@ -26,14 +26,17 @@ from ngptlab.speedup.reading import CONSISTENT, INCONSISTENT
 ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt"]
 
 
-@pytest.mark.parametrize("account, speedup, expected", [
-    ("account true", 4.0, CONSISTENT), ("ngpt only", 4.0, INCONSISTENT), ("partial", 4.0, INCONSISTENT),
-    ("account false", 4.0, INCONSISTENT)])
-def test_the_reading_is_the_accounts_pattern_never_its_primary_effect_alone(tmp_path, account, speedup,
-                                                                               expected):
+@pytest.mark.parametrize("truth, expected", [
+    (Truth("account true", 4.0), CONSISTENT), (Truth("ngpt only", 4.0), INCONSISTENT),
+    (Truth("partial", 4.0), INCONSISTENT), (Truth("account false", 4.0), INCONSISTENT),
+    # one learning-rate grid for arms of unequal sensitivity: the flatter ngpt gains under the null, the
+    # sharper gpt-orth loses where the account holds, yet neither reads as the other account
+    (Truth("null", 1.0, (("ngpt", 0.5),)), INCONSISTENT),
+    (Truth("account true", 1.5, (("gpt-orth", 2.0), ("ngpt", 0.5))), CONSISTENT)])
+def test_the_reading_is_the_accounts_pattern_never_its_primary_effect_alone(tmp_path, truth, expected):
     path = params_file(tmp_path, "crossing", arms=ARMS, seeds=[0, 1, 2, 3], design={})
     params = load_params(path)
-    truth = Truth(account, speedup)
+    account = truth.account
     world = World(loss_model(params), truth, params.train.eval_every_tokens, np.random.default_rng(7))
     for spec in compared_runs(params):
         write_result(tmp_path, world.result_of(spec))

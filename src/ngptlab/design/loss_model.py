@@ -68,14 +68,16 @@ class LossModel:
         t = np.asarray(tokens, dtype=float)
         return self.irreducible + self.amplitude * (speedup * t) ** -self.exponent
 
-    def lr_penalty(self, lr: float, budget: float) -> float:
-        return self.lr_curvature * (math.log(lr) - self.lr_star(budget)) ** 2
+    def lr_penalty(self, lr: float, budget: float, sensitivity: float = 1.0) -> float:
+        """c (ln lr - ln lr*(T))^2, c scaled by an arm's planted sensitivity to the learning rate."""
+        return sensitivity * self.lr_curvature * (math.log(lr) - self.lr_star(budget)) ** 2
 
-    def curve(self, speedup: float, lr: float, budget: int, tokens: np.ndarray, noise: float) -> np.ndarray:
+    def curve(self, speedup: float, lr: float, budget: int, tokens: np.ndarray, noise: float,
+              sensitivity: float = 1.0) -> np.ndarray:
         """The validation loss at each evaluation point t <= T of a run of this budget; its last point, at
         t = T, is the run's final loss."""
         t = np.asarray(tokens, dtype=float)
-        return (self.law(speedup, t) + self.lr_penalty(lr, budget) + noise
+        return (self.law(speedup, t) + self.lr_penalty(lr, budget, sensitivity) + noise
                 + self.anneal_gap * (1.0 - t / budget))
 
 

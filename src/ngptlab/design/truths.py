@@ -9,6 +9,11 @@ context, and the paper's own claim at each context of the grid, so a design show
   partial        conditioning does half of it: gpt-orth at the square root of ngpt's speed-up, gpt-rownorm
                  = gpt
   null           no arm is faster: every arm = gpt, ngpt included
+and two in which the arms also differ in how sharply the loss rises away from their best learning rate (the
+loss model's curvature c, per arm), so one learning-rate grid serves them unequally (SENSITIVITY):
+  null, ngpt flatter                  the null, ngpt's curvature half gpt's
+  account true, orth sharper, ngpt flatter   the account at 1.5x, gpt-orth's curvature twice gpt's and
+                                      ngpt's half
 Arms outside the 2x2 run at gpt's speed in every truth. The reading a design should give is the one the
 planted speed-ups themselves give by the account's pattern (speedup/reading.py PATTERN): each prediction's
 claim on the planted log ratio against the margin; consistent only where every prediction holds.
@@ -27,6 +32,9 @@ from ngptlab.speedup.factorial import ARMS, effect_of
 from ngptlab.speedup.reading import HOLDS, PATTERN, SHOWN_NOT, pattern_words
 
 ACCOUNTS = ("account true", "account false", "ngpt only", "partial", "null")
+# (account, ngpt's speed-up, {arm: its curvature over gpt's}): the worlds of unequal learning-rate sensitivity
+SENSITIVITY = (("null", 1.0, (("ngpt", 0.5),)),
+               ("account true", 1.5, (("gpt-orth", 2.0), ("ngpt", 0.5))))
 REPLICATED = (1.5, 4.0)  # what independent replications report at 1k and 4k context
 
 
@@ -36,10 +44,16 @@ class Truth:
 
     account: str
     ngpt: float
+    curvatures: tuple[tuple[str, float], ...] = ()  # (arm, its curvature over gpt's); none: every arm alike
 
     @property
     def label(self) -> str:
-        return self.account if self.account == "null" else f"{self.account}, ngpt x{self.ngpt:g}"
+        base = self.account if self.account == "null" else f"{self.account}, ngpt x{self.ngpt:g}"
+        return base + "".join(f", {arm} curvature x{c:g}" for arm, c in self.curvatures)
+
+    def sensitivity(self, arm: str) -> float:
+        """The arm's curvature in ln lr over gpt's (1 unless this truth plants another)."""
+        return dict(self.curvatures).get(arm, 1.0)
 
     def speedup(self, arm: str) -> float:
         """The arm's planted token speed-up over gpt."""
@@ -80,8 +94,9 @@ def _claim(value: float, margin: float) -> str | None:
 
 
 def truths(ngpt_speedups: list[float]) -> list[Truth]:
-    """Every planted truth: each account at each ngpt speed-up, and the null once."""
-    return [Truth(account, s) for account in ACCOUNTS[:-1] for s in ngpt_speedups] + [Truth("null", 1.0)]
+    """Every planted truth: each account at each ngpt speed-up, the null once, then the SENSITIVITY worlds."""
+    return ([Truth(account, s) for account in ACCOUNTS[:-1] for s in ngpt_speedups] + [Truth("null", 1.0)]
+            + [Truth(account, s, curvatures) for account, s, curvatures in SENSITIVITY])
 
 
 def planted_speedups(params: Params) -> list[float]:
