@@ -133,12 +133,13 @@ def test_holm_equals_a_hand_computation_on_three_cells():
     assert [adjusted[c]["falls_short"] for c in "abc"] == [1.0, 1.0, 1.0]  # 3 x 0.96 capped at 1
 
 
-def read(per_seed: dict[str, dict[int, Estimate]], primary: str = "conditioning") -> dict:
+def read(per_seed: dict[str, dict[int, Estimate]], primary: str = "conditioning",
+         baseline: str = "gpt") -> dict:
     """The cell's reading from planted speed-ups, through the stage's own summaries and contrasts."""
     arms = {arm: {"speedup": summarize_seeds(list(seeds.values()), 0, 0, MARGIN, baseline=arm == "gpt")}
             for arm, seeds in per_seed.items()}
     return primary_reading(factorial(per_seed, MARGIN), primary, MARGIN, arms=arms,
-                           contrasts=cell_contrasts(per_seed, MARGIN, 1.5))
+                           contrasts=cell_contrasts(per_seed, MARGIN, 1.5), baseline=baseline)
 
 
 def test_the_reading_tests_the_accounts_whole_pattern():
@@ -146,6 +147,9 @@ def test_the_reading_tests_the_accounts_whole_pattern():
     for primary in ("conditioning", "norm", "interaction"):  # the primary is the headline, not the verdict
         assert read(conditioned, primary)["reading"] == CONSISTENT
     assert [t["status"] for t in read(conditioned)["pattern"]] == ["holds"] * 4
+    # speed-ups measured against another baseline answer no prediction against gpt: never consistent
+    other = read(conditioned, baseline="gpt-qknorm")
+    assert len(other["pattern"]) == 1 and other["reading"] == "not resolved"
     r = read(planted({"gpt-rownorm": 1.0, "gpt-orth": 0.0, "ngpt": 1.0}, n=8, sd=0.05))
     assert r["reading"] == INCONSISTENT and r["verdict"] == "equivalent within x1.25"
     assert r["n_seeds"] == 8 and r["method"] == "paired t on ln S over seeds" and r["level"] == 0.95

@@ -227,7 +227,8 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
                           "min_seeds": BOOTSTRAP_MIN_SEEDS},
             **estimate, **further, "factorial": effects,
             "reading": primary_reading(effects, primary, margin, confound=rival["primary"],
-                                       arms=estimate["arms"], contrasts=estimate["contrasts"]),
+                                       arms=estimate["arms"], contrasts=estimate["contrasts"],
+                                       baseline=first),
             "rivals": rival,
             "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
 

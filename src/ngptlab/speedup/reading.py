@@ -45,19 +45,22 @@ HOLDS, SHOWN_NOT, OPEN = "holds", "shown not to hold", "open"
 
 
 def pattern_words(statuses: list[str]) -> str:
-    """The reading from the predictions' statuses (module docstring)."""
-    if statuses and all(s == HOLDS for s in statuses):
+    """The reading from the predictions' statuses (module docstring): consistent needs every prediction of
+    PATTERN tested and holding; a cell lacking one (an arm, or gpt as the baseline) cannot read consistent."""
+    if len(statuses) == len(PATTERN) and all(s == HOLDS for s in statuses):
         return CONSISTENT
     return INCONSISTENT if SHOWN_NOT in statuses else NOT_RESOLVED
 
 
-def pattern_tests(arms: Mapping[str, Mapping], contrasts: list[Mapping], margin: float) -> list[dict]:
+def pattern_tests(arms: Mapping[str, Mapping], contrasts: list[Mapping], margin: float,
+                  baseline: str = BASELINE) -> list[dict]:
     """[{a, b, predicted, log_interval, held, status}] of every prediction whose arms the cell has: the
-    claim its level interval holds (None: none) against the predicted one."""
+    claim its level interval holds (None: none) against the predicted one; an arm's speed-up answers a
+    prediction against gpt only where gpt is the baseline it was measured against."""
     intervals: dict[tuple[str, str], list[float] | None] = {}
     for arm, entry in arms.items():
         interval = entry["speedup"].get("interval") if entry.get("speedup") else None
-        intervals[(arm, BASELINE)] = None if interval is None else [math.log(x) for x in interval]
+        intervals[(arm, baseline)] = None if interval is None else [math.log(x) for x in interval]
     for c in contrasts:
         intervals[(c["a"], c["b"])] = c["difference_log"]["interval"]
     tests = []
@@ -95,7 +98,7 @@ def family_words(pattern_reading: str | None, primary: str, p_values: dict[str, 
 
 def primary_reading(factorial: dict | None, primary: str, margin: float, level: float = LEVEL,
                     confound: Mapping | None = None, arms: Mapping[str, Mapping] | None = None,
-                    contrasts: list[Mapping] | None = None) -> dict:
+                    contrasts: list[Mapping] | None = None, baseline: str = BASELINE) -> dict:
     """{primary, predicted, estimate {ln, ratio}, log_interval, interval, method, level, n_seeds, verdict,
     p_values, pattern [pattern_tests], reading, confounded_by_effective_lr, effective_lr_clause, note}: the
     cell's primary effect, the account's pattern and the words the report uses for them; arms and contrasts
@@ -112,7 +115,7 @@ def primary_reading(factorial: dict | None, primary: str, margin: float, level: 
     out.update({key: effect[key] for key in ("estimate", "log_interval", "interval", "method", "level",
                                                "n_seeds", "verdict", "p_values")})
     effective_lr = clause(confound or {})
-    out["pattern"] = pattern_tests(arms or {}, contrasts or [], margin)
+    out["pattern"] = pattern_tests(arms or {}, contrasts or [], margin, baseline)
     words = pattern_words([t["status"] for t in out["pattern"]])
     out["pattern_reading"] = words
     out["reading"] = words + (f"; {effective_lr}" if effective_lr else "")
