@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ngptlab.design.printout import log_value
 from ngptlab.schedule import COSINE
 from ngptlab.settings import Params
 
@@ -58,9 +59,6 @@ def adopted(rows: list[dict]) -> str | None:
 
 
 def comparison_lines(rows: list[dict]) -> list[str]:
-    def num(x: float | None) -> str:
-        return f"{'n/a':>7}" if x is None else f"{x:+7.3f}"
-
     def pct(p: dict | None) -> str:
         return f"{'n/a':>13}" if p is None or p["p"] is None else f"{p['p']:6.1%} ±{p['se']:5.1%}"
 
@@ -69,8 +67,9 @@ def comparison_lines(rows: list[dict]) -> list[str]:
     lines = ["learning-rate policies compared (gap: the noise-free estimand's ln S minus the planted law's; "
              "GPU-hours: what the protocol trains in that truth)", header, "-" * len(header)]
     for r in rows:
-        lines.append(f"{r['policy']:<9} {r['truth']:<26} {num(r['gap_primary']):>11} {num(r['gap_ngpt']):>9} "
-                     f"{pct(r['coverage_planted_ngpt']):>15} {pct(r['correct']):>15} {r['gpu_hours']:>9,.0f}")
+        lines.append(f"{r['policy']:<9} {r['truth']:<26} {log_value(r['gap_primary']):>11} "
+                     f"{log_value(r['gap_ngpt']):>9} {pct(r['coverage_planted_ngpt']):>15} "
+                     f"{pct(r['correct']):>15} {r['gpu_hours']:>9,.0f}")
     choice = adopted(rows)
     lines.append(f"the cheapest policy with |gap| <= {MAX_GAP} at every truth: {choice or 'none'}")
     return lines

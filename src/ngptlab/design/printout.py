@@ -7,7 +7,8 @@ def _p(value: dict) -> str:
     return "   n/a    " if value["p"] is None else f"{value['p']:5.1%} ±{value['se']:5.1%}"
 
 
-def _num(x: float | None) -> str:
+def log_value(x: float | None) -> str:
+    """A signed ln-scale value to three decimals, seven wide; n/a for none."""
     return f"{'n/a':>7}" if x is None else f"{x:+7.3f}"
 
 
@@ -31,8 +32,8 @@ def scenario_lines(scenario: dict, primary: str) -> list[str]:
                      f"{'coverage':<15} {'of planted':<15} {'with interval':<15}")
         for name, e in s["estimates"].items():
             label = f"{name} ({primary})" if name == "primary" else name
-            lines.append(f"  {label:<34} {_num(e['planted'])} {_num(e['estimand'])} {_num(e['policy_gap'])} "
-                         f"{_num(e['bias'])}  "
+            values = " ".join(log_value(e[key]) for key in ("planted", "estimand", "policy_gap", "bias"))
+            lines.append(f"  {label:<34} {values}  "
                          f"{_p(e['coverage']):<15} {_p(e['coverage_planted']):<15} "
                          f"{_p(e['with_interval']):<15}")
         lines.append("")
