@@ -57,7 +57,8 @@ def test_t_interval_on_log_speedup_is_the_textbook_one_and_covers_the_planted_va
     assert s["log"]["df"] == n - 1 and s["log"]["se"] == pytest.approx(logs.std(ddof=1) / math.sqrt(n))
     # ... and it covers the planted ln 3
     assert s["interval"][0] < 3.0 < s["interval"][1]
-    assert s["verdict"] == "faster by more than x1.25" and s["seeds_needed"] == 2  # a sd of 0.05 resolves x1.5 at once
+    # a sd of 0.05 resolves x1.5 at once
+    assert s["verdict"] == "faster by more than x1.25" and s["seeds_needed"] == 2
 
 
 def test_contrasts_contain_zero_for_equal_arms_and_exclude_it_for_different_ones():
@@ -77,7 +78,7 @@ def test_contrasts_contain_zero_for_equal_arms_and_exclude_it_for_different_ones
     assert slower["difference_log"]["interval"][1] < -math.log(1.25)
     assert slower["verdict"] == "falls short by more than x1.25"
     assert slower["ratio"] == pytest.approx(0.5, rel=0.1)
-    assert out["arms"]["gpt-orth"]["speedup"]["verdict"] == "faster by more than x1.25"  # 2x against the baseline
+    assert out["arms"]["gpt-orth"]["speedup"]["verdict"] == "faster by more than x1.25"  # 2x over gpt
     assert out["equivalence_margin"] == 1.25 and out["resolve_ratio"] == 1.5
     assert "equivalent within x1.25" in out["verdict_rule"]
     # the paired difference by hand

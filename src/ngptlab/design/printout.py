@@ -25,6 +25,12 @@ def scenario_lines(scenario: dict, primary: str) -> list[str]:
         lines.append("  claim:      " + "   ".join(f"{k} {_p(v)}" for k, v in s["claims"].items()))
         correct = "n/a" if s["correct"] is None else _p(s["correct"])
         lines.append(f"  correct reading {correct}   wrong directional {_p(s['wrong_directional'])}")
+        for name, a in list(s.get("accounts", {}).items())[1:]:  # the first, conditioning, is the above
+            expected = (a["expected_reading"] or "on the margin's edge").split(" with ")[0]
+            correct = "n/a" if a["correct"] is None else _p(a["correct"])
+            lines.append(f"  {name} account (expected {expected}): "
+                         + "   ".join(f"{k} {_p(v)}" for k, v in a["readings"].items())
+                         + f"   correct {correct}")
         if "protocol_gpu_hours" in scenario:
             hours = scenario["protocol_gpu_hours"]
             lines.append(f"  the protocol trains {hours:,.0f} GPU-hours in this truth")

@@ -14,9 +14,11 @@ loss model's curvature c, per arm), so one learning-rate grid serves them unequa
   null, ngpt flatter                  the null, ngpt's curvature half gpt's
   account true, orth sharper, ngpt flatter   the account at 1.5x, gpt-orth's curvature twice gpt's and
                                       ngpt's half
-Arms outside the 2x2 run at gpt's speed in every truth. The reading a design should give is the one the
-planted speed-ups themselves give by the account's pattern (speedup/reading.py PATTERN): each prediction's
-claim on the planted log ratio against the margin; consistent only where every prediction holds.
+"The account" in a truth's name is the conditioning account; "account false" is the world of its mirror,
+the norm account. Arms outside the 2x2 run at gpt's speed in every truth. The reading a design should give
+of each account is the one the planted speed-ups themselves give by its pattern (speedup/reading.py
+ACCOUNTS): each prediction's claim on the planted log ratio against the margin; consistent only where every
+prediction holds.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ngptlab.settings import Params
 from ngptlab.speedup.equivalence import CLAIMS
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.factorial import ARMS, effect_of
-from ngptlab.speedup.reading import HOLDS, PATTERN, SHOWN_NOT, pattern_words
+from ngptlab.speedup.reading import CONDITIONING, HOLDS, SHOWN_NOT, Account
 
 ACCOUNTS = ("account true", "account false", "ngpt only", "partial", "null")
 # (account, ngpt's speed-up, {arm: its curvature over gpt's}): the worlds of unequal learning-rate sensitivity
@@ -74,15 +76,15 @@ class Truth:
         """The claim the planted effect makes on the symmetric rule, None on the margin's edge."""
         return _claim(self.effect(name), margin)
 
-    def reading(self, margin: float) -> str | None:
-        """The reading a design should give: the account's pattern read on the planted speed-ups (None
+    def reading(self, margin: float, account: Account = CONDITIONING) -> str | None:
+        """The reading a design should give of an account: its pattern read on the planted speed-ups (None
         where a planted ratio sits on the margin's edge)."""
         logs = self.log_speedups()
-        claims = [_claim(logs[a] - logs[b], margin) for a, b, _ in PATTERN]
+        claims = [_claim(logs[a] - logs[b], margin) for a, b, _ in account.pattern]
         if None in claims:
             return None
-        return pattern_words([HOLDS if claim == predicted else SHOWN_NOT
-                              for claim, (_, _, predicted) in zip(claims, PATTERN, strict=True)])
+        return account.words([HOLDS if claim == predicted else SHOWN_NOT
+                              for claim, (_, _, predicted) in zip(claims, account.pattern, strict=True)])
 
 
 def _claim(value: float, margin: float) -> str | None:

@@ -104,12 +104,14 @@ class Reading:
     note: str | None
     pattern_words: str | None = None  # the pattern's reading without the clause (None: an older file)
     pattern: tuple[Mapping, ...] = ()  # speedup/reading.py pattern_tests
+    accounts: Mapping[str, str] = field(default_factory=dict)  # account name -> its reading (older: none)
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Reading:
         return cls(d["primary"], d["predicted"], d["margin"], Effect.from_dict(d), d["reading"],
                    d.get("confounded_by_effective_lr"), d.get("effective_lr_clause"), d.get("note"),
-                   d.get("pattern_reading"), tuple(d.get("pattern") or ()))
+                   d.get("pattern_reading"), tuple(d.get("pattern") or ()),
+                   {name: entry["reading"] for name, entry in (d.get("accounts") or {}).items()})
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,24 @@
-"""The cell's reading: what the 2x2 says about the account that conditioning explains nGPT's speed-up.
+"""The cell's reading: what the 2x2 says about each account of nGPT's speed-up.
 
-The account is a pattern, and the reading tests the whole pattern (an intersection-union test). It
-predicts, each on the symmetric rule (speedup/equivalence.py: the level interval of a mean log ratio against
-the margin M):
+An account is a pattern, and the reading tests the whole pattern (an intersection-union test). Each
+prediction is a claim on the symmetric rule (speedup/equivalence.py: the level interval of a mean log ratio
+against the margin M). The conditioning account:
   gpt-orth vs gpt       exceeds by more than xM     fixing conditioning alone speeds training up
   ngpt vs gpt           exceeds by more than xM     nGPT is faster (the paper's finding)
   gpt-rownorm vs gpt    equivalent within xM        fixing the norms alone does nothing
   gpt-orth vs ngpt      equivalent within xM        conditioning is all of nGPT's speed-up
-The reading is "consistent with" the account only when every prediction holds by its own test at the
-level; "inconsistent with" it when any prediction is shown not to hold (another claim holds: the effect
-absent, reversed or different); else "not resolved". So a world where only ngpt is fast (gpt-orth as gpt)
-reads inconsistent, although the conditioning main effect, which carries half of ngpt's speed-up, exceeds
-the margin. An arm against gpt is read from its speed-up's interval on ln S, a pair of arms from their
-paired contrast (speedup/inference.py).
+and its mirror, the norm account, with gpt-rownorm and gpt-orth exchanged. An account's reading is
+"consistent with" it only when every prediction holds by its own test at the level; "inconsistent with" it
+when any prediction is shown not to hold (another claim holds: the effect absent, reversed or different);
+else "not resolved". So a world where only ngpt is fast (both controls as gpt) reads inconsistent with
+both, although the conditioning main effect, which carries half of ngpt's speed-up, exceeds the margin.
+An arm against gpt is read from its speed-up's interval on ln S, a pair of arms from their paired contrast
+(speedup/inference.py). The conditioning account is the one the experiment was built to test (the paper's
+Section 2.6 credits conditioning): its reading leads the words, the norm account's follows.
 
 The pre-specified primary effect (speedup.primary_contrast: conditioning, norm or interaction) stays the
 headline number and the family Holm's adjustment reads across cells (speedup/across_cells.py), not the
-verdict. The reading never proves the account: the factorial is not clean (speedup/factorial.py).
+verdict. The reading never proves an account: the factorial is not clean (speedup/factorial.py).
 Beside it, whether the effective learning rate confounds the effect (speedup/rivals.py: the interval of the
 arms' difference in ln angular rate against the margin): the words gain "; " and that verdict with its
 interval (effective_lr_clause), e.g. "; confounded by the effective learning rate: the arms it credits turn
@@ -28,35 +30,70 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ngptlab.speedup.equivalence import NOT_RESOLVED, held_claim, interval_claim
 from ngptlab.speedup.rivals import clause
 from ngptlab.stats import LEVEL
 
-ACCOUNT = "the account that conditioning explains nGPT's speed-up"
-PREDICTED = {"conditioning": "exceeds", "norm": "equivalent", "interaction": "equivalent"}
-CONSISTENT = f"consistent with {ACCOUNT}"
-INCONSISTENT = f"inconsistent with {ACCOUNT}"
 BASELINE = "gpt"
-# (a, b, the claim the account predicts of ln S_a - ln S_b); b = gpt: the arm's own speed-up
-PATTERN = (("gpt-orth", BASELINE, "exceeds"), ("ngpt", BASELINE, "exceeds"),
-           ("gpt-rownorm", BASELINE, "equivalent"), ("gpt-orth", "ngpt", "equivalent"))
 HOLDS, SHOWN_NOT, OPEN = "holds", "shown not to hold", "open"
 
 
-def pattern_words(statuses: list[str]) -> str:
-    """The reading from the predictions' statuses (module docstring): consistent needs every prediction of
-    PATTERN tested and holding; a cell lacking one (an arm, or gpt as the baseline) cannot read consistent."""
-    if len(statuses) == len(PATTERN) and all(s == HOLDS for s in statuses):
-        return CONSISTENT
-    return INCONSISTENT if SHOWN_NOT in statuses else NOT_RESOLVED
+@dataclass(frozen=True)
+class Account:
+    """An account of nGPT's speed-up and the pattern it predicts: (a, b, the claim of ln S_a - ln S_b);
+    b = gpt: the arm's own speed-up."""
+
+    name: str
+    claim: str  # what the account says, after "the account that"
+    pattern: tuple[tuple[str, str, str], ...]
+
+    @property
+    def consistent(self) -> str:
+        return f"consistent with the account that {self.claim}"
+
+    @property
+    def inconsistent(self) -> str:
+        return f"inconsistent with the account that {self.claim}"
+
+    def words(self, statuses: list[str]) -> str:
+        """The reading from the predictions' statuses (module docstring): consistent needs every prediction
+        tested and holding; a cell lacking one (an arm, or gpt as the baseline) cannot read consistent."""
+        if len(statuses) == len(self.pattern) and all(s == HOLDS for s in statuses):
+            return self.consistent
+        return self.inconsistent if SHOWN_NOT in statuses else NOT_RESOLVED
+
+    def sentence(self, words: str) -> str:
+        """The reading as a clause that names the account, "not resolved" included."""
+        return f"not resolved for the account that {self.claim}" if words == NOT_RESOLVED else words
+
+
+def _account(name: str, claim: str, fixer: str, other: str) -> Account:
+    """The pattern of an account that credits `fixer` (the control that fixes its property) over `other`."""
+    return Account(name, claim, ((fixer, BASELINE, "exceeds"), ("ngpt", BASELINE, "exceeds"),
+                                 (other, BASELINE, "equivalent"), (fixer, "ngpt", "equivalent")))
+
+
+CONDITIONING = _account("conditioning", "conditioning explains nGPT's speed-up", "gpt-orth", "gpt-rownorm")
+NORM = _account("norm", "the weight norms explain nGPT's speed-up", "gpt-rownorm", "gpt-orth")
+ACCOUNTS = (CONDITIONING, NORM)
+ACCOUNT = f"the account that {CONDITIONING.claim}"
+PATTERN = CONDITIONING.pattern
+CONSISTENT, INCONSISTENT = CONDITIONING.consistent, CONDITIONING.inconsistent
+PREDICTED = {"conditioning": "exceeds", "norm": "equivalent", "interaction": "equivalent"}
+
+
+def pattern_words(statuses: list[str], account: Account = CONDITIONING) -> str:
+    """An account's reading from its predictions' statuses (Account.words)."""
+    return account.words(statuses)
 
 
 def pattern_tests(arms: Mapping[str, Mapping], contrasts: list[Mapping], margin: float,
-                  baseline: str = BASELINE) -> list[dict]:
-    """[{a, b, predicted, log_interval, held, status}] of every prediction whose arms the cell has: the
-    claim its level interval holds (None: none) against the predicted one; an arm's speed-up answers a
-    prediction against gpt only where gpt is the baseline it was measured against."""
+                  baseline: str = BASELINE, account: Account = CONDITIONING) -> list[dict]:
+    """[{a, b, predicted, log_interval, held, status}] of every prediction of the account whose arms the
+    cell has: the claim its level interval holds (None: none) against the predicted one; an arm's speed-up
+    answers a prediction against gpt only where gpt is the baseline it was measured against."""
     intervals: dict[tuple[str, str], list[float] | None] = {}
     for arm, entry in arms.items():
         interval = entry["speedup"].get("interval") if entry.get("speedup") else None
@@ -64,7 +101,7 @@ def pattern_tests(arms: Mapping[str, Mapping], contrasts: list[Mapping], margin:
     for c in contrasts:
         intervals[(c["a"], c["b"])] = c["difference_log"]["interval"]
     tests = []
-    for a, b, predicted in PATTERN:
+    for a, b, predicted in account.pattern:
         if (a, b) not in intervals or a not in arms or b not in arms:
             continue
         interval = intervals[(a, b)]
@@ -100,13 +137,15 @@ def primary_reading(factorial: dict | None, primary: str, margin: float, level: 
                     confound: Mapping | None = None, arms: Mapping[str, Mapping] | None = None,
                     contrasts: list[Mapping] | None = None, baseline: str = BASELINE) -> dict:
     """{primary, predicted, estimate {ln, ratio}, log_interval, interval, method, level, n_seeds, verdict,
-    p_values, pattern [pattern_tests], reading, confounded_by_effective_lr, effective_lr_clause, note}: the
-    cell's primary effect, the account's pattern and the words the report uses for them; arms and contrasts
-    are estimate_cell's (the pattern's intervals), confound rivals()'s primary entry (None: not checked)."""
+    p_values, pattern [pattern_tests], pattern_reading, accounts {name: {claim, pattern, reading}}, reading,
+    confounded_by_effective_lr, effective_lr_clause, note}: the cell's primary effect, each account's
+    pattern and the words the report uses for them (pattern and pattern_reading: the conditioning
+    account's); arms and contrasts are estimate_cell's (the patterns' intervals), confound rivals()'s
+    primary entry (None: not checked)."""
     out = {"primary": primary, "predicted": PREDICTED[primary], "margin": margin, "estimate": None,
            "log_interval": None, "interval": None, "method": None, "level": level, "n_seeds": 0,
            "verdict": None, "p_values": None, "pattern": [], "pattern_reading": NOT_RESOLVED,
-           "reading": NOT_RESOLVED,
+           "accounts": {}, "reading": NOT_RESOLVED,
            "confounded_by_effective_lr": None, "effective_lr_clause": None, "note": None}
     if factorial is None:
         out["note"] = "the cell lacks one of gpt, gpt-rownorm, gpt-orth, ngpt: no factorial"
@@ -115,9 +154,13 @@ def primary_reading(factorial: dict | None, primary: str, margin: float, level: 
     out.update({key: effect[key] for key in ("estimate", "log_interval", "interval", "method", "level",
                                                "n_seeds", "verdict", "p_values")})
     effective_lr = clause(confound or {})
-    out["pattern"] = pattern_tests(arms or {}, contrasts or [], margin, baseline)
-    words = pattern_words([t["status"] for t in out["pattern"]])
-    out["pattern_reading"] = words
+    for account in ACCOUNTS:
+        tests = pattern_tests(arms or {}, contrasts or [], margin, baseline, account)
+        out["accounts"][account.name] = {"claim": account.claim, "pattern": tests,
+                                         "reading": account.words([t["status"] for t in tests])}
+    out["pattern"] = out["accounts"][CONDITIONING.name]["pattern"]
+    out["pattern_reading"] = out["accounts"][CONDITIONING.name]["reading"]
+    words = "; ".join(account.sentence(out["accounts"][account.name]["reading"]) for account in ACCOUNTS)
     out["reading"] = words + (f"; {effective_lr}" if effective_lr else "")
     out["confounded_by_effective_lr"] = (confound or {}).get("confounded")
     out["effective_lr_clause"] = effective_lr

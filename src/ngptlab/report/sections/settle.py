@@ -43,7 +43,7 @@ from ngptlab.speedup.effect_records import Contrast, Effect
 from ngptlab.speedup.equivalence import CLAIMS, claim_words
 from ngptlab.speedup.factorial import CODING
 from ngptlab.speedup.inference import RESOLVE_RATIO, SIZE_KEYS
-from ngptlab.speedup.reading import ACCOUNT, PATTERN
+from ngptlab.speedup.reading import ACCOUNTS
 from ngptlab.speedup.rivals import rule as confound_rule
 
 # The comparisons that separate the two accounts, each arm against the baseline, within a cell.
@@ -338,13 +338,15 @@ def rule_text(results: Results) -> str:
     if r["verdict_rule"] is None:
         return "**The rule.** " + OLD_RULE
     primary = primary_name(results)
-    predictions = "; ".join(f"{a} vs {b} {claim_words(claim, r['equivalence_margin'])}"
-                            for a, b, claim in PATTERN)
+    predictions = " ".join(
+        f"The account that {account.claim} predicts "
+        + "; ".join(f"{a} vs {b} {claim_words(claim, r['equivalence_margin'])}" for a, b, claim in
+                    account.pattern) + "." for account in ACCOUNTS)
     reading = ("" if primary is None else
-               f" The reading tests the account's whole pattern: {ACCOUNT} predicts {predictions}. It is "
-               f"consistent with the account only when every prediction holds by its own test at the level "
-               f"(an intersection-union test), inconsistent when any is shown not to hold, else not "
-               f"resolved; so a world where only ngpt is fast reads inconsistent, though the conditioning "
+               f" The reading tests each account's whole pattern. {predictions} A reading is consistent "
+               f"with an account only when every prediction holds by its own test at the level (an "
+               f"intersection-union test), inconsistent when any is shown not to hold, else not resolved; "
+               f"so a world where only ngpt is fast reads inconsistent with both, though the conditioning "
                f"effect carries half of ngpt's speed-up. The pre-specified primary effect, the "
                f"{EFFECT_LABELS[primary]} (speedup.primary_contrast), is the headline number. Across cells: "
                f"{HOLM}, applied to the primary effect; a cell's reading stays consistent across cells only "
