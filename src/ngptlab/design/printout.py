@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ngptlab.design.resolution import resolution_line
+
 
 def _p(value: dict) -> str:
     return "   n/a    " if value["p"] is None else f"{value['p']:5.1%} ±{value['se']:5.1%}"
@@ -77,5 +79,7 @@ def table_lines(document: dict) -> list[str]:
                  else f"; projected over the whole protocol at most {cost['projected']:,.0f}")
     lines.append(f"GPU-hours (`ngptlab plan`, {cost['mfu']:.0%} MFU of {cost['peak_tflops']:g} TFLOP/s): "
                  f"{cost['listed']:,.0f} for the runs listed now{projected}")
+    if document.get("resolution"):
+        lines.append(resolution_line(document["resolution"]))
     lines.append(f"design {'meets' if document['passed'] else 'does NOT meet'} every threshold")
     return lines
