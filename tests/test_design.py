@@ -192,8 +192,9 @@ def test_design_command_prints_the_table_as_json(tmp_path, capsys):
     assert doc["model"]["seed_sd"] == 0.003 and doc["worlds"] == 1
     assert [s["truth"] for s in doc["scenarios"]] == [
         f"{account}, ngpt x{s}" for account in ("account true", "account false", "ngpt only", "partial")
-        for s in (1.5, 4)] + ["null", "null, ngpt curvature x0.5",
-                              "account true, ngpt x1.5, gpt-orth curvature x2, ngpt curvature x0.5"]
+        for s in (1.5, 4)] + ["null", "null, ngpt curvature x0.5 optimum x1.41 drift x0.5",
+                              "account true, ngpt x1.5, gpt-orth curvature x2 optimum x0.707, "
+                              "ngpt curvature x0.5 optimum x1.41 drift x0.5"]
     # per account: correct where the conditioning account, the norm account or only ngpt is true, and
     # consistent wherever the account is false; then directional (null) and coverage (every truth):
     # account true and false 2 + 1 + 1 each, ngpt only 2 + 2 + 1, partial 2 + 1, null 2 + 1 + 1

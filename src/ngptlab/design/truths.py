@@ -9,11 +9,15 @@ context, and the paper's own claim at each context of the grid, so a design show
   partial        conditioning does half of it: gpt-orth at the square root of ngpt's speed-up, gpt-rownorm
                  = gpt
   null           no arm is faster: every arm = gpt, ngpt included
-and two in which the arms also differ in how sharply the loss rises away from their best learning rate (the
-loss model's curvature c, per arm), so one learning-rate grid serves them unequally (SENSITIVITY):
-  null, ngpt flatter                  the null, ngpt's curvature half gpt's
-  account true, orth sharper, ngpt flatter   the account at 1.5x, gpt-orth's curvature twice gpt's and
-                                      ngpt's half
+and two in which the arms also differ in their learning-rate law (design/loss_model.py LrLaw: how sharply
+the loss rises away from the best learning rate, where that optimum lies and how fast it falls with the
+budget), so one learning-rate grid serves them unequally (SENSITIVITY):
+  null, ngpt's law other              the null; ngpt's curvature half gpt's, its optimum x sqrt 2 (nGPT
+                                      takes larger learning rates) drifting half as fast
+  account true, both laws other       the account at 1.5x; gpt-orth's curvature twice gpt's and its optimum
+                                      / sqrt 2, ngpt's as in the null
+The factors keep every arm's optimum inside the presets' sweeps over their budgets, so what is tested is
+the unequal service of one grid, not an optimum the sweep never reaches (the tuning check's concern).
 "The account" in a truth's name is the conditioning account; "account false" is the world of its mirror,
 the norm account. Arms outside the 2x2 run at gpt's speed in every truth. The reading a design should give
 of each account is the one the planted speed-ups themselves give by its pattern (speedup/reading.py
@@ -26,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ngptlab.design.loss_model import SAME_LAW, LrLaw
 from ngptlab.paper import paper_speedup
 from ngptlab.settings import Params
 from ngptlab.speedup.equivalence import CLAIMS
@@ -34,9 +39,11 @@ from ngptlab.speedup.factorial import ARMS, effect_of
 from ngptlab.speedup.reading import CONDITIONING, HOLDS, SHOWN_NOT, Account
 
 ACCOUNTS = ("account true", "account false", "ngpt only", "partial", "null")
-# (account, ngpt's speed-up, {arm: its curvature over gpt's}): the worlds of unequal learning-rate sensitivity
-SENSITIVITY = (("null", 1.0, (("ngpt", 0.5),)),
-               ("account true", 1.5, (("gpt-orth", 2.0), ("ngpt", 0.5))))
+# (account, ngpt's speed-up, {arm: its learning-rate law}): the worlds of unequal learning-rate laws
+NGPT_LAW = LrLaw(curvature=0.5, optimum=math.sqrt(2.0), drift=0.5)
+SENSITIVITY = (("null", 1.0, (("ngpt", NGPT_LAW),)),
+               ("account true", 1.5, (("gpt-orth", LrLaw(curvature=2.0, optimum=math.sqrt(0.5))),
+                                      ("ngpt", NGPT_LAW))))
 REPLICATED = (1.5, 4.0)  # what independent replications report at 1k and 4k context
 
 
@@ -46,16 +53,16 @@ class Truth:
 
     account: str
     ngpt: float
-    curvatures: tuple[tuple[str, float], ...] = ()  # (arm, its curvature over gpt's); none: every arm alike
+    lr_laws: tuple[tuple[str, LrLaw], ...] = ()  # (arm, its learning-rate law); none: every arm gpt's
 
     @property
     def label(self) -> str:
         base = self.account if self.account == "null" else f"{self.account}, ngpt x{self.ngpt:g}"
-        return base + "".join(f", {arm} curvature x{c:g}" for arm, c in self.curvatures)
+        return base + "".join(f", {arm} {law.label}" for arm, law in self.lr_laws)
 
-    def sensitivity(self, arm: str) -> float:
-        """The arm's curvature in ln lr over gpt's (1 unless this truth plants another)."""
-        return dict(self.curvatures).get(arm, 1.0)
+    def lr_law(self, arm: str) -> LrLaw:
+        """The arm's learning-rate law (gpt's unless this truth plants another)."""
+        return dict(self.lr_laws).get(arm, SAME_LAW)
 
     def speedup(self, arm: str) -> float:
         """The arm's planted token speed-up over gpt."""
@@ -98,7 +105,7 @@ def _claim(value: float, margin: float) -> str | None:
 def truths(ngpt_speedups: list[float]) -> list[Truth]:
     """Every planted truth: each account at each ngpt speed-up, the null once, then the SENSITIVITY worlds."""
     return ([Truth(account, s) for account in ACCOUNTS[:-1] for s in ngpt_speedups] + [Truth("null", 1.0)]
-            + [Truth(account, s, curvatures) for account, s, curvatures in SENSITIVITY])
+            + [Truth(account, s, laws) for account, s, laws in SENSITIVITY])
 
 
 def planted_speedups(params: Params) -> list[float]:
