@@ -150,7 +150,7 @@ def test_wrong_directional_rate_read_against_a_null_that_does_not_hold():
 def test_wrong_directional_counts_only_claims_the_truth_does_not_make():
     def outcome(claim):
         estimate = {"estimate": 0.1, "interval": [-0.2, 0.4], "planted": 0.0}
-        return {"reading": "not resolved", "accounts": {}, "claim": claim, "holm_reading": None,
+        return {"reading": "not resolved", "accounts": {}, "arms": [], "claim": claim, "holm_reading": None,
                 "estimates": {"primary": estimate}}
     claims = ["exceeds", "falls_short", "equivalent", None, None, "exceeds", "equivalent", None, None, None]
     null = cell_summary([outcome(c) for c in claims], Truth("null", 1.0), "conditioning", 1.25)

@@ -2,10 +2,11 @@
 
 For each ngpt speed-up of SCAN above the equivalence margin, in increasing order, it plays the truths that
 must read right (design/table.py MUST_READ: the conditioning account true, the norm account true, only ngpt
-fast) at that speed-up and stops at the first where every account's P(correct reading) is at least
-MIN_CORRECT in every cell: the smallest speed-up of the scan the design resolves. Power grows with the
-planted speed-up, so the scan stops there rather than playing the rest. Below the margin no speed-up can be
-resolved: "exceeds by more than xM" needs the whole interval beyond ln M.
+fast, and the angle account true where the grid runs the angle square) at that speed-up and stops at the first
+where every account's P(correct reading) is at least MIN_CORRECT in every cell: the smallest speed-up of the
+scan the design resolves. Power grows with the planted speed-up, so the scan stops there rather than playing
+the rest. Below the margin no speed-up can be resolved: "exceeds by more than xM" needs the whole interval
+beyond ln M.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from ngptlab.design.loss_model import LossModel
 from ngptlab.design.simulate import simulate
 from ngptlab.design.table import MIN_CORRECT, MUST_READ, design_table
-from ngptlab.design.truths import Truth
+from ngptlab.design.truths import truths
 from ngptlab.settings import Params
 
 SCAN = (1.3, 1.4, 1.5, 1.75, 2.0, 3.0, 4.0)
@@ -33,7 +34,7 @@ def smallest_resolved(params: Params, model: LossModel, worlds: int, seed: int,
     margin = float(params.speedup.equivalence_margin)
     scanned = []
     for speedup in (s for s in SCAN if s > margin):
-        planted = [Truth(account, speedup) for account in MUST_READ]
+        planted = [truth for truth in truths([speedup], params.train.arms) if truth.account in MUST_READ]
         outcomes, _ = simulate(params, model, planted, worlds, seed, jobs)
         least = least_correct(design_table(outcomes, planted, params.speedup.primary_contrast, margin))
         scanned.append({"ngpt": speedup, "least_correct": least})

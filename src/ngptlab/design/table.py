@@ -15,8 +15,9 @@ Definitions (per cell; the primary effect is speedup.primary_contrast):
   estimand (the planted value where the noise-free world gives none); with_interval: the fraction of
   worlds with one; coverage_planted: the same for the planted value;
 - bias: the mean over worlds with an estimate of estimate - estimand (ln scale).
-Thresholds, for each account: >= 80% correct readings where the conditioning account is true, where its
-mirror (the norm account) is, and where only ngpt is fast; <= 5% readings "consistent" wherever the planted
+Thresholds, for each account the cell's arms can read: >= 80% correct readings where the conditioning
+account is true, where its mirror (the norm account) is, where the angle account is, and where only ngpt is
+fast; <= 5% readings "consistent" wherever the planted
 speed-ups read the account false (the partial and null worlds included);
 <= 5% wrong directional claims of the primary effect under the null; 93-97% coverage of the primary effect's
 interval in each.
@@ -42,7 +43,7 @@ READINGS = readings_of(CONDITIONING)
 DIRECTIONAL = ("exceeds", "falls_short")
 MIN_CORRECT, MAX_WRONG_DIRECTIONAL, MAX_FALSE_CONSISTENT, COVERAGE = 0.80, 0.05, 0.05, (0.93, 0.97)
 # the truths whose reading must come out right; in the others (partial, null) "not resolved" is no error
-MUST_READ = ("account true", "account false", "ngpt only")
+MUST_READ = ("account true", "account false", "ngpt only", "angle account")
 
 
 def proportion(hits: int, n: int) -> dict:
@@ -74,9 +75,14 @@ def estimate_summary(entries: list[dict]) -> dict:
             "bias": statistics.fmean(estimated) if estimated else None, "n_estimates": len(estimated)}
 
 
+def readable(account: Account, arms: list[str]) -> bool:
+    """Whether a cell of these arms can read the account: it has every arm of the account's pattern."""
+    return all(a in arms and b in arms for a, b, _ in account.pattern)
+
+
 def account_summary(outcomes: list[dict], truth: Truth, margin: float, account: Account) -> dict:
     """{expected_reading, readings, correct} of one account over a cell's worlds."""
-    n, expected = len(outcomes), truth.reading(margin, account)
+    n, expected = len(outcomes), truth.reading(margin, account, outcomes[0]["arms"])
     read = [o["accounts"].get(account.name) for o in outcomes]
     return {"expected_reading": expected,
             "readings": {key: proportion(sum(r == words for r in read), n)
@@ -99,7 +105,8 @@ def cell_summary(outcomes: list[dict], truth: Truth, primary: str, margin: float
                     else proportion(sum(o["reading"] == expected for o in outcomes), n)),
         "wrong_directional": proportion(sum(o["claim"] in DIRECTIONAL and o["claim"] != planted_claim
                                             for o in outcomes), n),
-        "accounts": {account.name: account_summary(outcomes, truth, margin, account) for account in ACCOUNTS},
+        "accounts": {account.name: account_summary(outcomes, truth, margin, account) for account in ACCOUNTS
+                     if readable(account, outcomes[0]["arms"])},
         "estimates": {name: estimate_summary([o["estimates"][name] for o in outcomes
                                               if name in o["estimates"]]) for name in names}}
     if any(o["holm_reading"] is not None for o in outcomes):

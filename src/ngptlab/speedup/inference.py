@@ -75,9 +75,11 @@ STATISTIC = "geometric mean over seeds: exp(mean of ln S)"
 # What a caller without settings gets: the schema's defaults, written there alone.
 EQUIVALENCE_MARGIN: float = default("speedup.equivalence_margin")
 RESOLVE_RATIO: float = default("speedup.resolve_ratio")
-# The contrasts the document gives besides every arm against the baseline: the norm-only controls
-# against nGPT, and against each other (each pair only where both arms are in the cell).
-CONTRASTS = (("gpt-orth", "ngpt"), ("gpt-rownorm", "ngpt"), ("gpt-orth", "gpt-rownorm"))
+# The contrasts the document gives besides every arm against the baseline: the conditioning square's
+# controls against nGPT and against each other, the angle square's against nGPT (each pair only where both
+# arms are in the cell); the accounts' patterns read them (speedup/reading.py).
+CONTRASTS = (("gpt-orth", "ngpt"), ("gpt-rownorm", "ngpt"), ("gpt-orth", "gpt-rownorm"),
+             ("gpt-angle", "ngpt"), ("ngpt-angle", "ngpt"))
 A_BOUND = "not resolved (a bound)"
 NEEDS_TWO = "needs 2 seeds to measure the noise"
 SIZE_KEYS = ("seeds_needed", "seeds_needed_upper", "seeds_needed_equivalence")
