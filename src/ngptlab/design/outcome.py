@@ -39,7 +39,8 @@ def cell_outcome(doc: SpeedupDocument, truth: Truth, holm_reading: str | None = 
         estimates[f"contrast {contrast.label}"] = {"estimate": contrast.log_mean,
                                                    "interval": contrast.log_interval,
                                                    "planted": planted[contrast.a] - planted[contrast.b]}
-    return {"reading": reading.pattern_words or reading.words, "accounts": dict(reading.accounts),
+    return {"reading": reading.pattern_words or reading.words,
+            "accounts": {name: account["reading"] for name, account in reading.accounts.items()},
             "arms": list(doc.arms_order),
             "claim": held_claim(reading.effect.p_values, reading.effect.level),
             "holm_reading": holm_reading, "estimates": estimates}
