@@ -72,4 +72,4 @@ preset: $(INSTALLED)
 # The researcher's guide (mkdocs.yml, docs/): strict, so a broken link or a page missing from the nav fails;
 # the reference pages are generated from the code as it builds (docs/hooks.py).
 docs: $(INSTALLED)
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

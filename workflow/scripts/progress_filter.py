@@ -5,7 +5,8 @@ rules` still prints three lines per finished job (675 for the default grid's 225
 progress` prints no progress at all, and its log file (.snakemake/log/) is filtered the same way. So Snakemake
 runs unquieted, its complete log keeps every job's listing (the last lines name it), and this filter drops,
 from the terminal only:
-- each job's listing: the `[date]` line and the `rule NAME:` / `localrule NAME:` block with its indented lines;
+- each job's listing: the `[date]` line and the `rule NAME:` / `localrule NAME:` block with its
+  indented lines;
 - each `Finished jobid: ...` line and the scheduler's `Select jobs to execute...` / `Execute N jobs...`;
 - the progress lines `K of N steps (P%) done` but one per STEP_PERCENT of the jobs and the last, and the
   blank lines between jobs.
