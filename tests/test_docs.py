@@ -97,6 +97,12 @@ def test_the_readme_is_a_front_page_with_the_two_commands():
     assert [line.split("#")[0].strip() for line in block.splitlines()] == ["make", "make test"]
 
 
+def test_the_readme_links_to_pages_that_exist():
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", README.read_text())
+    assert links, "the README links into docs/"
+    assert [link for link in links if not (REPO / link).is_file()] == []
+
+
 def test_the_readme_arm_table_is_the_registry():
     rows = re.findall(r"^\| ([a-z-]+) \| (.+?) \| (.+?) \| (.+?) \|$", README.read_text(), re.M)
     table = [row for row in rows if row[0] in ARMS]
