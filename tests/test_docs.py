@@ -33,14 +33,6 @@ README_MAX_LINES = 200
 NAME = re.compile(r"(?<![\w<>/.-])[A-Za-z0-9][\w.-]*-ctx\d+[\w.-]*")
 CELL = re.compile(r"^(?P<cell>[A-Za-z0-9][\w.-]*?-ctx\d+(?:-bf16)?)(?:\.\w+)?$")
 
-# --help texts in packages this change does not touch; each names a run or cell outside the default grid.
-# The test below fails (strict xfail) once one is fixed, to have its entry removed.
-HELP_OUTSIDE_GRID = {
-    "ngptlab train": "src/ngptlab/train/command.py: --run's example cpu-4l-ctx64-gpt-t16384-lr0.003-s0",
-    "ngptlab speedup": "src/ngptlab/speedup/command.py: --cell's example cpu-4l-ctx64",
-}
-
-
 @cache
 def default_grid() -> tuple[frozenset[str], frozenset[str]]:
     """The default params.yaml's run and cell names; a bf16 name counts when its fp32 twin is in the grid (the
@@ -124,13 +116,7 @@ def test_the_name_check_catches_names_outside_the_grid():
     assert names_outside_the_grid("`<scale>-ctx<context>-bf16`, runs/<cell>/<run>/") == []
 
 
-def _commands():
-    for command in ["ngptlab", *(f"ngptlab {verb}" for verb in VERBS)]:
-        known = HELP_OUTSIDE_GRID.get(command)
-        yield pytest.param(command, marks=pytest.mark.xfail(strict=True, reason=known)) if known else command
-
-
-@pytest.mark.parametrize("command", list(_commands()))
+@pytest.mark.parametrize("command", ["ngptlab", *(f"ngptlab {verb}" for verb in VERBS)])
 def test_help_examples_name_runs_of_the_default_grid(command):
     helps = [parser.format_help() for name, parser in cli_parsers().items()
              if name == command or name.startswith(f"{command} ") and command != "ngptlab"]
