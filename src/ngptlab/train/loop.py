@@ -73,7 +73,15 @@ def resolved_params(train: Train, plan: BatchPlan, trainer: Trainer, topo: dist.
             "batch_tokens": plan.batch_tokens,
             "warmup_steps": trainer.schedule.warmup_steps,  # this run's, after the small-budget rule
             "weight_decay": trainer.recipe.weight_decay, "betas": list(trainer.recipe.betas),
-            "eps": trainer.recipe.eps, **trainer.schedule.record()}  # cosine: no keys, as before WSD
+            "eps": trainer.recipe.eps, **rotation_record(trainer),
+            **trainer.schedule.record()}  # cosine: no keys, as before WSD
+
+
+def rotation_record(trainer: Trainer) -> dict[str, Any]:
+    """The peak angles of the arm's rotational matrices and their running mean's beta (models/rotational.py);
+    no keys for an arm without them, as before they existed."""
+    angles = trainer.recipe.rotation_angles(trainer.spec.lr)
+    return {"rotation": angles, "rotation_beta": trainer.recipe.rotation_beta} if angles else {}
 
 
 def run_config(ctx: RunContext, trainer: Trainer, shards: Shards) -> dict[str, Any]:
