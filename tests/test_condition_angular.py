@@ -4,6 +4,7 @@ planted matrices, rescaled weights, and tiny training runs against the condition
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 
@@ -29,7 +30,7 @@ from ngptlab.train.jobs import make_job
 from ngptlab.train.loop import train_run
 
 torch.set_num_threads(1)
-NEW_FIELDS = ("angular_rate", "relative_change", "angular_steps", "kappa")
+NEW_FIELDS = ("angular_rate", "relative_change", "angular_steps", "step_angle", "step_angle_steps", "kappa")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -123,6 +124,9 @@ class Unobserved:
 
     def interval_start(self, step: int) -> IntervalStart:
         return IntervalStart(step)
+
+    def stepping(self, step: int) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
 
 
 @pytest.fixture(scope="module")
@@ -302,3 +306,40 @@ def test_condition_every_evals_shapes_the_metrics_rows_not_the_weights():
     spec = find_run(Params.of(params), run_name())
     assert make_job(spec, Params.of(params).train, ".").fingerprint(data) == \
         make_job(spec, Params.of(edited).train, ".").fingerprint(data)
+
+
+def test_the_step_angle_of_a_one_step_interval_is_its_angular_rate_where_the_raw_matrix_is_the_map(tmp_path):
+    """gpt-rownorm's attention and MLP matrices are the maps the forward pass applies (its norm gains frozen
+    at 1), so where every step is an evaluation point the angle per optimizer step (observe/step_angle.py,
+    float32 on the raw matrices) and the angular rate (observe/angular.py, float64 on the effective ones)
+    measure the same turn."""
+    params = make_params(arms=["gpt-rownorm"], budgets=[4 * 512], eval_every_tokens=512,
+                         learning_rates={"cpu-4l": {"gpt-rownorm": [3e-3]}})
+    spec = find_run(Params.of(params), run_name("gpt-rownorm", 4 * 512))
+    write_shards(tmp_path)
+    assert train_run(spec, Params.of(params).train, root=tmp_path, progress=False) == 0
+    rows = [row for row in metrics(tmp_path, spec.name) if "val_loss" in row]
+    assert [row["step_angle_steps"] for row in rows] == [1, 1, 1, 1]
+    for row in rows:
+        assert set(row["step_angle"]) == set(row["angular_rate"])
+        for kind in ("q", "k", "v", "o", "mlp_u", "mlp_v", "mlp_o"):
+            assert row["step_angle"][kind] == pytest.approx(row["angular_rate"][kind], rel=1e-4), kind
+
+
+def test_the_step_angle_is_measured_at_every_kth_step_and_kept_across_a_resume():
+    """Measured steps are those whose 1-based number is a multiple of k; the sums a checkpoint keeps start a
+    resumed measurement where the interrupted one was."""
+    torch.manual_seed(0)
+    model, _ = build("gpt", Scale(n_layer=2, d_model=16, n_head=2), 32, 8)
+    observer = Observer(model, 0, None, every=1, step_angle_every=3)
+    for step in range(7):
+        with observer.stepping(step), torch.no_grad():
+            for info in model.matrices():
+                model.get_submodule(info.name).weight.mul_(1.01).add_(1e-3)
+    assert observer.angles.steps == 2  # steps 3 and 6
+    kept = observer.interval_start(7)
+    resumed = Observer(model, 7, None, every=1, start=kept, step_angle_every=3)
+    assert resumed.angles.steps == 2 and torch.equal(resumed.angles.sums, observer.angles.sums)
+    row = resumed.observe(model, 7, evaluation=1, last=True)
+    assert row["step_angle_steps"] == 2 and all(v > 0 for v in row["step_angle"].values())
+    assert "step_angle" not in Observer(model, 0, None, every=1).observe(model, 1, evaluation=1, last=True)

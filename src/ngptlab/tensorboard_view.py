@@ -4,7 +4,7 @@
 A view of the metrics log, never a record: the stages read metrics.jsonl. Every numeric field of a metrics
 row but its step (train_loss, lr, grad_norm, val_loss, tokens, tokens_per_s, mfu, ...) is a scalar of that
 name at the row's step, and every number of a field that maps names to numbers (an evaluation point's
-angular_rate, relative_change and kappa: observe/observer.py) a scalar `field/name`. At each
+angular_rate, relative_change, step_angle and kappa: observe/observer.py) a scalar `field/name`. At each
 start of a job the event directory is written afresh from the rows its checkpoint kept (the rows the metrics
 log keeps), so a resumed run holds each step once. Only rank 0 writes; the events flush at evaluations,
 checkpoints and the job's end, never per step.

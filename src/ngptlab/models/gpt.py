@@ -10,13 +10,13 @@ weight decay 0.1 on every matrix including the embeddings, none on vectors; warm
 (the schedule lives in the training code); gradient clipping at 1.0 (params.yaml train.grad_clip).
 
 Every other arm is this file plus a difference: a `Matrix` subclass (how each matrix is parametrised),
-another block (nGPT) or another `Recipe` (weight decay, the post-step hook).
+another block (nGPT) or another `Recipe` (weight decay, the post-step hook, rotational matrices).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -167,6 +167,10 @@ class Recipe:
     # Not given by the paper (Table 3 names AdamW only): nanoGPT's betas, PyTorch's eps.
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
+    # The matrices turned by a set angle per step instead of AdamW's step (models/rotational.py): matrix
+    # kind (MATRIX_KINDS) -> peak angle per step in radians, scaled by the schedule. Empty: plain AdamW.
+    rotation: dict[str, float] = field(default_factory=dict)
+    rotation_beta: float = 0.9  # running mean of the tangent update's squared size (0: every step exact)
 
     def param_groups(self, model: nn.Module, lr: float) -> list[dict]:
         """AdamW groups: weight decay on matrices (ndim >= 2), none on vectors (norm gains, scales)."""
@@ -177,6 +181,11 @@ class Recipe:
             {"name": "vectors", "params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
         ]
         return [dict(group, lr=lr) for group in groups if group["params"]]
+
+    def rotation_angles(self, lr: float) -> dict[str, float]:
+        """The peak angle per step of each rotational kind in a run at learning rate `lr`: `rotation`,
+        unless an arm ties its angles to the learning rate."""
+        return dict(self.rotation)
 
     def post_step(self, model: nn.Module) -> None:
         """Called after every optimizer step and once at build time. The baseline does nothing."""

@@ -2,12 +2,13 @@
 other): the condition stage analyses a trained model with these pieces, a training run observes its own
 weights at its evaluation points with the same ones.
 
-metrics.py   pure spectral metrics of one matrix (float64 SVD, condition number with a singular flag,
-             stable and effective rank, covariance eigenvalues, anisotropy, post-hoc renormalization)
-effective.py the effective matrix of every arm: one definition (the map applied to the normalised input)
-kappa.py     the condition-number records of one matrix (per head, an embedding's covariance), their settings
-headline.py  the headline numbers of a model's records (the matrix kinds, the paper's layers 3 and 4)
-angular.py   the angular update rate of the effective matrices between two points of a run, and where the
-             interval being measured starts (kept in a resume checkpoint)
-observer.py  what a training run adds to its metrics rows at its evaluation points
+metrics.py    pure spectral metrics of one matrix (float64 SVD, condition number with a singular flag,
+              stable and effective rank, covariance eigenvalues, anisotropy, post-hoc renormalization)
+effective.py  the effective matrix of every arm: one definition (the map applied to the normalised input)
+kappa.py      the condition-number records of one matrix (per head, an embedding's covariance), their settings
+headline.py   the headline numbers of a model's records (the matrix kinds, the paper's layers 3 and 4)
+angular.py    the angular update rate of the effective matrices between two points of a run, and where the
+              interval being measured starts (kept in a resume checkpoint)
+step_angle.py the angle each matrix turns in one optimizer step, summed on the device over the interval
+observer.py   what a training run adds to its metrics rows at its evaluation points
 """

@@ -62,12 +62,23 @@ def kind_means(values: Iterable[tuple[str, int | None, float]]) -> dict[str, flo
 
 
 @dataclass(frozen=True)
+class AngleSums:
+    """The angles per optimizer step summed over an interval's measured steps so far (observe/step_angle.py):
+    one float64 sum per matrix, in model.matrices() order, and how many steps were measured."""
+
+    sums: Tensor
+    steps: int
+
+
+@dataclass(frozen=True)
 class IntervalStart:
     """Where the interval being measured starts: its step and the effective matrices there (float32), by
-    name; none where it starts at the step of the state that keeps it (that state's weights give them)."""
+    name; none where it starts at the step of the state that keeps it (that state's weights give them).
+    With them, the per-step angles summed since (observe/step_angle.py; None: none measured)."""
 
     step: int
     matrices: dict[str, Tensor] = field(default_factory=dict)
+    step_angles: AngleSums | None = None
 
 
 class AngularRate:
@@ -90,10 +101,10 @@ class AngularRate:
             rate.previous[name] = matrix.to(device=device, dtype=torch.float32)
         return rate
 
-    def interval_start(self, step: int) -> IntervalStart:
+    def interval_start(self, step: int, step_angles: AngleSums | None = None) -> IntervalStart:
         """What a checkpoint of the state at `step` keeps of the interval being measured: its start, with
-        the matrices there unless it starts at `step` itself."""
-        return IntervalStart(self.step, {} if self.step == step else dict(self.previous))
+        the matrices there unless it starts at `step` itself, and the per-step angles summed since."""
+        return IntervalStart(self.step, {} if self.step == step else dict(self.previous), step_angles)
 
     def restart(self, matrices: Iterable[MatrixInfo], step: int) -> None:
         """Measure the next interval from `matrices` at `step`, replacing the previous copy one matrix at a

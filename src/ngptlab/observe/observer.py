@@ -2,9 +2,11 @@
 
 At every evaluation point, the angular update rate and the relative change of every effective matrix since
 the interval's start (observe/angular.py): the previous evaluation point, or where the run started (its
-initial weights; a WSD branch, its trunk's kept state) or a WSD trunk's branch point (restart_points). A
-job resumed from its own checkpoint measures on from the start that checkpoint kept. At
-every k-th evaluation point (train.condition_every_evals; 0: never) and at the run's last one, the headline
+initial weights; a WSD branch, its trunk's kept state) or a WSD trunk's branch point (restart_points); and
+over the same interval the mean angle per optimizer step of the matrices the optimizer turns (step_angle,
+at every train.step_angle_every-th step: observe/step_angle.py), the knob beside that outcome. A job
+resumed from its own checkpoint measures on from the start that checkpoint kept. At every k-th evaluation
+point (train.condition_every_evals; 0: never) and at the run's last one, the headline
 condition numbers the paper's conditioning account rests on:
 
     kappa  embed_in_cov_condition                  the input embedding's covariance (paper Fig. 4)
@@ -28,11 +30,14 @@ bytes (0.5B: ~8e9 flops, ~40 GB moved; 1B: ~1.6e10, ~90 GB: tens of milliseconds
 bound; measured 0.3-0.9 s on one CPU thread at cpu-4l with a 50k vocabulary); with kappa, a
 covariance 2 V d^2 (0.5B: 1.1e11 flops; 1B: 1.6e11) and its d x d eigenvalues, and 4 n_head SVDs of
 head_dim x d blocks (<1e9). Memory: the previous point's matrices, 4 N bytes, held throughout training
-(observe/angular.py). For a WSD grid the trunk's kept states (checkpoints at branch points) give the
+(observe/angular.py). Per measured optimizer step, a copy of the matrices and ~5 passes over them
+(observe/step_angle.py). For a WSD grid the trunk's kept states (checkpoints at branch points) give the
 condition stage's full analysis at those steps for free.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 from torch import nn
@@ -44,6 +49,7 @@ from ngptlab.observe.angular import AngularRate, IntervalStart
 from ngptlab.observe.effective import effective_matrices
 from ngptlab.observe.headline import PAPER_LAYERS, headline
 from ngptlab.observe.kappa import Settings, covariance_record, heads_record, settings_of
+from ngptlab.observe.step_angle import StepAngles
 from ngptlab.results import json_ready
 from ngptlab.schedule import branch_point, shares_trunk
 from ngptlab.settings import Condition, Train
@@ -89,27 +95,37 @@ class Observer:
 
     @torch.no_grad()
     def __init__(self, model: nn.Module, step: int, condition: Condition | None, every: int,
-                 restarts: frozenset[int] = frozenset(), start: IntervalStart | None = None):
+                 restarts: frozenset[int] = frozenset(), start: IntervalStart | None = None,
+                 step_angle_every: int = 0):
         """`condition`: the condition section of params (None: no kappa); `every`: kappa at every `every`-th
         evaluation point (train.condition_every_evals); `restarts`: restart_points; `start`: the interval
-        start kept by the checkpoint the job resumed from (None: the interval starts at `step`)."""
+        start kept by the checkpoint the job resumed from (None: the interval starts at `step`);
+        `step_angle_every`: the angle per optimizer step at every k-th step (train.step_angle_every; 0:
+        never)."""
         device = next(model.parameters()).device
         self.settings = settings_of(condition, device.type) if condition is not None else None
         self.every, self.restarts = every, restarts
         if start is None or start.step == step:
             self.rate = AngularRate(effective_matrices(model), step)
+            self.angles = StepAngles(model, step_angle_every)
         else:
             self.rate = AngularRate.resumed(start, device)
+            self.angles = StepAngles(model, step_angle_every, start.step_angles)
 
     def interval_start(self, step: int) -> IntervalStart:
         """What a checkpoint at `step` keeps so that the job resumed from it measures the same intervals."""
-        return self.rate.interval_start(step)
+        return self.rate.interval_start(step, self.angles.kept())
+
+    def stepping(self, step: int) -> contextlib.AbstractContextManager:
+        """Around the optimizer step from `step` (and the arm's post-step hook): its angle, where due."""
+        return self.angles.measuring(step)
 
     @torch.no_grad()
     def passed(self, model: nn.Module, step: int) -> None:
         """A step without an evaluation point: at a restart point the next interval starts here."""
         if step in self.restarts:
             self.rate.restart(effective_matrices(model), step)
+            self.angles.restart()
 
     def kappa_due(self, evaluation: int, last: bool) -> bool:
         """kappa at the `evaluation`-th evaluation point (1-based, in eval_every_tokens) or at the last."""
@@ -124,7 +140,7 @@ class Observer:
             self.rate.add(info)
             if kappa and tracked(info):
                 records[info.name] = kappa_record(info, self.settings)
-        row = self.rate.close(step)
+        row = {**self.rate.close(step), **self.angles.close()}
         if kappa:
             numbers = headline(records, "effective")
             row["kappa"] = {key: numbers[key] for key in KAPPA_KEYS if numbers[key] is not None}

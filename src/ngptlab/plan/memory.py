@@ -8,6 +8,11 @@
          + tokens x L x A d x b      the tensors each block saves for backward, for one micro-batch
          + tokens x V x h            the LM head: logits, their log-softmax and its gradient
 
+A step whose angle is measured (observe/step_angle.py) copies the matrices (4 N more) around the optimizer
+step, once the backward pass has freed the activations and the LM head's tensors; those outweigh the copy
+wherever the peak matters (1B, 8k tokens per pass, activation checkpointing: ~9.7 GB against 4.4 GB), so
+the peak stays where the formula puts it.
+
 A d per token per block, counted from models/layers.py: RMSNorm input (d), the normalised input shared by
 q, k, v (d), q, k, v and the attention output that scaled_dot_product_attention keeps (4 d; a flash or
 memory-efficient kernel keeps no T x T scores), the second RMSNorm's input (d) and the MLP's input (d),

@@ -139,6 +139,7 @@ class Train:
     log_every_tokens: int
     tensorboard: bool
     condition_every_evals: int
+    step_angle_every: int
     eval_windows: int
     eval_seed: int
     final_eval_tokens: int | str

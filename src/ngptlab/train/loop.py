@@ -11,6 +11,7 @@ EXIT_RESUMABLE (75, EX_TEMPFAIL) = stopped after a checkpoint, by SIGTERM/SIGINT
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -72,7 +73,15 @@ def resolved_params(train: Train, plan: BatchPlan, trainer: Trainer, topo: dist.
             "batch_tokens": plan.batch_tokens,
             "warmup_steps": trainer.schedule.warmup_steps,  # this run's, after the small-budget rule
             "weight_decay": trainer.recipe.weight_decay, "betas": list(trainer.recipe.betas),
-            "eps": trainer.recipe.eps, **trainer.schedule.record()}  # cosine: no keys, as before WSD
+            "eps": trainer.recipe.eps, **rotation_record(trainer),
+            **trainer.schedule.record()}  # cosine: no keys, as before WSD
+
+
+def rotation_record(trainer: Trainer) -> dict[str, Any]:
+    """The peak angles of the arm's rotational matrices and their running mean's beta (models/rotational.py);
+    no keys for an arm without them, as before they existed."""
+    angles = trainer.recipe.rotation_angles(trainer.spec.lr)
+    return {"rotation": angles, "rotation_beta": trainer.recipe.rotation_beta} if angles else {}
 
 
 def run_config(ctx: RunContext, trainer: Trainer, shards: Shards) -> dict[str, Any]:
@@ -193,7 +202,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
     # the weights' angular update rate and conditioning at evaluation points, from the state we start from
     # (its interval: the one it kept, where it is a checkpoint of this job's own)
     observer = Observer(trainer.model, step, ctx.condition, train.condition_every_evals,
-                        restart_points(train, spec), interval) if main else None
+                        restart_points(train, spec), interval, train.step_angle_every) if main else None
     diagnostics, loss, grad_norm = None, math.nan, math.nan  # nan: no step here (resumed at the end)
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
                desc=job.name, disable=not (main and ctx.show_progress), dynamic_ncols=True, file=sys.stderr)
@@ -234,7 +243,8 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
                 metrics.flush()
                 events.add(row)
             break
-        lr = trainer.update(step)
+        with observer.stepping(step) if observer else contextlib.nullcontext():  # the step's angle, if due
+            lr = trainer.update(step)
         timer.end(retried)
         step += 1
         tokens = step * batch_tokens

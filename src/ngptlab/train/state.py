@@ -8,7 +8,8 @@ Layout under runs/<cell>/<run>/state/:
                                                optimizer's scalars and parameter groups
     ckpt-00000040-<ns>/interval.safetensors    where the angular update rate's interval starts: its step
                                                and, between evaluation points, the effective matrices
-                                               there (observe/angular.py), so the next row is the same
+                                               there (observe/angular.py) and the per-step angles summed
+                                               since (observe/step_angle.py), so the next row is the same
     metrics.jsonl                  the metrics log while the run is in progress
 
 A checkpoint is written into a fresh directory and only then made current by atomically replacing
@@ -37,12 +38,13 @@ from ngptlab.checkpoint import (
 )
 from ngptlab.errors import CheckpointError
 from ngptlab.files import read_json, write_json_atomic
-from ngptlab.observe.angular import IntervalStart
+from ngptlab.observe.angular import AngleSums, IntervalStart
 from ngptlab.train.progress import Progress
 
 LATEST = "latest.json"
 METRICS = "metrics.jsonl"
 INTERVAL = "interval.safetensors"
+STEP_ANGLE_SUMS = "step_angle.sums"  # in INTERVAL: the per-step angles summed so far (observe/step_angle.py)
 
 
 def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -97,8 +99,11 @@ def saved_fingerprint(state_dir: Path) -> dict:
 def _save_interval(path: Path, interval: IntervalStart) -> None:
     tensors = {name: matrix.detach().to("cpu", copy=True).contiguous()
                for name, matrix in interval.matrices.items()}
-    metadata = {"step": str(interval.step), "tensors_sha256": tensors_sha256(tensors)}
-    atomic_save_tensors(path, tensors, metadata)
+    metadata = {"step": str(interval.step)}
+    if interval.step_angles is not None:  # a name no matrix has (theirs are module paths)
+        tensors[STEP_ANGLE_SUMS] = interval.step_angles.sums.detach().to("cpu", copy=True)
+        metadata["step_angle_steps"] = str(interval.step_angles.steps)
+    atomic_save_tensors(path, tensors, {**metadata, "tensors_sha256": tensors_sha256(tensors)})
 
 
 def load_interval(state_dir: Path) -> IntervalStart:
@@ -118,10 +123,17 @@ def load_interval(state_dir: Path) -> IntervalStart:
     tensors, metadata = read_tensors(path)
     step = int(metadata.get("step", -1))
     saved_at = int(latest.get("step", -1))
+    sums = tensors.pop(STEP_ANGLE_SUMS, None)
+    angles = None if sums is None else AngleSums(sums, int(metadata.get("step_angle_steps", -1)))
     if not 0 <= step <= saved_at or (step < saved_at and not tensors):
         raise CheckpointError(f"{path}: an interval starting at step {step} does not fit the checkpoint of "
                               f"step {saved_at}")
-    return IntervalStart(step, tensors)
+    if step < saved_at and (angles is None or angles.steps < 0):
+        raise CheckpointError(f"{path}: no per-step angles summed over the interval (a checkpoint of an "
+                              f"older ngptlab); resumed from it, the run's next evaluation row would differ "
+                              f"from an uninterrupted run's: delete {state_dir} (or pass --fresh) to start "
+                              f"this run over")
+    return IntervalStart(step, tensors, angles)
 
 
 def load_state(

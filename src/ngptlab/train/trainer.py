@@ -1,4 +1,5 @@
-"""The trainer of one job: the seeded model, AdamW with the arm's recipe, one step, the eval windows.
+"""The trainer of one job: the seeded model, AdamW with the arm's recipe (its rotational matrices turned by
+their angle: models/rotational.py), one step, the eval windows.
 
 The loop (train/loop.py) drives it step by step; it knows nothing of checkpoints, outputs or stopping.
 """
@@ -14,7 +15,7 @@ from ngptlab.errors import ParamsError
 from ngptlab.grid.resources import run_shape
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import TrunkSpec
-from ngptlab.models import build_seeded, train_flops_per_token
+from ngptlab.models import build_seeded, rotational, train_flops_per_token
 from ngptlab.schedule import Schedule, WarmupStable, WarmupStableDecay
 from ngptlab.settings import Train
 from ngptlab.train import dist, final_eval
@@ -55,12 +56,12 @@ class Trainer:
         self.model.to(self.device)
         weight_dtypes.store(self.model, spec.weight_dtype)  # bf16: AdamW's moments follow the parameters
         self.model.activation_checkpointing = bool(train.activation_checkpointing)
-        groups = self.recipe.param_groups(self.model, spec.lr)
+        groups = rotational.param_groups(self.recipe, self.model, spec.lr)  # the recipe's, if none rotate
         for group in groups:
             group["base_lr"] = group["lr"]  # the schedule scales every group's own lr (multipliers kept)
         fused = {"fused": True} if self.device.type == "cuda" else {}
-        self.optimizer = torch.optim.AdamW(groups, lr=spec.lr, betas=tuple(self.recipe.betas),
-                                           eps=self.recipe.eps, **fused)
+        self.optimizer = rotational.adamw(groups, lr=spec.lr, betas=tuple(self.recipe.betas),
+                                          eps=self.recipe.eps, **fused)
         self.schedule = schedule  # the job's (train/jobs.py)
         self.eval_offsets = eval_offsets(len(shards.val), spec.context, train.eval_windows,
                                          train.eval_seed)
@@ -112,7 +113,8 @@ class Trainer:
         return loss, norm, stop > 0
 
     def update(self, step: int) -> float:
-        """Apply the step's learning rate, step AdamW, then the arm's constraint (renorm, polar...)."""
+        """Apply the step's learning rate (a rotational group's angle: models/rotational.py), step AdamW, then
+        the arm's constraint (renorm, polar...)."""
         factor = self.schedule.factor(step)
         for group in self.optimizer.param_groups:
             group["lr"] = group["base_lr"] * factor

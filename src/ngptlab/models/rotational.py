@@ -1,0 +1,157 @@
+"""The rotational step: AdamW whose chosen matrices turn on the sphere of their norm by a set angle per step.
+
+With the norm of a weight fixed, an optimizer step only turns it, and the angle per step is the effective
+learning rate (Kosson et al. 2023, "Rotational equilibrium", arXiv 2305.17212: AdamW with weight decay
+lambda settles at an angle per step of sqrt(2 eta lambda (1 - beta1) / (1 + beta1)); their rotational
+variants fix each weight's norm, remove the radial part of the optimizer's update, normalise it by a running
+RMS and step by a target angle). Hyperball (Wen et al., arXiv 2606.16899) and magnitude-direction decoupling
+(Hagele, Kosson et al., arXiv 2606.25971) fix the norm and control the update in the same spirit. Here a
+matrix W~ of Frobenius norm r (the norm it has when first stepped; the scale the forward pass applies lives
+in gains held elsewhere and stepped by plain AdamW) takes, at step t:
+
+    m_t, v_t      Adam's moments of its gradient (the recipe's beta1, beta2), bias-corrected: m^_t, v^_t
+    a_t           m^_t / (sqrt(v^_t) + eps)                     Adam's update, without weight decay
+    u_t           a_t - (<a_t, W~>_F / ||W~||_F^2) W~          its tangent part: the radial part removed
+    s_t           beta s_(t-1) + (1 - beta) ||u_t||_F^2,  s^_t = s_t / (1 - beta^t)   (rotation_beta)
+    phi_t         theta_t ||u_t||_F / sqrt(s^_t)               the angle of this step
+    W~            <- cos(phi_t) W~ - sin(phi_t) ||W~||_F u_t / ||u_t||_F, then rescaled to norm r
+
+a turn along the great circle through W~ and -u_t, the way Adam's step points. With beta = 0 (no running
+average) ||u_t|| / sqrt(s^_t) = 1: every step turns by exactly theta_t; with beta > 0 a step turns by
+theta_t times its tangent update's size relative to the recent RMS, theta_t on average (Kosson et al.'s
+default 0.9) once Adam's update has settled: it shrinks over its first ~1 / (1 - beta2) steps (the first
+is +-1 in every entry) and the running mean follows late, so those steps turn by less (0.6-0.9 theta_t on
+random tokens; tests/test_rotational.py). theta_t = theta_peak x the schedule's factor at step t: a
+rotational group's "lr" is its angle in radians, so the trainer's schedule (group lr = base lr x factor)
+scales it as it scales any learning rate.
+The last rescaling only removes float32 rounding (the turn keeps the norm exactly in real arithmetic).
+
+An arm declares its rotational matrices on its Recipe (models/gpt.py): `rotation`, a mapping from matrix
+kind (MATRIX_KINDS, as model.matrices() and the observers name them) to its peak angle per step, and
+`rotation_beta`; or overrides `rotation_angles(lr)` to tie the angles to the run's learning rate (e.g.
+equilibrium_angle). param_groups moves those matrices (each Matrix's `weight`, W~ where the arm multiplies
+it) out of the recipe's groups into one group per kind, flagged rotational, without weight decay; adamw
+builds a RotationalAdamW for them, plain AdamW (as before) where no group is rotational. Every other
+parameter gets exactly AdamW's update. The optimizer's state is AdamW's per-parameter state plus two float32
+scalars per rotational matrix (s_t, r), saved and restored like AdamW's (train/state.py), and no step reads
+a device value on the host.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from ngptlab.errors import ParamsError
+from ngptlab.models.layers import MATRIX_KINDS
+
+if TYPE_CHECKING:
+    from ngptlab.models.gpt import Recipe
+
+FLOAT32_STATE = ("tangent_sq", "norm")  # kept float32 whatever the parameter's dtype (bf16 weights)
+TINY = 1e-30  # a zero tangent update (no gradient) turns by 0, not by 0 / 0
+
+
+def equilibrium_angle(lr: float, weight_decay: float, beta1: float) -> float:
+    """AdamW's equilibrium angle per step, sqrt(2 eta lambda (1 - beta1) / (1 + beta1)) (Kosson et al.)."""
+    return math.sqrt(2 * lr * weight_decay * (1 - beta1) / (1 + beta1))
+
+
+def param_groups(recipe: Recipe, model: nn.Module, lr: float) -> list[dict]:
+    """The recipe's AdamW groups at learning rate `lr`, its rotational matrices moved out of them into one
+    group per kind (in MATRIX_KINDS order), whose "lr" is the kind's peak angle; the recipe's groups
+    unchanged where it declares none."""
+    angles = recipe.rotation_angles(lr)
+    groups = recipe.param_groups(model, lr)
+    if not angles:
+        return groups
+    unknown = sorted(set(angles) - set(MATRIX_KINDS))
+    if unknown:
+        raise ParamsError(f"rotation: unknown matrix kind(s) {', '.join(unknown)}; "
+                          f"kinds: {', '.join(MATRIX_KINDS)}")
+    chosen = {kind: [model.get_submodule(info.name).weight for info in model.matrices() if info.kind == kind]
+              for kind in MATRIX_KINDS if kind in angles}
+    ids = {id(p) for params in chosen.values() for p in params}
+    for group in groups:
+        group["params"] = [p for p in group["params"] if id(p) not in ids]
+    # "fused": False keeps the step count on the host through load_state_dict (torch moves a fused one)
+    rotational = [{"name": f"rotational {kind}", "params": params, "weight_decay": 0.0, "lr": angles[kind],
+                   "rotational": True, "rotation_beta": recipe.rotation_beta, "fused": False}
+                  for kind, params in chosen.items() if params]
+    return [group for group in groups if group["params"]] + rotational
+
+
+def adamw(groups: list[dict], **kwargs) -> torch.optim.AdamW:
+    """RotationalAdamW over `groups` where one is rotational, else torch's AdamW; kwargs: AdamW's."""
+    if any(group.get("rotational") for group in groups):
+        return RotationalAdamW(groups, **kwargs)
+    return torch.optim.AdamW(groups, **kwargs)
+
+
+class RotationalAdamW(torch.optim.AdamW):
+    """AdamW for the groups without the "rotational" flag, the rotational step (the module docstring) for
+    those with it. The state dict is AdamW's, so checkpoints save and restore it as they do AdamW's."""
+
+    @torch.no_grad()
+    def step(self, closure: None = None) -> None:
+        """One step of every group; no closure (the trainer computes its gradients before)."""
+        if closure is not None:
+            raise ValueError("RotationalAdamW takes no closure")
+        rotational = [group for group in self.param_groups if group.get("rotational")]
+        held = [(p, p.grad) for group in rotational for p in group["params"]]
+        for p, _ in held:  # AdamW skips a parameter without a gradient: these are stepped below
+            p.grad = None
+        try:
+            super().step()
+        finally:
+            for p, grad in held:
+                p.grad = grad
+        for group in rotational:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._turn(p, group)
+
+    def _turn(self, p: Tensor, group: dict) -> None:
+        state = self.state[p]
+        if not state:
+            # the step count on the host, as AdamW's (not fused, not capturable): no device read per step
+            state["step"] = torch.tensor(0.0, dtype=torch.float32)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["tangent_sq"] = torch.zeros((), dtype=torch.float32, device=p.device)
+            state["norm"] = torch.linalg.vector_norm(p.float())  # r, kept from here on
+        beta1, beta2 = group["betas"]
+        beta = group["rotation_beta"]
+        state["step"] += 1
+        t = float(state["step"])
+        grad = p.grad
+        state["exp_avg"].lerp_(grad, 1 - beta1)
+        state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        denominator = (state["exp_avg_sq"].float() / (1 - beta2**t)).sqrt_().add_(group["eps"])
+        update = (state["exp_avg"].float() / (1 - beta1**t)).div_(denominator).flatten()
+        w = p.float().flatten()
+        ww = torch.dot(w, w)
+        tangent = update.addcmul_(w, -torch.dot(update, w) / ww)
+        size_sq = torch.dot(tangent, tangent)
+        state["tangent_sq"].mul_(beta).add_((1 - beta) * size_sq)
+        mean_sq = state["tangent_sq"] / (1 - beta**t)
+        phi = group["lr"] * (size_sq / mean_sq.clamp(min=TINY)).sqrt()
+        along = -torch.sin(phi) * ww.sqrt() / size_sq.sqrt().clamp(min=TINY)  # sin(phi) ||W~|| / ||u||
+        turned = (w * torch.cos(phi)).addcmul_(tangent, along)
+        turned.mul_(state["norm"] / torch.linalg.vector_norm(turned))
+        p.copy_(turned.view_as(p))
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """AdamW's, but FLOAT32_STATE stays float32 where the parameters are bf16 (torch casts every
+        per-parameter tensor but the step count to the parameter's dtype)."""
+        kept = {index: {key: per_param[key] for key in FLOAT32_STATE if key in per_param}
+                for index, per_param in state_dict["state"].items()}
+        super().load_state_dict(state_dict)
+        params = [p for group in self.param_groups for p in group["params"]]
+        for index, values in kept.items():
+            p = params[index]
+            for key, value in values.items():
+                self.state[p][key] = value.to(device=p.device, dtype=torch.float32)

@@ -1,0 +1,252 @@
+"""The rotational step (models/rotational.py), measured with the per-step angle (observe/step_angle.py): tiny
+models training on random tokens turn their rotational matrices by the target angle, keep their norms, leave
+every other parameter to AdamW, and round-trip through a checkpoint; a run with them resumes byte for byte.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+from support.train import make_params, metrics, results_dir, run_dir, run_name, write_shards
+
+from ngptlab.errors import ParamsError
+from ngptlab.grid.enumeration import find_run
+from ngptlab.models import Scale, build, registry, rotational
+from ngptlab.models.gpt_scalar import GPTScalar, ScalarRecipe
+from ngptlab.observe.angular import IntervalStart
+from ngptlab.observe.step_angle import StepAngles, step_angle_
+from ngptlab.settings import Params
+from ngptlab.train import loop, state
+from ngptlab.train.jobs import make_job
+from ngptlab.train.loop import train_run
+from ngptlab.train.progress import Progress
+
+torch.set_num_threads(1)
+SHAPE = Scale(n_layer=2, d_model=16, n_head=2)
+VOCAB, CONTEXT = 64, 16
+# every kind but the LM head, which stays on AdamW (with its weight decay)
+ANGLES = {"embed_in": 0.004, "q": 0.01, "k": 0.01, "v": 0.01, "o": 0.01, "mlp_u": 0.02, "mlp_v": 0.02,
+          "mlp_o": 0.02}
+FACTORS = [1.0 - 0.05 * t for t in range(12)]  # a decaying schedule: the angle follows it
+
+
+def tiny(beta: float, seed: int = 0) -> tuple[GPTScalar, torch.optim.Optimizer]:
+    """gpt-scalar's model (W = s W~, the scalars on AdamW) with the ANGLES matrices rotational."""
+    torch.manual_seed(seed)
+    model = GPTScalar(SHAPE, VOCAB, CONTEXT)
+    recipe = ScalarRecipe(rotation=dict(ANGLES), rotation_beta=beta)
+    groups = rotational.param_groups(recipe, model, 3e-3)
+    for group in groups:
+        group["base_lr"] = group["lr"]
+    return model, rotational.adamw(groups, betas=recipe.betas, eps=recipe.eps)
+
+
+def backward(model: torch.nn.Module, step: int) -> None:
+    tokens = torch.randint(0, VOCAB, (4, CONTEXT + 1), generator=torch.Generator().manual_seed(step))
+    _, loss = model(tokens[:, :-1], tokens[:, 1:])
+    loss.backward()
+
+
+def scheduled(optimizer: torch.optim.Optimizer, factor: float) -> dict[str, float]:
+    """Set every group's lr as the trainer does; the target angle per rotational kind."""
+    for group in optimizer.param_groups:
+        group["lr"] = group["base_lr"] * factor
+    return {group["name"].removeprefix("rotational "): group["lr"] for group in optimizer.param_groups
+            if group.get("rotational")}
+
+
+def train_measuring(beta: float, steps: int) -> tuple[list[tuple[str, float, float]], list[float]]:
+    """(kind, realised angle, target) of every rotational matrix at every step, and the largest relative
+    change of a rotational matrix's Frobenius norm from its first."""
+    model, optimizer = tiny(beta)
+    angles = StepAngles(model, every=1)
+    names = [info.name for info in model.matrices()]
+    norms0 = [torch.linalg.vector_norm(p.detach()).item() for p in angles.params]
+    seen, drift, previous = [], [], angles.sums.clone()
+    for step in range(steps):
+        backward(model, step)
+        target = scheduled(optimizer, FACTORS[step % len(FACTORS)])
+        with angles.measuring(step):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        turned, previous = (angles.sums - previous).tolist(), angles.sums.clone()
+        for (kind, _), angle, p, norm0, name in zip(angles.labels, turned, angles.params, norms0, names,
+                                                    strict=True):
+            if kind in ANGLES:
+                seen.append((name, angle, target[kind]))
+                drift.append(abs(torch.linalg.vector_norm(p.detach()).item() / norm0 - 1))
+    return seen, drift
+
+
+def test_without_a_running_average_every_step_turns_by_the_target_angle():
+    seen, _ = train_measuring(beta=0.0, steps=8)
+    assert len(seen) == 8 * (1 + 7 * SHAPE.n_layer)
+    for name, angle, target in seen:
+        assert angle == pytest.approx(target, rel=1e-2), name
+    worst = max(abs(angle / target - 1) for _, angle, target in seen)
+    assert worst < 1e-4  # float32 round-off of the turn and of its measurement
+
+
+def test_with_a_running_average_the_angle_is_the_target_on_average():
+    """Once Adam's own moments have settled (its update shrinks over its first ~1 / (1 - beta2) steps,
+    which the running mean follows late: 0.6-0.9 of the target then, measured here), the mean over steps
+    of every matrix's angle is the target's; single steps scatter around it."""
+    seen, _ = train_measuring(beta=0.9, steps=100)
+    ratios: dict[str, list[float]] = {}
+    for name, angle, target in seen:
+        ratios.setdefault(name, []).append(angle / target)
+    for name, values in ratios.items():
+        settled = values[50:]
+        assert sum(settled) / len(settled) == pytest.approx(1.0, abs=0.04), name
+        assert max(abs(v - 1) for v in settled) > 1e-2  # not every step exact
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.9])
+def test_rotational_matrices_keep_their_frobenius_norm(beta):
+    _, drift = train_measuring(beta, steps=12)
+    assert max(drift) < 1e-6  # float32 round-off, no random walk over the steps
+
+
+def test_every_other_parameter_gets_exactly_adamws_update():
+    """The same gradients into the rotational optimizer and a plain AdamW over the recipe's groups: every
+    parameter outside the rotational groups is bit for bit AdamW's, step after step."""
+    model, optimizer = tiny(beta=0.9)
+    twin = copy.deepcopy(model)
+    recipe = ScalarRecipe()
+    plain = torch.optim.AdamW(recipe.param_groups(twin, 3e-3), betas=recipe.betas, eps=recipe.eps)
+    rotating = {id(p) for g in optimizer.param_groups if g.get("rotational") for p in g["params"]}
+    pairs = [(p, q) for p, q in zip(model.parameters(), twin.parameters(), strict=True)
+             if id(p) not in rotating]
+    assert len(pairs) == len(list(model.parameters())) - len(rotating) > 0
+    for step in range(5):
+        backward(model, step)
+        for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+            q.grad = p.grad.clone()
+        optimizer.step()
+        plain.step()
+        for p, q in pairs:
+            assert torch.equal(p, q)
+        assert not all(torch.equal(p, q) for p, q in zip(model.parameters(), twin.parameters(), strict=True))
+
+
+def test_the_state_round_trips_through_a_checkpoint_and_the_next_step_is_the_same(tmp_path):
+    model, optimizer = tiny(beta=0.9)
+    for step in range(3):
+        backward(model, step)
+        scheduled(optimizer, FACTORS[step])
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    config = {"arm": "gpt-scalar", "scale": "tiny", "vocab_size": VOCAB, "context": CONTEXT}
+    state.save_state(tmp_path, model, optimizer, config, Progress(step=3, fingerprint={"arm": "gpt-scalar"}),
+                     IntervalStart(3))
+    other, restored = tiny(beta=0.9, seed=1)
+    state.load_state(tmp_path, other, restored, {"arm": "gpt-scalar"})
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), other.parameters(), strict=True))
+    params = [(p, q) for g, h in zip(optimizer.param_groups, restored.param_groups, strict=True)
+              for p, q in zip(g["params"], h["params"], strict=True)]
+    for p, q in params:
+        ours, theirs = optimizer.state[p], restored.state[q]
+        assert ours.keys() == theirs.keys()
+        for key in ours:
+            assert torch.equal(ours[key], theirs[key]) and ours[key].dtype == theirs[key].dtype, key
+    for m, opt in ((model, optimizer), (other, restored)):
+        backward(m, 3)
+        scheduled(opt, FACTORS[3])
+        opt.step()
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), other.parameters(), strict=True))
+
+
+def test_an_arm_without_rotation_gets_torchs_adamw_with_its_recipes_groups():
+    model, recipe = build("gpt", SHAPE, VOCAB, CONTEXT)
+    groups = rotational.param_groups(recipe, model, 1e-3)
+    assert groups == recipe.param_groups(model, 1e-3)
+    assert type(rotational.adamw(groups)) is torch.optim.AdamW
+
+
+def test_an_unknown_kind_is_a_clear_error():
+    model, _ = build("gpt", SHAPE, VOCAB, CONTEXT)
+    with pytest.raises(ParamsError, match="unknown matrix kind.*attn"):
+        rotational.param_groups(ScalarRecipe(rotation={"attn": 0.01}), model, 1e-3)
+
+
+def test_the_equilibrium_angle_is_kosson_et_als():
+    assert rotational.equilibrium_angle(3e-3, 0.1, 0.9) == pytest.approx(5.6e-3, rel=1e-2)
+
+
+def test_the_measured_angle_is_exact_for_a_planted_rotation():
+    w = torch.randn(40, 24, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    r = torch.randn(40, 24, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    u = w / torch.linalg.vector_norm(w)
+    v = r - (r * u).sum() * u
+    v = v / torch.linalg.vector_norm(v)
+    for theta in (1e-5, 1e-3, 0.3, 2.5):
+        for scale in (1.0, 0.7):
+            after = scale * torch.linalg.vector_norm(w) * (math.cos(theta) * u + math.sin(theta) * v)
+            assert step_angle_(w.float(), after.float()).item() == pytest.approx(theta, rel=2e-4, abs=1e-8)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# In a training run
+
+
+@dataclass
+class TurningRecipe(ScalarRecipe):
+    rotation: dict[str, float] = field(default_factory=lambda: {"q": 0.01, "mlp_u": 0.02})
+    rotation_beta: float = 0.0
+
+
+class StopsAfter3Steps:
+    """The job's own clock (train/job_limit.py), run out after 3 steps of each job."""
+
+    def __init__(self, train: dict, n_params: int):
+        self.steps = 0
+
+    def step_done(self) -> None:
+        self.steps += 1
+
+    def must_stop(self) -> bool:
+        return self.steps >= 3
+
+    def checkpoint_done(self, seconds: float) -> None:
+        pass
+
+    def reason(self) -> str:
+        return "3 steps"
+
+
+def test_a_run_with_rotational_matrices_turns_them_and_resumes_byte_for_byte(tmp_path, monkeypatch):
+    """gpt-scalar with q and mlp_u rotational (no running average), evaluations every 5 steps: each row's
+    step angle of those kinds is the mean of the schedule's angles over its interval; a run stopped every 3
+    steps, checkpoints between evaluation points, ends with the bytes of one that ran through."""
+    monkeypatch.setitem(registry.ARMS, "gpt-scalar",
+                        dataclasses.replace(registry.ARMS["gpt-scalar"], recipe_type=TurningRecipe))
+    params = make_params(arms=["gpt-scalar"], budgets=[16 * 512], batch_sequences=16, micro_batch_tokens=512,
+                         learning_rates={"cpu-4l": {"gpt-scalar": [3e-3]}}, eval_every_tokens=5 * 512,
+                         checkpoint_every_tokens=2 * 512)
+    spec = find_run(Params.of(params), run_name("gpt-scalar", 16 * 512))
+    train = Params.of(params).train
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    write_shards(whole)
+    assert train_run(spec, train, root=whole, progress=False) == 0
+    write_shards(split)
+    monkeypatch.setattr(loop, "JobLimit", StopsAfter3Steps)
+    while (code := train_run(spec, train, root=split, progress=False)) != 0:
+        assert code == loop.EXIT_RESUMABLE
+    for path in (run_dir(whole, spec.name) / "model.safetensors",
+                 results_dir(whole, spec.name) / "metrics.jsonl"):
+        assert path.read_bytes() == (split / path.relative_to(whole)).read_bytes(), path
+    rows = [row for row in metrics(whole, spec.name) if "step_angle" in row]
+    assert [row["step_angle_steps"] for row in rows] == [5, 5, 5, 1]
+    schedule = make_job(spec, train, whole).schedule
+    first = 0
+    for row in rows:
+        factors = [schedule.factor(s) for s in range(first, row["step"])]
+        first = row["step"]
+        for kind, peak in TurningRecipe().rotation.items():
+            assert row["step_angle"][kind] == pytest.approx(peak * sum(factors) / len(factors), rel=1e-3)
+        assert row["step_angle"]["k"] != pytest.approx(row["step_angle"]["q"], rel=1e-2)  # k: AdamW's
