@@ -7,6 +7,7 @@
   scales.py       model shapes                                  size.py      parameters and FLOPs in
                                                                              closed form
   warmup.py       which arms warm up                            placement.py where ngpt sits in the 2x2
+  matched_angle.py  which arms turn at another arm's angle per step (torch-free)
   rotational.py   the rotational step: the matrices an arm's recipe names turn by a set angle per step
 
 Imports are lazy (PEP 562): `ngptlab.models.scales`, `size` and `placement` are torch-free, so sizing a

@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from ngptlab.models.gpt_scalar import GPTScalar, ScalarRecipe
 from ngptlab.models.layers import MATRIX_KINDS
+from ngptlab.models.matched_angle import NOT_TURNED, TURNS_LIKE
 
 
 class GPTAngle(GPTScalar):
@@ -24,5 +25,6 @@ class GPTAngle(GPTScalar):
 
 @dataclass
 class AngleRecipe(ScalarRecipe):
-    turns_like: ClassVar[str] = "ngpt"  # the arm whose angle per step it takes
-    turned_kinds: ClassVar[tuple[str, ...]] = tuple(k for k in MATRIX_KINDS if k != "embed_out")
+    turns_like: ClassVar[str] = TURNS_LIKE["gpt-angle"]  # ngpt
+    turned_kinds: ClassVar[tuple[str, ...]] = tuple(
+        k for k in MATRIX_KINDS if k not in NOT_TURNED["gpt-angle"])

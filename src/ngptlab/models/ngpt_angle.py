@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ngptlab.models.layers import MATRIX_KINDS
+from ngptlab.models.matched_angle import NOT_TURNED, TURNS_LIKE
 from ngptlab.models.ngpt import NGPT, NGPTRecipe
 
 
@@ -24,5 +25,6 @@ class NGPTAngle(NGPT):
 
 @dataclass
 class AngleRecipe(NGPTRecipe):
-    turns_like: ClassVar[str] = "gpt"  # the arm whose angle per step it takes
-    turned_kinds: ClassVar[tuple[str, ...]] = MATRIX_KINDS
+    turns_like: ClassVar[str] = TURNS_LIKE["ngpt-angle"]  # gpt
+    turned_kinds: ClassVar[tuple[str, ...]] = tuple(
+        k for k in MATRIX_KINDS if k not in NOT_TURNED["ngpt-angle"])
