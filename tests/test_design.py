@@ -22,7 +22,7 @@ from ngptlab.design.outcome import world_outcome
 from ngptlab.design.protocol import analysed_world
 from ngptlab.design.simulate import planted_world
 from ngptlab.design.table import cell_summary, design_table, estimate_summary
-from ngptlab.design.truths import Truth
+from ngptlab.design.truths import Truth, truths
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.runs import RunSpec
@@ -30,6 +30,7 @@ from ngptlab.layout import REPO_ROOT
 from ngptlab.results import train_dir
 from ngptlab.settings import Params
 from ngptlab.speedup.equivalence import held_claim
+from ngptlab.speedup.reading import CONDITIONING, EFFECTIVE_LR
 
 ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt"]
 CELL = "cpu-4l-ctx128"
@@ -258,3 +259,24 @@ def test_the_estimand_is_what_a_noise_free_world_estimates_and_its_gap_is_the_po
     summary = estimate_summary(entries)
     assert summary["bias"] == 0 and summary["coverage"]["p"] == 1 and summary["coverage_planted"]["p"] == 0
     assert summary["policy_gap"] == pytest.approx(0.6 - math.log(2))
+
+
+def test_the_angle_truths_are_planted_where_the_grid_runs_the_angle_square():
+    square = ("gpt", "gpt-rownorm", "gpt-orth", "ngpt")
+    both = (*square, "gpt-angle", "ngpt-angle")
+    assert not [t for t in truths([1.5, 4.0], square) if t.account.startswith("angle")]
+    angle = [t.label for t in truths([1.5, 4.0], both) if t.account.startswith("angle")]
+    assert angle == ["angle account, ngpt x1.5", "angle account, ngpt x4", "angle account, half, ngpt x1.5",
+                     "angle account, half, ngpt x4"]
+    # the readings the planted speed-ups give: the angle account's in its world, none in the half world
+    full, half = Truth("angle account", 4.0), Truth("angle account, half", 4.0)
+    assert [full.speedup(arm) for arm in ("gpt-angle", "ngpt-angle", "gpt-orth")] == [4.0, 1.0, 1.0]
+    assert full.reading(1.25, EFFECTIVE_LR, both) == EFFECTIVE_LR.consistent
+    assert full.reading(1.25, CONDITIONING, both) == CONDITIONING.inconsistent
+    assert half.reading(1.25, EFFECTIVE_LR, both) == EFFECTIVE_LR.inconsistent  # gpt-angle short of ngpt
+    # the conditioning account's world, read with the angle arms: they run as their architecture
+    true = Truth("account true", 4.0)
+    assert true.reading(1.25, CONDITIONING, both) == CONDITIONING.consistent
+    assert true.reading(1.25, EFFECTIVE_LR, both) == EFFECTIVE_LR.inconsistent
+    # without the angle arms the angle account cannot read consistent
+    assert full.reading(1.25, EFFECTIVE_LR, square) != EFFECTIVE_LR.consistent

@@ -22,7 +22,7 @@ from ngptlab.design.loss_model import loss_model
 from ngptlab.design.truths import SENSITIVITY, Truth
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
-from ngptlab.speedup.reading import CONSISTENT, INCONSISTENT, NORM
+from ngptlab.speedup.reading import CONSISTENT, EFFECTIVE_LR, INCONSISTENT, NORM
 
 ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt"]
 
@@ -53,3 +53,28 @@ def test_the_reading_is_the_accounts_pattern_never_its_primary_effect_alone(tmp_
     if account in ("ngpt only", "partial"):  # the primary effect alone would have said "consistent"
         assert reading["verdict"] == "exceeds by more than x1.25"
         assert statuses[("gpt-orth", "ngpt")] == "shown not to hold"
+
+
+@pytest.mark.parametrize("truth, readings", [
+    (Truth("angle account", 4.0), {"conditioning": INCONSISTENT, "norm": NORM.inconsistent,
+                                   "effective learning rate": EFFECTIVE_LR.consistent}),
+    (Truth("account true", 4.0), {"conditioning": CONSISTENT, "norm": NORM.inconsistent,
+                                  "effective learning rate": EFFECTIVE_LR.inconsistent}),
+    (Truth("ngpt only", 4.0), {"conditioning": INCONSISTENT, "norm": NORM.inconsistent,
+                               "effective learning rate": EFFECTIVE_LR.inconsistent})])
+def test_both_squares_read_each_account_by_its_pattern(tmp_path, truth, readings):
+    """Planted worlds over both squares: each account reads as its pattern says, the angle square is a
+    factorial of its own, and the angle account's test replaces the confound clause."""
+    arms = [*ARMS, "gpt-angle", "ngpt-angle"]
+    path = params_file(tmp_path, "crossing", arms=arms, seeds=[0, 1, 2, 3], design={})
+    params = load_params(path)
+    world = World(loss_model(params), truth, params.train.eval_every_tokens, np.random.default_rng(7))
+    for spec in compared_runs(params):
+        write_result(tmp_path, world.result_of(spec))
+    assert main(["speedup", "--params", str(path), "--cell", CELL, "--root", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())
+    assert {name: a["reading"] for name, a in doc["reading"]["accounts"].items()} == readings
+    assert doc["reading"]["reading"] == "; ".join(readings.values())  # no confound clause beside them
+    angle = doc["angle_factorial"]["effects"]["angle"]
+    expected = "exceeds by more than x1.25" if truth.account == "angle account" else "equivalent within x1.25"
+    assert angle["verdict"] == expected
