@@ -10,5 +10,6 @@ headline.py   the headline numbers of a model's records (the matrix kinds, the p
 angular.py    the angular update rate of the effective matrices between two points of a run, and where the
               interval being measured starts (kept in a resume checkpoint)
 step_angle.py the angle each matrix turns in one optimizer step, summed on the device over the interval
+peak_angle.py that angle at the schedule's peak, read off a run's metrics rows (torch-free)
 observer.py   what a training run adds to its metrics rows at its evaluation points
 """

@@ -123,3 +123,4 @@ class StepAngles:
     def restart(self) -> None:
         self.sums.zero_()
         self.steps = 0
+

@@ -31,7 +31,7 @@ from ngptlab.results import read_metrics, read_summary, train_dir
 from ngptlab.settings import Params
 from ngptlab.speedup.document import SpeedupDocument, read_document
 
-OBSERVED = ("angular_rate", "kappa")  # the metrics rows' observations of the weights the report draws
+OBSERVED = ("angular_rate", "kappa", "step_angle")  # the metrics rows' observations of the weights
 
 
 @dataclass

@@ -10,14 +10,20 @@ The section shows what the speed-up files say: the readings, the statuses and th
 from __future__ import annotations
 
 import math
+import statistics
 
+from ngptlab.grid.resources import run_shape
+from ngptlab.models.layers import MATRIX_KINDS
+from ngptlab.models.matched_angle import NOT_TURNED, TURNS_LIKE
 from ngptlab.report.kit import views
+from ngptlab.report.kit.conditioning import headline_value
 from ngptlab.report.kit.document import Document, Heading, TableBlock, Text
-from ngptlab.report.kit.load import Results
+from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.speedups import arm_runs, bracket, effect_text
-from ngptlab.report.kit.table import Table, fmt_text
+from ngptlab.report.kit.table import Table, fmt_num, fmt_text
 from ngptlab.speedup.equivalence import claim_words
 from ngptlab.speedup.factorial import ANGLE, CONDITIONING
+from ngptlab.train import angle_targets
 
 SQUARES = (("conditioning square", "factorial", CONDITIONING), ("angle square", "angle_factorial", ANGLE))
 
@@ -75,6 +81,49 @@ def squares_table(results: Results) -> Table:
     return t
 
 
+def mean_step_angle(record: RunRecord) -> float | None:
+    """A run's angle per optimizer step, mean over its metrics rows and their matrix kinds (None: not
+    logged)."""
+    rows = [statistics.fmean(angles.values()) for _, angles in record.observed.get("step_angle", [])
+            if angles]
+    return statistics.fmean(rows) if rows else None
+
+
+def angles_table(results: Results) -> Table:
+    """Each arm of the angle square beside its angle per step and its conditioning: the run the report
+    represents the arm by in the cell (the best run at the largest budget)."""
+    cols = ["cell", "arm", "run", "step_angle", "turns_like", "target", "kappa"]
+    t = Table("angles", "The angle square: how far each arm's matrices turn per step, and their conditioning",
+              cols, key=["cell", "arm"],
+              headers={"step_angle": "angle per step, mean over training and kinds (rad)",
+                       "turns_like": "set to the angle of", "target": "target at the peak (rad)",
+                       "kappa": "κ attention (whole), median"},
+              formats={"cell": fmt_text, "arm": fmt_text, "run": fmt_text, "turns_like": fmt_text,
+                       "step_angle": lambda x: fmt_num(x, 3), "target": lambda x: fmt_num(x, 3),
+                       "kappa": lambda x: fmt_num(x, 3)},
+              note="The angle per optimizer step is measured on the matrices the optimizer holds, W before "
+                   "and after one step and the arm's constraint (observe/step_angle.py); it follows the "
+                   "learning-rate schedule, so the mean over training sits below the peak. An angle arm's "
+                   "target is the matched arm's angle at the schedule's peak, as train.angles holds it "
+                   "(`ngptlab plan --match-angles`), or the prior before a measurement "
+                   "(train/angle_targets.py). If gpt-angle's κ moves to ngpt's, the angle square cannot "
+                   "separate the accounts.")
+    train = results.params.train
+    for cell in results.speedups:
+        for rep in views.representatives(results, cell):
+            if rep.arm not in ANGLE.arms or rep.record is None:
+                continue
+            spec, target, like = rep.record.spec, None, TURNS_LIKE.get(rep.arm)
+            if like is not None:
+                kinds = tuple(k for k in MATRIX_KINDS if k not in NOT_TURNED[rep.arm])
+                angles, _ = angle_targets.targets(train, spec, run_shape(train, spec.scale), like, kinds)
+                target = statistics.fmean(angles.values())
+            t.add({"cell": cell, "arm": rep.arm, "run": spec.name, "step_angle": mean_step_angle(rep.record),
+                   "turns_like": like, "target": target,
+                   "kappa": headline_value(rep.record, "attn_condition_median")}, [spec.name])
+    return t
+
+
 def readings_text(results: Results) -> str:
     """Per cell, each account's reading in the speed-up file's words."""
     lines = []
@@ -112,3 +161,6 @@ def section(doc: Document, results: Results) -> None:
     if len(squares):
         doc.add(TableBlock(squares))
     doc.add(TableBlock(accounts_table(results)))
+    angles = angles_table(results)
+    if len(angles):
+        doc.add(TableBlock(angles))
