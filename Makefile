@@ -2,6 +2,7 @@
 #   make        create .venv if missing, install the locked dependencies and the package, run the pipeline
 #               on the embedded default (params.yaml) through Snakemake, ending with the report
 #   make test   the same set-up, then the test suite
+# and a few more: `make docs` (the guide, into site/), `make lint`, `make lock`, `make preset NAME=...`.
 SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
@@ -12,7 +13,12 @@ TEST_WORKERS ?= 2
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: all pipeline test lint lock preset clean-results
+# What `make` shows of Snakemake's output: its progress without the job listings (workflow/scripts/
+# progress_filter.py says why Snakemake's --quiet cannot); the complete log, every job listed, is Snakemake's
+# own .snakemake/log/<date>.snakemake.log, named in the last lines. SNAKEMAKE_FILTER=cat shows everything.
+SNAKEMAKE_FILTER ?= $(BIN)/python workflow/scripts/progress_filter.py
+
+.PHONY: all pipeline test lint lock preset docs clean-results
 
 all: pipeline
 
@@ -30,7 +36,7 @@ $(INSTALLED): requirements.lock pyproject.toml
 
 pipeline: $(INSTALLED)
 	$(BIN)/ngptlab plan --write results/plan.json
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES)
+	set -o pipefail; PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES) 2>&1 | $(SNAKEMAKE_FILTER)
 
 test: $(INSTALLED)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -n $(TEST_WORKERS) --no-loadscope-reorder $(PYTEST_ARGS)
@@ -44,7 +50,26 @@ lock: $(INSTALLED)
 	mv requirements.lock.tmp requirements.lock
 
 # Apply a preset (workflow/presets/NAME.yaml) for both snakemake and dvc repro: params.yaml and the grid file.
+# The params.yaml it replaces is kept as params.yaml.previous. Two names are not files of workflow/presets/:
+# NAME=default, the embedded default (the params.yaml of the checked-out commit, `git show HEAD:params.yaml`),
+# and NAME=previous, the params.yaml.previous kept by the last `make preset` (it swaps the two).
 preset: $(INSTALLED)
-	test -f workflow/presets/$(NAME).yaml || { echo "no preset '$(NAME)'; have: $$(ls workflow/presets)"; exit 2; }
-	$(BIN)/ngptlab plan --params workflow/presets/$(NAME).yaml --write results/plan.json
-	cp workflow/presets/$(NAME).yaml params.yaml
+	@set -e; \
+	case "$(NAME)" in \
+	  default) src=.params.default.yaml; git show HEAD:params.yaml > $$src ;; \
+	  previous) test -f params.yaml.previous || { echo "make preset: no params.yaml.previous to go back to"; exit 2; }; \
+	            src=.params.default.yaml; cp params.yaml.previous $$src ;; \
+	  *) src=workflow/presets/$(NAME).yaml; \
+	     test -f $$src || { echo "no preset '$(NAME)'; have: $$(ls workflow/presets) (and default, previous)"; exit 2; } ;; \
+	esac; \
+	$(BIN)/ngptlab plan --params $$src --write results/plan.json; \
+	if cmp -s $$src params.yaml; then echo "make preset: params.yaml is already $(NAME)"; \
+	else cp params.yaml params.yaml.previous; cp $$src params.yaml; \
+	  echo "make preset: params.yaml is now $(NAME); the params.yaml it replaced is params.yaml.previous"; \
+	  echo "  (back: make preset NAME=previous; the embedded default: make preset NAME=default)"; fi; \
+	rm -f .params.default.yaml
+
+# The researcher's guide (mkdocs.yml, docs/): strict, so a broken link or a page missing from the nav fails;
+# the reference pages are generated from the code as it builds (docs/hooks.py).
+docs: $(INSTALLED)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

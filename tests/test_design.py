@@ -137,18 +137,20 @@ def test_wrong_directional_rate_read_against_a_null_that_does_not_hold():
     against_planted = cell_summary([w[CELL] for w in outcomes], planted, "conditioning", 1.25)
     assert against_planted["wrong_directional"]["p"] == 0
     table = design_table([outcomes], [null], "conditioning", 1.25)
-    assert [c["check"] for c in table["thresholds"]] == ["reading consistent with a false account",
-                                                         "wrong directional reading",
-                                                         "coverage of the primary effect's interval"]
-    consistent = sum(o[CELL]["reading"].startswith("consistent") for o in outcomes) / 6
-    assert table["thresholds"][0]["value"]["p"] == consistent
-    assert table["thresholds"][1]["passed"] == (wrong / 6 <= 0.05)
+    assert [c["check"] for c in table["thresholds"]] == [
+        "reading consistent with the conditioning account, false here",
+        "reading consistent with the norm account, false here",
+        "wrong directional reading", "coverage of the primary effect's interval"]
+    for check, account in zip(table["thresholds"][:2], ("conditioning", "norm"), strict=True):
+        consistent = sum(o[CELL]["accounts"][account].startswith("consistent") for o in outcomes) / 6
+        assert check["value"]["p"] == consistent
+    assert table["thresholds"][2]["passed"] == (wrong / 6 <= 0.05)
 
 
 def test_wrong_directional_counts_only_claims_the_truth_does_not_make():
     def outcome(claim):
         estimate = {"estimate": 0.1, "interval": [-0.2, 0.4], "planted": 0.0}
-        return {"reading": "not resolved", "claim": claim, "holm_reading": None,
+        return {"reading": "not resolved", "accounts": {}, "arms": [], "claim": claim, "holm_reading": None,
                 "estimates": {"primary": estimate}}
     claims = ["exceeds", "falls_short", "equivalent", None, None, "exceeds", "equivalent", None, None, None]
     null = cell_summary([outcome(c) for c in claims], Truth("null", 1.0), "conditioning", 1.25)
@@ -190,11 +192,16 @@ def test_design_command_prints_the_table_as_json(tmp_path, capsys):
     assert doc["model"]["seed_sd"] == 0.003 and doc["worlds"] == 1
     assert [s["truth"] for s in doc["scenarios"]] == [
         f"{account}, ngpt x{s}" for account in ("account true", "account false", "ngpt only", "partial")
-        for s in (1.5, 4)] + ["null", "null, ngpt curvature x0.5",
-                              "account true, ngpt x1.5, gpt-orth curvature x2, ngpt curvature x0.5"]
-    # correct and coverage in the account's worlds; correct, consistent and coverage where it is false or
-    # only ngpt is fast; consistent and coverage in the partial ones; consistent, directional, coverage: null
-    assert len(doc["thresholds"]) == 2 * (2 + 3 + 3 + 2) + 3 + 3 + 2 and doc["gpu_hours"]["projected"] is None
+        for s in (1.5, 4)] + ["null", "null, ngpt curvature x0.5 optimum x1.41 drift x0.5",
+                              "account true, ngpt x1.5, gpt-orth curvature x2 optimum x0.707, "
+                              "ngpt curvature x0.5 optimum x1.41 drift x0.5"]
+    # per account: correct where the conditioning account, the norm account or only ngpt is true, and
+    # consistent wherever the account is false; then directional (null) and coverage (every truth):
+    # account true and false 2 + 1 + 1 each, ngpt only 2 + 2 + 1, partial 2 + 1, null 2 + 1 + 1
+    assert len(doc["thresholds"]) == 2 * (4 + 4 + 5 + 3) + 4 + 4 + 4 and doc["gpu_hours"]["projected"] is None
+    norm = [c for c in doc["thresholds"] if c["check"] == "correct reading of the norm account"]
+    # at x1.5 (x4 lies beyond this small grid's budgets) one world at seed sd 0.003 reads the norm account
+    assert len(norm) == 2 * 3 + 1 and all(c["passed"] for c in norm if "x4" not in c["truth"])
     assert main(["design", "--params", str(params_file), "--set", "seed_sd=-1"]) == 2
 
 

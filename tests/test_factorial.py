@@ -11,10 +11,10 @@ from scipy import stats
 
 from ngptlab.speedup.equivalence import claim_p_values, margin_verdict, verdict_from_p_values
 from ngptlab.speedup.estimate import Estimate
-from ngptlab.speedup.factorial import factorial
+from ngptlab.speedup.factorial import ANGLE, factorial
 from ngptlab.speedup.inference import cell_contrasts, contrast, summarize_seeds
 from ngptlab.speedup.multiplicity import holm, holm_claims
-from ngptlab.speedup.reading import CONSISTENT, INCONSISTENT, primary_reading
+from ngptlab.speedup.reading import CONSISTENT, EFFECTIVE_LR, INCONSISTENT, NORM, primary_reading
 
 MARGIN = 1.25
 
@@ -145,25 +145,67 @@ def read(per_seed: dict[str, dict[int, Estimate]], primary: str = "conditioning"
 def test_the_reading_tests_the_accounts_whole_pattern():
     conditioned = planted({"gpt-rownorm": 0.0, "gpt-orth": 1.0, "ngpt": 1.0}, n=8, sd=0.05)
     for primary in ("conditioning", "norm", "interaction"):  # the primary is the headline, not the verdict
-        assert read(conditioned, primary)["reading"] == CONSISTENT
+        r = read(conditioned, primary)
+        assert r["pattern_reading"] == CONSISTENT and r["accounts"]["norm"]["reading"] == NORM.inconsistent
+        assert r["reading"] == f"{CONSISTENT}; {NORM.inconsistent}"  # both accounts, conditioning first
     assert [t["status"] for t in read(conditioned)["pattern"]] == ["holds"] * 4
     # speed-ups measured against another baseline answer no prediction against gpt: never consistent
     other = read(conditioned, baseline="gpt-qknorm")
-    assert len(other["pattern"]) == 1 and other["reading"] == "not resolved"
+    assert len(other["pattern"]) == 1 and other["pattern_reading"] == "not resolved"
+    assert other["reading"].startswith("not resolved for the account that conditioning explains")
+    # the mirror: the norm account's pattern holds, the conditioning account's fails
     r = read(planted({"gpt-rownorm": 1.0, "gpt-orth": 0.0, "ngpt": 1.0}, n=8, sd=0.05))
-    assert r["reading"] == INCONSISTENT and r["verdict"] == "equivalent within x1.25"
+    assert r["pattern_reading"] == INCONSISTENT and r["verdict"] == "equivalent within x1.25"
+    assert r["accounts"]["norm"]["reading"] == NORM.consistent
+    assert [t["a"] for t in r["accounts"]["norm"]["pattern"]] == ["gpt-rownorm", "ngpt", "gpt-orth",
+                                                                  "gpt-rownorm"]
     assert r["n_seeds"] == 8 and r["method"] == "paired t on ln S over seeds" and r["level"] == 0.95
     # only ngpt fast: the conditioning main effect carries half its speed-up and exceeds the margin, yet
-    # gpt-orth is shown equivalent to gpt and short of ngpt: the account's pattern fails
+    # gpt-orth is shown equivalent to gpt and short of ngpt: the account's pattern fails, and the norm's
     alone = read(planted({"gpt-rownorm": 0.0, "gpt-orth": 0.0, "ngpt": 1.0}, n=8, sd=0.05))
-    assert alone["verdict"] == "exceeds by more than x1.25" and alone["reading"] == INCONSISTENT
+    assert alone["verdict"] == "exceeds by more than x1.25" and alone["pattern_reading"] == INCONSISTENT
+    assert alone["accounts"]["norm"]["reading"] == NORM.inconsistent
     held = {(t["a"], t["b"]): (t["held"], t["status"]) for t in alone["pattern"]}
     assert held[("gpt-orth", "gpt")] == ("equivalent", "shown not to hold")
     assert held[("gpt-orth", "ngpt")] == ("falls_short", "shown not to hold")
     assert held[("ngpt", "gpt")] == ("exceeds", "holds")
-    assert read(planted({"gpt-rownorm": 0.0, "gpt-orth": 0.0, "ngpt": 0.0}, n=8, sd=0.05))[
-        "reading"] == INCONSISTENT  # the null
+    null = read(planted({"gpt-rownorm": 0.0, "gpt-orth": 0.0, "ngpt": 0.0}, n=8, sd=0.05))
+    assert null["reading"] == f"{INCONSISTENT}; {NORM.inconsistent}"
     # one seed: no interval, nothing shown either way
     assert read(planted({"gpt-rownorm": 0.0, "gpt-orth": 1.0, "ngpt": 1.0}, n=1, sd=0.05))[
-        "reading"] == "not resolved"
+        "pattern_reading"] == "not resolved"
     assert primary_reading(None, "conditioning", MARGIN)["reading"] == "not resolved"
+
+
+def test_the_angle_square_is_a_factorial_and_its_account_a_pattern():
+    # the angle does it: gpt turned at ngpt's angle is as fast as ngpt, ngpt turned at gpt's as slow as gpt
+    angle = planted({"gpt-rownorm": 0.0, "gpt-orth": 0.0, "ngpt": 1.0, "gpt-angle": 1.0, "ngpt-angle": 0.0},
+                    n=8, sd=0.05)
+    f = factorial(angle, MARGIN, square=ANGLE)
+    y = {arm: np.log([angle[arm][s].value for s in range(8)]) for arm in angle}
+    by_hand = ((y["gpt-angle"] - y["gpt"]) + (y["ngpt"] - y["ngpt-angle"])) / 2
+    assert f["effects"]["angle"]["estimate"]["ln"] == pytest.approx(by_hand.mean(), rel=1e-12)
+    assert f["effects"]["architecture"]["verdict"] == "equivalent within x1.25"
+    assert set(f["effects"]) == {"angle", "architecture", "interaction"}
+    assert factorial({arm: angle[arm] for arm in ("gpt", "gpt-orth", "gpt-rownorm", "ngpt")}, MARGIN,
+                     square=ANGLE) is None  # no angle arms: no angle square
+    r = read(angle)
+    accounts = {name: entry["reading"] for name, entry in r["accounts"].items()}
+    assert accounts == {"conditioning": INCONSISTENT, "norm": NORM.inconsistent,
+                        "effective learning rate": EFFECTIVE_LR.consistent}
+    # the angle account's own test replaces the confound clause: three accounts named, nothing beside them
+    assert r["reading"] == f"{INCONSISTENT}; {NORM.inconsistent}; {EFFECTIVE_LR.consistent}"
+    assert r["effective_lr_clause"] is None
+    held = {(t["a"], t["b"]): t["status"] for t in r["accounts"]["effective learning rate"]["pattern"]}
+    assert held[("gpt-orth", "gpt")] == "holds"  # the extra prediction the angle arms bring
+    # conditioning does it: the angle arms run as their architecture, and the angle account fails
+    conditioned = planted({"gpt-rownorm": 0.0, "gpt-orth": 1.0, "ngpt": 1.0, "gpt-angle": 0.0,
+                           "ngpt-angle": 1.0}, n=8, sd=0.05)
+    r = read(conditioned)
+    assert r["pattern_reading"] == CONSISTENT
+    assert r["accounts"]["effective learning rate"]["reading"] == EFFECTIVE_LR.inconsistent
+    assert [t["required"] for t in r["pattern"]] == [True] * 4 + [False] * 2  # the angle arms, as gpt / ngpt
+    # without the angle arms the angle account is not read: left out of the words, not resolved in the file
+    r = read(planted({"gpt-rownorm": 0.0, "gpt-orth": 1.0, "ngpt": 1.0}, n=8, sd=0.05))
+    assert r["accounts"]["effective learning rate"]["reading"] == "not resolved"
+    assert "effective learning rate" not in r["reading"]

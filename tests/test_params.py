@@ -44,7 +44,7 @@ def test_default_params_are_valid():
          "train.budgets[1]: -5 must be >= 1"),
         (lambda p: p["train"].update(arms=["gpt", "ngtp"]),
          "train.arms[1]: 'ngtp' is not allowed; allowed values: gpt, gpt-nowd, ngpt, gpt-lrm, gpt-scalar, "
-         "gpt-rownorm, gpt-orth, gpt-qknorm, ngpt-freew"),
+         "gpt-rownorm, gpt-orth, gpt-qknorm, ngpt-freew, gpt-angle, ngpt-angle"),
         (lambda p: p["train"].update(scales=["2B"]),
          "train.scales: unknown scale '2B'; named scales: cpu-4l, cpu-8l, gpu-small, 0.5B, 1B; "
          "train.shapes: cpu-4l (define a new one under train.shapes)"),
@@ -64,7 +64,7 @@ def test_default_params_are_valid():
         (lambda p: p["train"].update(batch_sequences="512"),
          "train.batch_sequences: expected integer, got str '512'"),
         (lambda p: p["train"].update(learnig_rate=1e-3),
-         "unknown key train.learnig_rate; allowed keys: activation_checkpointing, added_seeds, arms, "
+         "unknown key train.learnig_rate; allowed keys: activation_checkpointing, added_seeds, angles, arms, "
          "batch_sequences"),
         (lambda p: p["train"].update(warmup_steps=-1),
          "train.warmup_steps: -1 must be >= 0"),
@@ -237,7 +237,7 @@ def test_cli_rejects_bad_params_before_anything_runs(tmp_path: Path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"ngptlab plan: error: {bad}: train.arms[1]: 'ngtp' is not allowed; allowed values: gpt, gpt-nowd, "
-        "ngpt, gpt-lrm, gpt-scalar, gpt-rownorm, gpt-orth, gpt-qknorm, ngpt-freew"
+        "ngpt, gpt-lrm, gpt-scalar, gpt-rownorm, gpt-orth, gpt-qknorm, ngpt-freew, gpt-angle, ngpt-angle"
     ]
     assert sorted(tmp_path.rglob("*")) == before
 

@@ -213,9 +213,10 @@ def test_verdict_is_drawn_only_from_resolved_comparisons(complete):
     root, _, _ = complete
     md = (root / "reports" / "report.md").read_text()
     comparisons = {r["arm"]: r for r in read_csv(root / "reports" / "tables" / "comparisons.csv")}
-    # Planted: gpt-orth 2.2x and gpt-rownorm 1.3x, both with seed intervals above 1.
-    assert comparisons["gpt-orth"]["verdict"] == "faster"
-    assert comparisons["gpt-rownorm"]["verdict"] == "faster"
+    # Planted: gpt-orth 2.2x and gpt-rownorm 1.3x, both with seed intervals above ln 1.25, the margin an
+    # arm's verdict must clear (the symmetric rule)
+    faster = "faster by more than x1.25"
+    assert comparisons["gpt-orth"]["verdict"] == comparisons["gpt-rownorm"]["verdict"] == faster
     # Against nGPT (3x) both fall short beyond the margin (paired contrasts, the symmetric rule).
     contrasts = {r["label"]: r for r in read_csv(root / "reports" / "tables" / "contrasts.csv")}
     short = "falls short by more than x1.25"

@@ -174,7 +174,8 @@ def test_settle_it_has_the_paired_contrasts_with_intervals_and_seeds_needed(pair
     # ngpt planted turning its weights 3x faster than the rest, at every seed alike: the effect's ratio of
     # rates is sqrt(3), its interval of no width, wholly beyond the margin
     assert doc["reading"]["reading"] == (
-        f"{consistent}; confounded by the effective learning rate: the arms it credits turn their weights "
+        f"{consistent}; inconsistent with the account that the weight norms explain nGPT's speed-up; "
+        "confounded by the effective learning rate: the arms it credits turn their weights "
         "x1.73 [1.73, 1.73] as fast as those it debits (95% paired t on ln angular rate over seeds, 3 seeds)")
     assert f"; so {doc['reading']['reading']}" in verdict  # the report's words are the JSON's
     assert [t["status"] for t in doc["reading"]["pattern"]] == ["holds"] * 4
@@ -266,7 +267,9 @@ def test_one_seed_says_no_interval_and_seeds_needed_not_measured(one_seed):
     # the one seed's rates put ngpt's planted 3x faster turning far beyond the margin
     assert "(no interval: 95% paired t on ln S over seeds, 1 seed): not resolved (no interval); the " \
         "account's predictions: gpt-orth vs gpt open" in verdict and "consistent with" not in verdict
-    assert "; so not resolved; not resolved (one seed) whether the effective learning rate confounds it: " \
+    assert "; so not resolved for the account that conditioning explains nGPT's speed-up; not resolved for " \
+        "the account that the weight norms explain nGPT's speed-up; not resolved (one seed) whether the " \
+        "effective learning rate confounds it: " \
         "the arms it credits turn their weights x1.73 as fast as those it debits (95% paired t on ln " \
         "angular rate over seeds, 1 seed: no interval)." in verdict
     (primary,) = read_csv(out / "tables" / "primary.csv")

@@ -172,7 +172,7 @@ def test_seeds_beyond_train_seeds_enter_the_speedup_but_not_the_sweep(tmp_path, 
     ngpt = doc["arms"]["ngpt"]
     assert ngpt["speedup"]["n_seeds"] == 2 and ngpt["speedup"]["value"] == pytest.approx(3.0, rel=1e-9)
     # two identical seeds: no noise, so the interval is the point and the verdict is resolved at 2 seeds
-    assert ngpt["speedup"]["verdict"] == "faster" and ngpt["speedup"]["seeds_needed"] == 2
+    assert ngpt["speedup"]["verdict"] == "faster by more than x1.25" and ngpt["speedup"]["seeds_needed"] == 2
     # gpt's best lr is interior: its V-shaped loss in ln(lr) has a parabola whose vertex lies below the grid
     gpt = doc["arms"]["gpt"]["interpolated"]["per_budget"]
     assert all(b["status"] == "interpolated" and b["seeds"] == [0] and b["correction"] < 0 for b in gpt)

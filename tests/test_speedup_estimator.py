@@ -199,7 +199,7 @@ def test_seeds_geometric_mean_and_t_interval_on_log_speedup():
     assert s["bootstrap_interval"] is None
     # the interval does not depend on the bootstrap's settings
     assert estimate_cell(results, "gpt", 0, 3)["arms"]["ngpt"]["speedup"]["interval"] == s["interval"]
-    assert s["verdict"] == "faster" and out["arms"]["gpt"]["speedup"]["verdict"] is None
+    assert s["verdict"] == "faster by more than x1.25" and out["arms"]["gpt"]["speedup"]["verdict"] is None
 
 
 def test_summaries_with_bounds():

@@ -57,7 +57,8 @@ def test_t_interval_on_log_speedup_is_the_textbook_one_and_covers_the_planted_va
     assert s["log"]["df"] == n - 1 and s["log"]["se"] == pytest.approx(logs.std(ddof=1) / math.sqrt(n))
     # ... and it covers the planted ln 3
     assert s["interval"][0] < 3.0 < s["interval"][1]
-    assert s["verdict"] == "faster" and s["seeds_needed"] == 2  # a sd of 0.05 resolves x1.5 at once
+    # a sd of 0.05 resolves x1.5 at once
+    assert s["verdict"] == "faster by more than x1.25" and s["seeds_needed"] == 2
 
 
 def test_contrasts_contain_zero_for_equal_arms_and_exclude_it_for_different_ones():
@@ -77,7 +78,7 @@ def test_contrasts_contain_zero_for_equal_arms_and_exclude_it_for_different_ones
     assert slower["difference_log"]["interval"][1] < -math.log(1.25)
     assert slower["verdict"] == "falls short by more than x1.25"
     assert slower["ratio"] == pytest.approx(0.5, rel=0.1)
-    assert out["arms"]["gpt-orth"]["speedup"]["verdict"] == "faster"  # 2x against the baseline
+    assert out["arms"]["gpt-orth"]["speedup"]["verdict"] == "faster by more than x1.25"  # 2x over gpt
     assert out["equivalence_margin"] == 1.25 and out["resolve_ratio"] == 1.5
     assert "equivalent within x1.25" in out["verdict_rule"]
     # the paired difference by hand
@@ -110,7 +111,10 @@ def test_contrast_without_an_interval_says_why():
 
 def test_verdict_rule():
     ln = math.log
-    assert verdict([0.01, 0.2], 1.25) == "faster" and verdict([-0.3, -0.01], 1.25) == "slower"
+    assert verdict([0.3, 0.5], 1.25) == "faster by more than x1.25"
+    assert verdict([-0.5, -0.3], 1.25) == "slower by more than x1.25"
+    # faster than 1 but not by the margin: no verdict, as for a contrast (the symmetric rule)
+    assert verdict([0.05, 0.4], 1.25) == verdict([-0.4, -0.05], 1.25) == "not resolved"
     assert verdict([-0.1, 0.1], 1.25) == "equivalent within x1.25"
     assert verdict([-0.1, ln(1.25) + 1e-9], 1.25) == "not resolved"
     assert verdict(None, 1.25) == "not resolved (no interval)"

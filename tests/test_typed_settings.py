@@ -31,7 +31,7 @@ def dataclass_nodes() -> list[tuple[str, type, dict]]:
                         target = child
                         if "items" in target:
                             target = resolved_node(target["items"])
-                        elif "properties" not in target:
+                        while "properties" not in target:  # a free-form mapping, maybe of mappings
                             target = resolved_node(target["additionalProperties"])
                         found.append((f"{key}.{field.name}".lstrip("."), inner, target))
     return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 
@@ -40,6 +41,8 @@ VERBS = {
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     """The parser; only the chosen verb's module is imported (the others may pull in torch, datasets...)."""
     parser = argparse.ArgumentParser(prog="ngptlab", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+                        help="print the installed package's version and exit")
     subparsers = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     chosen = next((arg for arg in argv if arg in VERBS), None)
     for verb, help_text in VERBS.items():
@@ -49,6 +52,14 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         if verb == chosen:
             _command_module(verb).configure(sub)
     return parser
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, through the package metadata)."""
+    try:
+        return importlib.metadata.version("ngptlab")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _command_module(verb: str):

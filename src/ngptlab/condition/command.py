@@ -11,7 +11,7 @@ from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, help="run name, e.g. cpu-4l-ctx64-gpt-t16384-lr0.003-s0")
+    parser.add_argument("--run", required=True, help="run name, e.g. cpu-4l-ctx128-gpt-t8192-lr0.01-s0")
     parser.add_argument("--root", default=".", help="directory holding runs/ and results/ (default: .)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -27,6 +27,7 @@ from ngptlab.design.policies import (
     under_policy,
 )
 from ngptlab.design.printout import table_lines
+from ngptlab.design.resolution import smallest_resolved
 from ngptlab.design.simulate import simulate
 from ngptlab.design.table import design_table
 from ngptlab.design.truths import planted_speedups, truths
@@ -53,6 +54,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the design under each learning-rate policy (largest, crossing, budget, and "
                              "cosine as the paper), side by side: gap to the planted law, coverage, correct "
                              "readings, GPU-hours (design/policies.py)")
+    parser.add_argument("--resolution", action="store_true",
+                        help="also scan ngpt's planted speed-up upward for the smallest the design reads "
+                             "right (design/resolution.py), the figure a preset states")
     parser.add_argument("--noise-from", metavar="DIR",
                         help="set seed_sd from the one-sided 80%% upper confidence bound of a pilot's sd of "
                              "ln S over seeds, pooled over DIR/results/speedup/*.json "
@@ -85,7 +89,7 @@ def design_document(params: Params, params_file: str, worlds: int | None = None,
     worlds = worlds or design.worlds
     seed = design.seed if seed is None else seed
     model = loss_model(params)
-    planted = truths(planted_speedups(params))
+    planted = truths(planted_speedups(params), params.train.arms)
     primary = params.speedup.primary_contrast
     margin = float(params.speedup.equivalence_margin)
     outcomes, noise_free = simulate(params, model, planted, worlds, seed, jobs)
@@ -130,6 +134,9 @@ def run(args: argparse.Namespace, params: Params) -> int:
         return 0
     document = {**design_document(params, args.params, args.worlds, args.seed, args.jobs),
                 "noise_from": measured}
+    if args.resolution:
+        document["resolution"] = smallest_resolved(params, loss_model(params), document["worlds"],
+                                                   document["seed"], args.jobs)
     if args.json:
         print(json.dumps(document, indent=1))
     else:

@@ -8,11 +8,14 @@ Final validation loss of a run (arm, budget T tokens, learning rate lr, seed), i
                                                      irreducible and model-size terms at a fixed shape:
                                                      illustrative E = 2.0 nats);
                                                      S_arm is the arm's planted token speed-up over gpt
-      + c (ln lr - ln lr*(T))^2                      the learning-rate curvature: a parabola in ln lr
+      + k_arm c (ln lr - ln lr*(T))^2                the learning-rate curvature: a parabola in ln lr
                                                      (illustrative c = 0.04: a learning rate x2 off the
                                                      optimum costs 0.019 nats)
-        ln lr*(T) = ln lr*_0 - b ln(T / T_0)         the optimum falls as runs get longer (Bjorck et al.
-                                                     2024, arXiv 2409.19913; illustrative b = 0.3)
+        ln lr*(T) = ln (o_arm lr*_0)                 the optimum falls as runs get longer (Bjorck et al.
+                    - d_arm b ln(T / T_0)            2024, arXiv 2409.19913; illustrative b = 0.3);
+                                                     k_arm, o_arm, d_arm: an arm's own curvature, optimum
+                                                     and drift as factors on gpt's (LrLaw; 1 unless a
+                                                     truth plants another)
       + seed noise                                   shared by every run of an (arm, seed): its data order
                                                      and initialisation; the fraction `seed_shared` of its
                                                      variance is shared across arms too (the same batches)
@@ -43,6 +46,25 @@ from ngptlab.settings import Params
 
 
 @dataclass(frozen=True)
+class LrLaw:
+    """How an arm's learning-rate term differs from gpt's, each a factor: its curvature k (how sharply the
+    loss rises away from the optimum), its optimum o at T_0 and its drift d (how fast the optimum falls)."""
+
+    curvature: float = 1.0
+    optimum: float = 1.0
+    drift: float = 1.0
+
+    @property
+    def label(self) -> str:
+        return " ".join(f"{name} x{value:.3g}" for name, value in
+                        (("curvature", self.curvature), ("optimum", self.optimum), ("drift", self.drift))
+                        if value != 1.0)
+
+
+SAME_LAW = LrLaw()
+
+
+@dataclass(frozen=True)
 class LossModel:
     """The law's and the noise's parameters (module docstring)."""
 
@@ -59,25 +81,26 @@ class LossModel:
     run_sd: float
     anneal_gap: float
 
-    def lr_star(self, tokens: float) -> float:
-        """ln lr*(T) = ln lr*_0 - b ln(T / T_0)."""
-        return math.log(self.lr_optimum) - self.lr_drift * math.log(tokens / self.lr_reference_tokens)
+    def lr_star(self, tokens: float, arm: LrLaw = SAME_LAW) -> float:
+        """ln lr*(T) = ln (o lr*_0) - d b ln(T / T_0), o and d the arm's (gpt's: 1)."""
+        return (math.log(arm.optimum * self.lr_optimum)
+                - arm.drift * self.lr_drift * math.log(tokens / self.lr_reference_tokens))
 
     def law(self, speedup: float, tokens: np.ndarray) -> np.ndarray:
         """E + A (S T)^-alpha at every token count (no learning-rate term, no noise)."""
         t = np.asarray(tokens, dtype=float)
         return self.irreducible + self.amplitude * (speedup * t) ** -self.exponent
 
-    def lr_penalty(self, lr: float, budget: float, sensitivity: float = 1.0) -> float:
-        """c (ln lr - ln lr*(T))^2, c scaled by an arm's planted sensitivity to the learning rate."""
-        return sensitivity * self.lr_curvature * (math.log(lr) - self.lr_star(budget)) ** 2
+    def lr_penalty(self, lr: float, budget: float, arm: LrLaw = SAME_LAW) -> float:
+        """k c (ln lr - ln lr*(T))^2, by the arm's learning-rate law (gpt's: k = o = d = 1)."""
+        return arm.curvature * self.lr_curvature * (math.log(lr) - self.lr_star(budget, arm)) ** 2
 
     def curve(self, speedup: float, lr: float, budget: int, tokens: np.ndarray, noise: float,
-              sensitivity: float = 1.0) -> np.ndarray:
+              arm: LrLaw = SAME_LAW) -> np.ndarray:
         """The validation loss at each evaluation point t <= T of a run of this budget; its last point, at
         t = T, is the run's final loss."""
         t = np.asarray(tokens, dtype=float)
-        return (self.law(speedup, t) + self.lr_penalty(lr, budget, sensitivity) + noise
+        return (self.law(speedup, t) + self.lr_penalty(lr, budget, arm) + noise
                 + self.anneal_gap * (1.0 - t / budget))
 
 

@@ -21,8 +21,9 @@ def _logged(interval: Interval | None) -> list[float] | None:
 
 
 def cell_outcome(doc: SpeedupDocument, truth: Truth, holm_reading: str | None = None) -> dict:
-    """{reading, claim, holm_reading, estimates {name: {estimate, interval, planted}}} of one cell's
-    document; names: "primary", "arm <arm>", "effect <name>", "contrast <label>"."""
+    """{reading, accounts {account: its reading}, arms (the cell's), claim, holm_reading, estimates {name:
+    {estimate, interval, planted}}} of one cell's document (reading: the conditioning account's); names:
+    "primary", "arm <arm>", "effect <name>", "contrast <label>"."""
     reading = doc.reading
     planted = {arm: math.log(truth.speedup(arm)) for arm in doc.arms_order}
     estimates = {"primary": {"estimate": reading.effect.log_estimate, "interval": reading.effect.log_interval,
@@ -39,6 +40,8 @@ def cell_outcome(doc: SpeedupDocument, truth: Truth, holm_reading: str | None = 
                                                    "interval": contrast.log_interval,
                                                    "planted": planted[contrast.a] - planted[contrast.b]}
     return {"reading": reading.pattern_words or reading.words,
+            "accounts": {name: account["reading"] for name, account in reading.accounts.items()},
+            "arms": list(doc.arms_order),
             "claim": held_claim(reading.effect.p_values, reading.effect.level),
             "holm_reading": holm_reading, "estimates": estimates}
 

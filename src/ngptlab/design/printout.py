@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ngptlab.design.resolution import resolution_line
+
 
 def _p(value: dict) -> str:
     return "   n/a    " if value["p"] is None else f"{value['p']:5.1%} ±{value['se']:5.1%}"
@@ -25,6 +27,12 @@ def scenario_lines(scenario: dict, primary: str) -> list[str]:
         lines.append("  claim:      " + "   ".join(f"{k} {_p(v)}" for k, v in s["claims"].items()))
         correct = "n/a" if s["correct"] is None else _p(s["correct"])
         lines.append(f"  correct reading {correct}   wrong directional {_p(s['wrong_directional'])}")
+        for name, a in list(s.get("accounts", {}).items())[1:]:  # the first, conditioning, is the above
+            expected = (a["expected_reading"] or "on the margin's edge").split(" with ")[0]
+            correct = "n/a" if a["correct"] is None else _p(a["correct"])
+            lines.append(f"  {name} account (expected {expected}): "
+                         + "   ".join(f"{k} {_p(v)}" for k, v in a["readings"].items())
+                         + f"   correct {correct}")
         if "protocol_gpu_hours" in scenario:
             hours = scenario["protocol_gpu_hours"]
             lines.append(f"  the protocol trains {hours:,.0f} GPU-hours in this truth")
@@ -71,5 +79,7 @@ def table_lines(document: dict) -> list[str]:
                  else f"; projected over the whole protocol at most {cost['projected']:,.0f}")
     lines.append(f"GPU-hours (`ngptlab plan`, {cost['mfu']:.0%} MFU of {cost['peak_tflops']:g} TFLOP/s): "
                  f"{cost['listed']:,.0f} for the runs listed now{projected}")
+    if document.get("resolution"):
+        lines.append(resolution_line(document["resolution"]))
     lines.append(f"design {'meets' if document['passed'] else 'does NOT meet'} every threshold")
     return lines

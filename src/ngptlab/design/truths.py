@@ -9,32 +9,55 @@ context, and the paper's own claim at each context of the grid, so a design show
   partial        conditioning does half of it: gpt-orth at the square root of ngpt's speed-up, gpt-rownorm
                  = gpt
   null           no arm is faster: every arm = gpt, ngpt included
-and two in which the arms also differ in how sharply the loss rises away from their best learning rate (the
-loss model's curvature c, per arm), so one learning-rate grid serves them unequally (SENSITIVITY):
-  null, ngpt flatter                  the null, ngpt's curvature half gpt's
-  account true, orth sharper, ngpt flatter   the account at 1.5x, gpt-orth's curvature twice gpt's and
-                                      ngpt's half
-Arms outside the 2x2 run at gpt's speed in every truth. The reading a design should give is the one the
-planted speed-ups themselves give by the account's pattern (speedup/reading.py PATTERN): each prediction's
-claim on the planted log ratio against the margin; consistent only where every prediction holds.
+and two in which the arms also differ in their learning-rate law (design/loss_model.py LrLaw: how sharply
+the loss rises away from the best learning rate, where that optimum lies and how fast it falls with the
+budget), so one learning-rate grid serves them unequally (SENSITIVITY):
+  null, ngpt's law other              the null; ngpt's curvature half gpt's, its optimum x sqrt 2 (nGPT
+                                      takes larger learning rates) drifting half as fast
+  account true, both laws other       the account at 1.5x; gpt-orth's curvature twice gpt's and its optimum
+                                      / sqrt 2, ngpt's as in the null
+The factors keep every arm's optimum inside the presets' sweeps over their budgets, so what is tested is
+the unequal service of one grid, not an optimum the sweep never reaches (the tuning check's concern).
+Where the grid runs the angle square (gpt-angle, ngpt-angle), two more truths, at each speed-up:
+  angle account        the per-step angle does it: gpt-angle = ngpt, ngpt-angle = gpt, gpt-orth = gpt-rownorm
+                       = gpt
+  angle account, half  the angle does half of it: gpt-angle and ngpt-angle at the square root of ngpt's
+In every other truth the angle arms run as fast as their architecture (gpt-angle as gpt, ngpt-angle as
+ngpt). "The account" in a truth's name is the conditioning account; "account false" is the world of its
+mirror, the norm account. Arms outside both squares run at gpt's speed in every truth. The reading a design
+should give of each account is the one the planted speed-ups themselves give by its predictions
+(speedup/reading.py ACCOUNTS) among the cell's arms: each prediction's claim on the planted log ratio
+against the margin; consistent only where every prediction holds.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
+from ngptlab.design.loss_model import SAME_LAW, LrLaw
 from ngptlab.paper import paper_speedup
 from ngptlab.settings import Params
 from ngptlab.speedup.equivalence import CLAIMS
 from ngptlab.speedup.estimate import Estimate
-from ngptlab.speedup.factorial import ARMS, effect_of
-from ngptlab.speedup.reading import HOLDS, PATTERN, SHOWN_NOT, pattern_words
+from ngptlab.speedup.factorial import ANGLE, effect_of
+from ngptlab.speedup.factorial import CONDITIONING as CONDITIONING_SQUARE
+from ngptlab.speedup.reading import CONDITIONING, HOLDS, SHOWN_NOT, Account
 
 ACCOUNTS = ("account true", "account false", "ngpt only", "partial", "null")
-# (account, ngpt's speed-up, {arm: its curvature over gpt's}): the worlds of unequal learning-rate sensitivity
-SENSITIVITY = (("null", 1.0, (("ngpt", 0.5),)),
-               ("account true", 1.5, (("gpt-orth", 2.0), ("ngpt", 0.5))))
+ANGLE_ACCOUNTS = ("angle account", "angle account, half")  # planted only where the grid runs the angle arms
+# the arms each account makes as fast as ngpt (partial and the half angle account: at its square root)
+FAST = {"account true": ("gpt-orth", "ngpt", "ngpt-angle"),
+        "account false": ("gpt-rownorm", "ngpt", "ngpt-angle"),
+        "ngpt only": ("ngpt", "ngpt-angle"), "partial": ("ngpt", "ngpt-angle"), "null": (),
+        "angle account": ("gpt-angle", "ngpt"), "angle account, half": ("ngpt",)}
+HALF = {"partial": ("gpt-orth",), "angle account, half": ("gpt-angle", "ngpt-angle")}
+# (account, ngpt's speed-up, {arm: its learning-rate law}): the worlds of unequal learning-rate laws
+NGPT_LAW = LrLaw(curvature=0.5, optimum=math.sqrt(2.0), drift=0.5)
+SENSITIVITY = (("null", 1.0, (("ngpt", NGPT_LAW),)),
+               ("account true", 1.5, (("gpt-orth", LrLaw(curvature=2.0, optimum=math.sqrt(0.5))),
+                                      ("ngpt", NGPT_LAW))))
 REPLICATED = (1.5, 4.0)  # what independent replications report at 1k and 4k context
 
 
@@ -44,45 +67,49 @@ class Truth:
 
     account: str
     ngpt: float
-    curvatures: tuple[tuple[str, float], ...] = ()  # (arm, its curvature over gpt's); none: every arm alike
+    lr_laws: tuple[tuple[str, LrLaw], ...] = ()  # (arm, its learning-rate law); none: every arm gpt's
 
     @property
     def label(self) -> str:
         base = self.account if self.account == "null" else f"{self.account}, ngpt x{self.ngpt:g}"
-        return base + "".join(f", {arm} curvature x{c:g}" for arm, c in self.curvatures)
+        return base + "".join(f", {arm} {law.label}" for arm, law in self.lr_laws)
 
-    def sensitivity(self, arm: str) -> float:
-        """The arm's curvature in ln lr over gpt's (1 unless this truth plants another)."""
-        return dict(self.curvatures).get(arm, 1.0)
+    def lr_law(self, arm: str) -> LrLaw:
+        """The arm's learning-rate law (gpt's unless this truth plants another)."""
+        return dict(self.lr_laws).get(arm, SAME_LAW)
 
     def speedup(self, arm: str) -> float:
         """The arm's planted token speed-up over gpt."""
-        if self.account == "partial" and arm == "gpt-orth":
+        if arm in HALF.get(self.account, ()):
             return math.sqrt(self.ngpt)
-        fast = {"account true": ("gpt-orth", "ngpt"), "account false": ("gpt-rownorm", "ngpt"),
-                "ngpt only": ("ngpt",), "partial": ("ngpt",), "null": ()}[self.account]
-        return self.ngpt if arm in fast else 1.0
+        return self.ngpt if arm in FAST[self.account] else 1.0
 
     def log_speedups(self) -> dict[str, float]:
-        return {arm: math.log(self.speedup(arm)) for arm in ARMS}
+        """ln S of every arm of both squares."""
+        return {arm: math.log(self.speedup(arm)) for arm in {**CONDITIONING_SQUARE.arms, **ANGLE.arms}}
 
     def effect(self, name: str) -> float:
         """The planted factorial effect (ln scale), by the factorial's own weights."""
-        return effect_of({arm: Estimate(y) for arm, y in self.log_speedups().items()}, name).value
+        logs = self.log_speedups()
+        return effect_of({arm: Estimate(logs[arm]) for arm in CONDITIONING_SQUARE.arms}, name).value
 
     def claim(self, name: str, margin: float) -> str | None:
         """The claim the planted effect makes on the symmetric rule, None on the margin's edge."""
         return _claim(self.effect(name), margin)
 
-    def reading(self, margin: float) -> str | None:
-        """The reading a design should give: the account's pattern read on the planted speed-ups (None
-        where a planted ratio sits on the margin's edge)."""
-        logs = self.log_speedups()
-        claims = [_claim(logs[a] - logs[b], margin) for a, b, _ in PATTERN]
-        if None in claims:
-            return None
-        return pattern_words([HOLDS if claim == predicted else SHOWN_NOT
-                              for claim, (_, _, predicted) in zip(claims, PATTERN, strict=True)])
+    def reading(self, margin: float, account: Account = CONDITIONING,
+                arms: Collection[str] = tuple(CONDITIONING_SQUARE.arms)) -> str | None:
+        """The reading a design should give of an account in a cell of these arms: its predictions read on
+        the planted speed-ups (None where a planted ratio sits on the margin's edge)."""
+        logs, tests = self.log_speedups(), []
+        whole = all(a in arms and b in arms for a, b, _ in account.pattern)
+        for a, b, predicted, required in account.predictions():
+            if a in arms and b in arms and (required or whole):
+                claim = _claim(logs[a] - logs[b], margin)
+                if claim is None:
+                    return None
+                tests.append({"status": HOLDS if claim == predicted else SHOWN_NOT, "required": required})
+        return account.words(tests)
 
 
 def _claim(value: float, margin: float) -> str | None:
@@ -93,10 +120,13 @@ def _claim(value: float, margin: float) -> str | None:
     return CLAIMS[0] if value > band else CLAIMS[1] if value < -band else CLAIMS[2]
 
 
-def truths(ngpt_speedups: list[float]) -> list[Truth]:
-    """Every planted truth: each account at each ngpt speed-up, the null once, then the SENSITIVITY worlds."""
+def truths(ngpt_speedups: list[float], arms: Collection[str] = ()) -> list[Truth]:
+    """Every planted truth: each account at each ngpt speed-up, the null once, then the SENSITIVITY worlds,
+    then, where the grid's arms hold the angle square, the angle account in full and at half strength."""
+    angle = [Truth(account, s) for account in ANGLE_ACCOUNTS for s in ngpt_speedups
+             ] if set(ANGLE.arms) <= set(arms) else []
     return ([Truth(account, s) for account in ACCOUNTS[:-1] for s in ngpt_speedups] + [Truth("null", 1.0)]
-            + [Truth(account, s, curvatures) for account, s, curvatures in SENSITIVITY])
+            + [Truth(account, s, laws) for account, s, laws in SENSITIVITY] + angle)
 
 
 def planted_speedups(params: Params) -> list[float]:

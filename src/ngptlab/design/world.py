@@ -47,7 +47,7 @@ class World:
         if spec not in self.results:
             points = [*range(self.eval_every, spec.budget, self.eval_every), spec.budget]
             losses = self.model.curve(self.truth.speedup(spec.arm), spec.lr, spec.budget, np.array(points),
-                                      self.run_noise(spec), self.truth.sensitivity(spec.arm))
+                                      self.run_noise(spec), self.truth.lr_law(spec.arm))
             curve = [(float(t), float(loss)) for t, loss in zip(points, losses, strict=True)]
             self.results[spec] = RunResult(spec, "completed", curve[-1][1], curve)
         return self.results[spec]

@@ -3,6 +3,8 @@
 Together gpt, gpt-rownorm, gpt-orth and ngpt are the 2x2 {norm free, fixed} x {conditioning free, fixed};
 gpt-nowd, gpt-lrm and gpt-scalar control for weight decay and for learning the norms explicitly; gpt-qknorm
 is the modern baseline (QK-norm) and ngpt-freew separates nGPT's hidden-state from its weight normalisation.
+gpt, gpt-angle, ngpt-angle and ngpt are the angle square {architecture gpt, ngpt} x {angle per step gpt's,
+ngpt's}: the effective learning rate set by intervention.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from torch import nn
 from ngptlab.errors import ParamsError
 from ngptlab.models import (
     gpt,
+    gpt_angle,
     gpt_lrm,
     gpt_nowd,
     gpt_orth,
@@ -22,6 +25,7 @@ from ngptlab.models import (
     gpt_rownorm,
     gpt_scalar,
     ngpt,
+    ngpt_angle,
     ngpt_freew,
 )
 from ngptlab.models.gpt import GPT, Recipe
@@ -65,6 +69,10 @@ ARMS: dict[str, Arm] = {
             "gpt with q and k RMS-normalised per head (QK-norm), the modern baseline"),
         Arm("ngpt-freew", ngpt_freew.NGPTFreeW, ngpt_freew.FreeWeightsRecipe, "free (weights)", "free",
             "nGPT's hidden-state normalisation and block update, weights left free"),
+        Arm("gpt-angle", gpt_angle.GPTAngle, gpt_angle.AngleRecipe, "learned scalar", "free",
+            "gpt with one learnable scalar per matrix, its directions turned at ngpt's angle per step"),
+        Arm("ngpt-angle", ngpt_angle.NGPTAngle, ngpt_angle.AngleRecipe, "fixed (unit)", NGPT_CONDITIONING,
+            "ngpt with its matrices turned at gpt's angle per step"),
     )
 }
 

@@ -60,6 +60,8 @@ ARM_EXTRA: dict[str, Callable[[Scale, int], int]] = {
     "ngpt": lambda s, v: ngpt_parameters(s, v) - gpt_parameters(s, v),
     "gpt-qknorm": lambda s, v: 2 * s.n_layer * s.head_dim,  # q and k RMSNorm gains (head_dim) per block
     "ngpt-freew": lambda s, v: ngpt_parameters(s, v) - gpt_parameters(s, v),  # nGPT's, weights free
+    "gpt-angle": lambda s, v: 7 * s.n_layer + 1,  # gpt-scalar's scalars; the rotational step adds none
+    "ngpt-angle": lambda s, v: ngpt_parameters(s, v) - gpt_parameters(s, v),  # nGPT's
 }
 
 

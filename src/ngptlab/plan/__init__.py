@@ -8,7 +8,8 @@
   lineage.py    every job's lineage key: its settings (by the schema's classes), code and upstream keys
   grid.py       results/plan.json, the resolved grid and keys dvc.yaml reads
   gridfile.py   writing it (--write)
-  growth.py     edits that change the grid: --set, --extend-sweeps, --prune-sweeps, --add-seeds
+  growth.py     edits that change the grid: --set, --extend-sweeps, --prune-sweeps, --add-seeds,
+                --match-angles
   edit.py       the params file edited in place, never left invalid
-  extend.py prune.py seeds.py sweeps.py    the edits themselves and the finished runs they read
+  extend.py prune.py seeds.py angles.py sweeps.py    the edits themselves and the finished runs they read
 """

@@ -12,7 +12,7 @@ from ngptlab.plan.estimate import MFU, PEAK_TFLOPS
 from ngptlab.plan.extend import DEFAULT_CAP
 from ngptlab.plan.grid import check_grid_file
 from ngptlab.plan.gridfile import write_plan
-from ngptlab.plan.growth import extend, prune, seed, set_keys
+from ngptlab.plan.growth import extend, match, prune, seed, set_keys
 from ngptlab.plan.memory import GPU_MEMORY_GB
 from ngptlab.plan.printout import print_plan
 from ngptlab.plan.prune import DEFAULT_KEEP
@@ -58,6 +58,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="once train.seeds have results, add N seeds at the learning rates and up to "
                              "the budgets speedup.lr_policy chooses on their sweep; edits the params file "
                              "and rewrites the grid file")
+    parser.add_argument("--match-angles", action="store_true",
+                        help="once the arms the angle arms are matched to have results, write the angle "
+                             "per step their chosen runs turn (per cell and matrix kind) into train.angles; "
+                             "edits the params file and rewrites the grid file (plan/angles.py)")
     parser.add_argument("--root", default=".", metavar="DIR",
                         help="the project directory: its src/ is the code --write fingerprints and --check "
                              "compares, and with --extend-sweeps its results/ are read (default: .)")
@@ -83,6 +87,8 @@ def run(args: argparse.Namespace, params: Params) -> int:
         return prune(args.params, args.root, plan_file, args.prune_sweeps)
     if args.add_seeds is not None:
         return seed(args.params, args.root, plan_file, args.add_seeds)
+    if args.match_angles:
+        return match(args.params, args.root, plan_file)
     if args.write:
         return write_plan(params, args.write, args.root, args.within_grid)
     if args.check:

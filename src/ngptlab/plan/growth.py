@@ -1,10 +1,12 @@
 """Edits of the params file that change the grid, each printing what it did and rewriting the grid file:
 keys set by hand (`--set`, as `dvc exp run -S`), sweeps extended at their edges (plan/extend.py), pruned by
-successive halving (plan/prune.py), and seeds added at the chosen learning rates (plan/seeds.py)."""
+successive halving (plan/prune.py), seeds added at the chosen learning rates (plan/seeds.py), and the angle
+arms' targets measured on the arms they are matched to (plan/angles.py)."""
 
 from __future__ import annotations
 
 from ngptlab.config.load import load_params
+from ngptlab.plan.angles import match_angles
 from ngptlab.plan.edit import edit_params_file, parse_assignment, set_value
 from ngptlab.plan.extend import extend_sweeps
 from ngptlab.plan.prune import prune_sweeps
@@ -47,6 +49,16 @@ def seed(params_file: str, root: str, plan_file: str, seeds: int) -> int:
         print(f"{e['scale']} ctx{e['context']} {e['arm']} at {e['budget']:,}: seeds "
               f"{', '.join(map(str, e['seeds']))} at lr {e['lr']:g}")
     return _grown(notes, f"{len(entries)} (arm, budget) point(s) given seeds in {params_file}", plan_file)
+
+
+def match(params_file: str, root: str, plan_file: str) -> int:
+    found, notes = match_angles(params_file, root, plan_file)
+    for cell, arms in found.items():
+        for arm, m in arms.items():
+            angles = ", ".join(f"{kind} {angle:.3g}" for kind, angle in m["kinds"].items())
+            print(f"{cell} {arm}: the angles of {m['run']} (lr {m['lr']:g}): {angles} rad per step")
+    written = sum(len(arms) for arms in found.values())
+    return _grown(notes, f"{written} (cell, angle arm) target(s) written into {params_file}", plan_file)
 
 
 def _grown(notes: list[str], summary: str, plan_file: str) -> int:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from ngptlab.models.scales import Scale
 from ngptlab.settings import Train
 
-SAVED_PER_BLOCK = {"ngpt": 32, "ngpt-freew": 32}  # A above; every other arm: BASELINE_SAVED
+SAVED_PER_BLOCK = {"ngpt": 32, "ngpt-freew": 32, "ngpt-angle": 32}  # A above; every other arm: BASELINE_SAVED
 BASELINE_SAVED = 24
 GPU_MEMORY_GB = 80.0  # default per-GPU memory: an H100 SXM's 80 GB (an H200 has 141, an A100 40 or 80)
 

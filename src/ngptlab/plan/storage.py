@@ -117,7 +117,8 @@ def describe_storage(storage: dict) -> list[str]:
               "holds two",
               f"  DVC cache (dvc commit): +{_size(dvc['cache_bytes_copy'])} with cache.type copy (the "
               "default reflink,copy where the filesystem has no reflinks), 0 with hardlink/symlink on the "
-              f"workspace's filesystem (README, 'Storage'); remote (dvc push): {_size(dvc['remote_bytes'])}",
+              "workspace's filesystem (docs/cluster.md, 'Storage'); "
+              f"remote (dvc push): {_size(dvc['remote_bytes'])}",
               f"  workspace and cache at most {_size(storage['workspace_peak_bytes']['copy'])} with copy, "
               f"{_size(storage['workspace_peak_bytes']['link'])} with links; the token shards, spectra "
               "tables and report are not counted (small beside the checkpoints)"]

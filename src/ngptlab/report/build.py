@@ -14,6 +14,7 @@ from ngptlab.report.kit.crossarm import Analysis
 from ngptlab.report.kit.document import Contents, Document
 from ngptlab.report.kit.load import Results
 from ngptlab.report.sections import (
+    accounts,
     calibration,
     caveats,
     conditioning,
@@ -43,6 +44,7 @@ def build_document(results: Results, analysis: Analysis, code_revision: str) -> 
     conditioning.section(doc, results)
     rivals.section(doc, results)  # conditioning and the angular update rate over training
     settle.section(doc, results, analysis, comparisons)
+    accounts.section(doc, results)  # the accounts' patterns over both squares
     caveats.section(doc, results, long)
     provenance.section(doc, results, code_revision)
     return doc

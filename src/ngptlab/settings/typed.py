@@ -84,6 +84,13 @@ class PrunedSweep:
 
 
 @dataclass(frozen=True)
+class MatchedAngle:
+    lr: float
+    run: str
+    kinds: Mapping[str, float]
+
+
+@dataclass(frozen=True)
 class AddedSeeds:
     scale: str
     context: int
@@ -132,6 +139,7 @@ class Train:
     cooldown_shape: Literal["1-sqrt", "linear"]
     calibrate: Calibrate | None
     pruned_sweeps: tuple[PrunedSweep, ...]
+    angles: Mapping[str, Mapping[str, MatchedAngle]]
     added_seeds: tuple[AddedSeeds, ...]
     protocol: Protocol
     grad_clip: float

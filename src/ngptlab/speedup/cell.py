@@ -89,6 +89,9 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    the symmetric rule (speedup/equivalence.py); p_values the one-sided
                                    t-test p of each claim (censored: of its t-equivalent), for adjustment
                                    across cells
+  angle_factorial{...as factorial, effects angle | architecture | interaction} | null
+                                   the angle square (gpt, gpt-angle, ngpt-angle, ngpt) read likewise; null
+                                   when the cell lacks one of its arms
   reading{primary (speedup.primary_contrast), predicted (the claim the account predicts of it), margin,
           estimate {ln, ratio} | null, log_interval, interval, method, level, n_seeds, verdict, p_values,
           pattern [{a, b, predicted, log_interval, held, status}], pattern_reading, reading,
@@ -155,7 +158,7 @@ from ngptlab.results import RunResult, read_run_result, write_json
 from ngptlab.settings import Params
 from ngptlab.speedup.crossing import reference_tokens
 from ngptlab.speedup.estimator import estimate_cell, seed_speedups
-from ngptlab.speedup.factorial import factorial
+from ngptlab.speedup.factorial import ANGLE, factorial
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
 from ngptlab.speedup.interpolate import interpolate_cell
 from ngptlab.speedup.lr_policy import cell_policy, estimand
@@ -215,7 +218,8 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     swept = [r.spec for r in results if r.spec.seed in set(train.seeds)]
     edges = sweep_edges(results, lambda arm, budget: lr_sweep(train, scale, context, arm, budget), swept,
                         lambda arm, budget: pruning_of(train, scale, context, arm, budget) is not None)
-    effects = factorial(seed_speedups(estimate["arms"], estimate["lr_policy"]["estimate_seeds"]), margin)
+    per_seed = seed_speedups(estimate["arms"], estimate["lr_policy"]["estimate_seeds"])
+    effects = factorial(per_seed, margin)
     primary = cfg.primary_contrast
     rival = rivals(results, estimate, primary, margin)
     # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.
@@ -226,6 +230,7 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
             "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
                           "min_seeds": BOOTSTRAP_MIN_SEEDS},
             **estimate, **further, "factorial": effects,
+            "angle_factorial": factorial(per_seed, margin, square=ANGLE),
             "reading": primary_reading(effects, primary, margin, confound=rival["primary"],
                                        arms=estimate["arms"], contrasts=estimate["contrasts"],
                                        baseline=first),

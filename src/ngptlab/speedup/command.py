@@ -10,7 +10,7 @@ from ngptlab.speedup.cell import output_path, speedup_cell
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cell", required=True, help="scale x context cell, e.g. cpu-4l-ctx64")
+    parser.add_argument("--cell", required=True, help="scale x context cell, e.g. cpu-4l-ctx128")
     parser.add_argument("--root", default=".", help="directory holding results/ (default: .)")
 
 

@@ -45,6 +45,7 @@ class SpeedupDocument:
     targets: tuple[Target, ...]
     contrasts: tuple[Contrast, ...]
     factorial: Factorial | None
+    angle_factorial: Factorial | None
     reading: Reading | None
     rivals: Rivals | None
     runs: tuple[RunEntry, ...]
@@ -63,6 +64,7 @@ class SpeedupDocument:
             equivalence_margin=d.get("equivalence_margin"), resolve_ratio=d.get("resolve_ratio"),
             min_seeds=(d.get("bootstrap") or {}).get("min_seeds"), **_against_one_baseline(d),
             factorial=optional("factorial", Factorial.from_dict),
+            angle_factorial=optional("angle_factorial", Factorial.from_dict),
             reading=optional("reading", Reading.from_dict), rivals=optional("rivals", Rivals.from_dict),
             runs=tuple(RunEntry.from_dict(r) for r in d.get("runs") or ()),
             tuning=optional("tuning", lambda t: tuple(TuningEdge.from_dict(e) for e in t["edges"])))

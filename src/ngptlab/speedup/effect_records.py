@@ -104,12 +104,15 @@ class Reading:
     note: str | None
     pattern_words: str | None = None  # the pattern's reading without the clause (None: an older file)
     pattern: tuple[Mapping, ...] = ()  # speedup/reading.py pattern_tests
+    # account name -> {claim, pattern [pattern_tests], reading} (speedup/reading.py; an older file: none)
+    accounts: Mapping[str, Mapping] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Reading:
         return cls(d["primary"], d["predicted"], d["margin"], Effect.from_dict(d), d["reading"],
                    d.get("confounded_by_effective_lr"), d.get("effective_lr_clause"), d.get("note"),
-                   d.get("pattern_reading"), tuple(d.get("pattern") or ()))
+                   d.get("pattern_reading"), tuple(d.get("pattern") or ()),
+                   dict(d.get("accounts") or {}))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The 2x2 of gpt, gpt-rownorm, gpt-orth and ngpt read as a factorial, per seed, paired over seeds.
+"""The two 2x2s read as factorials, per seed, paired over seeds: the conditioning square (gpt, gpt-rownorm,
+gpt-orth, ngpt) and the angle square (gpt, gpt-angle, ngpt-angle, ngpt).
 
 Coding: y_ab = ln S of the arm in cell (a, b), a = 1 when the weight norms are fixed, b = 1 when the
 conditioning is fixed:
@@ -14,6 +15,13 @@ interaction and both main effects carry it. Effects, per seed s (the textbook 2x
   norm         = ((y_10 - y_00) + (y_11 - y_01)) / 2
   interaction  = (y_11 - y_10) - (y_01 - y_00)         the difference of the simple effects (twice
                                                        Montgomery's AB, so exp() of it is a ratio of ratios)
+The angle square (ANGLE), coding a = nGPT's architecture, b = nGPT's per-step angle:
+  y_00 gpt          gpt's architecture turning at its own angle
+  y_01 gpt-angle    gpt's architecture (one learned scalar per matrix) turned at ngpt's per-step angle
+  y_10 ngpt-angle   ngpt turned at gpt's per-step angle
+  y_11 ngpt         ngpt at its own angle
+  angle = ((y_01 - y_00) + (y_11 - y_10)) / 2, architecture = ((y_10 - y_00) + (y_11 - y_01)) / 2,
+  interaction = (y_11 - y_10) - (y_01 - y_00), by the same weights.
 Seed s of every arm saw the same batches and the same baseline run, so each effect is a paired difference:
 over the seeds its mean, sd and the level t-interval mean +- t_{(1+level)/2, n-1} sd / sqrt(n)
 (ngptlab.stats, scipy.stats.t), method "paired t on ln S over seeds", exp() giving the ratio; its verdict by
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ngptlab.models.placement import NGPT_CONDITIONING
 from ngptlab.speedup.censored import log_of, weighted_sum
@@ -38,26 +47,47 @@ from ngptlab.speedup.paired import paired_mean
 from ngptlab.stats import LEVEL
 
 METHOD = "paired t on ln S over seeds"
+# The 2x2 contrasts' weights on y_ab (module docstring): b's main effect, a's, their interaction.
+B_EFFECT = {(0, 0): -0.5, (1, 0): -0.5, (0, 1): 0.5, (1, 1): 0.5}
+A_EFFECT = {(0, 0): -0.5, (1, 0): 0.5, (0, 1): -0.5, (1, 1): 0.5}
+INTERACTION = {(0, 0): 1.0, (1, 0): -1.0, (0, 1): -1.0, (1, 1): 1.0}
+
+
+@dataclass(frozen=True)
+class Square:
+    """A 2x2 of arms read as a factorial: arm -> (a, b), the effects' names and weights, the coding."""
+
+    name: str
+    arms: Mapping[str, tuple[int, int]]
+    weights: Mapping[str, Mapping[tuple[int, int], float]]
+    coding: str
+
+
 ARMS = {"gpt": (0, 0), "gpt-rownorm": (1, 0), "gpt-orth": (0, 1), "ngpt": (1, 1)}  # arm -> (a, b)
-# Each effect's weights on y_ab (module docstring).
-WEIGHTS = {
-    "conditioning": {(0, 0): -0.5, (1, 0): -0.5, (0, 1): 0.5, (1, 1): 0.5},
-    "norm": {(0, 0): -0.5, (1, 0): 0.5, (0, 1): -0.5, (1, 1): 0.5},
-    "interaction": {(0, 0): 1.0, (1, 0): -1.0, (0, 1): -1.0, (1, 1): 1.0},
-}
+WEIGHTS = {"conditioning": B_EFFECT, "norm": A_EFFECT, "interaction": INTERACTION}
 CODING = ("y_ab = ln S, a = norms fixed, b = conditioning fixed: y_00 gpt, y_10 gpt-rownorm, y_01 gpt-orth "
           f"(a learned scalar norm, counted free), y_11 ngpt (conditioning {NGPT_CONDITIONING}; ngpt "
           "also drops warmup and weight decay and normalises its hidden states, all booked to this cell, "
           "so the factorial is not clean); conditioning = ((y_01 - y_00) + (y_11 - y_10)) / 2, norm = "
           "((y_10 - y_00) + (y_11 - y_01)) / 2, interaction = (y_11 - y_10) - (y_01 - y_00)")
+CONDITIONING = Square("conditioning", ARMS, WEIGHTS, CODING)
+ANGLE = Square(
+    "angle", {"gpt": (0, 0), "ngpt-angle": (1, 0), "gpt-angle": (0, 1), "ngpt": (1, 1)},
+    {"angle": B_EFFECT, "architecture": A_EFFECT, "interaction": INTERACTION},
+    "y_ab = ln S, a = nGPT's architecture, b = nGPT's per-step angle: y_00 gpt, y_10 ngpt-angle (ngpt "
+    "turned at gpt's angle), y_01 gpt-angle (gpt with one learned scalar per matrix, turned at ngpt's "
+    "angle), y_11 ngpt; angle = ((y_01 - y_00) + (y_11 - y_10)) / 2, architecture = ((y_10 - y_00) + "
+    "(y_11 - y_01)) / 2, interaction = (y_11 - y_10) - (y_01 - y_00)")
 
 
-def usable_seeds(per_seed: Mapping[str, Mapping[int, Estimate]]) -> tuple[list[int], list[dict]]:
+def usable_seeds(per_seed: Mapping[str, Mapping[int, Estimate]], square: Square = CONDITIONING
+                 ) -> tuple[list[int], list[dict]]:
     """(seeds with an estimate, a number or a bound, for all four arms, [{seed, reason}] for the others)."""
-    seeds = sorted(set().union(*(per_seed[arm] for arm in ARMS)))
+    seeds = sorted(set().union(*(per_seed[arm] for arm in square.arms)))
     used, left_out = [], []
     for s in seeds:
-        missing = [arm for arm in ARMS if per_seed[arm].get(s) is None or per_seed[arm][s].value is None]
+        missing = [arm for arm in square.arms
+                   if per_seed[arm].get(s) is None or per_seed[arm][s].value is None]
         if missing:
             left_out.append({"seed": s, "reason": f"no estimate for {', '.join(missing)}"})
         else:
@@ -65,9 +95,9 @@ def usable_seeds(per_seed: Mapping[str, Mapping[int, Estimate]]) -> tuple[list[i
     return used, left_out
 
 
-def effect_of(logs: Mapping[str, Estimate], effect: str) -> Estimate | None:
+def effect_of(logs: Mapping[str, Estimate], effect: str, square: Square = CONDITIONING) -> Estimate | None:
     """One seed's effect from its ln S per 2x2 arm: a number, a bound, or None where bounds conflict."""
-    return weighted_sum([(WEIGHTS[effect][cell], logs[arm]) for arm, cell in ARMS.items()])
+    return weighted_sum([(square.weights[effect][cell], logs[arm]) for arm, cell in square.arms.items()])
 
 
 def summarize_effect(values: list[Estimate], margin: float, level: float) -> dict:
@@ -83,22 +113,23 @@ def summarize_effect(values: list[Estimate], margin: float, level: float) -> dic
             "p_values": m.p_values}
 
 
-def factorial(per_seed: Mapping[str, Mapping[int, Estimate]], margin: float, level: float = LEVEL
-              ) -> dict | None:
-    """The 2x2 factorial of the module docstring (per_seed: arm -> seed -> speed-up over the baseline):
-    {coding, arms {arm: [a, b]}, seeds, left_out [{seed, reason}], note, effects {conditioning, norm,
-    interaction: summarize_effect}}; None when the cell lacks one of the four arms. left_out names the
+def factorial(per_seed: Mapping[str, Mapping[int, Estimate]], margin: float, level: float = LEVEL,
+              square: Square = CONDITIONING) -> dict | None:
+    """A 2x2 factorial of the module docstring (per_seed: arm -> seed -> speed-up over the baseline):
+    {coding, arms {arm: [a, b]}, seeds, left_out [{seed, reason}], note, effects {name: summarize_effect}}
+    (the conditioning square's effects conditioning, norm, interaction; the angle square's angle,
+    architecture, interaction); None when the cell lacks one of the square's four arms. left_out names the
     effect where a seed is left out of one effect only (bounds in conflicting directions)."""
-    if any(arm not in per_seed for arm in ARMS):
+    if any(arm not in per_seed for arm in square.arms):
         return None
-    seeds, left_out = usable_seeds(per_seed)
-    logs = {s: {arm: log_of(per_seed[arm][s]) for arm in ARMS} for s in seeds}
+    seeds, left_out = usable_seeds(per_seed, square)
+    logs = {s: {arm: log_of(per_seed[arm][s]) for arm in square.arms} for s in seeds}
     effects = {}
-    for name in WEIGHTS:
-        values = {s: effect_of(logs[s], name) for s in seeds}
+    for name in square.weights:
+        values = {s: effect_of(logs[s], name, square) for s in seeds}
         conflicting = [s for s, v in values.items() if v is None]
         for s in conflicting:
-            bounded = ", ".join(arm for arm in ARMS if logs[s][arm].bound)
+            bounded = ", ".join(arm for arm in square.arms if logs[s][arm].bound)
             left_out.append({"seed": s, "effect": name,
                              "reason": f"bounds in conflicting directions for the {name} effect ({bounded})"})
         effects[name] = summarize_effect([v for v in values.values() if v is not None], margin, level)
@@ -108,5 +139,6 @@ def factorial(per_seed: Mapping[str, Mapping[int, Estimate]], margin: float, lev
         f"{missing} seed(s) left out of every effect for a missing estimate" if missing else None,
         f"{conflicts} (seed, effect) pair(s) left out for bounds in conflicting directions" if conflicts
         else None])) or None
-    return {"coding": CODING, "arms": {arm: list(cell) for arm, cell in ARMS.items()}, "seeds": seeds,
+    return {"coding": square.coding, "arms": {arm: list(cell) for arm, cell in square.arms.items()},
+            "seeds": seeds,
             "left_out": left_out, "note": note, "effects": effects}

@@ -24,12 +24,13 @@ direction, one on b in the opposite direction; such seeds enter the censored lik
 whose two bounds pull D_s apart carries no information and is left out (the note counts it).
 
 Verdicts, with an equivalence margin M > 1:
-- one arm against the baseline, from the interval of mean ln S: "faster" when it lies above 0, "slower"
-  below 0, "equivalent within xM" inside (-ln M, ln M), else "not resolved"; without an interval "not
-  resolved (no interval)", and a speed-up that is a bound "not resolved (a bound)": a bound alone is never
-  a verdict;
-- a contrast between arms, by the symmetric rule of speedup/equivalence.py: a difference, like an
-  equivalence, must clear the margin ("exceeds" / "falls short by more than xM").
+- one arm against the baseline, from the interval of mean ln S, by the same symmetric rule as a contrast
+  (speedup/equivalence.py): "faster by more than xM" when it lies wholly above ln M, "slower by more than
+  xM" wholly below -ln M, "equivalent within xM" inside (-ln M, ln M), else "not resolved"; a difference,
+  like an equivalence, must clear the margin, so an arm that is faster by less than the margin (a flatter
+  learning-rate law read on a shared grid, say) is not called faster; without an interval "not resolved (no
+  interval)", and a speed-up that is a bound "not resolved (a bound)": a bound alone is never a verdict;
+- a contrast between arms, by that rule in its own words ("exceeds" / "falls short by more than xM").
 Seeds needed (ngptlab.sample_size), from the sd of the log ratio measured over k >= 2 seeds (df k - 1):
 - seeds_needed: the seeds whose two-sided paired t test at the interval's level has 80% power against a
   true ratio of resolve_ratio, at the observed sd (power from the noncentral t);
@@ -60,6 +61,7 @@ from ngptlab.speedup.censored import METHOD as CENSORED_METHOD
 from ngptlab.speedup.censored import CensoredMean, censored_mean, log_of, weighted_sum
 from ngptlab.speedup.equivalence import (
     NO_INTERVAL,
+    interval_claim,
     margin_rule,
 )
 from ngptlab.speedup.estimate import Estimate
@@ -73,9 +75,11 @@ STATISTIC = "geometric mean over seeds: exp(mean of ln S)"
 # What a caller without settings gets: the schema's defaults, written there alone.
 EQUIVALENCE_MARGIN: float = default("speedup.equivalence_margin")
 RESOLVE_RATIO: float = default("speedup.resolve_ratio")
-# The contrasts the document gives besides every arm against the baseline: the norm-only controls
-# against nGPT, and against each other (each pair only where both arms are in the cell).
-CONTRASTS = (("gpt-orth", "ngpt"), ("gpt-rownorm", "ngpt"), ("gpt-orth", "gpt-rownorm"))
+# The contrasts the document gives besides every arm against the baseline: the conditioning square's
+# controls against nGPT and against each other, the angle square's against nGPT (each pair only where both
+# arms are in the cell); the accounts' patterns read them (speedup/reading.py).
+CONTRASTS = (("gpt-orth", "ngpt"), ("gpt-rownorm", "ngpt"), ("gpt-orth", "gpt-rownorm"),
+             ("gpt-angle", "ngpt"), ("ngpt-angle", "ngpt"))
 A_BOUND = "not resolved (a bound)"
 NEEDS_TWO = "needs 2 seeds to measure the noise"
 SIZE_KEYS = ("seeds_needed", "seeds_needed_upper", "seeds_needed_equivalence")
@@ -84,8 +88,9 @@ SIZE_KEYS = ("seeds_needed", "seeds_needed_upper", "seeds_needed_equivalence")
 def verdict_rule(margin: float, level: float = LEVEL) -> str:
     """The verdict rules, one sentence for an arm against the baseline and one between arms."""
     return (f"Against the baseline, from the {level:.0%} t-interval of mean ln S (with seeds that are "
-            f"bounds, the censored-normal profile-likelihood interval calibrated to it): faster if it lies "
-            f"above 0, slower if below 0, equivalent within x{margin:g} if it lies inside (-ln {margin:g}, "
+            f"bounds, the censored-normal profile-likelihood interval calibrated to it): faster by more "
+            f"than x{margin:g} if it lies wholly above ln {margin:g}, slower by more than x{margin:g} if "
+            f"wholly below -ln {margin:g}, equivalent within x{margin:g} if it lies inside (-ln {margin:g}, "
             f"ln {margin:g}), otherwise not resolved; a speed-up that is a bound, or an interval the data "
             f"leave open on one side, is not resolved (a bound alone is never a verdict); without an "
             f"interval (one seed) not resolved. "
@@ -93,18 +98,15 @@ def verdict_rule(margin: float, level: float = LEVEL) -> str:
 
 
 def verdict(log_interval: Sequence[float] | None, margin: float) -> str:
-    """faster | slower | equivalent within xM | not resolved, from an interval on ln S against the
-    baseline's 0 (one arm; contrasts between arms follow equivalence.margin_verdict)."""
+    """faster / slower by more than xM | equivalent within xM | not resolved, from an interval on ln S
+    against the baseline, by the symmetric rule (equivalence.interval_claim) in an arm's words."""
     if log_interval is None:
         return NO_INTERVAL
-    lo, hi = log_interval
-    if lo > 0:
-        return "faster"
-    if hi < 0:
-        return "slower"
-    if -math.log(margin) < lo and hi < math.log(margin):
-        return f"equivalent within x{margin:g}"
-    return "not resolved"
+    claim = interval_claim(log_interval, margin)
+    if claim is None:
+        return "not resolved"
+    return {"exceeds": f"faster by more than x{margin:g}", "falls_short": f"slower by more than x{margin:g}",
+            "equivalent": f"equivalent within x{margin:g}"}[claim]
 
 
 def no_sizes(note: str | None) -> dict:

@@ -21,6 +21,7 @@ outcome.py     how a job ended: what its outputs record
 outputs.py     a run's paths, the identity of its trajectory, its final outputs
 trunk.py       WSD trunks: segment jobs, kept states, where a branch starts
 restore.py     where a job starts (rank 0 reads, every rank starts there)
+angle_targets.py  the angle per step an angle arm turns at: measured (train.angles) or a prior
 trainer.py     the seeded model, AdamW with the arm's recipe, one step, the eval windows
 jobs.py        a run or a trunk segment: what differs between the two
 context.py     what a job runs with, fixed before its first step

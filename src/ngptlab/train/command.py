@@ -21,7 +21,7 @@ from ngptlab.settings import Params
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", metavar="NAME",
-                        help="run name, e.g. cpu-4l-ctx64-gpt-t16384-lr0.003-s0 (see `ngptlab plan`)")
+                        help="run name, e.g. cpu-4l-ctx128-gpt-t8192-lr0.01-s0 (see `ngptlab plan`)")
     # torchrun's own argparse rejects a `--run` anywhere on its command line (ambiguous with its --run-path),
     # so under torchrun give the name as a positional argument instead.
     parser.add_argument("run_name", nargs="?", metavar="RUN", help="the run name, as an alternative to --run")

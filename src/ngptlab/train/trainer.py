@@ -18,7 +18,7 @@ from ngptlab.grid.trunks import TrunkSpec
 from ngptlab.models import build_seeded, rotational, train_flops_per_token
 from ngptlab.schedule import Schedule, WarmupStable, WarmupStableDecay
 from ngptlab.settings import Train
-from ngptlab.train import dist, final_eval
+from ngptlab.train import angle_targets, dist, final_eval
 from ngptlab.train.attention import Attention
 from ngptlab.train.batches import Batches, BatchPlan
 from ngptlab.train.data import Shards, eval_offsets
@@ -53,6 +53,7 @@ class Trainer:
         # seeded: the same initial weights on every rank (DDP also broadcasts rank 0's) and in `condition`
         self.model, self.recipe = build_seeded(spec.arm, self.shape, shards.vocab_size, spec.context,
                                                spec.seed, vocab_multiple(train))
+        self.recipe = angle_targets.with_targets(self.recipe, train, spec, self.shape)  # angle arms only
         self.model.to(self.device)
         weight_dtypes.store(self.model, spec.weight_dtype)  # bf16: AdamW's moments follow the parameters
         self.model.activation_checkpointing = bool(train.activation_checkpointing)

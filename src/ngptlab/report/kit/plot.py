@@ -46,6 +46,7 @@ RC = {
 }
 
 _TAB10 = plt.get_cmap("tab10").colors
+_TAB20 = plt.get_cmap("tab20").colors  # tab10's hues, each dark then light: the angle arms take the light
 # Every arm of the registry (params schema), its colour (tab10 without its grey) and its marker. The 2x2 arms
 # keep the paper's shapes; no arm has a triangle, which marks a bound.
 ARM_STYLE: dict[str, tuple[tuple[float, float, float], str]] = {
@@ -58,6 +59,8 @@ ARM_STYLE: dict[str, tuple[tuple[float, float, float], str]] = {
     "gpt-orth": (_TAB10[6], "D"),
     "gpt-qknorm": (_TAB10[9], "p"),
     "ngpt-freew": (_TAB10[8], ">"),
+    "gpt-angle": (_TAB20[13], "d"),  # gpt-orth's hue, lighter: the other square's control of gpt
+    "ngpt-angle": (_TAB20[5], "8"),  # ngpt's hue, lighter
 }
 KEY_COLOR = "black"  # legend entries that stand for a shape, not an arm
 

@@ -10,7 +10,7 @@ from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.table import fmt_num
 from ngptlab.speedup.arm_records import Speedup
 from ngptlab.speedup.document import SpeedupDocument
-from ngptlab.speedup.effect_records import Contrast
+from ngptlab.speedup.effect_records import Contrast, Effect
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
 
 ONE_SEED = "one seed: no interval"
@@ -38,6 +38,17 @@ def speedup_text(s: Speedup) -> str:
     if s.interval:
         return f"{text} {bracket(s.interval)}{censored_text(s)}"
     return f"{text} ({ONE_SEED})" if s.n_seeds == 1 else text
+
+
+def effect_text(e: Effect) -> str:
+    """A factorial effect: '1.9 [1.5, 2.3] (95% paired t on ln S over seeds, 3 seeds)', or why there is no
+    interval."""
+    if e.ratio is None:
+        return "n/a (no seed with all four arms as point estimates)"
+    how = f"{e.level:.0%} {e.method}, {e.n_seeds} seed{'s' if e.n_seeds != 1 else ''}"
+    if e.interval is None:
+        return f"{fmt_num(e.ratio)} (no interval: {how})"
+    return f"{fmt_num(e.ratio)} {bracket(e.interval)} ({how})"
 
 
 def arm_runs(doc: SpeedupDocument, arm: str, seeds: set[int] | None = None) -> list[str]:

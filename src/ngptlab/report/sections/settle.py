@@ -27,7 +27,14 @@ from ngptlab.report.kit import views
 from ngptlab.report.kit.crossarm import Analysis
 from ngptlab.report.kit.document import Document, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.speedups import arm_runs, bracket, censored_text, measurable_text, speedup_text
+from ngptlab.report.kit.speedups import (
+    arm_runs,
+    bracket,
+    censored_text,
+    effect_text,
+    measurable_text,
+    speedup_text,
+)
 from ngptlab.report.kit.table import Table, fmt_int, fmt_num, fmt_text
 from ngptlab.report.sections.settle_evidence import (
     ANGULAR_HOW,
@@ -39,11 +46,11 @@ from ngptlab.report.sections.settle_evidence import (
 from ngptlab.speedup.across_cells import HOLM, primary_across_cells
 from ngptlab.speedup.arm_records import Speedup, seed_counts
 from ngptlab.speedup.document import SpeedupDocument
-from ngptlab.speedup.effect_records import Contrast, Effect
+from ngptlab.speedup.effect_records import Contrast
 from ngptlab.speedup.equivalence import CLAIMS, claim_words
 from ngptlab.speedup.factorial import CODING
 from ngptlab.speedup.inference import RESOLVE_RATIO, SIZE_KEYS
-from ngptlab.speedup.reading import ACCOUNT, PATTERN
+from ngptlab.speedup.reading import ACCOUNTS
 from ngptlab.speedup.rivals import rule as confound_rule
 
 # The comparisons that separate the two accounts, each arm against the baseline, within a cell.
@@ -51,6 +58,8 @@ COMPARISONS = (
     ("gpt-orth", "conditioning fixed, norms free"),
     ("gpt-rownorm", "norms fixed, conditioning free"),
     ("ngpt", f"norms fixed, conditioning {NGPT_CONDITIONING}"),
+    ("gpt-angle", "gpt turned at ngpt's per-step angle"),
+    ("ngpt-angle", "ngpt turned at gpt's per-step angle"),
 )
 # The rule of speed-up files without verdicts (an older speed-up stage), as compare_to_baseline applies it.
 OLD_RULE = ("'faster' and 'slower' only when the whole interval lies on one side of 1; a bound alone is "
@@ -221,16 +230,6 @@ CLAIM_HEADERS = {"exceeds": "Holm p: exceeds", "falls_short": "Holm p: falls sho
                  "equivalent": "Holm p: equivalent"}
 
 
-def _effect_text(e: Effect) -> str:
-    """'1.9 [1.5, 2.3] (95% paired t on ln S over seeds, 3 seeds)', or why there is no interval."""
-    if e.ratio is None:
-        return "n/a (no seed with all four arms as point estimates)"
-    how = f"{e.level:.0%} {e.method}, {e.n_seeds} seed{'s' if e.n_seeds != 1 else ''}"
-    if e.interval is None:
-        return f"{fmt_num(e.ratio)} (no interval: {how})"
-    return f"{fmt_num(e.ratio)} {bracket(e.interval)} ({how})"
-
-
 def factorial_table(results: Results) -> Table:
     cols = ["cell", "effect", "ratio", "interval_lo", "interval_hi", "ratio_display", "method", "level",
             "n_seeds", "verdict", "note"]
@@ -251,7 +250,7 @@ def factorial_table(results: Results) -> Table:
         for name, e in f.effects.items():
             lo, hi = e.interval or (None, None)
             t.add({"cell": cell, "effect": EFFECT_LABELS[name], "ratio": e.ratio, "interval_lo": lo,
-                   "interval_hi": hi, "ratio_display": _effect_text(e), "method": e.method, "level": e.level,
+                   "interval_hi": hi, "ratio_display": effect_text(e), "method": e.method, "level": e.level,
                    "n_seeds": e.n_seeds, "verdict": e.verdict, "note": f.note}, runs)
     return t
 
@@ -291,7 +290,7 @@ def primary_table(results: Results) -> Table:
         r = row.reading
         lo, hi = r.effect.interval or (None, None)
         t.add({"cell": row.cell, "primary": EFFECT_LABELS[r.primary], "ratio": r.effect.ratio,
-               "interval_lo": lo, "interval_hi": hi, "ratio_display": _effect_text(r.effect),
+               "interval_lo": lo, "interval_hi": hi, "ratio_display": effect_text(r.effect),
                "verdict": r.effect.verdict, "reading": r.words, "confounded": r.confounded_by_effective_lr,
                "confound": confound_text(results.speedups[row.cell]), **(row.holm_p or dict.fromkeys(CLAIMS)),
                "holm_verdict": row.holm_verdict, "holm_reading": row.holm_reading})
@@ -320,7 +319,7 @@ def verdict_text(results: Results, comparisons: Table, too_small: bool) -> str:
                 f"{row.holm_reading}" if row.holm_p is not None else "")
         held = "; ".join(f"{t['a']} vs {t['b']} {t['status']}" for t in r.pattern)
         pattern = f"; the account's predictions: {held}" if held else ""
-        lines.append(f"{cell}: the {EFFECT_LABELS[r.primary]} {_effect_text(r.effect)}: "
+        lines.append(f"{cell}: the {EFFECT_LABELS[r.primary]} {effect_text(r.effect)}: "
                      f"{r.effect.verdict or 'n/a'}{pattern}; so {r.words}{holm}. Beside it: "
                      f"{_stated(orth, 'gpt-orth vs ngpt')}, {_stated(rownorm, 'gpt-rownorm vs ngpt')}."
                      + _seeds_sentence([orth, rownorm], doc.resolve_ratio, len(doc.seeds)))
@@ -338,13 +337,15 @@ def rule_text(results: Results) -> str:
     if r["verdict_rule"] is None:
         return "**The rule.** " + OLD_RULE
     primary = primary_name(results)
-    predictions = "; ".join(f"{a} vs {b} {claim_words(claim, r['equivalence_margin'])}"
-                            for a, b, claim in PATTERN)
+    predictions = " ".join(
+        f"The account that {account.claim} predicts "
+        + "; ".join(f"{a} vs {b} {claim_words(claim, r['equivalence_margin'])}" for a, b, claim in
+                    account.pattern) + "." for account in ACCOUNTS)
     reading = ("" if primary is None else
-               f" The reading tests the account's whole pattern: {ACCOUNT} predicts {predictions}. It is "
-               f"consistent with the account only when every prediction holds by its own test at the level "
-               f"(an intersection-union test), inconsistent when any is shown not to hold, else not "
-               f"resolved; so a world where only ngpt is fast reads inconsistent, though the conditioning "
+               f" The reading tests each account's whole pattern. {predictions} A reading is consistent "
+               f"with an account only when every prediction holds by its own test at the level (an "
+               f"intersection-union test), inconsistent when any is shown not to hold, else not resolved; "
+               f"so a world where only ngpt is fast reads inconsistent with both, though the conditioning "
                f"effect carries half of ngpt's speed-up. The pre-specified primary effect, the "
                f"{EFFECT_LABELS[primary]} (speedup.primary_contrast), is the headline number. Across cells: "
                f"{HOLM}, applied to the primary effect; a cell's reading stays consistent across cells only "

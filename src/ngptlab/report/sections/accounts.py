@@ -1,0 +1,114 @@
+"""The section "Which account: conditioning or the effective learning rate": the two squares read as
+factorials, and each account's predicted pattern tested prediction by prediction (speedup/reading.py).
+
+The conditioning square (gpt, gpt-rownorm, gpt-orth, ngpt) separates conditioning from the weight norms; the
+angle square (gpt, gpt-angle, ngpt-angle, ngpt) separates nGPT's architecture from how far its matrices turn
+per step, the effective learning rate (Kosson et al., arXiv 2305.17212: the angular update as its proxy).
+The section shows what the speed-up files say: the readings, the statuses and the intervals they rest on.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ngptlab.report.kit import views
+from ngptlab.report.kit.document import Document, Heading, TableBlock, Text
+from ngptlab.report.kit.load import Results
+from ngptlab.report.kit.speedups import arm_runs, bracket, effect_text
+from ngptlab.report.kit.table import Table, fmt_text
+from ngptlab.speedup.equivalence import claim_words
+from ngptlab.speedup.factorial import ANGLE, CONDITIONING
+
+SQUARES = (("conditioning square", "factorial", CONDITIONING), ("angle square", "angle_factorial", ANGLE))
+
+
+def accounts_table(results: Results) -> Table:
+    """Every account's every prediction in every cell: what it predicts, what the interval holds, and the
+    prediction's status."""
+    cols = ["cell", "account", "prediction", "predicted", "required", "interval", "held", "status", "reading"]
+    t = Table("accounts", "Each account's predictions, tested one by one", cols, key=["cell", "account",
+                                                                                      "prediction"],
+              headers={"interval": "S_a / S_b [95% interval]", "held": "what the interval shows",
+                       "required": "in the pattern", "reading": "the account's reading"},
+              formats=dict.fromkeys(cols, fmt_text),
+              shown=["cell", "account", "prediction", "predicted", "interval", "held", "status", "reading"],
+              note="An account's reading is consistent only when every prediction of its pattern is tested "
+                   "and every prediction tested holds (an intersection-union test), inconsistent when one is "
+                   "shown not to hold, else not resolved. Predictions outside the pattern (the other "
+                   "square's arms) are tested where the cell has the whole pattern. An arm against gpt is "
+                   "read from its speed-up's interval, a pair of arms from their paired contrast.")
+    margin = next((d.equivalence_margin for d in results.speedups.values() if d and d.equivalence_margin),
+                  1.25)
+    for cell, doc in results.speedups.items():
+        reading = doc.reading if doc else None
+        for name, account in (reading.accounts if reading else {}).items():
+            for test in account["pattern"]:
+                interval = test["log_interval"]
+                t.add({"cell": cell, "account": name, "prediction": f"{test['a']} vs {test['b']}",
+                       "predicted": claim_words(test["predicted"], margin),
+                       "required": "yes" if test.get("required", True) else "no",
+                       "interval": None if interval is None else bracket([math.exp(x) for x in interval]),
+                       "held": "nothing" if test["held"] is None else claim_words(test["held"], margin),
+                       "status": test["status"], "reading": account["reading"]},
+                      arm_runs(doc, test["a"]) + arm_runs(doc, test["b"]))
+    return t
+
+
+def squares_table(results: Results) -> Table:
+    """Both squares' factorial effects per cell."""
+    cols = ["cell", "square", "effect", "ratio_display", "verdict", "note"]
+    t = Table("squares", "Both squares as factorials: effects on the speed-up, paired by seed", cols,
+              key=["cell", "square", "effect"],
+              headers={"ratio_display": "effect, as a ratio of speed-ups [interval]"},
+              formats=dict.fromkeys(cols, fmt_text),
+              note=f"Coding: {CONDITIONING.coding}. Angle square: {ANGLE.coding}. Verdict by the symmetric "
+                   "rule (the margin judges both a difference and an equivalence).")
+    for cell, doc in results.speedups.items():
+        for label, key, square in SQUARES:
+            f = getattr(doc, key) if doc else None
+            if f is None:
+                continue
+            runs = [r for arm in square.arms for r in arm_runs(doc, arm, set(f.seeds))]
+            for name, e in f.effects.items():
+                t.add({"cell": cell, "square": label, "effect": name, "ratio_display": effect_text(e),
+                       "verdict": e.verdict, "note": f.note}, runs)
+    return t
+
+
+def readings_text(results: Results) -> str:
+    """Per cell, each account's reading in the speed-up file's words."""
+    lines = []
+    for cell, doc in results.speedups.items():
+        if doc and doc.reading and doc.reading.accounts:
+            named = "; ".join(f"the {name} account: {a['reading'].split(' with ')[0]}"
+                              for name, a in doc.reading.accounts.items())
+            lines.append(f"{cell}: {named}.")
+    return " ".join(lines)
+
+
+def section(doc: Document, results: Results) -> None:
+    """The section, where some speed-up file reads the accounts (files from before that have none)."""
+    if not any(d and d.reading and d.reading.accounts for d in results.speedups.values()):
+        return
+    doc.add(Heading("Which account: conditioning or the effective learning rate", "which-account"))
+    doc.add(Text(
+        "Three accounts of nGPT's speed-up, each a predicted pattern over the arms. Conditioning: gpt-orth "
+        "(conditioning fixed) as fast as ngpt, gpt-rownorm (norms fixed) as slow as gpt. The norms: the "
+        "mirror. The effective learning rate: gpt-angle (gpt's architecture turned at ngpt's per-step "
+        "angle) as fast as ngpt, ngpt-angle (ngpt turned at gpt's angle) as slow as gpt, and gpt-orth as "
+        "gpt. Same learning rate is not same angle: at one nominal learning rate an nGPT matrix turns "
+        "several times further per step than AdamW's equilibrium angle (Kosson et al., arXiv 2305.17212), "
+        "so only arms that set the angle can separate the accounts."))
+    squares = squares_table(results)
+    if views.too_small(results):  # as the settle-it section: the effects shown, no account read
+        doc.add(Text("**Readings.** None, by design: the grid's largest budget is below "
+                     "report.min_budget_for_claims."))
+        if len(squares):
+            doc.add(TableBlock(squares))
+        return
+    text = readings_text(results)
+    if text:
+        doc.add(Text("**Readings.** " + text))
+    if len(squares):
+        doc.add(TableBlock(squares))
+    doc.add(TableBlock(accounts_table(results)))

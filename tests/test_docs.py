@@ -1,0 +1,131 @@
+"""The documentation against the code: the generated reference pages cover every params key and every verb
+and option, the README stays a front page whose arm table is the registry's, every run or cell an example
+names (README, docs/, the `--help` texts) is one of the default grid's, and `ngptlab --version` prints the
+package's version. The strict MkDocs build itself runs in .ci/run (`make docs`). Seconds: nothing trains."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from ngptlab import weight_dtype as weight_dtypes
+from ngptlab.cli import VERBS, main
+from ngptlab.config.load import load_params
+from ngptlab.config.roles import roles
+from ngptlab.docs_reference import cli_parsers, cli_reference, params_reference
+from ngptlab.errors import ParamsError
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.grid.runs import parse_run_name
+from ngptlab.models.registry import ARMS
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+DOCS = sorted((REPO / "docs").rglob("*.md"))
+README_MAX_LINES = 200
+
+# A run or cell name as an example writes it: `<scale>-ctx<context>[-bf16][-<arm>-t...-lr...-s...[-wsd]]`
+# (placeholders such as `<scale>-ctx<context>` are not names and do not match).
+NAME = re.compile(r"(?<![\w<>/.-])[A-Za-z0-9][\w.-]*-ctx\d+[\w.-]*")
+CELL = re.compile(r"^(?P<cell>[A-Za-z0-9][\w.-]*?-ctx\d+(?:-bf16)?)(?:\.\w+)?$")
+
+@cache
+def default_grid() -> tuple[frozenset[str], frozenset[str]]:
+    """The default params.yaml's run and cell names; a bf16 name counts when its fp32 twin is in the grid (the
+    weight-dtype axis on the default grid: docs/pipeline/train.md's example)."""
+    params = load_params(REPO / "params.yaml")
+    runs = enumerate_runs(params)
+    names = {run.name for run in runs} | {replace(run, weight_dtype=weight_dtypes.BF16).name for run in runs}
+    cells = set(enumerate_cells(params)) | {f"{cell}-bf16" for cell in enumerate_cells(params)}
+    return frozenset(names), frozenset(cells)
+
+
+def names_outside_the_grid(text: str) -> list[str]:
+    runs, cells = default_grid()
+    outside = []
+    for token in NAME.findall(text):
+        token = token.rstrip(".")
+        try:
+            parse_run_name(token)
+        except ParamsError:
+            cell = CELL.match(token)
+            if not (cell and cell["cell"] in cells):
+                outside.append(token)
+            continue
+        if token not in runs:
+            outside.append(token)
+    return outside
+
+
+def test_every_params_key_is_in_the_generated_reference():
+    page = params_reference()
+    missing = [role.key for role in roles() if f"| `{role.key}` |" not in page]
+    assert not missing, f"params keys missing from docs/reference/params.md: {missing}"
+    assert len(roles()) > 50  # the walk found the schema's keys, not a handful
+
+
+def test_every_verb_and_option_is_in_the_generated_cli_reference():
+    page = cli_reference()
+    parsers = cli_parsers()
+    assert {f"ngptlab {verb}" for verb in VERBS} <= set(parsers)
+    sections = re.split(r"^#{2,3} ", page, flags=re.M)
+    for command, parser in parsers.items():
+        section = next((s for s in sections if s.startswith(f"`{command}`\n")), None)
+        assert section is not None, f"no section for `{command}` in docs/reference/cli.md"
+        for action in parser._actions:
+            for option in action.option_strings:
+                assert option in section, f"`{command}`: {option} missing from docs/reference/cli.md"
+    assert "--version" in sections[1]
+
+
+def test_the_readme_is_a_front_page_with_the_two_commands():
+    text = README.read_text()
+    assert len(text.splitlines()) <= README_MAX_LINES
+    block = re.search(r"## Two commands\n\n```\n(.*?)```", text, re.S)[1]
+    assert [line.split("#")[0].strip() for line in block.splitlines()] == ["make", "make test"]
+
+
+def test_the_readme_links_to_pages_that_exist():
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", README.read_text())
+    assert links, "the README links into docs/"
+    assert [link for link in links if not (REPO / link).is_file()] == []
+
+
+def test_the_readme_arm_table_is_the_registry():
+    rows = re.findall(r"^\| ([a-z-]+) \| (.+?) \| (.+?) \| (.+?) \|$", README.read_text(), re.M)
+    table = [row for row in rows if row[0] in ARMS]
+    assert table == [(a.name, a.norms, a.conditioning, a.summary) for a in ARMS.values()]
+
+
+@pytest.mark.parametrize("path", [README, *DOCS], ids=lambda p: str(p.relative_to(REPO)))
+def test_examples_name_runs_of_the_default_grid(path):
+    assert not names_outside_the_grid(path.read_text()), f"{path.name}: names outside the default grid"
+
+
+def test_the_name_check_catches_names_outside_the_grid():
+    assert names_outside_the_grid("ngptlab train --run cpu-4l-ctx128-ngpt-t8192-lr0.01-s0") == []
+    assert names_outside_the_grid("results/speedup/cpu-4l-ctx128.json, `--cell cpu-4l-ctx128`.") == []
+    assert names_outside_the_grid("ngptlab train --run cpu-4l-ctx128-ngpt-t16384-lr0.01-s0.") == [
+        "cpu-4l-ctx128-ngpt-t16384-lr0.01-s0"]
+    assert names_outside_the_grid("--cell cpu-4l-ctx64 or cpu-4l-ctx64-gpt-t8192-lr0.01-s0") == [
+        "cpu-4l-ctx64", "cpu-4l-ctx64-gpt-t8192-lr0.01-s0"]
+    assert names_outside_the_grid("`<scale>-ctx<context>-bf16`, runs/<cell>/<run>/") == []
+
+
+@pytest.mark.parametrize("command", ["ngptlab", *(f"ngptlab {verb}" for verb in VERBS)])
+def test_help_examples_name_runs_of_the_default_grid(command):
+    helps = [parser.format_help() for name, parser in cli_parsers().items()
+             if name == command or name.startswith(f"{command} ") and command != "ngptlab"]
+    outside = names_outside_the_grid("\n".join(helps))
+    assert not outside, f"`{command} --help` names {outside}, not in the default grid"
+
+
+def test_version_prints_the_package_metadata(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"ngptlab {importlib.metadata.version('ngptlab')}"
