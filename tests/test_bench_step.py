@@ -65,3 +65,14 @@ def test_bench_step_times_before_beside_after():
                           vocab_size=96)
     assert [r["arm"] for r in rows] == ["gpt", "ngpt", "ngpt@before"]
     assert all(r["median_ms"] > 0 for r in rows)
+
+
+def test_bench_step_times_the_step_angle_and_the_rotational_step_beside_their_arm():
+    from ngptlab.bench.step import format_table, run_step_bench, with_variants
+
+    arms = with_variants(["gpt", "ngpt"], step_angle=True, rotational=True)
+    assert arms == ["gpt", "gpt+step-angle", "gpt+rotational", "ngpt", "ngpt+step-angle", "ngpt+rotational"]
+    rows = run_step_bench(arms, SHAPE, 16, 64, torch.device("cpu"), steps=1, warmup=1, vocab_size=96)
+    assert [r["arm"] for r in rows] == arms
+    assert [r["ratio_vs_arm"] > 0 for r in rows if "ratio_vs_arm" in r] == [True] * 4
+    assert "ngpt+rotational: " in format_table(rows)

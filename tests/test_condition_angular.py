@@ -313,7 +313,7 @@ def test_the_step_angle_of_a_one_step_interval_is_its_angular_rate_where_the_raw
     at 1), so where every step is an evaluation point the angle per optimizer step (observe/step_angle.py,
     float32 on the raw matrices) and the angular rate (observe/angular.py, float64 on the effective ones)
     measure the same turn."""
-    params = make_params(arms=["gpt-rownorm"], budgets=[4 * 512], eval_every_tokens=512,
+    params = make_params(arms=["gpt-rownorm"], budgets=[4 * 512], eval_every_tokens=512, step_angle_every=1,
                          learning_rates={"cpu-4l": {"gpt-rownorm": [3e-3]}})
     spec = find_run(Params.of(params), run_name("gpt-rownorm", 4 * 512))
     write_shards(tmp_path)

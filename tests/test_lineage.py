@@ -113,7 +113,8 @@ def test_every_object_key_of_the_schema_has_an_edit_here():
 
 def test_the_schema_classifies_the_keys_the_results_turn_on():
     by_key = {r.key: r for r in roles()}
-    for key in ("train.precision", "train.log_every_tokens", "train.condition_every_evals"):
+    for key in ("train.precision", "train.log_every_tokens", "train.condition_every_evals",
+                "train.step_angle_every"):
         assert {"trunk", "train"} <= set(by_key[key].shapes), key
     for key, why in (("train.checkpoint_every_tokens", "cadence"), ("train.tensorboard", "view"),
                      ("prepare.workers", "speed"), ("train.micro_batch_tokens", "roundoff"),

@@ -227,7 +227,7 @@ def test_a_run_with_rotational_matrices_turns_them_and_resumes_byte_for_byte(tmp
                         dataclasses.replace(registry.ARMS["gpt-scalar"], recipe_type=TurningRecipe))
     params = make_params(arms=["gpt-scalar"], budgets=[16 * 512], batch_sequences=16, micro_batch_tokens=512,
                          learning_rates={"cpu-4l": {"gpt-scalar": [3e-3]}}, eval_every_tokens=5 * 512,
-                         checkpoint_every_tokens=2 * 512)
+                         checkpoint_every_tokens=2 * 512, step_angle_every=1)
     spec = find_run(Params.of(params), run_name("gpt-scalar", 16 * 512))
     train = Params.of(params).train
     whole, split = tmp_path / "whole", tmp_path / "split"

@@ -1,15 +1,21 @@
 """`ngptlab bench step`: median training-step time of each arm against gpt at the same shape, in one run.
 
 A step is what the train stage does per optimizer step: forward and backward (bf16 autocast on GPU),
-gradient clipping, AdamW, and the arm's post-step hook (nGPT's renormalisation, gpt-orth's polar
-projection...). All arms are built up front and timed round-robin, one step of each arm in turn, so a slow
-patch of a shared machine hits every arm alike; the ratios are what to read, the absolute times vary with
-the machine.
+gradient clipping, AdamW (with the arm's rotational matrices: models/rotational.py), and the arm's
+post-step hook (nGPT's renormalisation, gpt-orth's polar projection...). All arms are built up front and
+timed round-robin, one step of each arm in turn, so a slow patch of a shared machine hits every arm alike;
+the ratios are what to read, the absolute times vary with the machine.
+
+Two variants of an arm time a piece beside the arm itself (each printed as a ratio to its arm):
+  ARM+step-angle   the step with its angle measured (observe/step_angle.py; --step-angle: of every arm)
+  ARM+rotational   every matrix turned by the rotational step instead of AdamW's (--rotational)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import statistics
 import time
 
@@ -20,6 +26,16 @@ from ngptlab.models.scales import Scale
 from ngptlab.settings import Params
 
 DEFAULT_VOCAB = 50257  # GPT-2 BPE, what `prepare` writes
+STEP_ANGLE, ROTATIONAL = "+step-angle", "+rotational"  # the variants of an arm (the module docstring)
+ROTATIONAL_ANGLE = 0.01  # rad per step for ARM+rotational: the time does not depend on it
+
+
+def variant_of(arm: str) -> tuple[str, str]:
+    """("gpt", "+rotational") for "gpt+rotational"; (arm, "") for an arm itself."""
+    for variant in (STEP_ANGLE, ROTATIONAL):
+        if arm.endswith(variant):
+            return arm.removesuffix(variant), variant
+    return arm, ""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +50,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB)
     parser.add_argument("--before", action="store_true", help="also time ngpt@before: nGPT computed as "
                         "before the speed work (bench/before.py)")
+    parser.add_argument("--step-angle", action="store_true", help="also time each arm with the angle of "
+                        "every step measured (ARM+step-angle)")
+    parser.add_argument("--rotational", action="store_true", help="also time each arm with every matrix "
+                        "turned by the rotational step (ARM+rotational)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: train.device")
     compile_group = parser.add_mutually_exclusive_group()
     compile_group.add_argument("--compile", dest="compile", action="store_true", default=None,
@@ -47,19 +67,25 @@ class _Arm:
     def __init__(self, arm: str, scale: Scale | str, vocab_size: int, context: int, seqs: int,
                  device: torch.device, compile_model: bool, bf16: bool | None = None) -> None:
         from ngptlab.bench.before import SUFFIX, as_before
-        from ngptlab.models import build, train_flops_per_token
+        from ngptlab.models import MATRIX_KINDS, build, rotational, train_flops_per_token
+        from ngptlab.observe.step_angle import StepAngles
 
         torch.manual_seed(0)
         self.arm = arm
-        base = arm.removesuffix(SUFFIX)
+        built, variant = variant_of(arm)
+        base = built.removesuffix(SUFFIX)
         self.model, self.recipe = build(base, scale, vocab_size, context)
-        if arm != base:
+        if built != base:
             self.model, self.recipe = as_before(self.model, self.recipe)
+        if variant == ROTATIONAL:
+            every_matrix = dict.fromkeys(MATRIX_KINDS, ROTATIONAL_ANGLE)
+            self.recipe = dataclasses.replace(self.recipe, rotation=every_matrix)
         self.model.to(device)
         self.forward = torch.compile(self.model) if compile_model else self.model
         fused = {"fused": True} if device.type == "cuda" else {}
-        groups = self.recipe.param_groups(self.model, 1e-4)
-        self.optimizer = torch.optim.AdamW(groups, betas=self.recipe.betas, eps=self.recipe.eps, **fused)
+        groups = rotational.param_groups(self.recipe, self.model, 1e-4)
+        self.optimizer = rotational.adamw(groups, betas=self.recipe.betas, eps=self.recipe.eps, **fused)
+        self.angles = StepAngles(self.model, every=1) if variant == STEP_ANGLE else None
         generator = torch.Generator().manual_seed(0)
         tokens = torch.randint(0, vocab_size, (seqs, context + 1), generator=generator).to(device)
         self.x, self.y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
@@ -78,10 +104,11 @@ class _Arm:
         self.last_loss = loss.detach()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.recipe.clip_parameters(self.model), 1.0)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        with torch.no_grad():
-            self.recipe.post_step(self.model)
+        with self.angles.measuring(0) if self.angles else contextlib.nullcontext():
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                self.recipe.post_step(self.model)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - start
@@ -105,13 +132,24 @@ def run_step_bench(arms: list[str], scale: Scale | str, context: int, batch_toke
         for runner in runners:
             runner.times.append(runner.step())
     base = statistics.median(runners[0].times)
+    medians = {runner.arm: statistics.median(runner.times) for runner in runners}
     rows = []
     for runner in runners:
-        median = statistics.median(runner.times)
+        median = medians[runner.arm]
         tokens_per_s = batch_tokens / median
-        rows.append({"arm": runner.arm, "median_ms": median * 1e3, "ratio_vs_gpt": median / base,
-                     "tokens_per_s": tokens_per_s, "mfu": mfu(runner.flops_per_token, tokens_per_s, device)})
+        row = {"arm": runner.arm, "median_ms": median * 1e3, "ratio_vs_gpt": median / base,
+               "tokens_per_s": tokens_per_s, "mfu": mfu(runner.flops_per_token, tokens_per_s, device)}
+        arm, variant = variant_of(runner.arm)
+        if variant and arm in medians:
+            row["ratio_vs_arm"] = median / medians[arm]
+        rows.append(row)
     return rows
+
+
+def with_variants(arms: list[str], step_angle: bool, rotational: bool) -> list[str]:
+    """The arms, each followed by the variants asked for."""
+    chosen = [variant for variant, asked in ((STEP_ANGLE, step_angle), (ROTATIONAL, rotational)) if asked]
+    return [name for arm in arms for name in (arm, *(arm + variant for variant in chosen))]
 
 
 def format_table(rows: list[dict]) -> str:
@@ -120,6 +158,8 @@ def format_table(rows: list[dict]) -> str:
         util = "n/a" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
         lines.append(f"| {r['arm']} | {r['median_ms']:.2f} | {r['ratio_vs_gpt']:.2f} | "
                      f"{r['tokens_per_s']:,.0f} | {util} |")
+    lines += [f"{r['arm']}: {r['ratio_vs_arm']:.3f} x the step of {variant_of(r['arm'])[0]}"
+              for r in rows if "ratio_vs_arm" in r]
     return "\n".join(lines)
 
 
@@ -137,6 +177,7 @@ def run(args: argparse.Namespace, params: Params) -> int:
     arms = args.arms or train.arms
     if args.before:
         arms = [*arms, "ngpt@before"]
+    arms = with_variants(arms, args.step_angle, args.rotational)
     rows = run_step_bench(arms, scale, context, batch_tokens, device, compile_model, args.steps, args.warmup,
                           args.vocab_size)
     print(f"bench step: scale {args.scale or train.scales[0]}, context {context}, "
