@@ -48,6 +48,8 @@ OBJECT_EDITS = {
     "train.protocol": lambda p: p["train"].update(protocol={"add_seeds": 3}),
     "train.resources": lambda p: p["train"]["resources"][p["train"]["scales"][0]].update(mem_mb=4000),
     "design": lambda p: p.update(design={"worlds": 7}),
+    "train.angles": lambda p: p["train"].update(angles={"cpu-4l-ctx128": {"gpt-angle": {
+        "lr": 0.01, "run": "cpu-4l-ctx128-ngpt-t8192-lr0.01-s0", "kinds": {"q": 0.02}}}}),
 }
 
 
