@@ -76,3 +76,14 @@ def test_bench_step_times_the_step_angle_and_the_rotational_step_beside_their_ar
     assert [r["arm"] for r in rows] == arms
     assert [r["ratio_vs_arm"] > 0 for r in rows if "ratio_vs_arm" in r] == [True] * 4
     assert "ngpt+rotational: " in format_table(rows)
+
+
+def test_bench_step_times_the_angle_arms_with_their_rotational_matrices():
+    from ngptlab.bench.step import _Arm, run_step_bench
+
+    arm = _Arm("gpt-angle", SHAPE, 96, 16, 2, torch.device("cpu"), compile_model=False)
+    assert set(arm.recipe.rotation) == set(arm.recipe.turned_kinds)  # timed as it trains: its kinds turn
+    assert any(group.get("rotational") for group in arm.optimizer.param_groups)
+    rows = run_step_bench(["gpt-angle", "ngpt", "ngpt-angle"], SHAPE, 16, 64, torch.device("cpu"), steps=1,
+                          warmup=1, vocab_size=96)
+    assert [r["arm"] for r in rows] == ["gpt", "gpt-angle", "ngpt", "ngpt-angle"]

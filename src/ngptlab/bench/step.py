@@ -27,7 +27,7 @@ from ngptlab.settings import Params
 
 DEFAULT_VOCAB = 50257  # GPT-2 BPE, what `prepare` writes
 STEP_ANGLE, ROTATIONAL = "+step-angle", "+rotational"  # the variants of an arm (the module docstring)
-ROTATIONAL_ANGLE = 0.01  # rad per step for ARM+rotational: the time does not depend on it
+ROTATIONAL_ANGLE = 0.01  # rad per step for ARM+rotational and the angle arms: the time does not depend on it
 
 
 def variant_of(arm: str) -> tuple[str, str]:
@@ -77,9 +77,9 @@ class _Arm:
         self.model, self.recipe = build(base, scale, vocab_size, context)
         if built != base:
             self.model, self.recipe = as_before(self.model, self.recipe)
-        if variant == ROTATIONAL:
-            every_matrix = dict.fromkeys(MATRIX_KINDS, ROTATIONAL_ANGLE)
-            self.recipe = dataclasses.replace(self.recipe, rotation=every_matrix)
+        turned = MATRIX_KINDS if variant == ROTATIONAL else getattr(self.recipe, "turned_kinds", ())
+        if turned:  # an angle arm's own kinds (its angle is a params value the time does not depend on)
+            self.recipe = dataclasses.replace(self.recipe, rotation=dict.fromkeys(turned, ROTATIONAL_ANGLE))
         self.model.to(device)
         self.forward = torch.compile(self.model) if compile_model else self.model
         fused = {"fused": True} if device.type == "cuda" else {}
