@@ -54,6 +54,6 @@ def resolution_line(resolution: dict) -> str:
     scanned = ", ".join(f"x{r['ngpt']:g} {_percent(r['least_correct'])}" for r in resolution["scanned"])
     found = "none of the scan" if resolution["smallest"] is None else f"x{resolution['smallest']:g}"
     return (f"smallest ngpt speed-up read right (every account, P(correct) >= "
-            f"{resolution['min_correct']:.0%} where the conditioning account, the norm account or only ngpt "
-            f"is true; {resolution['worlds']} worlds each, seed sd {resolution['seed_sd']:g}): {found} "
+            f"{resolution['min_correct']:.0%} where an account, or only ngpt's speed-up, is true; "
+            f"{resolution['worlds']} worlds each, seed sd {resolution['seed_sd']:g}): {found} "
             f"(least P(correct) per speed-up scanned: {scanned})")

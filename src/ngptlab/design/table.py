@@ -4,8 +4,9 @@ each interval covers its planted value, the bias of each estimate, and the thres
 Every probability p over n worlds comes with its Monte-Carlo standard error sqrt(p (1 - p) / n).
 Definitions (per cell; the primary effect is speedup.primary_contrast):
 - correct reading: the reading the planted speed-ups give by an account's pattern (design/truths.py
-  Truth.reading), for each account (speedup/reading.py ACCOUNTS: conditioning, the norms); the top-level
-  readings are the conditioning account's;
+  Truth.reading), for each account the cell's arms can read (speedup/reading.py ACCOUNTS: conditioning,
+  the norms, the effective learning rate where the angle square runs); the top-level readings are the
+  conditioning account's;
 - wrong directional: the primary effect's claim is "exceeds" or "falls short" and the planted effect makes
   another claim (under the null, any directional claim);
 - estimand: what the estimate estimates, the value a noise-free world gives (design/simulate.py): the
@@ -17,8 +18,8 @@ Definitions (per cell; the primary effect is speedup.primary_contrast):
 - bias: the mean over worlds with an estimate of estimate - estimand (ln scale).
 Thresholds, for each account the cell's arms can read: >= 80% correct readings where the conditioning
 account is true, where its mirror (the norm account) is, where the angle account is, and where only ngpt is
-fast; <= 5% readings "consistent" wherever the planted
-speed-ups read the account false (the partial and null worlds included);
+fast; <= 5% readings "consistent" wherever the planted speed-ups read the account false (the partial and
+null worlds included);
 <= 5% wrong directional claims of the primary effect under the null; 93-97% coverage of the primary effect's
 interval in each.
 """

@@ -102,8 +102,6 @@ EFFECTIVE_LR = _account("effective learning rate",
                         "the effective learning rate (how far each matrix turns per step) explains nGPT's "
                         "speed-up", "gpt-angle", "ngpt-angle", (("gpt-orth", BASELINE, "equivalent"),))
 ACCOUNTS = (CONDITIONING, NORM, EFFECTIVE_LR)
-ACCOUNT = f"the account that {CONDITIONING.claim}"
-PATTERN = CONDITIONING.pattern
 CONSISTENT, INCONSISTENT = CONDITIONING.consistent, CONDITIONING.inconsistent
 PREDICTED = {"conditioning": "exceeds", "norm": "equivalent", "interaction": "equivalent"}
 
