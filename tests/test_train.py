@@ -247,6 +247,16 @@ def test_a_huge_learning_rate_ends_as_diverged_with_diagnostics(tmp_path):
     assert d["step"] < 16 and s["steps"] == d["step"] and s["tokens"] == d["step"] * 512
     assert "diverge_loss" in d["reason"] or "nan" in d["reason"] or "inf" in d["reason"]
     assert not isinstance(d["loss"], float) or d["loss"] > 20.0
+    # which matrix kinds blew up: every kind's gradient norm at the failed step, the blown-up ones named
+    kinds = d["grad_norm_by_kind"]
+    assert set(kinds) == {"embed_in", "embed_out", "q", "k", "v", "o", "mlp_u", "mlp_v", "mlp_o"}
+    assert d["blew_up"] and set(d["blew_up"]) <= set(kinds)
+    finite = {k: n for k, n in kinds.items() if isinstance(n, float)}
+    if len(finite) == len(kinds):  # all finite: the largest and those within x2 of it
+        assert max(finite, key=finite.get) in d["blew_up"]
+        assert all(finite[k] >= max(finite.values()) / 2 for k in d["blew_up"])
+    else:
+        assert set(d["blew_up"]) == set(kinds) - set(finite)
     model, _ = load_model(run_dir(tmp_path, name) / "model.safetensors")  # last finite weights
     assert all(torch.isfinite(p).all() for p in model.parameters())
     rows = metrics(tmp_path, name)

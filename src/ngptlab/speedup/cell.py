@@ -48,9 +48,10 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                       bootstrap of mean ln S, S
                                       scale, only with >= 10 point estimates; bound null (point estimate), ">"
                                       (true speed-up is larger) or "<" (smaller); display e.g. "4.2", ">8",
-                                      "<0.5"; verdict against the baseline: "faster" | "slower" |
-                                      "equivalent within x<M>" | "not resolved" | "not resolved (no
-                                      interval)" | "not resolved (a bound)"; seeds_needed to resolve
+                                      "<0.5"; verdict against the baseline: "faster by more than
+                                      x<M>" | "slower by more than x<M>" | "equivalent within
+                                      x<M>" | "not resolved" | "not resolved (no interval)" | "not
+                                      resolved (a bound)"; seeds_needed to resolve
                                       x<resolve_ratio> at 80% power (noncentral t), _upper the same at
                                       the sd's 80% upper bound, _equivalence the TOST size within x<M>;
                                       each _note its method and df, or why null

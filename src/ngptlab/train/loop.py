@@ -234,7 +234,8 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
         loss, grad_norm, stopping, retried = nonfinite.forward_backward(trainer, step, retries, must_stop())
         problem = divergence(loss, grad_norm, train.diverge_loss)
         if problem:  # no update: the weights stay the last finite state
-            diagnostics = stop_diagnostics(problem, step, batch_tokens, loss, grad_norm, progress)
+            diagnostics = stop_diagnostics(problem, step, batch_tokens, loss, grad_norm, progress,
+                                           trainer.model)
             if main:  # the failed step's row, so that curves show where the run stopped
                 row = {"step": step + 1, "tokens": (step + 1) * batch_tokens,
                        "train_loss": finite_or_none(loss), "lr": spec.lr * trainer.schedule.factor(step),

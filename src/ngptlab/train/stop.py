@@ -13,7 +13,8 @@ needs `--signal=TERM@<seconds>` ahead of its time limit anyway. A single process
 every update.
 
 A too-large train loss, or a train loss or gradient norm still non-finite after a second try on another
-attention kernel (train/attention.py), ends the run as diverged, with the diagnostics its summary records.
+attention kernel (train/attention.py), ends the run as diverged, with the diagnostics its summary records,
+the matrix kinds whose gradients blew up among them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from __future__ import annotations
 import math
 import signal
 from typing import Any
+
+import torch
+from torch import nn
 
 from ngptlab.train.progress import Progress
 
@@ -46,11 +50,35 @@ class StopRequest:
 
 
 def diagnostics(reason: str, step: int, batch_tokens: int, loss: float, grad_norm: float,
-                 progress: Progress) -> dict:
-    """What a diverged run's summary says: why, after how many updates, and the last finite val loss."""
-    return {"reason": reason, "step": step, "tokens": step * batch_tokens, "loss": _num(loss),
-            "grad_norm": _num(grad_norm), "last_finite_val_loss": progress.last_val_loss,
-            "last_finite_val_step": progress.last_val_step}
+                 progress: Progress, model: nn.Module | None = None) -> dict:
+    """What a diverged run's summary says: why, after how many updates, the last finite val loss, and with
+    the model, which matrix kinds blew up (blown_up)."""
+    out = {"reason": reason, "step": step, "tokens": step * batch_tokens, "loss": _num(loss),
+           "grad_norm": _num(grad_norm), "last_finite_val_loss": progress.last_val_loss,
+           "last_finite_val_step": progress.last_val_step}
+    return out | (blown_up(model) if model is not None else {})
+
+
+@torch.no_grad()
+def blown_up(model: nn.Module) -> dict:
+    """{grad_norm_by_kind, blew_up}: per matrix kind the largest gradient norm of its matrices at the step
+    that diverged, and the kinds that blew up: those whose gradient is not finite, or, where every one is,
+    those within a factor 2 of the largest (an angle arm that cannot take its matched angle says here
+    which matrices could not)."""
+    by_kind: dict[str, list[float]] = {}
+    for info in model.matrices():
+        grad = model.get_submodule(info.name).weight.grad
+        if grad is not None:
+            by_kind.setdefault(info.kind, []).append(float(torch.linalg.vector_norm(grad.float())))
+    # a kind's largest, or its non-finite one (max() would pass a NaN by)
+    norms = {kind: next((n for n in values if not math.isfinite(n)), max(values))
+             for kind, values in by_kind.items()}
+    if not norms:
+        return {}
+    bad = [kind for kind, norm in norms.items() if not math.isfinite(norm)]
+    largest = max(norms.values()) if not bad else None
+    blew = bad or [kind for kind, norm in norms.items() if norm >= largest / 2]
+    return {"grad_norm_by_kind": {kind: _num(norm) for kind, norm in norms.items()}, "blew_up": blew}
 
 
 def _num(value: float) -> float | str:

@@ -54,9 +54,13 @@ def section(doc: Document, results: Results) -> None:
                         + ". Why a run failed is in its log, logs/train/<cell>/<run>.log. Everything below "
                         "is rendered from the runs that exist."))
     if diverged:
+        blew = {n: (results.runs[n].summary.get("diagnostics") or {}).get("blew_up") for n in diverged}
+        kinds = "; ".join(f"`{n}`: {', '.join(k)}" for n, k in blew.items() if k)
         doc.add(Callout(f"{len(diverged)} run{'s' if len(diverged) > 1 else ''} diverged (loss non-finite or "
                         "above train.diverge_loss); they are shown as such and left out of every speed-up: "
-                        + run_names(diverged) + ".", kind="note"))
+                        + run_names(diverged) + "."
+                        + (f" The matrix kinds whose gradients blew up at the failed step: {kinds}." if kinds
+                           else ""), kind="note"))
     doc.add(TableBlock(status_table(results)))
     doc.add(Text("Every run, with its final loss, tokens and steps: [Table: every run](#table-runs) in "
                  "the provenance appendix."))
