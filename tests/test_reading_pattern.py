@@ -62,7 +62,7 @@ def test_the_reading_is_the_accounts_pattern_never_its_primary_effect_alone(tmp_
                                   "effective learning rate": EFFECTIVE_LR.inconsistent}),
     (Truth("ngpt only", 4.0), {"conditioning": INCONSISTENT, "norm": NORM.inconsistent,
                                "effective learning rate": EFFECTIVE_LR.inconsistent})])
-def test_both_squares_read_each_account_by_its_pattern(tmp_path, truth, readings):
+def test_both_squares_read_each_account_by_its_pattern(tmp_path, capsys, truth, readings):
     """Planted worlds over both squares: each account reads as its pattern says, the angle square is a
     factorial of its own, and the angle account's test replaces the confound clause."""
     arms = [*ARMS, "gpt-angle", "ngpt-angle"]
@@ -74,6 +74,8 @@ def test_both_squares_read_each_account_by_its_pattern(tmp_path, truth, readings
     assert main(["speedup", "--params", str(path), "--cell", CELL, "--root", str(tmp_path)]) == 0
     doc = json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())
     assert {name: a["reading"] for name, a in doc["reading"]["accounts"].items()} == readings
+    said = "; ".join(f"{name} account {words.split(' with ')[0]}" for name, words in readings.items())
+    assert f"  reading: {said}\n" in capsys.readouterr().out  # the command's one line per account
     assert doc["reading"]["reading"] == "; ".join(readings.values())  # no confound clause beside them
     angle = doc["angle_factorial"]["effects"]["angle"]
     expected = "exceeds by more than x1.25" if truth.account == "angle account" else "equivalent within x1.25"

@@ -16,12 +16,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _kappa(value: float | str) -> str:
+    """A condition number to the four digits it is read to ("inf" where singular)."""
+    return value if isinstance(value, str) else f"{value:.4g}"
+
+
 def run(args: argparse.Namespace, params: Params) -> int:
     spec = find_run(params, args.run)
     started = time.perf_counter()
     doc = condition_run(spec, args.root, params.condition, progress=not args.no_progress)
     head = doc["headline"]["effective"]
-    print(f"{spec.name} ({doc['status']}): attention kappa median {head['attn_condition_median']}, "
-          f"embed_in cov kappa {head['embed_in_cov_condition']}; {time.perf_counter() - started:.1f} s "
+    seconds = time.perf_counter() - started
+    print(f"{spec.name} ({doc['status']}): attention kappa median {_kappa(head['attn_condition_median'])}, "
+          f"embed_in cov kappa {_kappa(head['embed_in_cov_condition'])}; {seconds:.1f} s "
           f"-> {output_paths(args.root, spec.name)[0]}")
     return 0

@@ -19,6 +19,10 @@ def run(args: argparse.Namespace, params: Params) -> int:
     parts = [f"{arm} {entry['speedup']['display']}" for arm, entry in doc["arms"].items()]
     print(f"{args.cell}: speed-up vs {doc['baseline']}: {', '.join(parts)} "
           f"-> {output_path(args.root, args.cell)}")
+    accounts = doc["reading"].get("accounts", {})
+    if accounts:
+        read = "; ".join(f"{name} account {a['reading'].split(' with ')[0]}" for name, a in accounts.items())
+        print(f"  reading: {read}")
     for baseline, further in doc.get("by_baseline", {}).items():
         parts = [f"{arm} {entry['speedup']['display']}" for arm, entry in further["arms"].items()]
         print(f"  speed-up vs {baseline}: {', '.join(parts)}")
