@@ -13,8 +13,8 @@ import math
 import statistics
 
 from ngptlab.grid.resources import run_shape
-from ngptlab.models.layers import MATRIX_KINDS
-from ngptlab.models.matched_angle import NOT_TURNED, TURNS_LIKE
+from ngptlab.models import ARMS
+from ngptlab.models.matched_angle import TURNS_LIKE
 from ngptlab.report.kit import views
 from ngptlab.report.kit.conditioning import headline_value
 from ngptlab.report.kit.document import Document, Heading, TableBlock, Text
@@ -115,7 +115,7 @@ def angles_table(results: Results) -> Table:
                 continue
             spec, target, like = rep.record.spec, None, TURNS_LIKE.get(rep.arm)
             if like is not None:
-                kinds = tuple(k for k in MATRIX_KINDS if k not in NOT_TURNED[rep.arm])
+                kinds = ARMS[rep.arm].recipe_type.turned_kinds
                 angles, _ = angle_targets.targets(train, spec, run_shape(train, spec.scale), like, kinds)
                 target = statistics.fmean(angles.values())
             t.add({"cell": cell, "arm": rep.arm, "run": spec.name, "step_angle": mean_step_angle(rep.record),
