@@ -148,19 +148,12 @@ def section(doc: Document, results: Results) -> None:
         "gpt. Same learning rate is not same angle: at one nominal learning rate an nGPT matrix turns "
         "several times further per step than AdamW's equilibrium angle (Kosson et al., arXiv 2305.17212), "
         "so only arms that set the angle can separate the accounts."))
-    squares = squares_table(results)
-    if views.too_small(results):  # as the settle-it section: the effects shown, no account read
-        doc.add(Text("**Readings.** None, by design: the grid's largest budget is below "
-                     "report.min_budget_for_claims."))
-        if len(squares):
-            doc.add(TableBlock(squares))
-        return
-    text = readings_text(results)
+    squares, angles = squares_table(results), angles_table(results)
+    too_small = views.too_small(results)  # as the settle-it section: the measurements shown, nothing read
+    text = ("None, by design: the grid's largest budget is below report.min_budget_for_claims."
+            if too_small else readings_text(results))
     if text:
         doc.add(Text("**Readings.** " + text))
-    if len(squares):
-        doc.add(TableBlock(squares))
-    doc.add(TableBlock(accounts_table(results)))
-    angles = angles_table(results)
-    if len(angles):
-        doc.add(TableBlock(angles))
+    for table in (squares, None if too_small else accounts_table(results), angles):
+        if table is not None and len(table):
+            doc.add(TableBlock(table))
