@@ -11,7 +11,15 @@ import math
 import numpy as np
 import pytest
 import torch
-from support.train import make_params, metrics, results_dir, run_dir, run_name, write_shards
+from support.train import (
+    StopsAfter3Steps,
+    make_params,
+    metrics,
+    results_dir,
+    run_dir,
+    run_name,
+    write_shards,
+)
 
 from ngptlab.checkpoint import load_model
 from ngptlab.condition.run import condition_run
@@ -251,25 +259,6 @@ def test_a_wsd_branch_measures_the_intervals_of_its_budget_trained_alone(tmp_pat
     assert rows == metrics(alone, runs[1].name)
     intervals = {row["step"]: row["angular_steps"] for row in rows if "angular_steps" in row}
     assert intervals == {3: 3, 6: 3, 9: 1, 12: 3, 15: 3, 18: 2, 20: 2}
-
-
-class StopsAfter3Steps:
-    """The job's own clock (train/job_limit.py), run out after 3 steps of each job."""
-
-    def __init__(self, train: dict, n_params: int):
-        self.steps = 0
-
-    def step_done(self) -> None:
-        self.steps += 1
-
-    def must_stop(self) -> bool:
-        return self.steps >= 3
-
-    def checkpoint_done(self, seconds: float) -> None:
-        pass
-
-    def reason(self) -> str:
-        return "3 steps"
 
 
 def test_wsd_jobs_stopped_between_evaluation_points_measure_what_jobs_that_ran_through_measure(tmp_path,

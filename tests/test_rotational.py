@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
-from support.train import make_params, metrics, results_dir, run_dir, run_name, write_shards
+from support.train import (
+    StopsAfter3Steps,
+    make_params,
+    metrics,
+    results_dir,
+    run_dir,
+    run_name,
+    write_shards,
+)
 
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import find_run
@@ -198,25 +206,6 @@ def test_the_measured_angle_is_exact_for_a_planted_rotation():
 class TurningRecipe(ScalarRecipe):
     rotation: dict[str, float] = field(default_factory=lambda: {"q": 0.01, "mlp_u": 0.02})
     rotation_beta: float = 0.0
-
-
-class StopsAfter3Steps:
-    """The job's own clock (train/job_limit.py), run out after 3 steps of each job."""
-
-    def __init__(self, train: dict, n_params: int):
-        self.steps = 0
-
-    def step_done(self) -> None:
-        self.steps += 1
-
-    def must_stop(self) -> bool:
-        return self.steps >= 3
-
-    def checkpoint_done(self, seconds: float) -> None:
-        pass
-
-    def reason(self) -> str:
-        return "3 steps"
 
 
 def test_a_run_with_rotational_matrices_turns_them_and_resumes_byte_for_byte(tmp_path, monkeypatch):
