@@ -479,7 +479,7 @@ def test_recipes_follow_the_paper_and_the_design():
         assert recipe.betas == (0.9, 0.95) and recipe.eps == 1e-8
         decay = {name: by_param[id(p)]["weight_decay"] for name, p in model.named_parameters()
                  if p.requires_grad}
-        if arm in ("ngpt", "ngpt-freew"):
+        if arm in ("ngpt", "ngpt-freew", "ngpt-angle"):
             assert recipe.warmup is False and set(decay.values()) == {0.0}
             continue
         assert recipe.warmup is True
@@ -491,7 +491,7 @@ def test_recipes_follow_the_paper_and_the_design():
         assert all(decay[g] == 0.0 for g in gains if g not in frozen)
         assert all(g not in decay and not named_parameter(model, g).requires_grad for g in frozen)
         multipliers = [n for n in decay if n.endswith(("scalar", "mult_row", "mult_col"))]
-        assert bool(multipliers) == (arm in ("gpt-lrm", "gpt-scalar", "gpt-orth"))
+        assert bool(multipliers) == (arm in ("gpt-lrm", "gpt-scalar", "gpt-orth", "gpt-angle"))
         assert all(decay[n] == 2e-3 for n in multipliers)
         clipped = {id(p) for p in recipe.clip_parameters(model)}
         named = dict(model.named_parameters())
@@ -536,7 +536,7 @@ def test_matrices_report_every_effective_matrix(arm):
             assert i.name.startswith(f"layers.{i.layer}.")
         model.get_submodule(i.name)  # the name is the module path
         has_underlying = {"gpt-lrm": i.kind != "embed_out", "gpt-scalar": i.kind != "embed_out",
-                          "gpt-orth": i.layer is not None}.get(arm, False)
+                          "gpt-angle": i.kind != "embed_out", "gpt-orth": i.layer is not None}.get(arm, False)
         assert (i.underlying is not None) == has_underlying, i.name
         if i.underlying is not None:
             assert i.underlying.shape == i.weight.shape

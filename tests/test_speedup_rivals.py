@@ -17,7 +17,7 @@ from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
 from ngptlab.results import RunResult
 from ngptlab.speedup.cell import analyse_cell
-from ngptlab.speedup.reading import CONSISTENT
+from ngptlab.speedup.reading import CONSISTENT, NORM
 from ngptlab.speedup.rivals import HEADS, LEADS, METHOD, NO_RATE, angular_rate, clause, kappa, log_difference
 from ngptlab.stats import rank_correlation
 
@@ -30,6 +30,8 @@ SEEDS = [0, 1, 2]
 CELL = "cpu-4l-ctx1024"
 KINDS = ("q", "k", "v", "o", "mlp_u", "mlp_v", "mlp_o")
 RATE = 0.01  # rad / step of gpt
+
+BOTH = f"{CONSISTENT}; {NORM.inconsistent}"  # the conditioning account holds, so its mirror cannot
 
 
 def loss(tokens: float, k: float, lr: float) -> float:
@@ -122,7 +124,7 @@ def test_arms_rotating_faster_where_conditioning_is_fixed_confound_the_condition
     words = (f"confounded by the effective learning rate: the arms it credits turn their weights "
              f"x{ratio:.3g} [{lo:.3g}, {hi:.3g}] as fast as those it debits (95% paired t on ln angular "
              "rate over seeds, 3 seeds)")
-    assert reading["effective_lr_clause"] == words and reading["reading"] == f"{CONSISTENT}; {words}"
+    assert reading["effective_lr_clause"] == words and reading["reading"] == f"{BOTH}; {words}"
     by_pair = {(c["a"], c["b"]): c for c in rivals["contrasts"]}
     assert by_pair[("gpt-orth", "gpt-rownorm")]["confounded"] is True
     assert by_pair[("gpt-orth", "ngpt")]["confounded"] is False
@@ -140,7 +142,7 @@ def test_equal_rates_are_not_confounded_on_an_interval_inside_the_margin(equal):
     assert reading["effective_lr_clause"].startswith(
         f"not confounded by the effective learning rate: the arms it credits turn their weights "
         f"x{primary['ratio']:.3g} [")
-    assert reading["reading"] == f"{CONSISTENT}; {reading['effective_lr_clause']}"
+    assert reading["reading"] == f"{BOTH}; {reading['effective_lr_clause']}"
     assert all(c["confounded"] is False for c in equal["rivals"]["contrasts"])
 
 
@@ -193,7 +195,7 @@ def test_runs_without_observations_give_null_with_a_note():
     assert rivals["primary"]["log_difference"]["interval"] is None
     assert all(c["confounded"] is None for c in rivals["contrasts"])
     assert doc["reading"]["confounded_by_effective_lr"] is None
-    assert doc["reading"]["effective_lr_clause"] is None and doc["reading"]["reading"] == CONSISTENT
+    assert doc["reading"]["effective_lr_clause"] is None and doc["reading"]["reading"] == BOTH
 
 
 def test_the_rank_correlation_and_its_fisher_z_interval_match_an_independent_computation():

@@ -30,17 +30,17 @@ def _profile(tmp_path, jobs) -> str:
     return str(path)
 
 
-def test_paper_final_checkpoints_are_about_4_1_tb_in_fp32(paper_plan):
+def test_paper_final_checkpoints_are_about_5_tb_in_fp32(paper_plan):
     storage = storage_summary(paper_plan, 100, "profile")
     final = storage["final_checkpoints"]
-    # 648 runs per scale (3 contexts x 9 arms x 6 budgets x 4 learning rates), 4 bytes per fp32 parameter
-    assert {scale: entry["runs"] for scale, entry in final["per_scale"].items()} == {"0.5B": 648, "1B": 648}
+    # 792 runs per scale (3 contexts x 11 arms x 6 budgets x 4 learning rates), 4 bytes per fp32 parameter
+    assert {scale: entry["runs"] for scale, entry in final["per_scale"].items()} == {"0.5B": 792, "1B": 792}
     for scale, entry in final["per_scale"].items():
         assert entry["bytes"] == 4 * sum(r["n_params"] for r in paper_plan["runs"] if r["scale"] == scale)
     assert final["bytes"] == sum(entry["bytes"] for entry in final["per_scale"].values())
-    assert final["bytes"] == pytest.approx(4.1e12, rel=0.01)  # "about 4.1 TB": within 1%
-    assert final["per_scale"]["0.5B"]["bytes"] == pytest.approx(648 * 4 * 506e6, rel=0.001)
-    assert final["per_scale"]["1B"]["bytes"] == pytest.approx(648 * 4 * 1073e6, rel=0.001)
+    assert final["bytes"] == pytest.approx(5.0e12, rel=0.01)  # "about 5 TB": within 1%
+    assert final["per_scale"]["0.5B"]["bytes"] == pytest.approx(792 * 4 * 506e6, rel=0.001)
+    assert final["per_scale"]["1B"]["bytes"] == pytest.approx(792 * 4 * 1073e6, rel=0.001)
     # DVC: a copying cache is a second copy and the remote a third; linked, the cache adds nothing
     assert storage["dvc"] == {"cache_bytes_copy": final["bytes"], "cache_bytes_link": 0,
                               "remote_bytes": final["bytes"]}
@@ -93,11 +93,11 @@ def test_plan_prints_the_disk_lines_and_json_has_storage(tmp_path, capsys):
 
     assert main(["plan", "--params", str(PAPER), "--root", str(REPO_ROOT)]) == 0
     out = capsys.readouterr().out
-    assert "disk (decimal: 1 GB = 10^9 bytes, 1 TB = 10^12): final checkpoints 4.09 TB" in out
-    assert "0.5B 1.31 TB, 1B 2.78 TB" in out
+    assert "disk (decimal: 1 GB = 10^9 bytes, 1 TB = 10^12): final checkpoints 5 TB" in out
+    assert "0.5B 1.6 TB, 1B 3.4 TB" in out
     assert "resume state at the profile's 100 concurrent jobs" in out and "peak 1.29 TB" in out
-    assert "DVC cache (dvc commit): +4.09 TB with cache.type copy" in out
-    assert "0 with hardlink/symlink" in out and "remote (dvc push): 4.09 TB" in out
+    assert "DVC cache (dvc commit): +5 TB with cache.type copy" in out
+    assert "0 with hardlink/symlink" in out and "remote (dvc push): 5 TB" in out
     assert out.index("disk (decimal") < out.index("GPU-hours at 40% MFU")  # the totals stay the last line
 
     assert main(["plan", "--json", "--params", str(PAPER), "--profile-config", _profile(tmp_path, 3)]) == 0

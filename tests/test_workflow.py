@@ -209,10 +209,10 @@ def test_applied_preset_plans_its_grid_in_snakemake_and_dvc(preset, tmp_path):
     assert_time_limits_of_the_plan(work, dry)
     assert len(dvc_stages(work)) == sum(counts.values()) - counts["lineage"]  # all jobs but `all`; plan
     if preset == "paper":
-        # 2 scales x 3 contexts x 9 arms x 6 budgets x 4 learning rates = 1296 runs:
-        # 1296 x (train + condition) + 6 cells x (speedup + evaluate) + prepare, report, all, and one
+        # 2 scales x 3 contexts x 11 arms x 6 budgets x 4 learning rates = 1584 runs:
+        # 1584 x (train + condition) + 6 cells x (speedup + evaluate) + prepare, report, all, and one
         # lineage job for each of them but `all`
-        assert sum(counts.values()) == 2607 + 2606
+        assert sum(counts.values()) == 3183 + 3182
 
 
 def test_config_overrides_are_refused_because_the_stages_would_not_see_them(scratch):

@@ -127,12 +127,13 @@ def planted_curve(spec: RunSpec, train: Mapping | Train) -> list[tuple[int, floa
 
 def planted_observations(spec: RunSpec, tokens: float) -> dict:
     """An evaluation row's observations of the weights (observe/observer.py): ngpt turns 3x faster
-    than every other arm from its first point on, and its input embedding's kappa falls from the baseline's
-    10 to 2.5 over the run; every arm's heads have kappa 3."""
+    (between evaluation points and per step) than every other arm from its first point on, and its input
+    embedding's kappa falls from the baseline's 10 to 2.5 over the run; every arm's heads have kappa 3."""
     turning = (0.03 if spec.arm == "ngpt" else 0.01) / math.sqrt(tokens / 4096)
     embed = 10.0 / (1.0 + 3.0 * tokens / spec.budget) if spec.arm == "ngpt" else 10.0
-    return {"angular_rate": dict.fromkeys(("embed_in", "q", "k", "v", "o", "mlp_u", "mlp_v", "mlp_o",
-                                           "embed_out"), turning),
+    kinds = ("embed_in", "q", "k", "v", "o", "mlp_u", "mlp_v", "mlp_o", "embed_out")
+    return {"angular_rate": dict.fromkeys(kinds, turning),
+            "step_angle": dict.fromkeys(kinds, 2 * turning),  # a step turns further than the steps add up
             "kappa": {"embed_in_cov_condition": embed, "layer3_q_head_condition_median": 3.0,
                       "layer4_k_head_condition_median": 3.0}}
 
