@@ -76,11 +76,6 @@ def estimate_summary(entries: list[dict]) -> dict:
             "bias": statistics.fmean(estimated) if estimated else None, "n_estimates": len(estimated)}
 
 
-def readable(account: Account, arms: list[str]) -> bool:
-    """Whether a cell of these arms can read the account: it has every arm of the account's pattern."""
-    return all(a in arms and b in arms for a, b, _ in account.pattern)
-
-
 def account_summary(outcomes: list[dict], truth: Truth, margin: float, account: Account) -> dict:
     """{expected_reading, readings, correct} of one account over a cell's worlds."""
     n, expected = len(outcomes), truth.reading(margin, account, outcomes[0]["arms"])
@@ -107,7 +102,7 @@ def cell_summary(outcomes: list[dict], truth: Truth, primary: str, margin: float
         "wrong_directional": proportion(sum(o["claim"] in DIRECTIONAL and o["claim"] != planted_claim
                                             for o in outcomes), n),
         "accounts": {account.name: account_summary(outcomes, truth, margin, account) for account in ACCOUNTS
-                     if readable(account, outcomes[0]["arms"])},
+                     if account.readable(outcomes[0]["arms"])},
         "estimates": {name: estimate_summary([o["estimates"][name] for o in outcomes
                                               if name in o["estimates"]]) for name in names}}
     if any(o["holm_reading"] is not None for o in outcomes):

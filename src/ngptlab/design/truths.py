@@ -102,13 +102,11 @@ class Truth:
         """The reading a design should give of an account in a cell of these arms: its predictions read on
         the planted speed-ups (None where a planted ratio sits on the margin's edge)."""
         logs, tests = self.log_speedups(), []
-        whole = all(a in arms and b in arms for a, b, _ in account.pattern)
-        for a, b, predicted, required in account.predictions():
-            if a in arms and b in arms and (required or whole):
-                claim = _claim(logs[a] - logs[b], margin)
-                if claim is None:
-                    return None
-                tests.append({"status": HOLDS if claim == predicted else SHOWN_NOT, "required": required})
+        for a, b, predicted, required in account.predictions(arms):
+            claim = _claim(logs[a] - logs[b], margin)
+            if claim is None:
+                return None
+            tests.append({"status": HOLDS if claim == predicted else SHOWN_NOT, "required": required})
         return account.words(tests)
 
 

@@ -35,7 +35,7 @@ square the angle account's own test replaces that clause.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ngptlab.speedup.equivalence import NOT_RESOLVED, held_claim, interval_claim
@@ -75,9 +75,16 @@ class Account:
             return self.consistent
         return self.inconsistent if SHOWN_NOT in statuses else NOT_RESOLVED
 
-    def predictions(self) -> list[tuple[str, str, str, bool]]:
-        """(a, b, predicted claim, required) of the pattern, then of the extra predictions."""
-        return [(*p, True) for p in self.pattern] + [(*p, False) for p in self.extra]
+    def readable(self, arms: Collection[str]) -> bool:
+        """Whether a cell of these arms has every arm of the pattern."""
+        return all(a in arms and b in arms for a, b, _ in self.pattern)
+
+    def predictions(self, arms: Collection[str]) -> list[tuple[str, str, str, bool]]:
+        """(a, b, predicted claim, required) of every prediction a cell of these arms tests: the pattern's
+        whose two arms it has, then the extra ones likewise where it has the whole pattern."""
+        tested = [(*p, True) for p in self.pattern]
+        tested += [(*p, False) for p in self.extra] if self.readable(arms) else []
+        return [(a, b, claim, required) for a, b, claim, required in tested if a in arms and b in arms]
 
     def sentence(self, words: str) -> str:
         """The reading as a clause that names the account, "not resolved" included."""
@@ -108,10 +115,10 @@ PREDICTED = {"conditioning": "exceeds", "norm": "equivalent", "interaction": "eq
 
 def pattern_tests(arms: Mapping[str, Mapping], contrasts: list[Mapping], margin: float,
                   baseline: str = BASELINE, account: Account = CONDITIONING) -> list[dict]:
-    """[{a, b, predicted, required, log_interval, held, status}] of every prediction of the account (its
-    pattern's, required, then its extra ones, these only where the cell has every arm of the pattern) whose
-    arms the cell has: the claim its level interval holds (None: none) against the predicted one; an arm's
-    speed-up answers a prediction against gpt only where gpt is the baseline it was measured against."""
+    """[{a, b, predicted, required, log_interval, held, status}] of every prediction of the account the cell
+    tests (Account.predictions): the claim its level interval holds (None: none) against the predicted one;
+    an arm's speed-up answers a prediction against gpt only where gpt is the baseline it was measured
+    against."""
     intervals: dict[tuple[str, str], list[float] | None] = {}
     for arm, entry in arms.items():
         interval = entry["speedup"].get("interval") if entry.get("speedup") else None
@@ -119,9 +126,8 @@ def pattern_tests(arms: Mapping[str, Mapping], contrasts: list[Mapping], margin:
     for c in contrasts:
         intervals[(c["a"], c["b"])] = c["difference_log"]["interval"]
     tests = []
-    whole = all(a in arms and b in arms for a, b, _ in account.pattern)
-    for a, b, predicted, required in account.predictions():
-        if (a, b) not in intervals or a not in arms or b not in arms or not (required or whole):
+    for a, b, predicted, required in account.predictions(arms):
+        if (a, b) not in intervals:
             continue
         interval = intervals[(a, b)]
         held = None if interval is None else interval_claim(interval, margin)
