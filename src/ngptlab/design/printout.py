@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ngptlab.design.resolution import resolution_line
+from ngptlab.speedup.reading import short
 
 
 def _p(value: dict) -> str:
@@ -17,7 +18,7 @@ def log_value(x: float | None) -> str:
 def scenario_lines(scenario: dict, primary: str) -> list[str]:
     lines = []
     for cell, s in scenario["cells"].items():
-        expected = (s["expected_reading"] or "on the margin's edge").split(" with ")[0]
+        expected = short(s["expected_reading"] or "on the margin's edge")
         lines.append(f"{scenario['truth']} — {cell} ({scenario['worlds']} worlds; planted {primary}: "
                      f"{s['estimates']['primary']['planted']:+.3f} ln, claim {s['planted_claim']}, "
                      f"expected reading: {expected})")
@@ -28,7 +29,7 @@ def scenario_lines(scenario: dict, primary: str) -> list[str]:
         correct = "n/a" if s["correct"] is None else _p(s["correct"])
         lines.append(f"  correct reading {correct}   wrong directional {_p(s['wrong_directional'])}")
         for name, a in list(s.get("accounts", {}).items())[1:]:  # the first, conditioning, is the above
-            expected = (a["expected_reading"] or "on the margin's edge").split(" with ")[0]
+            expected = short(a["expected_reading"] or "on the margin's edge")
             correct = "n/a" if a["correct"] is None else _p(a["correct"])
             lines.append(f"  {name} account (expected {expected}): "
                          + "   ".join(f"{k} {_p(v)}" for k, v in a["readings"].items())

@@ -7,6 +7,7 @@ import argparse
 
 from ngptlab.settings import Params
 from ngptlab.speedup.cell import output_path, speedup_cell
+from ngptlab.speedup.reading import short
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +22,7 @@ def run(args: argparse.Namespace, params: Params) -> int:
           f"-> {output_path(args.root, args.cell)}")
     accounts = doc["reading"].get("accounts", {})
     if accounts:
-        read = "; ".join(f"{name} account {a['reading'].split(' with ')[0]}" for name, a in accounts.items())
+        read = "; ".join(f"{name} account {short(a['reading'])}" for name, a in accounts.items())
         print(f"  reading: {read}")
     for baseline, further in doc.get("by_baseline", {}).items():
         parts = [f"{arm} {entry['speedup']['display']}" for arm, entry in further["arms"].items()]

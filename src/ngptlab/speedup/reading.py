@@ -91,6 +91,12 @@ class Account:
         return f"not resolved for the account that {self.claim}" if words == NOT_RESOLVED else words
 
 
+def short(words: str) -> str:
+    """An account's reading in a word: consistent | inconsistent | not resolved (the words without the
+    account they name)."""
+    return words.split(" with ")[0]
+
+
 def _account(name: str, claim: str, fixer: str, other: str, extra: tuple = ()) -> Account:
     """The pattern of an account that credits `fixer` (the control that gives gpt the property the account
     credits) and not `other` (the control that takes it from, or gives gpt, something else)."""

@@ -23,6 +23,7 @@ from ngptlab.report.kit.speedups import arm_runs, bracket, effect_text
 from ngptlab.report.kit.table import Table, fmt_num, fmt_text
 from ngptlab.speedup.equivalence import claim_words
 from ngptlab.speedup.factorial import ANGLE, CONDITIONING
+from ngptlab.speedup.reading import short
 from ngptlab.train import angle_targets
 
 SQUARES = (("conditioning square", "factorial", CONDITIONING), ("angle square", "angle_factorial", ANGLE))
@@ -129,7 +130,7 @@ def readings_text(results: Results) -> str:
     lines = []
     for cell, doc in results.speedups.items():
         if doc and doc.reading and doc.reading.accounts:
-            named = "; ".join(f"the {name} account: {a['reading'].split(' with ')[0]}"
+            named = "; ".join(f"the {name} account: {short(a['reading'])}"
                               for name, a in doc.reading.accounts.items())
             lines.append(f"{cell}: {named}.")
     return " ".join(lines)
