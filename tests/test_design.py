@@ -280,3 +280,23 @@ def test_the_angle_truths_are_planted_where_the_grid_runs_the_angle_square():
     assert true.reading(1.25, EFFECTIVE_LR, both) == EFFECTIVE_LR.inconsistent
     # without the angle arms the angle account cannot read consistent
     assert full.reading(1.25, EFFECTIVE_LR, square) != EFFECTIVE_LR.consistent
+
+
+def test_resolution_scans_up_from_the_margin_and_stops_at_the_first_speedup_read_right():
+    from ngptlab.design.resolution import SCAN, smallest_resolved
+
+    quiet = with_design(small_params(protocol=False), ["seed_sd=0.0002", "run_sd=0.0002", "trunk_sd=0.0002"],
+                        "quiet design")
+    found = smallest_resolved(quiet, loss_model(quiet), 2, 0, 1)
+    assert found["smallest"] == SCAN[0] and [r["ngpt"] for r in found["scanned"]] == [SCAN[0]]
+    assert found["scanned"][0]["least_correct"] >= 0.8
+    # a wider margin starts the scan above it: no speed-up inside the margin can be read as faster
+    wide = small_params(protocol=False)
+    wide["speedup"]["equivalence_margin"] = 1.45
+    wide = with_design(wide, ["seed_sd=0.0002", "run_sd=0.0002", "trunk_sd=0.0002"], "wide margin")
+    assert smallest_resolved(wide, loss_model(wide), 2, 0, 1)["scanned"][0]["ngpt"] == 1.5
+    # noise far beyond any speed-up of the scan: every one scanned, none read right
+    noisy = with_design(small_params(protocol=False), ["seed_sd=0.5"], "noisy design")
+    lost = smallest_resolved(noisy, loss_model(noisy), 2, 0, 1)
+    assert lost["smallest"] is None and [r["ngpt"] for r in lost["scanned"]] == list(SCAN)
+    assert all(r["least_correct"] < 0.8 for r in lost["scanned"])

@@ -32,15 +32,15 @@ def smallest_resolved(params: Params, model: LossModel, worlds: int, seed: int,
     """{smallest, min_correct, scanned [{ngpt, least_correct}], worlds, seed_sd}: the module docstring's
     scan; smallest None when no speed-up of the scan reaches MIN_CORRECT."""
     margin = float(params.speedup.equivalence_margin)
-    scanned = []
+    scanned, smallest = [], None
     for speedup in (s for s in SCAN if s > margin):
         planted = [truth for truth in truths([speedup], params.train.arms) if truth.account in MUST_READ]
         outcomes, _ = simulate(params, model, planted, worlds, seed, jobs)
         least = least_correct(design_table(outcomes, planted, params.speedup.primary_contrast, margin))
         scanned.append({"ngpt": speedup, "least_correct": least})
         if least is not None and least >= MIN_CORRECT:
+            smallest = speedup
             break
-    smallest = scanned[-1]["ngpt"] if scanned and (scanned[-1]["least_correct"] or 0) >= MIN_CORRECT else None
     return {"smallest": smallest, "min_correct": MIN_CORRECT, "scanned": scanned, "worlds": worlds,
             "seed_sd": model.seed_sd}
 
