@@ -11,6 +11,7 @@ from support.workflow import default_params
 
 from ngptlab.config.roles import GRID, roles, value_at
 from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.plan.grid import cell_key, lineage_keys
 from ngptlab.plan.lineage import PER_SCHEDULE, STAGES, made_from
 from ngptlab.settings import Params, filled
@@ -62,11 +63,20 @@ def run_names(params: dict) -> set[str]:
 
 
 def changed(before: dict, after: dict, groups: set[str] | None = None) -> set[str]:
-    """The stages whose keys differ; with `groups`, a per-schedule stage's keys of those lineage groups
-    only (the groups a grid's runs use)."""
+    """The stages whose keys differ; with `groups`, a per-group stage's keys of those lineage groups only
+    (the groups a grid's runs and trunks use)."""
     def used(stage: str, value):
-        return {g: value[g] for g in groups} if groups is not None and stage in PER_SCHEDULE else value
+        if groups is None or stage not in PER_SCHEDULE:
+            return value
+        return {g: k for g, k in value.items() if g in groups}
     return {stage for stage in before if used(stage, before[stage]) != used(stage, after.get(stage, {}))}
+
+
+def used_groups(params: dict) -> set[str]:
+    """The lineage groups of a grid's runs and trunks."""
+    grid = Params.of(params)
+    return {*(run.lineage_group for run in enumerate_runs(grid)),
+            *(segment.trunk.lineage_group for segment in enumerate_segments(grid))}
 
 
 def set_key(params: dict, key: str, value) -> None:
@@ -80,15 +90,17 @@ def set_key(params: dict, key: str, value) -> None:
 @pytest.mark.parametrize("role", [r for r in roles() if GRID not in r.shapes], ids=lambda r: r.key)
 def test_every_key_changes_the_keys_of_exactly_the_stages_it_shapes_and_after(role):
     params = wsd_params() if role.only_schedule == "wsd" else default_params()
-    groups = {run.lineage_group for run in enumerate_runs(Params.of(params))}
+    groups = used_groups(params)
     edited = copy.deepcopy(params)
     if isinstance(value_at(filled(params), role.key), dict):
         OBJECT_EDITS[role.key](edited)
     else:
         set_key(edited, role.key, f"changed {role.key}")
-    expected = set(role.shapes)
-    for stage in role.shapes:
-        expected |= AFTER[stage] if stage != "trunk" or "wsd" in groups else {"trunk"}
+    trains_trunks = bool(enumerate_segments(Params.of(params)))
+    expected = set()
+    for stage in role.shapes:  # a cosine grid has no trunk job, so no trunk key it uses
+        expected |= {stage, *AFTER[stage]} if stage != "trunk" or trains_trunks else set()
+    expected -= set() if trains_trunks else {"trunk"}
     assert changed(keys(params), keys(edited), groups) == expected, role
 
 
@@ -210,3 +222,20 @@ def test_a_larger_budget_keeps_the_trunk_and_wsd_keys_a_smaller_one_changes_them
     smaller = copy.deepcopy(params)
     smaller["train"]["budgets"] = [1024, 2048, 4096]  # the trunks' shared warmup is the smallest budget's
     assert keys(smaller)["trunk"] != base["trunk"] and keys(smaller)["train"]["wsd"] != base["train"]["wsd"]
+
+
+def test_an_angle_arms_target_reruns_that_arms_trunks_runs_and_conditioning_only():
+    params = wsd_params()
+    params["train"]["arms"] = ["gpt", "ngpt", "gpt-angle", "ngpt-angle"]
+    groups = used_groups(params)
+    assert {"wsd", "wsd-gpt-angle", "wsd-ngpt-angle"} <= groups  # trunks and runs alike
+    edited = copy.deepcopy(params)
+    OBJECT_EDITS["train.angles"](edited)  # gpt-angle's target in the first cell
+    before, after = keys(params), keys(edited)
+    for stage in ("trunk", "train", "condition"):
+        moved = {group for group in before[stage] if before[stage][group] != after[stage][group]}
+        assert moved == {g for g in before[stage] if g.endswith("-gpt-angle")}, stage
+    assert before["speedup"] != after["speedup"]  # its cell holds the arm's runs
+    runs = enumerate_runs(Params.of(params))
+    assert {run.lineage_group for run in runs if run.arm == "gpt-angle"} == {"wsd-gpt-angle"}
+    assert {run.lineage_group for run in runs if run.arm == "gpt"} == {"wsd"}

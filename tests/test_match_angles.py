@@ -76,5 +76,7 @@ def test_match_angles_writes_the_matched_runs_peak_angles(tmp_path):
     spec = dataclasses.replace(spec, lr=2 * written["gpt-angle"]["lr"])
     angles, source = angle_targets.targets(train, spec, Scale(4, 64, 4), "ngpt", ("q", "k"))
     assert source == written["gpt-angle"]["run"] and angles == pytest.approx({"q": 0.08, "k": 0.04})
-    # a measurement is a params value: the train stage's lineage keys change with it
-    assert json.loads(grid.read_text())["lineage"]["train"] != before
+    # a measurement is a params value: it changes the angle arms' train keys, and no other arm's
+    after = json.loads(grid.read_text())["lineage"]["train"]
+    assert {group for group in after if after[group] != before[group]} == {
+        "cosine-gpt-angle", "wsd-gpt-angle", "cosine-ngpt-angle", "wsd-ngpt-angle"}

@@ -168,4 +168,11 @@ def test_trunk_jobs_need_what_a_run_of_their_scale_needs(tmp_path):
     untimed = {k: v for k, v in trunk.items() if k not in timed}
     assert untimed == {k: v for k, v in train.items() if k not in timed}
     assert jobs.trunk_resource("nodes")(s.trunk.cell, s.trunk.name, s.span) == trunk["nodes"]
-    assert grid.schedule_lineage_file("train", "{cell}/{run}") is not None  # one schedule: one pattern
+    # one lineage group: one pattern for all jobs; the angle arms' own groups: each job's file
+    groups = {spec.lineage_group for spec in grid.runs.values()}
+    assert (grid.group_lineage_file("train", "{cell}/{run}") is None) == (len(groups) > 1)
+    trunk_groups = {segment.trunk.lineage_group for segment in grid.segments.values()}
+    assert (grid.group_lineage_file("trunk", "{cell}/{trunk}/{span}") is None) == (len(trunk_groups) > 1)
+    for job, segment in grid.segments.items():
+        key = grid.lineage["trunk"][segment.trunk.lineage_group]
+        assert grid.lineage_file("trunk", job).endswith(f"{job}/{key}")

@@ -65,6 +65,9 @@ def _role_words(role: Role) -> str:
         words.append("shapes " + ", ".join(f"`{s}`" for s in stages))
     if role.only_schedule:
         words.append(f"only for `train.schedule: {role.only_schedule}` runs")
+    if role.per_arm:
+        words.append("per arm: only the jobs of " + ", ".join(f"`{a}`" for a in role.per_arm)
+                     + ", each its own part, under lineage keys of their own")
     return "; ".join(words)
 
 

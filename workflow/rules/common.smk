@@ -61,10 +61,10 @@ def lineage_input(stage, job):
     return settled(GRID.stage_lineage_file(stage, job))
 
 
-def run_lineage_input(stage, job):
-    """The key file of a run's job (`job` a pattern of the run's wildcards): its schedule's key, a pattern
-    where every run has one schedule."""
-    pattern = GRID.schedule_lineage_file(stage, job)
+def group_lineage_input(stage, job):
+    """The key file of a run's or trunk segment's job (`job` a pattern of its wildcards): its lineage
+    group's key, a pattern where all the stage's jobs have one group."""
+    pattern = GRID.group_lineage_file(stage, job)
     if pattern is not None:
         return settled(pattern)
     return per_job(lambda wildcards: settled(GRID.lineage_file(stage, job.format(**wildcards))))

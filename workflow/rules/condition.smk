@@ -4,7 +4,7 @@
 rule condition:
     input:
         unpack(run_files("model", "config", "summary")),
-        lineage=run_lineage_input("condition", "{run}"),
+        lineage=group_lineage_input("condition", "{run}"),
     output:
         **layout.conditioning_files("{run}"),
     log:

@@ -23,7 +23,7 @@ rule train:
     input:
         unpack(of(GRID.branch_from, "run", inputs=True)),  # a WSD run: after its trunk segment
         tokens=settled(TOKENS),
-        lineage=run_lineage_input("train", "{cell}/{run}"),
+        lineage=group_lineage_input("train", "{cell}/{run}"),
     output:
         **GRID.train_outputs("{run}", cell="{cell}"),
     log:
@@ -60,7 +60,7 @@ rule trunk:
     input:
         unpack(of(GRID.segment_after, "cell", "trunk", "span", inputs=True)),
         tokens=settled(TOKENS),
-        lineage=lineage_input("trunk", "{cell}/{trunk}/{span}"),
+        lineage=group_lineage_input("trunk", "{cell}/{trunk}/{span}"),
     output:
         record=layout.trunk_record("{cell}", "{trunk}", "{span}"),
     log:

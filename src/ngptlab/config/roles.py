@@ -27,6 +27,16 @@ class Role:
     shapes: tuple[str, ...]
     only_schedule: str | None
     execution: str | None
+    per_arm: tuple[str, ...] = ()  # the arms a per-arm key names; each arm's runs see only their own part
+
+
+def _arms_named(node: dict, key: str) -> tuple[str, ...]:
+    """The arms a per-arm key ({cell: {arm: value}}) can name: its schema's enum of arm names."""
+    try:
+        return tuple(resolved_node(node["additionalProperties"])["propertyNames"]["enum"])
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"params schema: {key} is `per_arm` but names no arms ({{cell: {{arm: ...}}}} with "
+                         "propertyNames.enum)") from error
 
 
 def _walk(node: dict, key: str) -> Iterator[Role]:
@@ -38,7 +48,8 @@ def _walk(node: dict, key: str) -> Iterator[Role]:
         unknown = set(shapes or ()) - {*STAGES, GRID} or ({execution} - {None, *EXECUTION})
         if unknown:
             raise ValueError(f"params schema: {key}: unknown class {sorted(unknown)[0]!r}")
-        yield Role(key, tuple(shapes or ()), node.get("only_schedule"), execution)
+        per_arm = _arms_named(node, key) if node.get("per_arm") else ()
+        yield Role(key, tuple(shapes or ()), node.get("only_schedule"), execution, per_arm)
     elif "properties" in node:
         for name, child in node["properties"].items():
             yield from _walk(child, f"{key}.{name}" if key else name)
@@ -61,9 +72,24 @@ def value_at(params: Mapping, key: str) -> Any:
     return value
 
 
-def shaping(params: Mapping, stage: str, schedule: str | None = None) -> dict[str, Any]:
+@cache
+def arms_with_own_settings() -> frozenset[str]:
+    """The arms some per-arm key can name: their runs and trunks have lineage keys of their own."""
+    return frozenset(arm for role in roles() for arm in role.per_arm)
+
+
+def _arm_part(value: Mapping, arm: str) -> dict:
+    return {cell: by_arm[arm] for cell, by_arm in sorted(value.items()) if arm in by_arm}
+
+
+def shaping(params: Mapping, stage: str, schedule: str | None = None,
+            arm: str | None = None) -> dict[str, Any]:
     """The settings that shape `stage` (or, with GRID, the grid's), by dotted key, from a params mapping
     with its defaults filled in (dataclasses.asdict of ngptlab.settings.Params); a key limited to one
-    schedule only for that schedule's jobs."""
-    return {role.key: value_at(params, role.key) for role in roles()
-            if stage in role.shapes and role.only_schedule in (None, schedule)}
+    schedule only for that schedule's jobs; a per-arm key only for that arm's jobs, and only its part."""
+    def value(role: Role) -> Any:
+        return _arm_part(value_at(params, role.key), arm) if role.per_arm else value_at(params, role.key)
+
+    return {role.key: value(role) for role in roles()
+            if stage in role.shapes and role.only_schedule in (None, schedule)
+            and (not role.per_arm or arm in role.per_arm)}

@@ -11,6 +11,7 @@ from typing import Any
 
 from ngptlab import schedule as schedules
 from ngptlab import weight_dtype as weight_dtypes
+from ngptlab.config.roles import arms_with_own_settings
 from ngptlab.errors import ParamsError
 from ngptlab.settings import allowed_arms
 
@@ -21,6 +22,14 @@ def format_lr(lr: float) -> str:
 
 def cell_name(scale: str, context: int, weight_dtype: str = weight_dtypes.FP32) -> str:
     return f"{scale}-ctx{context}{weight_dtypes.name_suffix(weight_dtype)}"
+
+
+def lineage_group(schedule: str, dtype: str, arm: str) -> str:
+    """The jobs that share one lineage key (ngptlab.plan.lineage): those of a schedule and dtype ("cosine",
+    "wsd-bf16"), and an arm that a per-arm setting can name (train.angles) apart from the others
+    ("cosine-gpt-angle"), so a new value of that setting reruns that arm's jobs only."""
+    own = f"-{arm}" if arm in arms_with_own_settings() else ""
+    return f"{weight_dtypes.lineage_group(schedule, dtype)}{own}"
 
 
 @dataclass(frozen=True, order=True)
@@ -43,8 +52,9 @@ class RunSpec:
 
     @property
     def lineage_group(self) -> str:
-        """The runs whose train and condition jobs share this run's lineage key: its schedule and dtype."""
-        return weight_dtypes.lineage_group(self.schedule, self.weight_dtype)
+        """The runs whose train and condition jobs share this run's lineage key: its schedule and dtype, and
+        its arm where a per-arm setting can name it."""
+        return lineage_group(self.schedule, self.weight_dtype, self.arm)
 
     @property
     def name(self) -> str:

@@ -20,8 +20,8 @@ from typing import Any
 from ngptlab import layout
 from ngptlab.batch import tokens_per_step
 from ngptlab.grid.enumeration import enumerate_runs, train_runs
-from ngptlab.grid.runs import RunSpec, cell_name, format_lr
-from ngptlab.schedule import TRUNK, branch_point, run_tokens, shares_trunk
+from ngptlab.grid.runs import RunSpec, cell_name, format_lr, lineage_group
+from ngptlab.schedule import TRUNK, WSD, branch_point, run_tokens, shares_trunk
 from ngptlab.settings import Params, Train
 from ngptlab.weight_dtype import FP32, spec_record
 
@@ -44,6 +44,12 @@ class TrunkSpec:
     @property
     def name(self) -> str:
         return f"{self.cell}-{self.arm}-lr{format_lr(self.lr)}-s{self.seed}-trunk"
+
+    @property
+    def lineage_group(self) -> str:
+        """The trunks that share this one's lineage key: every trunk ("wsd"), but an arm's that a per-arm
+        setting can name ("wsd-gpt-angle"). No dtype: a segment's cell says which it trains in."""
+        return lineage_group(WSD, FP32, self.arm)
 
     def as_dict(self) -> dict[str, Any]:
         return {"scale": self.scale, "context": self.context, "arm": self.arm, "lr": self.lr,

@@ -40,8 +40,7 @@ def cell_key(cell: str) -> str:
 
 def lineage_keys(sources: dict) -> dict:
     """The keys of lineage.made_from's result as dvc.yaml declares them: one per stage, per lineage group
-    (schedule and weight dtype) for train and condition, and for speedup and evaluate one per cell, under
-    the cell's DVC key."""
+    for trunk, train and condition, and for speedup and evaluate one per cell, under the cell's DVC key."""
     def keys(stage: str, value: dict):
         if stage in PER_CELL:
             return {cell_key(cell): key_of(inputs) for cell, inputs in value.items()}
@@ -86,7 +85,8 @@ def resolved_grid(params: Params, root: str | Path = ".") -> dict:
         "runs": {run.name: {"cell": run.cell, "schedule": run.schedule, "lineage": run.lineage_group,
                             "after": run_after(params, run, ends)} for run in runs},
         "trunks": {segment.name: {"cell": segment.trunk.cell, "trunk": segment.trunk.name,
-                                  "span": segment.span, "after": segment_after(params, segment, ends)}
+                                  "span": segment.span, "lineage": segment.trunk.lineage_group,
+                                  "after": segment_after(params, segment, ends)}
                    for segment in segments},
         "cells": cells,
         "lineage": lineage_keys(made_from(params, code)),

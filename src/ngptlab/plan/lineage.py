@@ -17,7 +17,9 @@ The per-run stages have one key per schedule and weight dtype (a run's name enco
 schedule and its dtype's cell, so a WSD setting changes the keys of WSD runs only, and an fp32 run's key is
 the same whether or not the grid also trains bf16); WSD trunk segments have one key (a segment's name says
 where it starts and ends, its cell which dtype it trains in); the per-cell stages have one per cell, since a
-cell's results also depend on which runs it holds.
+cell's results also depend on which runs it holds. An arm that a per-arm setting can name (the schema's
+`per_arm`: train.angles names the angle arms) has its own train, condition and trunk keys beside these,
+holding only its part of that setting, so `ngptlab plan --match-angles` reruns the angle arms alone.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from dataclasses import asdict
 
 from ngptlab import schedule as schedules
 from ngptlab import weight_dtype as weight_dtypes
-from ngptlab.config.roles import GRID, STAGES, shaping
+from ngptlab.config.roles import GRID, STAGES, arms_with_own_settings, shaping
 from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.runs import lineage_group
 from ngptlab.settings import Params
+from ngptlab.weight_dtype import FP32
 
-PER_SCHEDULE = ("train", "condition")  # a key per lineage group: schedule and dtype (RunSpec.lineage_group)
+PER_SCHEDULE = ("trunk", "train", "condition")  # a key per lineage group (RunSpec's and TrunkSpec's)
 PER_CELL = ("speedup", "evaluate")  # a key per cell
 __all__ = ["PER_CELL", "PER_SCHEDULE", "STAGES", "key_of", "made_from"]
 
@@ -44,27 +48,36 @@ def key_of(made_from: dict) -> str:
 
 
 def made_from(params: Params, code: dict[str, str]) -> dict:
-    """What each stage's results are made from: {stage: inputs}; per lineage group (cosine, wsd, and with
-    bf16 runs cosine-bf16, wsd-bf16) for train and condition, per cell (by name) for speedup and evaluate.
+    """What each stage's results are made from: {stage: inputs}; per lineage group for trunk (wsd, and an arm
+    of its own: wsd-gpt-angle), train and condition (cosine, wsd, with bf16 runs cosine-bf16, wsd-bf16, and
+    an arm of its own: cosine-gpt-angle, ...), per cell (by name) for speedup and evaluate.
     A stage's settings are the keys the schema says shape it (config/roles.py), defaults filled in.
     `code` maps each stage to the fingerprint of its code (ngptlab.plan.closure)."""
     full = asdict(params)  # every key, defaults filled in
     prepare = {"prepare": shaping(full, "prepare"), "code": code["prepare"]}
     data = key_of(prepare)
+    # An arm a per-arm setting can name (train.angles) has keys of its own, holding its part only; every
+    # other arm shares its schedule's and dtype's.
+    arms = [None, *sorted(set(params.train.arms) & arms_with_own_settings())]
     # A trunk's warmup is the smallest budget's (ngptlab.schedule): a smaller budget retrains every trunk,
     # a larger one none.
-    trunk = {"data": data, "trunk": shaping(full, "trunk", schedules.WSD), "code": code["trunk"],
-             "warmup_budget": min(full["train"]["budgets"])}
+    trunk = {lineage_group(schedules.WSD, FP32, arm): {
+        "data": data, "trunk": shaping(full, "trunk", schedules.WSD, arm), "code": code["trunk"],
+        "warmup_budget": min(full["train"]["budgets"])} for arm in arms}
     # A WSD run branches from its trunk, so its key holds the trunk's; a cosine run's holds no WSD setting.
-    train = {schedules.COSINE: {"data": data, "train": shaping(full, "train", schedules.COSINE),
-                                "code": code["train"]},
-             schedules.WSD: {"trunk": key_of(trunk), "train": shaping(full, "train", schedules.WSD),
-                             "code": code["train"]}}
     # Another dtype's runs: the same inputs and the dtype, under keys of their own ("cosine-bf16"); an fp32
     # grid has none of these.
-    train.update({weight_dtypes.lineage_group(schedule, dtype): {**inputs, "weight_dtype": dtype}
-                  for dtype in weight_dtypes.of(params.train) if dtype != weight_dtypes.FP32
-                  for schedule, inputs in list(train.items())})
+    train = {}
+    for dtype in weight_dtypes.of(params.train):
+        extra = {} if dtype == FP32 else {"weight_dtype": dtype}
+        for arm in arms:
+            wsd_trunk = key_of(trunk[lineage_group(schedules.WSD, FP32, arm)])
+            train[lineage_group(schedules.COSINE, dtype, arm)] = {
+                "data": data, "train": shaping(full, "train", schedules.COSINE, arm), "code": code["train"],
+                **extra}
+            train[lineage_group(schedules.WSD, dtype, arm)] = {
+                "trunk": wsd_trunk, "train": shaping(full, "train", schedules.WSD, arm),
+                "code": code["train"], **extra}
     trained = {schedule: key_of(inputs) for schedule, inputs in train.items()}
     runs_of_cell: dict[str, list[str]] = {}
     schedules_of_cell: dict[str, set[str]] = {}

@@ -171,13 +171,13 @@ class Grid:
 
     def lineage_of(self, stage: str, job: str) -> tuple[dict, str]:
         """(what the job is made from, its key); a cell's job for speedup and evaluate, a run's lineage
-        group's (schedule and weight dtype) for train (job "<cell>/<run>") and condition (job "<run>"), one
-        for every trunk segment, prepare and report."""
+        group's for train (job "<cell>/<run>") and condition (job "<run>"), a trunk's for its segments (job
+        "<cell>/<trunk>/<span>"), one for prepare and report."""
         if stage in PER_CELL:
             self.runs_of_cell(job)  # refuses a cell outside the grid
             return self.made_from[stage][job], self.lineage[stage][cell_key(job)]
         if stage in PER_SCHEDULE:
-            group = self.run(job.split("/")[-1]).lineage_group
+            group = self._group_of(stage, job)
             return self.made_from[stage][group], self.lineage[stage][group]
         return self.made_from[stage], self.lineage[stage]
 
@@ -189,11 +189,18 @@ class Grid:
         """The key file of a stage with one key for all its jobs; `job` may be a wildcard pattern."""
         return layout.lineage_file(stage, job, self.lineage[stage])
 
-    def schedule_lineage_file(self, stage: str, job: str) -> str | None:
-        """The key file of a run's job as a pattern (`job` of the run's wildcards) where every run has one
-        lineage group (schedule and weight dtype), which costs Snakemake nothing per job; None where each
-        run's group decides."""
-        groups = {spec.lineage_group for spec in self.runs.values()}
+    def _group_of(self, stage: str, job: str) -> str:
+        """A trunk segment's (job "<cell>/<trunk>/<span>") or a run's lineage group."""
+        if stage == "trunk":
+            return self.segment(*job.split("/")).trunk.lineage_group
+        return self.run(job.split("/")[-1]).lineage_group
+
+    def group_lineage_file(self, stage: str, job: str) -> str | None:
+        """The key file of a run's or trunk segment's job as a pattern (`job` of its wildcards) where all the
+        stage's jobs have one lineage group, which costs Snakemake nothing per job; None where each job's
+        group decides."""
+        specs = (s.trunk for s in self.segments.values()) if stage == "trunk" else self.runs.values()
+        groups = {spec.lineage_group for spec in specs}
         if len(groups) != 1:
             return None
         return layout.lineage_file(stage, job, self.lineage[stage][groups.pop()])
