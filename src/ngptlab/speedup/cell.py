@@ -127,6 +127,11 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    "not confounded" (wholly inside: false) | "not resolved" | "not resolved
                                    (one seed)" (null); verdict null (with note) for runs trained before the
                                    rates were logged
+  separation{arms {<angle arm>: {own, other, gap, position {mean, interval, method, level, n_seeds},
+                                 kappa_ratio {to_own, to_other}, verdict}}, verdict, rule} | null
+                                   whether the angle square can separate the accounts: each angle arm's ln
+                                   kappa (layer 3-4 Q, K heads) against gpt's and ngpt's, paired t over
+                                   seeds (speedup/separation.py); null without angle arms
   by_baseline{<baseline>: {targets, arms {<arm>: {speedup, per_seed}}, contrasts}}
                                    only when speedup.baseline names several arms: for each but the first
                                    (the primary, whose speed-ups are the fields above), the same fields as
@@ -165,6 +170,7 @@ from ngptlab.speedup.interpolate import interpolate_cell
 from ngptlab.speedup.lr_policy import cell_policy, estimand
 from ngptlab.speedup.reading import primary_reading
 from ngptlab.speedup.rivals import rivals
+from ngptlab.speedup.separation import separation
 from ngptlab.speedup.tuning import sweep_edges, tuned_arms
 from ngptlab.stats import LEVEL
 
@@ -223,6 +229,7 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     effects = factorial(per_seed, margin)
     primary = cfg.primary_contrast
     rival = rivals(results, estimate, primary, margin)
+    separated = separation(results, estimate)
     # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.
     further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}
     n_tokens = reference_tokens(reference, train.budgets)
@@ -234,8 +241,8 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
             "angle_factorial": factorial(per_seed, margin, square=ANGLE),
             "reading": primary_reading(effects, primary, margin, confound=rival["primary"],
                                        arms=estimate["arms"], contrasts=estimate["contrasts"],
-                                       baseline=first),
-            "rivals": rival,
+                                       baseline=first, separation=separated),
+            "rivals": rival, "separation": separated,
             "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
 
 

@@ -29,7 +29,9 @@ Where the cell has no angle square, whether the effective learning rate confound
 beside it: the words gain "; " and that verdict with its interval (effective_lr_clause), e.g. "; confounded
 by the effective learning rate: the arms it credits turn their weights x1.73 [1.61, 1.86] as fast ...";
 confounded_by_effective_lr is true, false, or null where not resolved or not measured. With the angle
-square the angle account's own test replaces that clause.
+square the angle account's own test replaces that clause, and the words gain whether the square can
+separate the accounts at all (speedup/separation.py: each angle arm's conditioning against gpt's and
+ngpt's), e.g. "; the angle square cannot separate the accounts: gpt-angle drifted to ...".
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 from ngptlab.speedup.equivalence import NOT_RESOLVED, held_claim, interval_claim
 from ngptlab.speedup.factorial import ANGLE
 from ngptlab.speedup.rivals import clause
+from ngptlab.speedup.separation import clause as separation_clause
 from ngptlab.stats import LEVEL
 
 BASELINE = "gpt"
@@ -166,18 +169,20 @@ def family_words(pattern_reading: str | None, primary: str, p_values: dict[str, 
 
 def primary_reading(factorial: dict | None, primary: str, margin: float, level: float = LEVEL,
                     confound: Mapping | None = None, arms: Mapping[str, Mapping] | None = None,
-                    contrasts: list[Mapping] | None = None, baseline: str = BASELINE) -> dict:
+                    contrasts: list[Mapping] | None = None, baseline: str = BASELINE,
+                    separation: Mapping | None = None) -> dict:
     """{primary, predicted, estimate {ln, ratio}, log_interval, interval, method, level, n_seeds, verdict,
     p_values, pattern [pattern_tests], pattern_reading, accounts {name: {claim, pattern, reading}}, reading,
     confounded_by_effective_lr, effective_lr_clause, note}: the cell's primary effect, each account's
     pattern and the words the report uses for them (pattern and pattern_reading: the conditioning
     account's); arms and contrasts are estimate_cell's (the patterns' intervals), confound rivals()'s
-    primary entry (None: not checked)."""
+    primary entry (None: not checked), separation speedup/separation.py's (None: no angle arms)."""
     out = {"primary": primary, "predicted": PREDICTED[primary], "margin": margin, "estimate": None,
            "log_interval": None, "interval": None, "method": None, "level": level, "n_seeds": 0,
            "verdict": None, "p_values": None, "pattern": [], "pattern_reading": NOT_RESOLVED,
            "accounts": {}, "reading": NOT_RESOLVED,
-           "confounded_by_effective_lr": None, "effective_lr_clause": None, "note": None}
+           "confounded_by_effective_lr": None, "effective_lr_clause": None, "separation_clause": None,
+           "note": None}
     if factorial is None:
         out["note"] = "the cell lacks one of gpt, gpt-rownorm, gpt-orth, ngpt: no factorial"
         return out
@@ -195,8 +200,10 @@ def primary_reading(factorial: dict | None, primary: str, margin: float, level: 
     said = [account for account in ACCOUNTS if account is not EFFECTIVE_LR or angle_square]
     words = "; ".join(account.sentence(out["accounts"][account.name]["reading"]) for account in said)
     effective_lr = None if angle_square else clause(confound or {})
-    out["reading"] = words + (f"; {effective_lr}" if effective_lr else "")
+    separated = separation_clause(separation) if angle_square else None
+    out["reading"] = words + "".join(f"; {c}" for c in (effective_lr, separated) if c)
     out["confounded_by_effective_lr"] = (confound or {}).get("confounded")
     out["effective_lr_clause"] = effective_lr
+    out["separation_clause"] = separated
     out["note"] = factorial["note"]
     return out
