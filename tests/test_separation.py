@@ -18,6 +18,7 @@ from ngptlab.design.loss_model import loss_model
 from ngptlab.design.truths import Truth
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
+from ngptlab.report.command import render_report, write_report
 from ngptlab.results import train_dir
 from ngptlab.speedup.equivalence import NOT_RESOLVED
 from ngptlab.speedup.rivals import HEAD_KEYS
@@ -98,3 +99,25 @@ def test_the_position_is_a_paired_t_interval_towards_the_arms_own_architecture()
     # no gap between the architectures: nothing to separate by, whatever the position
     flat = {**log_kappa, "ngpt": log_kappa["gpt"]}
     assert arm_separation(flat, "gpt-angle")["verdict"] == NOT_RESOLVED
+
+
+def test_the_report_shows_the_separation_and_the_realised_against_the_target_angle(tmp_path):
+    """The section "Which account" on a planted cell whose runs logged their angle per step: the separation
+    table, and a figure per kind of each angle arm's realised angle beside its target."""
+    doc = planted_cell(tmp_path, {"gpt-angle": 250.0, "ngpt-angle": 260.0})
+    path = tmp_path / "params.yaml"
+    params = load_params(path)
+    for spec in compared_runs(params):  # every row turns each kind by a planted 0.01 rad per step
+        rows_path = train_dir(tmp_path, spec) / "metrics.jsonl"
+        rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
+        for row in rows:
+            row["step_angle"] = {"q": 0.01, "mlp_u": 0.02}
+        rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rendered = render_report(params, tmp_path, path)
+    write_report(rendered, tmp_path / "reports")
+    separation = (tmp_path / "reports" / "tables" / "separation.csv").read_text()
+    assert "gpt-angle" in separation and DRIFTED in separation and CANNOT in separation
+    figure = tmp_path / "reports" / "figures" / f"angles_{CELL}.svg"
+    svg = figure.read_text()
+    assert ">q<" in svg and ">mlp_u<" in svg and "target θ(t) of the angle arm" in svg
+    assert doc["separation"]["verdict"] == CANNOT

@@ -113,6 +113,11 @@ def key_handle(marker: str, label: str, hollow: bool = False) -> Line2D:
                   **({"markerfacecolor": "none"} if hollow else {}))
 
 
+def line_handle(label: str, ls: str = "--") -> Line2D:
+    """A legend entry for a line style (a target, a reference), in KEY_COLOR."""
+    return Line2D([], [], ls=ls, color=KEY_COLOR, label=label)
+
+
 def arm_legend(fig: MplFigure, arms: list[str], markers: bool = False) -> None:
     """One legend for the whole figure, outside the panels, in arm order."""
     fig.legend(handles=[arm_handle(a, marker=markers) for a in arms], loc="outside right center")

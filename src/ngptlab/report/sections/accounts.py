@@ -12,12 +12,14 @@ from __future__ import annotations
 import math
 import statistics
 
+from ngptlab import schedule as schedules
+from ngptlab.batch import tokens_per_step
 from ngptlab.grid.resources import run_shape
-from ngptlab.models import ARMS
+from ngptlab.models import ARMS, MATRIX_KINDS
 from ngptlab.models.matched_angle import TURNS_LIKE
-from ngptlab.report.kit import views
+from ngptlab.report.kit import plot, views
 from ngptlab.report.kit.conditioning import headline_value
-from ngptlab.report.kit.document import Document, Heading, TableBlock, Text
+from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.speedups import arm_runs, bracket, effect_text
 from ngptlab.report.kit.table import Table, fmt_num, fmt_text
@@ -109,19 +111,107 @@ def angles_table(results: Results) -> Table:
                    "(`ngptlab plan --match-angles`), or the prior before a measurement "
                    "(train/angle_targets.py). If gpt-angle's κ moves to ngpt's, the angle square cannot "
                    "separate the accounts.")
-    train = results.params.train
     for cell in results.speedups:
         for rep in views.representatives(results, cell):
             if rep.arm not in ANGLE.arms or rep.record is None:
                 continue
-            spec, target, like = rep.record.spec, None, TURNS_LIKE.get(rep.arm)
-            if like is not None:
-                kinds = ARMS[rep.arm].recipe_type.turned_kinds
-                angles, _ = angle_targets.targets(train, spec, run_shape(train, spec.scale), like, kinds)
-                target = statistics.fmean(angles.values())
+            spec, like = rep.record.spec, TURNS_LIKE.get(rep.arm)
+            target = statistics.fmean(peak_targets(results, rep.record).values()) if like else None
             t.add({"cell": cell, "arm": rep.arm, "run": spec.name, "step_angle": mean_step_angle(rep.record),
                    "turns_like": like, "target": target,
                    "kappa": headline_value(rep.record, "attn_condition_median")}, [spec.name])
+    return t
+
+
+def peak_targets(results: Results, record: RunRecord) -> dict[str, float]:
+    """An angle arm's run's target angle per kind at the schedule's peak (train/angle_targets.py)."""
+    train, spec = results.params.train, record.spec
+    kinds = ARMS[spec.arm].recipe_type.turned_kinds
+    angles, _ = angle_targets.targets(train, spec, run_shape(train, spec.scale), TURNS_LIKE[spec.arm], kinds)
+    return angles
+
+
+def target_curve(results: Results, record: RunRecord, peak: float, tokens: list[float]) -> list[float]:
+    """The target angle the run's rotational step turned by, as its metrics rows average the realised one:
+    at each row, the peak times the schedule's factor, averaged over the steps since the row before."""
+    train, spec = results.params.train, record.spec
+    schedule, batch = schedules.for_run(train, spec), tokens_per_step(train, spec.context)
+    out, previous = [], 0
+    for t in tokens:
+        step = round(t / batch)
+        steps = range(previous, max(step, previous + 1))
+        out.append(peak * statistics.fmean(schedule.factor(s) for s in steps))
+        previous = step
+    return out
+
+
+def angle_figure(results: Results, cell: str) -> Figure | None:
+    """Per matrix kind, the angle each arm of the angle square turned per step over training, the angle
+    arms' targets dashed; None where no angle arm logged its angle."""
+    reps = [rep for rep in views.representatives(results, cell) if rep.arm in ANGLE.arms
+            and rep.record is not None and rep.record.observed.get("step_angle")]
+    if not any(rep.arm in TURNS_LIKE for rep in reps):
+        return None
+    logged = {k for rep in reps for _, angles in rep.record.observed["step_angle"] for k in angles}
+    kinds = [k for k in MATRIX_KINDS if k in logged]
+    with plot.panels(len(kinds), 3, width=3.6, height=2.5) as (fig, axes):
+        for ax, kind in zip(axes, kinds, strict=True):
+            for rep in sorted(reps, key=lambda r: r.arm == results.params.speedup.baseline):  # baseline last
+                shown = [(t, a[kind]) for t, a in rep.record.observed["step_angle"] if a.get(kind, 0) > 0]
+                if not shown:
+                    continue
+                tokens, angles = zip(*shown, strict=True)
+                ax.plot(tokens, angles, color=plot.arm_color(rep.arm), marker=plot.arm_marker(rep.arm),
+                        ms=3, lw=1)
+                peak = peak_targets(results, rep.record).get(kind) if rep.arm in TURNS_LIKE else None
+                if peak is not None:
+                    ax.plot(tokens, target_curve(results, rep.record, peak, list(tokens)),
+                            color=plot.arm_color(rep.arm), ls="--", lw=1)
+            ax.set_title(kind)
+            if ax.get_lines():
+                plot.tokens_axis(ax)
+                plot.log_axis(ax)
+            else:
+                plot.empty(ax, "not logged")
+            ax.set_xlabel("training tokens")
+            ax.set_ylabel("rad / step")
+        plot.legend(fig, [*(plot.arm_handle(rep.arm) for rep in reps),
+                          plot.line_handle("target θ(t) of the angle arm")])
+        svg = plot.save(fig)
+    caption = ("Per matrix kind, against tokens, the angle each arm of the angle square turned its matrices "
+               "per optimizer step (each point the mean since the point before; observe/step_angle.py), for "
+               "the run the report represents the arm by. Dashed: an angle arm's target, the matched arm's "
+               "peak angle times the learning-rate schedule's factor (train/angle_targets.py), averaged "
+               "alike; with the rotational step's running average the realised angle settles onto it over "
+               "the first steps.")
+    return Figure(f"angles_{cell}", f"The angle per step, realised and target, {cell}", caption, svg,
+                  [rep.record.name for rep in reps])
+
+
+def separation_table(results: Results) -> Table:
+    """Whether each angle arm keeps its architecture's conditioning (speedup/separation.py)."""
+    cols = ["cell", "arm", "own", "to_own", "to_other", "position", "verdict", "square"]
+    t = Table("separation", "Can the angle square separate the accounts? Each angle arm's conditioning",
+              cols, key=["cell", "arm"],
+              headers={"own": "its architecture", "to_own": "κ heads vs its architecture's",
+                       "to_other": "κ heads vs the other's", "position": "position, ln [95% interval]",
+                       "square": "the square"},
+              formats={**dict.fromkeys(cols, fmt_text), "to_own": lambda x: fmt_num(x, 3),
+                       "to_other": lambda x: fmt_num(x, 3)},
+              note="κ heads: the median of the layer 3-4 Q and K head condition numbers, the run's last "
+                   "measurement, as a ratio of geometric means over seeds. Position: ln κ against the "
+                   "midpoint of gpt's and ngpt's, signed towards the arm's own architecture (> 0 nearer its "
+                   "own), paired by seed, t-interval.")
+    for cell, doc in results.speedups.items():
+        found = doc.separation if doc else None
+        for arm, e in (found or {}).get("arms", {}).items():
+            p = e["position"]
+            position = None if p["mean"] is None else f"{p['mean']:+.3g}" + (
+                f" [{p['interval'][0]:+.3g}, {p['interval'][1]:+.3g}]" if p["interval"] else " (one seed)")
+            t.add({"cell": cell, "arm": arm, "own": e["own"], "to_own": e["kappa_ratio"]["to_own"],
+                   "to_other": e["kappa_ratio"]["to_other"], "position": position, "verdict": e["verdict"],
+                   "square": found["verdict"]},
+                  arm_runs(doc, arm) + arm_runs(doc, e["own"]) + arm_runs(doc, e["other"]))
     return t
 
 
@@ -155,6 +245,10 @@ def section(doc: Document, results: Results) -> None:
             if too_small else readings_text(results))
     if text:
         doc.add(Text("**Readings.** " + text))
-    for table in (squares, None if too_small else accounts_table(results), angles):
+    for table in (squares, None if too_small else accounts_table(results), angles, separation_table(results)):
         if table is not None and len(table):
             doc.add(TableBlock(table))
+    for cell in results.speedups:
+        figure = angle_figure(results, cell)
+        if figure is not None:
+            doc.add(FigureBlock(figure))
