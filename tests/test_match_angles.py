@@ -20,6 +20,7 @@ from ngptlab.design.truths import Truth
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.models import Scale
+from ngptlab.plan.protocol import projected_params
 from ngptlab.plan.sweeps import on_disk
 from ngptlab.results import train_dir
 from ngptlab.speedup.lr_policy import cell_policy
@@ -80,3 +81,31 @@ def test_match_angles_writes_the_matched_runs_peak_angles(tmp_path):
     after = json.loads(grid.read_text())["lineage"]["train"]
     assert {group for group in after if after[group] != before[group]} == {
         "cosine-gpt-angle", "wsd-gpt-angle", "cosine-ngpt-angle", "wsd-ngpt-angle"}
+
+
+def test_with_the_protocol_step_the_angle_arms_wait_for_their_measured_targets(tmp_path):
+    """train.protocol.match_angles: the angle arms are not in the grid until `--match-angles` has written
+    their targets (so they never train at the prior); the projection prices them; then they join, and
+    no other run's lineage key moves."""
+    path = params_file(tmp_path, "crossing", arms=ARMS)
+    params = yaml.safe_load(path.read_text())
+    params["train"]["protocol"] = {"match_angles": True}
+    path.write_text(yaml.safe_dump(params))
+    waiting = load_params(path)
+    assert {s.arm for s in compared_runs(waiting)} == {"gpt", "ngpt"}
+    projected = projected_params(waiting)
+    assert {s.arm for s in compared_runs(projected)} == set(ARMS)
+    world = World(loss_model(waiting), Truth("account true", 4.0), waiting.train.eval_every_tokens,
+                  np.random.default_rng(0))
+    for spec in compared_runs(waiting):
+        write_result(tmp_path, world.result_of(spec))
+        with_step_angles(tmp_path, spec)
+    grid = tmp_path / "grid.json"
+    assert main(["plan", "--params", str(path), "--root", str(tmp_path), "--write", str(grid)]) == 0
+    before = json.loads(grid.read_text())
+    assert main(["plan", "--params", str(path), "--root", str(tmp_path), "--match-angles",
+                 "--write", str(grid)]) == 0
+    after = json.loads(grid.read_text())
+    joined = {name for name in after["runs"] if name not in before["runs"]}
+    assert joined == {s.name for s in compared_runs(projected) if s.arm in ("gpt-angle", "ngpt-angle")}
+    assert all(before["lineage"]["train"][g] == after["lineage"]["train"][g] for g in ("cosine", "wsd"))

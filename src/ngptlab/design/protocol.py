@@ -1,7 +1,8 @@
 """A design's protocol played out on one planted world, through the very functions the stages use.
 
 The grid the params file describes (ngptlab.grid.enumeration), then the steps train.protocol names, in the
-order the project runs them: the pruning of the sweeps (ngptlab.plan.prune.proposed_prunes) and the added
+order the project runs them: the angle arms' targets (a stand-in: the world plants their speed-ups), the
+pruning of the sweeps (ngptlab.plan.prune.proposed_prunes) and the added
 seeds (ngptlab.plan.seeds.proposed_seeds), each reading the world's results and its entries merged into an
 in-memory copy of the params as `ngptlab plan` merges them into the file (ngptlab.plan.edit.merge_entries);
 the grid grows, and its new runs get planted losses when the estimate asks for them. Finally every cell's
@@ -16,6 +17,7 @@ from dataclasses import asdict, replace
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells
 from ngptlab.plan.edit import merge_entries
+from ngptlab.plan.protocol import with_stand_in_angles
 from ngptlab.plan.prune import proposed_prunes
 from ngptlab.plan.seeds import ENTRY_KEY, proposed_seeds
 from ngptlab.settings import Params, of_section
@@ -28,6 +30,8 @@ def played_protocol(params: Params, world: World) -> tuple[Params, dict]:
     """(the params once train.protocol's steps are applied, {pruned_sweeps, added_seeds}: their entries)."""
     protocol = params.train.protocol
     decisions: dict[str, list[dict]] = {"pruned_sweeps": [], "added_seeds": []}
+    if protocol.match_angles:  # a planted world plants the angle arms' speed-ups, not their angles
+        params = replace(params, train=with_stand_in_angles(params.train))
     if protocol.prune_sweeps:
         decisions["pruned_sweeps"], _ = proposed_prunes(params, world.result_of, protocol.prune_sweeps.keep)
         params = with_entries(params, "pruned_sweeps", decisions["pruned_sweeps"], ())

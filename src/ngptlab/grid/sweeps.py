@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 
+from ngptlab.grid.runs import cell_name
+from ngptlab.models.matched_angle import TURNS_LIKE
 from ngptlab.settings import PrunedSweep, Train
 
 
@@ -28,11 +30,19 @@ def pruning_of(train: Train, scale: str, context: int, arm: str, budget: int) ->
 
 
 def held_back(train: Train, scale: str, context: int, arm: str, budget: int) -> bool:
-    """A budget above train.protocol.prune_sweeps.after_budget waits, outside the grid, until
-    `ngptlab plan --prune-sweeps` has pruned the arm's sweep from the results up to there."""
+    """What waits, outside the grid, for a step of train.protocol: a budget above prune_sweeps.after_budget
+    until `ngptlab plan --prune-sweeps` has pruned the arm's sweep from the results up to there; with
+    match_angles, an angle arm until `ngptlab plan --match-angles` has written its target in the cell."""
     prune = train.protocol.prune_sweeps
-    return bool(prune) and budget > prune.after_budget and pruning_of(train, scale, context, arm,
-                                                                         budget) is None
+    if prune and budget > prune.after_budget and pruning_of(train, scale, context, arm, budget) is None:
+        return True
+    return awaits_angle(train, scale, context, arm)
+
+
+def awaits_angle(train: Train, scale: str, context: int, arm: str) -> bool:
+    """An angle arm whose target train.protocol.match_angles has it wait for, not yet measured in the cell."""
+    return (train.protocol.match_angles and arm in TURNS_LIKE
+            and arm not in train.angles.get(cell_name(scale, context), {}))
 
 
 def lopsided_sweeps(train: Train) -> list[str]:

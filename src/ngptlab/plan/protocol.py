@@ -12,13 +12,16 @@ stand-in does not count. `ngptlab design` prices what the protocol trains in eac
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
-from ngptlab.grid.sweeps import lr_sweep, pruning_of
+from ngptlab.grid.runs import cell_name
+from ngptlab.grid.sweeps import awaits_angle, lr_sweep, pruning_of
 from ngptlab.plan.seeds import new_seeds
-from ngptlab.settings import AddedSeeds, Params, PrunedSweep, Train
+from ngptlab.settings import AddedSeeds, MatchedAngle, Params, PrunedSweep, Train
 from ngptlab.speedup.lr_policy import grid_budgets
 
+STAND_IN = "(a stand-in for the measured target: plan/protocol.py)"
 # What the projection is under each learning-rate rule (module docstring)
 PROJECTION_BOUND = {"largest": "; which learning rates survive and where the seeds go does not change it",
                     "crossing": " at most: the added seeds stop at the budget past each arm's crossing "
@@ -30,10 +33,23 @@ def has_protocol(train: Train) -> bool:
     return bool(train.protocol)
 
 
+def with_stand_in_angles(train: Train) -> Train:
+    """train with a stand-in target wherever an angle arm waits for `--match-angles` (its runs then enter
+    the grid; what angle it turns does not change what they cost)."""
+    angles = {cell: dict(by_arm) for cell, by_arm in train.angles.items()}
+    for scale, context, arm in itertools.product(train.scales, train.contexts, train.arms):
+        if awaits_angle(train, scale, context, arm):
+            angles.setdefault(cell_name(scale, context), {})[arm] = MatchedAngle(1.0, STAND_IN, {})
+    return replace(train, angles=angles)
+
+
 def projected_params(params: Params) -> Params:
-    """params with train.protocol's remaining steps applied (the pruning, then the seeds)."""
+    """params with train.protocol's remaining steps applied (the angle arms' targets, the pruning, then the
+    seeds)."""
     train = params.train
     protocol = train.protocol
+    if protocol.match_angles:
+        train = with_stand_in_angles(train)
     cells = [(s, c, a) for s in train.scales for c in train.contexts for a in train.arms]
     prune = protocol.prune_sweeps
     if prune:
@@ -61,6 +77,9 @@ def describe(params: Params) -> str:
     """The protocol's steps in words, for the plan's output."""
     train = params.train
     protocol, steps = train.protocol, []
+    if protocol.match_angles:
+        steps.append("the angle arms join each cell once their matched arms' angles are measured "
+                     "(`ngptlab plan --match-angles` once gpt's and ngpt's runs are in)")
     if protocol.prune_sweeps:
         prune = protocol.prune_sweeps
         steps.append(f"the budgets above {prune.after_budget:,} keep {prune.keep} learning rates "

@@ -12,6 +12,7 @@ from ngptlab.settings.typed import (
     Condition,
     Design,
     Evaluate,
+    MatchedAngle,
     Params,
     Prepare,
     PrunedSweep,
@@ -25,6 +26,6 @@ from ngptlab.settings.typed import (
     of_section,
 )
 
-__all__ = ["AddedSeeds", "Calibrate", "Condition", "Design", "Evaluate", "Params", "Prepare", "PrunedSweep",
-           "Report", "Resources", "Shape", "Source", "Speedup", "Train", "allowed_arms", "default", "filled",
-           "load_schema", "of_section", "resolved_node"]
+__all__ = ["AddedSeeds", "Calibrate", "Condition", "Design", "Evaluate", "MatchedAngle", "Params", "Prepare",
+           "PrunedSweep", "Report", "Resources", "Shape", "Source", "Speedup", "Train", "allowed_arms",
+           "default", "filled", "load_schema", "of_section", "resolved_node"]

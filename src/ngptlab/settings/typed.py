@@ -108,12 +108,13 @@ class PruneSweeps:
 
 @dataclass(frozen=True)
 class Protocol:
+    match_angles: bool
     prune_sweeps: PruneSweeps | None
     add_seeds: int | None
 
     def __bool__(self) -> bool:
         """A protocol with no step still to come is empty (the schema's default, `{}`)."""
-        return bool(self.prune_sweeps or self.add_seeds)
+        return bool(self.match_angles or self.prune_sweeps or self.add_seeds)
 
 
 LearningRates = Mapping[str, Mapping[str, tuple[float, ...] | Mapping[str, tuple[float, ...]]]]

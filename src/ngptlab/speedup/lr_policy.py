@@ -295,8 +295,9 @@ def cell_policy(params: Params, results: ResultOf, scale: str, context: int,
     """The policy of one cell of the params' grid ((scale, context) at one weight dtype: by default the
     first of train.weight_dtype), chosen on train.seeds' runs of that dtype under speedup.lr_policy."""
     train, speedup = params.train, params.speedup
-    sweeps = {arm: {b: sweep_losses(train, results, scale, context, arm, b, dtype)
-                    for b in grid_budgets(train, scale, context, arm)} for arm in train.arms}
+    # an arm the protocol holds out of the cell (an angle arm awaiting its target) has no sweep to choose on
+    sweeps = {arm: {b: sweep_losses(train, results, scale, context, arm, b, dtype) for b in budgets}
+              for arm in train.arms if (budgets := grid_budgets(train, scale, context, arm))}
     reference = reference_tokens(speedup.reference_budget, train.budgets)
     return _policy(speedup.lr_policy, choose(speedup.lr_policy, sweeps, speedup.baselines, reference),
                    train.seeds)
