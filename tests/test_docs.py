@@ -37,12 +37,11 @@ README_MAX_LINES = 200
 NAME = re.compile(r"(?<![\w<>/.-])[A-Za-z0-9][\w.-]*-ctx\d+[\w.-]*")
 CELL = re.compile(r"^(?P<cell>[A-Za-z0-9][\w.-]*?-ctx\d+(?:-bf16)?)(?:\.\w+)?$")
 
-# A command as an example writes it: in backticks, on a line of a code block, or after "Example: " in a
-# `--help`; up to its end, a comment or the parenthesis that explains it.
+# A command as an example writes it: in backticks, or on a line of a code block or of a `--help`'s examples
+# (options.examples), up to its end or the comment that explains it.
 VERB = "|".join(VERBS)
 SPAN = re.compile(rf"`(ngptlab (?:{VERB})(?![\w:-])[^`]*)`")
-CODE_LINE = re.compile(rf"^(?: {{4}}|\t)?(ngptlab (?:{VERB})(?![\w:-])[^#\n]*)", re.M)
-HELP_EXAMPLE = re.compile(rf"Example: (ngptlab (?:{VERB})(?![\w:-])[^(]*)")
+CODE_LINE = re.compile(rf"^(?: {{2}}| {{4}}|\t)?(ngptlab (?:{VERB})(?![\w:-])[^#\n]*)", re.M)
 # A word that stands for a value (FILE, N, <preset>, [K]): the command is a template, not one to run.
 PLACEHOLDER = re.compile(r"^([A-Z][A-Z_]*|.*[<\[].*)$")
 
@@ -151,7 +150,7 @@ def example_commands() -> list[tuple[str, str]]:
     for command, parser in cli_parsers().items():
         texts = [parser.epilog, parser.description, *(a.help for a in parser._actions)]
         for text in filter(None, texts):
-            found += [(command, c) for pattern in (SPAN, HELP_EXAMPLE) for c in pattern.findall(text)]
+            found += [(command, c) for pattern in (SPAN, CODE_LINE) for c in pattern.findall(text)]
     return sorted({(where, " ".join(command.split("&&")[0].split())) for where, command in found})
 
 
@@ -194,7 +193,7 @@ def test_every_example_command_parses_and_names_what_its_grid_has():
         if cell:
             assert cell in enumerate_cells(params), f"{where}: `{command}` names a cell outside its grid"
             named += 1
-    assert len(commands) > 50 and named >= 7  # README, docs and each verb's --help name runs and cells
+    assert len(commands) > 50 and named >= 8  # README, docs and each verb's --help name runs and cells
 
 
 def test_version_prints_the_package_metadata(capsys):

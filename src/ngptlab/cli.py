@@ -47,7 +47,9 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     chosen = next((arg for arg in argv if arg in VERBS), None)
     for verb, help_text in VERBS.items():
-        sub = subparsers.add_parser(verb, help=help_text, description=help_text)
+        # raw: the examples of a verb's epilog stay one command a line (options.examples)
+        sub = subparsers.add_parser(verb, help=help_text, description=help_text,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
         options.add_params(sub)
         if verb == chosen:
             _command_module(verb).configure(sub)

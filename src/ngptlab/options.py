@@ -46,6 +46,12 @@ SUBJECTS = {
 }
 
 
+def examples(*commands: str) -> str:
+    """A verb's epilog: its example commands, one a line (a `# ...` after one explains it), for a parser
+    that keeps its epilog's lines (cli.py: RawDescriptionHelpFormatter)."""
+    return "examples:\n" + "\n".join(f"  {command}" for command in commands)
+
+
 def add_params(parser: argparse.ArgumentParser, *, inherited: bool = False) -> None:
     """`--params FILE`; `inherited`: a nested parser's (bench's benchmarks), which keeps the value given
     before its name when absent after it."""

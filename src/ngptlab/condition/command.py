@@ -12,7 +12,7 @@ from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = f"Example: ngptlab condition {options.EXAMPLE_RUN}"
+    parser.epilog = options.examples(f"ngptlab condition {options.EXAMPLE_RUN}")
     options.add_subject(parser, "run")
     options.add_root(parser)
     options.add_no_progress(parser)

@@ -47,8 +47,9 @@ LOSS_MODEL = "--loss-model"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = ("Example: ngptlab design --params workflow/presets/settle.yaml --loss-model "
-                     "seed_sd=0.005 (a progress line per planted truth on stderr; the table on stdout)")
+    parser.epilog = options.examples(
+        "ngptlab design --params workflow/presets/settle.yaml  # the table on stdout, progress on stderr",
+        "ngptlab design --params workflow/presets/settle.yaml --loss-model seed_sd=0.005 --json")
     options.add_json(parser)
     options.add_no_progress(parser)
     parser.add_argument("--worlds", type=int, metavar="N",

@@ -15,7 +15,7 @@ from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = f"Example: ngptlab evaluate {options.EXAMPLE_CELL}"
+    parser.epilog = options.examples(f"ngptlab evaluate {options.EXAMPLE_CELL}")
     options.add_subject(parser, "cell")
     options.add_root(parser)
     options.add_no_progress(parser)

@@ -12,7 +12,7 @@ from ngptlab.speedup.reading import short
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = f"Example: ngptlab speedup {options.EXAMPLE_CELL}"
+    parser.epilog = options.examples(f"ngptlab speedup {options.EXAMPLE_CELL}")
     options.add_subject(parser, "cell")
     options.add_root(parser)
 

@@ -20,8 +20,9 @@ from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = (f"RUN may also be a WSD trunk segment, <trunk>-to<step>. Example: ngptlab train "
-                     f"{options.EXAMPLE_RUN}")
+    parser.epilog = ("RUN may also be a WSD trunk segment, <trunk>-to<step>.\n\n"
+                     + options.examples(f"ngptlab train {options.EXAMPLE_RUN}",
+                                        f"ngptlab train --fresh {options.EXAMPLE_RUN}  # start it over"))
     options.add_subject(parser, "run")
     options.add_root(parser)
     parser.add_argument("--fresh", action="store_true",
