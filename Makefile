@@ -18,6 +18,12 @@ INSTALLED := $(VENV)/.installed
 # own .snakemake/log/<date>.snakemake.log, named in the last lines. SNAKEMAKE_FILTER=cat shows everything.
 SNAKEMAKE_FILTER ?= $(BIN)/python workflow/scripts/progress_filter.py
 
+# pip's log level while installing: -qq shows errors only (pip's -q is additive: warnings, errors, critical).
+# A single -q printed a warning per package and index where a configured index (an extra-index-url of local
+# mirrors) lacks that package, "Location '...' is ignored: it is neither a file nor a directory", 277 lines
+# on a machine set up that way; errors, a failed resolve among them, still show. PIP_QUIET=-q shows warnings.
+PIP_QUIET ?= -qq
+
 .PHONY: all pipeline test lint lock preset docs clean-results
 
 all: pipeline
@@ -25,9 +31,9 @@ all: pipeline
 # The venv is rebuilt only when the lock or the package metadata change.
 $(INSTALLED): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --no-compile torch==2.13.0   # first, alone: an unpinned resolve pulls CUDA
-	$(BIN)/pip install --quiet --no-compile -r requirements.lock
-	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/pip install $(PIP_QUIET) --no-compile torch==2.13.0   # first, alone: an unpinned resolve pulls CUDA
+	$(BIN)/pip install $(PIP_QUIET) --no-compile -r requirements.lock
+	$(BIN)/pip install $(PIP_QUIET) --no-deps -e .
 	@# Bytecode for every module, on every core (pip compiles on one); like pip, skip what this Python
 	@# cannot compile. Without it, each process compiles what it imports (each time, with
 	@# PYTHONDONTWRITEBYTECODE set).

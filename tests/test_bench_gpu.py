@@ -38,7 +38,7 @@ def bench(root, capsys, *extra: str) -> tuple[int, dict, str]:
     code = main(["bench", "gpu", "--params", str(params), "--device", "cpu", "--arms", "gpt", "ngpt",
                  "--contexts", "32", "--batch-tokens", "64", "--vocab-size", "256", "--steps", "2",
                  "--peak-tflops", "1",
-                 "--tokens", str(root / "data" / "tokens" / SOURCE), "--out", str(out), *extra])
+                 "--tokens", str(root / "data" / "tokens" / SOURCE), "--write", str(out), *extra])
     printed = capsys.readouterr().out
     return code, json.loads(out.read_text()), printed
 
@@ -54,7 +54,7 @@ def full(tmp_path_factory, one_torch_thread):
     code = main(["bench", "gpu", "--params", str(params), "--device", "cpu", "--arms", "gpt", "ngpt",
                  "--contexts", "32", "--batch-tokens", "64", "--vocab-size", "256", "--steps", "2",
                  "--peak-tflops", "1",
-                 "--ddp-cpu", "--tokens", str(root / "data" / "tokens" / SOURCE), "--out", str(out)])
+                 "--ddp-cpu", "--tokens", str(root / "data" / "tokens" / SOURCE), "--write", str(out)])
     return code, json.loads(out.read_text())
 
 

@@ -67,8 +67,7 @@ def save_run(root: Path, spec: RunSpec, model=None, status: str = "completed",
 
 
 def condition(params_file: Path, root: Path, run: str) -> int:
-    return main(["condition", "--params", str(params_file), "--run", run, "--root", str(root),
-                 "--no-progress"])
+    return main(["condition", "--params", str(params_file), run, "--root", str(root), "--no-progress"])
 
 
 def test_condition_writes_json_and_spectra(tmp_path, params_file):

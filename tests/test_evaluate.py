@@ -317,9 +317,9 @@ def test_cli_names_an_unknown_cell_and_a_missing_speedup(tmp_path, capsys):
     from ngptlab.layout import REPO_ROOT
 
     params = str(REPO_ROOT / "params.yaml")
-    assert main(["evaluate", "--params", params, "--cell", "no-such-cell", "--root", str(tmp_path)]) == 2
+    assert main(["evaluate", "--params", params, "no-such-cell", "--root", str(tmp_path)]) == 2
     assert "cell 'no-such-cell' is not in the grid" in capsys.readouterr().err
-    assert main(["evaluate", "--params", params, "--cell", "cpu-4l-ctx128", "--root", str(tmp_path)]) == 2
+    assert main(["evaluate", "--params", params, "cpu-4l-ctx128", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "results/speedup/cpu-4l-ctx128.json" in err and err.count("\n") == 1
 
@@ -370,9 +370,11 @@ def copy_of(cell: tuple[Path, dict], tmp_path: Path) -> Path:
     return Path(shutil.copytree(cell[0], tmp_path / "root"))
 
 
-def evaluate(root: Path, params: dict, capsys) -> tuple[int, str]:
-    """One evaluate job, through the CLI's `run`: its exit status and its log."""
-    code = command.run(argparse.Namespace(cell=CELL, root=str(root)), settings_of(params))
+def evaluate(root: Path, params: dict, capsys, progress: bool = False) -> tuple[int, str]:
+    """One evaluate job, through the CLI's `run`: its exit status and its log (the job's, with
+    --no-progress: lm-eval's bars are shown only with `progress`)."""
+    args = argparse.Namespace(cell=CELL, cell_option=None, root=str(root), no_progress=not progress)
+    code = command.run(args, settings_of(params))
     out = capsys.readouterr()
     return code, out.out + out.err
 
@@ -408,6 +410,7 @@ def test_a_job_stopped_by_its_clock_leaves_its_runs_and_the_next_job_continues(c
     code, log = evaluate(root, limited, capsys)
     assert code == EXIT_RESUMABLE == 75, log
     assert "1 of 2 runs done, 1 remain" in log
+    assert "%|" not in log  # --no-progress: no bar of lm-eval's in the job's log
     assert [p.name for p in partial.partial_dir(root, CELL).iterdir()] == [f"{first}.json"]
     assert not (root / layout.evaluate_file(CELL)).exists()
 
@@ -426,8 +429,9 @@ def test_a_partial_of_another_checkpoint_is_evaluated_again(cell, reference, tmp
     partial.write(root, CELL, {**first, "results": SENTINEL}, partial.made_from(reference, "0" * 64))
     partial.write(root, CELL, {**second, "results": SENTINEL},
                   partial.made_from(reference, second["checkpoint_sha256"]))
-    code, log = evaluate(root, cell[1], capsys)
+    code, log = evaluate(root, cell[1], capsys, progress=True)
     assert code == 0, log
+    assert "100%|" in log  # lm-eval's bar as it builds the requests: what --no-progress leaves out
     said = f"{first['run']}: evaluating again: checkpoint_sha256 changed since its partial results were made"
     assert said in log
     assert f"{second['run']}: reused from an earlier job" in log

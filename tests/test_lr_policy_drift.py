@@ -81,7 +81,7 @@ def protocol(root: Path, rule: str) -> dict:
     assert main(["plan", "--params", str(path), "--root", str(root), "--add-seeds", "2",
                  "--write", str(root / "grid.json")]) == 0
     write_grid()
-    assert main(["speedup", "--params", str(path), "--cell", CELL, "--root", str(root)]) == 0
+    assert main(["speedup", "--params", str(path), CELL, "--root", str(root)]) == 0
     return json.loads((root / "results" / "speedup" / f"{CELL}.json").read_text())
 
 

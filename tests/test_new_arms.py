@@ -44,10 +44,10 @@ def test_new_arms_run_through_train_condition_speedup_report(tmp_path):
     path = str(write_params(tmp_path, params))
     common = ["--params", path, "--root", str(tmp_path)]
     for spec in enumerate_runs(Params.of(params)):
-        assert main(["train", *common, "--no-progress", "--run", spec.name]) == 0
-        assert main(["condition", *common, "--run", spec.name]) == 0
+        assert main(["train", *common, "--no-progress", spec.name]) == 0
+        assert main(["condition", *common, spec.name]) == 0
     cell = enumerate_cells(Params.of(params))[0]
-    assert main(["speedup", *common, "--cell", cell]) == 0
+    assert main(["speedup", *common, cell]) == 0
     assert main(["report", *common]) == 0
 
     doc = json.loads((tmp_path / "results" / "speedup" / f"{cell}.json").read_text())

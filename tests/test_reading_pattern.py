@@ -44,7 +44,7 @@ def test_the_reading_is_the_accounts_pattern_never_its_primary_effect_alone(tmp_
     world = World(loss_model(params), truth, params.train.eval_every_tokens, np.random.default_rng(7))
     for spec in compared_runs(params):
         write_result(tmp_path, world.result_of(spec))
-    assert main(["speedup", "--params", str(path), "--cell", CELL, "--root", str(tmp_path)]) == 0
+    assert main(["speedup", "--params", str(path), CELL, "--root", str(tmp_path)]) == 0
     reading = json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())["reading"]
     assert reading["pattern_reading"] == expected and reading["reading"].startswith(expected)
     assert reading["accounts"]["norm"]["reading"] == norm and f"; {norm}" in reading["reading"]
@@ -71,7 +71,7 @@ def test_both_squares_read_each_account_by_its_pattern(tmp_path, capsys, truth, 
     world = World(loss_model(params), truth, params.train.eval_every_tokens, np.random.default_rng(7))
     for spec in compared_runs(params):
         write_result(tmp_path, world.result_of(spec))
-    assert main(["speedup", "--params", str(path), "--cell", CELL, "--root", str(tmp_path)]) == 0
+    assert main(["speedup", "--params", str(path), CELL, "--root", str(tmp_path)]) == 0
     doc = json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())
     assert {name: a["reading"] for name, a in doc["reading"]["accounts"].items()} == readings
     said = "; ".join(f"{name} account {words.split(' with ')[0]}" for name, words in readings.items())

@@ -68,7 +68,7 @@ def write_train_results(root: Path, spec: RunSpec, status: str = "completed") ->
 
 
 def speedup(params_file: Path, root: Path, cell: str = "cpu-4l-ctx64") -> int:
-    return main(["speedup", "--params", str(params_file), "--cell", cell, "--root", str(root)])
+    return main(["speedup", "--params", str(params_file), cell, "--root", str(root)])
 
 
 def read_strict(path: Path) -> dict:

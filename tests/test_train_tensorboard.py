@@ -1,6 +1,6 @@
 """A run's curves as TensorBoard event files (ngptlab/tensorboard_view.py): the same numbers as its metrics
-log, no byte of its outputs changed, each step once after a resume, and a run that trains on when they
-cannot be written."""
+log, its final evaluation as its summary has it, the loss curves again by tokens, no byte of its outputs
+changed, each step once after a resume, and a run that trains on when they cannot be written."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from support.train import (
     run_dir,
     run_name,
     run_train,
+    summary,
     timing_file,
     train_command,
     write_params,
@@ -28,7 +29,7 @@ from tensorboard.backend.event_processing.event_accumulator import SCALARS, Even
 
 from ngptlab.grid.enumeration import find_run
 from ngptlab.settings import Params
-from ngptlab.tensorboard_view import scalars
+from ngptlab.tensorboard_view import BY_TOKENS, scalars
 from ngptlab.train.loop import train_run
 
 NAME = run_name("gpt", 8192)
@@ -55,12 +56,22 @@ def curves(directory: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def points(rows: list[dict]) -> dict[str, list[tuple[int, float]]]:
-    """The rows' curves as TensorBoard stores them: float32 values."""
+    """The rows' curves as TensorBoard stores them (float32 values), those of BY_TOKENS also at their tokens
+    under by_tokens/."""
     found: dict[str, list[tuple[int, float]]] = {}
     for row in rows:
         for tag, value in scalars(row).items():
             found.setdefault(tag, []).append((row["step"], float(np.float32(value))))
+            if tag in BY_TOKENS:
+                found.setdefault(f"by_tokens/{tag}", []).append((row["tokens"], float(np.float32(value))))
     return found
+
+
+def final_points(record: dict) -> dict[str, list[tuple[int, float]]]:
+    """A completed run's final evaluation as its summary has it: at its last step, and at its tokens."""
+    loss, se = (float(np.float32(record[key])) for key in ("final_val_loss", "final_val_loss_se"))
+    return {"final_val_loss": [(record["steps"], loss)], "final_val_loss_se": [(record["steps"], se)],
+            "by_tokens/final_val_loss": [(record["tokens"], loss)]}
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +91,12 @@ def test_the_event_files_hold_the_numbers_of_the_metrics_rows(runs):
     # an evaluation point's observations of the weights (observe/observer.py), one tag per name
     assert {"angular_rate/q", "angular_rate/embed_in", "relative_change/mlp_o", "angular_steps",
             "kappa/embed_in_cov_condition", "kappa/layer4_k_head_condition_median"} <= set(expected)
+    # the final evaluation (the whole val split, the summary's final_val_loss), and the curves by tokens
+    record = summary(root, NAME)
+    assert record["status"] == "completed" and record["tokens"] == rows[-1]["tokens"]
+    expected |= final_points(record)
+    assert {"by_tokens/train_loss", "by_tokens/val_loss", "by_tokens/lr"} <= set(expected)
+    assert expected["by_tokens/val_loss"][-1][0] == record["tokens"] == 8192
     assert curves(run_dir(root, NAME) / "tensorboard") == expected
 
 
@@ -130,7 +147,7 @@ def test_a_resumed_run_holds_each_step_once(tmp_path):
     found = curves(events_dir)
     assert [step for step, _ in found["train_loss"]] == list(range(1, 49))
     assert {tag: points_ for tag, points_ in found.items() if tag not in ("tokens_per_s", "mfu")} == \
-        points(metrics(root, name))
+        points(metrics(root, name)) | final_points(summary(root, name))
 
 
 def test_event_files_that_cannot_be_written_never_fail_a_run(tmp_path, capsys):

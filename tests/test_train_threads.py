@@ -35,8 +35,7 @@ def test_a_run_by_hand_ends_with_the_bytes_of_the_same_run_launched_by_the_workf
         root = roots[how] = tmp_path / how
         write_shards(root)
         write_params(root, make_params(budgets=[BUDGET]))
-        args = ["train", "--params", str(root / "params.yaml"), "--root", str(root), "--no-progress",
-                "--run", NAME]
+        args = ["train", "--params", str(root / "params.yaml"), "--root", str(root), "--no-progress", NAME]
         env = {**cli_env(), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
         if how == "launch":  # the train rule's command for a one-process run
             env.pop("OMP_NUM_THREADS")

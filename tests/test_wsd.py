@@ -241,7 +241,7 @@ def test_a_bad_wsd_setting_leaves_what_was_trained_as_it_was(shared, tmp_path):
     path = write_params(tmp_path, bad)
     run = enumerate_runs(Params.of(params))[0].name
     proc = subprocess.run([*train_command(root, run)[:3], "train", "--params", str(path), "--root", str(root),
-                           "--run", run], env=cli_env(), capture_output=True, text=True, timeout=120)
+                           run], env=cli_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].endswith("train.cooldown_fraction: 1.5 must be < 1")
     assert {path: path.read_bytes() for path in (root / "results").rglob("*") if path.is_file()} == before

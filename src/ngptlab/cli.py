@@ -22,6 +22,7 @@ import sys
 # an explicit setting in the environment wins.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
+from ngptlab import options  # noqa: E402
 from ngptlab.config.load import load_params  # noqa: E402
 from ngptlab.errors import NgptlabError  # noqa: E402
 
@@ -46,9 +47,10 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     chosen = next((arg for arg in argv if arg in VERBS), None)
     for verb, help_text in VERBS.items():
-        sub = subparsers.add_parser(verb, help=help_text, description=help_text)
-        sub.add_argument("--params", default="params.yaml", metavar="FILE",
-                         help="the experiment file (default: params.yaml)")
+        # raw: the examples of a verb's epilog stay one command a line (options.examples)
+        sub = subparsers.add_parser(verb, help=help_text, description=help_text,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+        options.add_params(sub)
         if verb == chosen:
             _command_module(verb).configure(sub)
     return parser

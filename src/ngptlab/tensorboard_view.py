@@ -9,6 +9,11 @@ start of a job the event directory is written afresh from the rows its checkpoin
 log keeps), so a resumed run holds each step once. Only rank 0 writes; the events flush at evaluations,
 checkpoints and the job's end, never per step.
 
+At the end of a run its final evaluation (the whole-val-split loss of its summary, final_val_loss, and its
+standard error) is a scalar of its own at the last step: the number the speed-up stage reads, beside the
+cheap val_loss curve. TensorBoard plots a scalar against its step only, so the curves a comparison across
+arms and budgets reads by tokens (BY_TOKENS) are written twice: `by_tokens/<tag>` at step = tokens seen.
+
 Writing events may fail (a full disk, a directory that is not one, a missing tensorboard package): the job
 then logs one line and trains on without them. The train stage's code fingerprint leaves this module out
 (ngptlab.plan.closure.OUTSIDE_FINGERPRINT) because the events change no result: an edit here reruns no run.
@@ -16,6 +21,7 @@ then logs one line and trains on without them. The train stage's code fingerprin
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -23,6 +29,10 @@ from typing import Any
 
 # Events wait in memory for the writer's thread: room for many rows, so that a step never waits on a write.
 QUEUE_EVENTS = 10_000
+# The curves also written against the tokens seen, under TOKENS_PREFIX (runs of other batch sizes and the
+# budgets of a sweep line up by tokens, not by steps).
+BY_TOKENS = ("train_loss", "val_loss", "lr", "final_val_loss")
+TOKENS_PREFIX = "by_tokens/"
 
 
 def _number(value: Any) -> bool:
@@ -65,11 +75,26 @@ class TensorBoardView:
     def _write(self, row: dict) -> None:
         for tag, value in scalars(row).items():
             self.writer.add_scalar(tag, value, row["step"])
+            if tag in BY_TOKENS and "tokens" in row:
+                self.writer.add_scalar(TOKENS_PREFIX + tag, value, row["tokens"])
 
     def add(self, row: dict) -> None:
-        """One metrics row, at its step."""
+        """One metrics row, at its step (and its BY_TOKENS curves at its tokens)."""
         if self.writer is not None:
             self._guard(self._write, row)
+
+    def final(self, step: int, tokens: int, loss: float, se: float) -> None:
+        """The run's final evaluation, at its last step: final_val_loss (also by tokens) and its standard
+        error, flushed at once (the job ends here)."""
+        if self.writer is not None:
+            self._guard(self._final, step, tokens, loss, se)
+            self.flush()
+
+    def _final(self, step: int, tokens: int, loss: float, se: float) -> None:
+        self.writer.add_scalar("final_val_loss", loss, step)
+        self.writer.add_scalar(TOKENS_PREFIX + "final_val_loss", loss, tokens)
+        if math.isfinite(se):  # none from a single window
+            self.writer.add_scalar("final_val_loss_se", se, step)
 
     def flush(self) -> None:
         if self.writer is not None:

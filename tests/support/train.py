@@ -80,12 +80,12 @@ def cli_env() -> dict[str, str]:
 
 
 def train_command(root: Path, run: str, nproc: int = 1) -> list[str]:
-    """`ngptlab train` for `run`; with nproc > 1 under torchrun (which wants the run name positional)."""
-    args = ["train", "--params", str(root / "params.yaml"), "--root", str(root), "--no-progress"]
+    """`ngptlab train` for `run`; with nproc > 1 under torchrun."""
+    args = ["train", "--params", str(root / "params.yaml"), "--root", str(root), "--no-progress", run]
     if nproc == 1:
-        return [sys.executable, "-m", "ngptlab.cli", *args, "--run", run]
+        return [sys.executable, "-m", "ngptlab.cli", *args]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-            "-m", "ngptlab.cli", *args, run]
+            "-m", "ngptlab.cli", *args]
 
 
 def run_train(root: Path, run: str, nproc: int = 1, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -18,5 +18,5 @@ rule condition:
     conda:
         CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} ngptlab condition --params {params.file} --run {wildcards.run} --no-progress"
+        "OMP_NUM_THREADS={threads} ngptlab condition --params {params.file} --no-progress {wildcards.run}"
         " > {log} 2>&1"

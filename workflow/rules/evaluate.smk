@@ -28,4 +28,4 @@ rule evaluate:
         CONDA_ENV
     shell:
         "NGPTLAB_JOB_STARTED=$(date +%s) OMP_NUM_THREADS={threads} ngptlab evaluate --params {params.file}"
-        " --cell {wildcards.cell} > {log} 2>&1"
+        " --no-progress {wildcards.cell} > {log} 2>&1"

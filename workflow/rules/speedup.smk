@@ -19,4 +19,4 @@ rule speedup:
     conda:
         CONDA_ENV
     shell:
-        "ngptlab speedup --params {params.file} --cell {wildcards.cell} > {log} 2>&1"
+        "ngptlab speedup --params {params.file} {wildcards.cell} > {log} 2>&1"

@@ -13,8 +13,7 @@
 # How a run is launched is workflow/scripts/launch.sh, the one place for it: one process, torchrun on one
 # node when the scale has processes > 1, or over nodes > 1 one torchrun agent per Slurm node (srun) meeting
 # at a c10d rendezvous on the first node; train.max_restarts is torchrun's restart limit. The run name is
-# positional because torchrun's own parser would take a `--run` anywhere on its command line for an
-# abbreviation of its --run-path.
+# positional, as in every verb (and torchrun's own parser would take a `--run` for its --run-path).
 #
 # What the Slurm plugin asks for (ngptlab/workflow/jobs.py): --nodes, one task per node with `threads` CPUs
 # and the node's GPUs; torchrun starts the processes inside it.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from ngptlab import options
 from ngptlab.settings import Params
 
 BENCHMARKS = {
@@ -25,8 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     benches = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for name, help_text in BENCHMARKS.items():
         sub = benches.add_parser(name, help=help_text, description=help_text)
-        # Also accepted after the benchmark name; SUPPRESS keeps the parent's value when absent here.
-        sub.add_argument("--params", default=argparse.SUPPRESS, metavar="FILE", help="the experiment file")
+        options.add_params(sub, inherited=True)  # also accepted after the benchmark's name
         importlib.import_module(f"ngptlab.bench.{name}").configure(sub)
 
 

@@ -15,12 +15,13 @@ import time
 import numpy as np
 import torch
 
+from ngptlab import options
 from ngptlab.bench.step import DEFAULT_VOCAB
 from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--arms", nargs="+", metavar="ARM", help="arms to time (default: train.arms)")
+    options.add_arms(parser)
     parser.add_argument("--repeats", type=int, default=3, help="timed evaluations each way per arm")
     parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB)
 

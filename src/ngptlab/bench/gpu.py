@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from ngptlab import layout
+from ngptlab import layout, options
 from ngptlab.bench import checks
 from ngptlab.bench.gpu_steps import PeakMemory, time_steps
 from ngptlab.config.load import read_mapping
@@ -67,7 +67,7 @@ CHECKS = ("steps", "train", "path", "ddp", "condition")
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                         help="auto (default): the GPU, and without one exit 2; cpu: the CPU rehearsal")
-    parser.add_argument("--arms", nargs="+", metavar="ARM", help="arms to time (default: train.arms)")
+    options.add_arms(parser)
     parser.add_argument("--scale", help="shape of the step timings (GPU: 0.5B; CPU: a 2-layer d-64 shape)")
     parser.add_argument("--contexts", nargs="+", type=int, help="GPU: 1024 4096; CPU: 32 64")
     parser.add_argument("--batch-tokens", type=int, help="tokens per timed step (GPU 16384, CPU 256)")
@@ -89,7 +89,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare-steps", type=int, default=5, help="first steps compared bf16 vs fp32")
     parser.add_argument("--ddp-cpu", action="store_true", help="on a CPU, run the DDP check with gloo")
     parser.add_argument("--skip", nargs="+", default=[], choices=CHECKS, help="checks not run (not proven)")
-    parser.add_argument("--out", default="results/bench/gpu.json", help="the JSON file written")
+    parser.add_argument("--write", default="results/bench/gpu.json", metavar="FILE",
+                        help="the JSON file written (default: results/bench/gpu.json)")
     checks.configure(parser)
 
 
@@ -192,9 +193,9 @@ def run(args: argparse.Namespace, params: Params) -> int:
     doc["exit_code"] = checks.exit_code(doc["checks"])
     doc["failures"] = [f"{v['check']} {v['subject']}: {checks.shown(v['value'])} vs {v['threshold']} "
                        f"{v['note']}".rstrip() for v in doc["checks"] if v["status"] == checks.FAIL]
-    write_json_atomic(args.out, doc)
+    write_json_atomic(args.write, doc)
     print(format_report(doc))
     for line in doc["failures"]:
         print(f"FAILED: {line}")
-    print(f"-> {args.out}")
+    print(f"-> {args.write}")
     return doc["exit_code"]

@@ -21,6 +21,7 @@ import time
 
 import torch
 
+from ngptlab import options
 from ngptlab.errors import ParamsError
 from ngptlab.models.scales import Scale
 from ngptlab.settings import Params
@@ -41,8 +42,7 @@ def variant_of(arm: str) -> tuple[str, str]:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", help="model scale (default: the first of train.scales)")
     parser.add_argument("--context", type=int, help="sequence length (default: the first of train.contexts)")
-    parser.add_argument("--arms", nargs="+", metavar="ARM", help="arms to time (default: train.arms); gpt is "
-                        "always included as the reference")
+    options.add_arms(parser)  # gpt is always timed too, as the reference
     parser.add_argument("--batch-tokens", type=int,
                         help="tokens per step, one forward pass (default: train.micro_batch_tokens)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per arm (default 20)")

@@ -36,7 +36,8 @@ from pathlib import Path
 
 import psutil
 
-from ngptlab.prepare.cache import CACHE_ENV, default_cache_dir
+from ngptlab import options
+from ngptlab.prepare.cache import default_cache_dir
 from ngptlab.prepare.sources import open_source
 from ngptlab.settings import Params, Prepare, of_section
 
@@ -49,14 +50,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="runs of each arm, alternated (default: 3)")
     parser.add_argument("--workers", type=_positive_int, default=None,
                         help="threads (ours) and processes (baseline); default: prepare.workers")
-    parser.add_argument("--cache-dir", default=None, metavar="DIR",
-                        help=f"archives and tiktoken cache (default: ${CACHE_ENV} or data/cache)")
+    options.add_cache_dir(parser)
     parser.add_argument("--work-dir", default=None, metavar="DIR",
                         help="scratch space for the corpus and outputs (default: a temporary directory)")
     parser.add_argument("--copies", type=_positive_int, default=1,
                         help="write the source's documents N times into the corpus, to see how both arms "
                              "scale once start-up costs are amortised (default: 1)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    options.add_json(parser)
 
 
 def _positive_int(text: str) -> int:

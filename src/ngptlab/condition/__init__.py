@@ -3,7 +3,7 @@
 analyse.py   every matrix of a model in every variant, the long spectra table, the headline numbers
 reference.py the references of every headline number: the run's step-0 matrices, Gaussian matrices
 run.py       one run: checkpoint in, results/conditioning/<run>.{json,spectra.csv} out
-command.py   `ngptlab condition --run RUN`
+command.py   `ngptlab condition RUN`
 
 The pieces a training run's observer shares with it (the spectral metrics, the effective matrix of every arm,
 the per-head and covariance records, the headline numbers) are in ngptlab.observe, below both stages.

@@ -1,19 +1,21 @@
-"""`ngptlab condition --run RUN`: the conditioning of one trained model (condition/run.py)."""
+"""`ngptlab condition RUN`: the conditioning of one trained model (condition/run.py)."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
+from ngptlab import options
 from ngptlab.condition.run import condition_run, output_paths
 from ngptlab.grid.enumeration import find_run
 from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, help="run name, e.g. cpu-4l-ctx128-gpt-t8192-lr0.01-s0")
-    parser.add_argument("--root", default=".", help="directory holding runs/ and results/ (default: .)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.epilog = options.examples(f"ngptlab condition {options.EXAMPLE_RUN}")
+    options.add_subject(parser, "run")
+    options.add_root(parser)
+    options.add_no_progress(parser)
 
 
 def _kappa(value: float | str) -> str:
@@ -22,7 +24,7 @@ def _kappa(value: float | str) -> str:
 
 
 def run(args: argparse.Namespace, params: Params) -> int:
-    spec = find_run(params, args.run)
+    spec = find_run(params, options.subject(args, "run", "condition"))
     started = time.perf_counter()
     doc = condition_run(spec, args.root, params.condition, progress=not args.no_progress)
     head = doc["headline"]["effective"]

@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict
 
+from ngptlab import options
 from ngptlab.config.load import read_mapping, validate_params
 from ngptlab.design.loss_model import DESIGN_KEYS, loss_model
 from ngptlab.design.measured_noise import pooled_log_variance, seed_sd_from
@@ -35,21 +37,31 @@ from ngptlab.errors import ParamsError
 from ngptlab.plan.edit import parse_assignment
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS, estimate_plan
 from ngptlab.plan.printout import projection
+from ngptlab.progress_lines import ProgressLines
 from ngptlab.sample_size import SD_CONFIDENCE, sd_upper_bound
 from ngptlab.settings import Params
 from ngptlab.speedup.estimator import reference_tokens
 from ngptlab.stats import LEVEL
 
+LOSS_MODEL = "--loss-model"
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the table as JSON")
+    parser.epilog = options.examples(
+        "ngptlab design --params workflow/presets/settle.yaml  # the table on stdout, progress on stderr",
+        "ngptlab design --params workflow/presets/settle.yaml --loss-model seed_sd=0.005 --json")
+    options.add_json(parser)
+    options.add_no_progress(parser)
     parser.add_argument("--worlds", type=int, metavar="N",
                         help="planted worlds per truth (default: design.worlds, 200)")
     parser.add_argument("--seed", type=int, help="the worlds' random seed (default: design.seed, 0)")
     parser.add_argument("--jobs", type=int, metavar="N", help="processes (default: every CPU available)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--loss-model", action="append", default=[], metavar="KEY=VALUE",
                         help=f"a loss-model parameter over the params file's design section, the value as "
-                             f"YAML (keys: {', '.join(DESIGN_KEYS)}); repeatable")
+                             f"YAML (keys: {', '.join(DESIGN_KEYS)}); repeatable. The params file is not "
+                             f"edited (that is `ngptlab plan --set`)")
+    options.add_renamed(parser, "--set", "--loss-model KEY=VALUE: a loss-model parameter of this design "
+                        "(`ngptlab plan --set` edits params keys)", metavar="KEY=VALUE")
     parser.add_argument("--compare-policies", action="store_true",
                         help="the design under each learning-rate policy (largest, crossing, budget, and "
                              "cosine as the paper), side by side: gap to the planted law, coverage, correct "
@@ -67,9 +79,10 @@ def with_design(params: dict, assignments: list[str], source: str) -> Params:
     """The typed settings of a params mapping with design.<KEY> set from each KEY=VALUE, validated (a bad key
     or value names itself)."""
     design = dict(params.get("design", {}))
-    for key, value in (parse_assignment(a, example="seed_sd=0.005") for a in assignments):
+    for key, value in (parse_assignment(a, example="seed_sd=0.005", option=LOSS_MODEL) for a in assignments):
         if key not in DESIGN_KEYS:
-            raise ParamsError(f"--set {key}: not a loss-model parameter; keys: {', '.join(DESIGN_KEYS)}")
+            raise ParamsError(f"{LOSS_MODEL} {key}: not a loss-model parameter; "
+                              f"keys: {', '.join(DESIGN_KEYS)}")
         design[key] = value
     return validate_params({**params, "design": design}, source=source)
 
@@ -83,8 +96,9 @@ def gpu_hours(params: Params) -> dict:
 
 
 def design_document(params: Params, params_file: str, worlds: int | None = None, seed: int | None = None,
-                    jobs: int | None = None) -> dict:
-    """The table of the module docstring, with the settings it was made under."""
+                    jobs: int | None = None, say: Callable[[str], None] | None = None) -> dict:
+    """The table of the module docstring, with the settings it was made under; `say`: a progress line per
+    planted truth played."""
     design = params.design
     worlds = worlds or design.worlds
     seed = design.seed if seed is None else seed
@@ -92,7 +106,11 @@ def design_document(params: Params, params_file: str, worlds: int | None = None,
     planted = truths(planted_speedups(params), params.train.arms)
     primary = params.speedup.primary_contrast
     margin = float(params.speedup.equivalence_margin)
-    outcomes, noise_free = simulate(params, model, planted, worlds, seed, jobs)
+
+    def truth_played(i: int) -> None:
+        say(f"truth {i + 1}/{len(planted)} ({planted[i].label}): {worlds} world{'s' * (worlds != 1)} played")
+
+    outcomes, noise_free = simulate(params, model, planted, worlds, seed, jobs, truth_played if say else None)
     table = design_table(outcomes, planted, primary, margin)
     for scenario, played in zip(table["scenarios"], noise_free, strict=True):
         # what the protocol trains in this truth: its seeds go where the policy sends them
@@ -117,14 +135,16 @@ def measured_seed_sd(params: Params, root: str) -> dict:
 
 
 def run(args: argparse.Namespace, params: Params) -> int:
-    written = read_mapping(args.params)  # the file's own mapping: --set edits it before validation
-    params = with_design(written, args.set, args.params)
+    written = read_mapping(args.params)  # the file's own mapping: --loss-model sets it before validation
+    params = with_design(written, args.loss_model, args.params)
     measured = measured_seed_sd(params, args.noise_from) if args.noise_from else None
     if measured:
-        params = with_design(written, [*args.set, f"seed_sd={measured['seed_sd']!r}"], args.params)
+        params = with_design(written, [*args.loss_model, f"seed_sd={measured['seed_sd']!r}"], args.params)
+    say = ProgressLines("design", shown=not args.no_progress)  # stderr: stdout is the table's (or JSON's)
     if args.compare_policies:
         documents = {name: design_document(under_policy(params, name), args.params, args.worlds, args.seed,
-                                           args.jobs) for name in CANDIDATES}
+                                           args.jobs, lambda line, name=name: say(f"{name}: {line}"))
+                     for name in CANDIDATES}
         rows = comparison_rows(documents)
         if args.json:
             print(json.dumps({"policies": rows, "adopted": adopted(rows), "max_gap": MAX_GAP,
@@ -132,11 +152,11 @@ def run(args: argparse.Namespace, params: Params) -> int:
         else:
             print("\n".join(comparison_lines(rows)))
         return 0
-    document = {**design_document(params, args.params, args.worlds, args.seed, args.jobs),
+    document = {**design_document(params, args.params, args.worlds, args.seed, args.jobs, say),
                 "noise_from": measured}
     if args.resolution:
         document["resolution"] = smallest_resolved(params, loss_model(params), document["worlds"],
-                                                   document["seed"], args.jobs)
+                                                   document["seed"], args.jobs, say)
     if args.json:
         print(json.dumps(document, indent=1))
     else:

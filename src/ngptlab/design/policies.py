@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ngptlab.design.printout import log_value
+from ngptlab.plan.estimate import gpu_hours_text
 from ngptlab.schedule import COSINE
 from ngptlab.settings import Params
 
@@ -69,7 +70,7 @@ def comparison_lines(rows: list[dict]) -> list[str]:
     for r in rows:
         lines.append(f"{r['policy']:<9} {r['truth']:<26} {log_value(r['gap_primary']):>11} "
                      f"{log_value(r['gap_ngpt']):>9} {pct(r['coverage_planted_ngpt']):>15} "
-                     f"{pct(r['correct']):>15} {r['gpu_hours']:>9,.0f}")
+                     f"{pct(r['correct']):>15} {gpu_hours_text(r['gpu_hours']):>9}")
     choice = adopted(rows)
     lines.append(f"the cheapest policy with |gap| <= {MAX_GAP} at every truth: {choice or 'none'}")
     return lines

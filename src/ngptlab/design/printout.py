@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ngptlab.design.resolution import resolution_line
+from ngptlab.plan.estimate import gpu_hours_text
 from ngptlab.speedup.reading import short
 
 
@@ -36,7 +37,7 @@ def scenario_lines(scenario: dict, primary: str) -> list[str]:
                          + f"   correct {correct}")
         if "protocol_gpu_hours" in scenario:
             hours = scenario["protocol_gpu_hours"]
-            lines.append(f"  the protocol trains {hours:,.0f} GPU-hours in this truth")
+            lines.append(f"  the protocol trains {gpu_hours_text(hours)} GPU-hours in this truth")
         lines.append(f"  {'estimate (ln)':<34} {'planted':>7} {'estimand':>8} {'gap':>7} {'bias':>7}  "
                      f"{'coverage':<15} {'of planted':<15} {'with interval':<15}")
         for name, e in s["estimates"].items():
@@ -77,9 +78,9 @@ def table_lines(document: dict) -> list[str]:
                      f"({c['truth']}, {c['cell']})")
     cost = document["gpu_hours"]
     projected = ("" if cost["projected"] is None
-                 else f"; projected over the whole protocol at most {cost['projected']:,.0f}")
+                 else f"; projected over the whole protocol at most {gpu_hours_text(cost['projected'])}")
     lines.append(f"GPU-hours (`ngptlab plan`, {cost['mfu']:.0%} MFU of {cost['peak_tflops']:g} TFLOP/s): "
-                 f"{cost['listed']:,.0f} for the runs listed now{projected}")
+                 f"{gpu_hours_text(cost['listed'])} for the runs listed now{projected}")
     if document.get("resolution"):
         lines.append(resolution_line(document["resolution"]))
     lines.append(f"design {'meets' if document['passed'] else 'does NOT meet'} every threshold")

@@ -11,6 +11,8 @@ beyond ln M.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ngptlab.design.loss_model import LossModel
 from ngptlab.design.simulate import simulate
 from ngptlab.design.table import MIN_CORRECT, MUST_READ, design_table
@@ -28,9 +30,10 @@ def least_correct(table: dict) -> float | None:
 
 
 def smallest_resolved(params: Params, model: LossModel, worlds: int, seed: int,
-                      jobs: int | None = None) -> dict:
+                      jobs: int | None = None, say: Callable[[str], None] | None = None) -> dict:
     """{smallest, min_correct, scanned [{ngpt, least_correct}], worlds, seed_sd}: the module docstring's
-    scan; smallest None when no speed-up of the scan reaches MIN_CORRECT."""
+    scan; smallest None when no speed-up of the scan reaches MIN_CORRECT. `say`: a progress line per
+    speed-up scanned."""
     margin = float(params.speedup.equivalence_margin)
     scanned, smallest = [], None
     for speedup in (s for s in SCAN if s > margin):
@@ -38,6 +41,8 @@ def smallest_resolved(params: Params, model: LossModel, worlds: int, seed: int,
         outcomes, _ = simulate(params, model, planted, worlds, seed, jobs)
         least = least_correct(design_table(outcomes, planted, params.speedup.primary_contrast, margin))
         scanned.append({"ngpt": speedup, "least_correct": least})
+        if say:
+            say(f"resolution: ngpt x{speedup:g} read right in at least {_percent(least)} of worlds")
         if least is not None and least >= MIN_CORRECT:
             smallest = speedup
             break

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -47,6 +48,16 @@ def _share(params: Params, model: LossModel, truths: list[Truth], seed: int) -> 
     _shared.update(params=params, model=model, truths=truths, seed=seed)
 
 
+def _collect(played: Iterable[tuple[int, dict]], n_truths: int, worlds: int,
+             on_truth: Callable[[int], None] | None) -> list[list[dict]]:
+    outcomes: list[list[dict]] = [[] for _ in range(n_truths)]
+    for truth_index, outcome in played:
+        outcomes[truth_index].append(outcome)
+        if on_truth and len(outcomes[truth_index]) == worlds:
+            on_truth(truth_index)
+    return outcomes
+
+
 def noise_free_world(params: Params, model: LossModel, truth: Truth, seed: int) -> World:
     """The truth's world without seed, trunk or run noise: what it estimates is the estimand."""
     noise_free = dataclasses.replace(model, seed_sd=0.0, trunk_sd=0.0, run_sd=0.0)
@@ -54,20 +65,19 @@ def noise_free_world(params: Params, model: LossModel, truth: Truth, seed: int) 
 
 
 def simulate(params: Params, model: LossModel, truths: list[Truth], worlds: int, seed: int,
-             jobs: int | None = None) -> tuple[list[list[dict]], list[dict]]:
+             jobs: int | None = None, on_truth: Callable[[int], None] | None = None,
+             ) -> tuple[list[list[dict]], list[dict]]:
     """([truth index][world] -> world_outcome, [truth index] -> its noise-free world's analysed_world); jobs
-    processes (default: the CPUs this process may use)."""
+    processes (default: the CPUs this process may use); on_truth(i) once truth i's worlds are all played."""
     tasks = [(i, w) for i in range(len(truths)) for w in range(worlds)]
     jobs = min(jobs or len(os.sched_getaffinity(0)), len(tasks))
     if jobs <= 1:
         _share(params, model, truths, seed)
-        played = [_play(task) for task in tasks]
+        outcomes = _collect(map(_play, tasks), len(truths), worlds, on_truth)
     else:
         with multiprocessing.get_context("fork").Pool(jobs, _share, (params, model, truths, seed)) as pool:
-            played = pool.map(_play, tasks, chunksize=4)
-    outcomes: list[list[dict]] = [[] for _ in truths]
-    for truth_index, outcome in played:
-        outcomes[truth_index].append(outcome)
+            # in task order, truth after truth: a truth is done when its last world comes back
+            outcomes = _collect(pool.imap(_play, tasks, chunksize=4), len(truths), worlds, on_truth)
     played_noise_free = []
     for truth_index, truth in enumerate(truths):
         analysed = analysed_world(params, noise_free_world(params, model, truth, seed))

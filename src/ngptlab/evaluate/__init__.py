@@ -6,5 +6,5 @@ adapter.py    an ngptlab model as lm-eval's LM
 harness.py    the requested tasks, built and found, and one model's accuracies through lm-eval
 partial.py    each run's finished entry, kept for the next job
 cell.py       one cell's job, written to results/evaluate/<cell>.json (schema in its docstring)
-command.py    `ngptlab evaluate --cell CELL`
+command.py    `ngptlab evaluate CELL`
 """

@@ -39,7 +39,7 @@ from ngptlab.checkpoint import load_model, sha256_file
 from ngptlab.device import resolve_device
 from ngptlab.errors import CheckpointError, ParamsError
 from ngptlab.evaluate import partial
-from ngptlab.evaluate.harness import evaluate_model, ready_tasks
+from ngptlab.evaluate.harness import evaluate_model, progress_bars, ready_tasks
 from ngptlab.evaluate.selection import select_runs
 from ngptlab.grid.enumeration import enumerate_cells
 from ngptlab.jobclock import job_clock
@@ -74,16 +74,21 @@ def run_entry(run: RunEntry, checkpoint_sha256: str, results: dict) -> dict:
             "final_val_loss": run.final_val_loss, "checkpoint_sha256": checkpoint_sha256, "results": results}
 
 
-def evaluate_cell(params: Params, cell: str, root: str | Path) -> CellOutcome:
+def evaluate_cell(params: Params, cell: str, root: str | Path, progress: bool = True) -> CellOutcome:
     """Evaluate the cell's selected runs, each stored as a partial file when done (reused by a later job
     when made from the same checkpoint and settings), and write results/evaluate/<cell>.json; or stop
-    early, without the document, when the job's clock (train.max_job_minutes) would not fit another run."""
+    early, without the document, when the job's clock (train.max_job_minutes) would not fit another run.
+    `progress`: lm-eval's and datasets' bars on stderr."""
+    with progress_bars(progress):
+        return _evaluate_cell(params, cell, Path(root))
+
+
+def _evaluate_cell(params: Params, cell: str, root: Path) -> CellOutcome:
     import lm_eval
 
     from ngptlab.prepare.cache import default_cache_dir
     from ngptlab.prepare.tokenizer import gpt2_encoding
 
-    root = Path(root)
     if cell not in enumerate_cells(params):
         raise ParamsError(f"cell {cell!r} is not in the grid of this params file; "
                           f"cells: {', '.join(enumerate_cells(params))}")

@@ -1,4 +1,4 @@
-"""`ngptlab evaluate --cell CELL`: zero-shot accuracy of a cell's selected runs, through lm-eval
+"""`ngptlab evaluate CELL`: zero-shot accuracy of a cell's selected runs, through lm-eval
 (evaluate/cell.py); exit 75 when the job's clock stopped it with runs left for the next job."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import argparse
 import sys
 import time
 
+from ngptlab import options
 from ngptlab.evaluate import partial
 from ngptlab.evaluate.cell import evaluate_cell, output_path
 from ngptlab.jobclock import EXIT_RESUMABLE
@@ -14,13 +15,16 @@ from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cell", required=True, help="scale x context cell, e.g. cpu-4l-ctx128")
-    parser.add_argument("--root", default=".", help="directory holding data/, runs/, results/ (default: .)")
+    parser.epilog = options.examples(f"ngptlab evaluate {options.EXAMPLE_CELL}")
+    options.add_subject(parser, "cell")
+    options.add_root(parser)
+    options.add_no_progress(parser)
 
 
 def run(args: argparse.Namespace, params: Params) -> int:
     started = time.perf_counter()
-    outcome = evaluate_cell(params, args.cell, args.root)
+    args.cell = options.subject(args, "cell", "evaluate")
+    outcome = evaluate_cell(params, args.cell, args.root, progress=not args.no_progress)
     if outcome.document is None:
         print(f"{args.cell}: stopped by the job's clock (train.max_job_minutes or the Slurm time limit): "
               f"{outcome.done} of {outcome.done + outcome.remaining} runs done, {outcome.remaining} remain, "

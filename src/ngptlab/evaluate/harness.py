@@ -9,7 +9,10 @@ arc_easy, hellaswag, winogrande, wsc273, lambada_openai, which load from the Hub
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +30,28 @@ METRICS = ("acc", "acc_norm")
 # lm-eval reports no stderr with 0 bootstrap iterations; acc and acc_norm are means, whose stderr it computes
 # in closed form, so the count only matters for other metrics.
 BOOTSTRAP_ITERS = 100
+
+
+@contextlib.contextmanager
+def progress_bars(shown: bool) -> Iterator[None]:
+    """lm-eval's progress bars (one per task as it builds its requests) and those of `datasets` (loading a
+    task's data), shown or not. lm-eval takes no setting for its bar, so without progress its module's tqdm
+    is one that never draws, for the duration."""
+    if shown:
+        yield
+        return
+    import datasets
+    import lm_eval.api.task as lm_eval_task
+
+    drawing, were_enabled = lm_eval_task.tqdm, datasets.is_progress_bar_enabled()
+    lm_eval_task.tqdm = functools.partial(drawing, disable=True)
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        lm_eval_task.tqdm = drawing
+        if were_enabled:
+            datasets.enable_progress_bars()
 
 
 def prepare_tasks(params: Params, root: Path) -> dict[str, dict]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ngptlab import options
 from ngptlab.plan.closure import VERB_OF_STAGE, explain
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS
 from ngptlab.plan.extend import DEFAULT_CAP
@@ -21,7 +22,7 @@ from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the run table as JSON")
+    options.add_json(parser)
     parser.add_argument("--mfu", type=float, default=MFU,
                         help=f"model FLOPs utilisation assumed (default {MFU:g})")
     parser.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS,
@@ -34,8 +35,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the Snakemake profile whose `jobs` bound how many runs train at once, for the "
                              f"disk their resume state takes (default: {PROFILE} under --root)")
     parser.add_argument("--write", metavar="FILE",
-                        help="write the resolved grid (runs, cells) and the stages' lineage keys to FILE, "
-                             "which dvc.yaml reads")
+                        help="write the resolved grid (runs, cells) and the stages' lineage keys (their "
+                             "code: --root's src/) to FILE, which dvc.yaml reads")
     parser.add_argument("--within-grid", action="store_true",
                         help="with --write: fail (after writing) when the runs, cells or source differ from "
                              "FILE's, for dvc.yaml's plan stage: DVC resolved its stages from the old grid")
@@ -62,9 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="once the arms the angle arms are matched to have results, write the angle "
                              "per step their chosen runs turn (per cell and matrix kind) into train.angles; "
                              "edits the params file and rewrites the grid file (plan/angles.py)")
-    parser.add_argument("--root", default=".", metavar="DIR",
-                        help="the project directory: its src/ is the code --write fingerprints and --check "
-                             "compares, and with --extend-sweeps its results/ are read (default: .)")
+    options.add_root(parser)  # its src/ is the code --write fingerprints; its results/ the growth's input
     parser.add_argument("--explain", choices=VERB_OF_STAGE, metavar="STAGE",
                         help="print the files whose code a stage's lineage key covers (the import closure of "
                              f"its command; one of {', '.join(VERB_OF_STAGE)}) and those left out, and exit")

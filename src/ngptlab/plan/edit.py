@@ -30,16 +30,17 @@ def edit_params_file(path: str | Path, edit: Callable[[CommentedMap], None]) -> 
     write_text_atomic(path, text)
 
 
-def parse_assignment(assignment: str, example: str = "train.budgets=[2048,8192]") -> tuple[str, object]:
-    """`KEY=VALUE` with a dotted KEY and a YAML VALUE, as `dvc exp run -S` takes them; `example` is the
-    command's own, for the message of a malformed one."""
+def parse_assignment(assignment: str, example: str = "train.budgets=[2048,8192]",
+                     option: str = "--set") -> tuple[str, object]:
+    """`KEY=VALUE` with a dotted KEY and a YAML VALUE, as `dvc exp run -S` takes them; `option` and `example`
+    are the command's own, for the message of a malformed one."""
     key, sep, value = assignment.partition("=")
     if not sep or not key:
-        raise ParamsError(f"--set {assignment!r}: expected KEY=VALUE, e.g. {example}")
+        raise ParamsError(f"{option} {assignment!r}: expected KEY=VALUE, e.g. {option} {example}")
     try:
         return key, YAML(typ="safe").load(value)
     except Exception as err:  # ruamel raises several error types for malformed YAML
-        raise ParamsError(f"--set {assignment!r}: the value is not valid YAML: {err}") from None
+        raise ParamsError(f"{option} {assignment!r}: the value is not valid YAML: {err}") from None
 
 
 def set_value(document: CommentedMap, key: str, value: object) -> None:

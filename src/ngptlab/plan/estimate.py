@@ -30,6 +30,12 @@ MFU = 0.4  # the model FLOPs utilisation assumed unless a command is told otherw
 PEAK_TFLOPS = 989.0  # H100/H200 dense bf16
 
 
+def gpu_hours_text(hours: float) -> str:
+    """GPU-hours to the precision an estimate at an assumed MFU carries, the same in every verb's printout:
+    three significant digits, whole hours with separators from 1,000 up."""
+    return f"{hours:,.0f}" if hours >= 1000 else f"{hours:.3g}"
+
+
 def _gpu_hours(flops: float, mfu: float, peak_tflops: float) -> float:
     return flops / (peak_tflops * 1e12 * mfu) / 3600
 

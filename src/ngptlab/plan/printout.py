@@ -13,7 +13,7 @@ import json
 
 from ngptlab.grid.enumeration import enumerate_cells
 from ngptlab.grid.sweeps import lopsided_sweeps
-from ngptlab.plan.estimate import estimate_plan
+from ngptlab.plan.estimate import estimate_plan, gpu_hours_text
 from ngptlab.plan.protocol import PROJECTION_BOUND, describe, has_protocol, projected_params
 from ngptlab.plan.runtime import describe_runtimes
 from ngptlab.plan.sharing import sharing_lines
@@ -59,10 +59,10 @@ def print_plan(params: Params, params_file: str, root: str, mfu: float, peak_tfl
         print(line)
     jobs = f"{len(rows)} runs and {len(segments)} trunk segments" if segments else f"{len(rows)} runs"
     print(f"{jobs} in {len(enumerate_cells(params))} cells; {total_flops:.3g} training FLOPs; "
-          f"{total_gpu_hours:.4g} GPU-hours at {mfu:.0%} MFU of {peak_tflops:g} TFLOP/s")
+          f"{gpu_hours_text(total_gpu_hours)} GPU-hours at {mfu:.0%} MFU of {peak_tflops:g} TFLOP/s")
     if projected:
         print(f"projected over the whole protocol (train.protocol: {describe(params)}): "
-              f"{projected['runs']} runs, {projected['total_gpu_hours']:,.0f} GPU-hours"
+              f"{projected['runs']} runs, {gpu_hours_text(projected['total_gpu_hours'])} GPU-hours"
               f"{PROJECTION_BOUND.get(params.speedup.lr_policy, '')}")
     return 0
 

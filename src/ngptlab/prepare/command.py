@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ngptlab.prepare.cache import CACHE_ENV, default_cache_dir
+from ngptlab import options
+from ngptlab.prepare.cache import default_cache_dir
 from ngptlab.prepare.pipeline import prepare_tokens
 from ngptlab.prepare.shards import load_meta, verify_shards
 from ngptlab.settings import Params
@@ -19,11 +20,10 @@ __all__ = ["configure", "run", "load_meta", "verify_shards"]
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default="data", metavar="DIR",
                         help="shards go to DIR/tokens/<source name>/ (default: data)")
-    parser.add_argument("--cache-dir", default=None, metavar="DIR",
-                        help=f"downloaded archives, tiktoken cache (default: ${CACHE_ENV} or data/cache)")
+    options.add_cache_dir(parser)
     parser.add_argument("--force", action="store_true",
                         help="rewrite the shards even when meta.json says they are up to date")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    options.add_no_progress(parser)
 
 
 def run(args: argparse.Namespace, params: Params) -> int:

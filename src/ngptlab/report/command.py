@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ngptlab import options
 from ngptlab.files import write_bytes_atomic
 from ngptlab.report import build, metrics, provenance
 from ngptlab.report.kit import render
@@ -28,8 +29,9 @@ from ngptlab.settings import Params
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", default=".", help="directory holding results/ and data/ (default: .)")
-    parser.add_argument("--out", default=None, help="output directory (default: <root>/reports)")
+    options.add_root(parser)
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="output directory (default: <root>/reports)")
 
 
 @dataclass

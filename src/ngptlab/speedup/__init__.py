@@ -21,7 +21,7 @@ censored.py     the mean over seeds when some seeds are bounds: censored-normal 
 interpolate.py  the best loss between learning-rate grid points (a parabola in ln lr) and its speed-up
 tuning.py       whether each arm's best learning rate is inside the learning rates run at its budget
 cell.py         one cell's estimate, written to results/speedup/<cell>.json (schema in its docstring)
-command.py      `ngptlab speedup --cell CELL`
+command.py      `ngptlab speedup CELL`
 document.py     the one typed reader of that file, for the report, the design and evaluate (its records:
                 arm_records.py, effect_records.py)
 across_cells.py the primary effect across the cells of a params file: Holm's adjustment and the reading

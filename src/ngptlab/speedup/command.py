@@ -1,21 +1,24 @@
-"""`ngptlab speedup --cell CELL`: the token speed-up of every arm in one (scale, context) cell
+"""`ngptlab speedup CELL`: the token speed-up of every arm in one (scale, context) cell
 (speedup/cell.py), and its untuned sweeps named."""
 
 from __future__ import annotations
 
 import argparse
 
+from ngptlab import options
 from ngptlab.settings import Params
 from ngptlab.speedup.cell import output_path, speedup_cell
 from ngptlab.speedup.reading import short
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cell", required=True, help="scale x context cell, e.g. cpu-4l-ctx128")
-    parser.add_argument("--root", default=".", help="directory holding results/ (default: .)")
+    parser.epilog = options.examples(f"ngptlab speedup {options.EXAMPLE_CELL}")
+    options.add_subject(parser, "cell")
+    options.add_root(parser)
 
 
 def run(args: argparse.Namespace, params: Params) -> int:
+    args.cell = options.subject(args, "cell", "speedup")
     doc = speedup_cell(params, args.cell, args.root)
     parts = [f"{arm} {entry['speedup']['display']}" for arm, entry in doc["arms"].items()]
     print(f"{args.cell}: speed-up vs {doc['baseline']}: {', '.join(parts)} "

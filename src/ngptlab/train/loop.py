@@ -324,6 +324,8 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
             diagnostics = stop_diagnostics(f"final val loss is {final.loss}", step, batch_tokens, loss,
                                            grad_norm, progress)
     if main:
+        if final is not None and not diagnostics:
+            events.final(step, step * batch_tokens, final.loss, final.se)
         outcome = Outcome(model=trainer.model, config=config, progress=progress, steps=step,
                           batch_tokens=batch_tokens, wall_s=wall_s, diagnostics=diagnostics, final=final,
                           eval_offsets=trainer.eval_offsets, final_offsets=trainer.final_offsets,
