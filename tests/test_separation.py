@@ -46,7 +46,7 @@ def planted_cell(tmp_path, angle_kappa: dict[str, float], seeds=(0, 1, 2, 3)) ->
         write_result(tmp_path, world.result_of(spec))
         planted = {**KAPPA, **angle_kappa}[spec.arm]
         plant_kappa(tmp_path, spec, planted * math.exp(0.1 * noise.standard_normal()))
-    assert main(["speedup", "--params", str(path), "--cell", CELL, "--root", str(tmp_path)]) == 0
+    assert main(["speedup", CELL, "--params", str(path), "--root", str(tmp_path)]) == 0
     return json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())
 
 
