@@ -312,3 +312,21 @@ def test_resolution_scans_up_from_the_margin_and_stops_at_the_first_speedup_read
     lost = smallest_resolved(noisy, loss_model(noisy), 2, 0, 1)
     assert lost["smallest"] is None and [r["ngpt"] for r in lost["scanned"]] == list(SCAN)
     assert all(r["least_correct"] < 0.8 for r in lost["scanned"])
+
+
+@pytest.mark.parametrize("covered, n, passed", [
+    (183, 200, True),   # 91.5% at 200 worlds: its Monte-Carlo interval [86.7%, 94.9%] reaches the band
+    (176, 200, False),  # 88%: [82.7%, 92.2%] lies below 93%, coverage shown to miss the band
+    (196, 200, True),   # 98%: [95.0%, 99.5%] reaches 97%
+    (400, 400, False),  # 100% at 400 worlds: [99.1%, 100%] lies above 97%
+    (1880, 2000, True)])  # 94% well inside
+def test_a_coverage_check_fails_only_where_its_monte_carlo_interval_excludes_the_band(covered, n, passed):
+    from ngptlab.design.table import proportion, thresholds
+
+    coverage = proportion(covered, n)
+    scenario = {"truth": "t", "account": "partial", "cells": {"c": {
+        "accounts": {}, "estimates": {"primary": {"coverage": coverage}}}}}
+    (check,) = thresholds([scenario])
+    expected = stats.binomtest(covered, n).proportion_ci(0.95, method="exact")
+    assert check["monte_carlo_interval"] == pytest.approx([expected.low, expected.high])
+    assert check["passed"] is passed and "Clopper-Pearson" in check["bound"]

@@ -74,7 +74,9 @@ def table_lines(document: dict) -> list[str]:
                  "estimand, 'of planted' against the planted law")
     lines.append("thresholds:")
     for c in document["thresholds"]:
-        lines.append(f"  {'PASS' if c['passed'] else 'FAIL'}  {c['check']} {c['bound']}: {_p(c['value'])} "
+        interval = c.get("monte_carlo_interval")
+        shown = _p(c["value"]) + ("" if interval is None else f" [{interval[0]:.1%}, {interval[1]:.1%}]")
+        lines.append(f"  {'PASS' if c['passed'] else 'FAIL'}  {c['check']} {c['bound']}: {shown} "
                      f"({c['truth']}, {c['cell']})")
     cost = document["gpu_hours"]
     projected = ("" if cost["projected"] is None

@@ -21,13 +21,18 @@ account is true, where its mirror (the norm account) is, where the angle account
 fast; <= 5% readings "consistent" wherever the planted speed-ups read the account false (the partial and
 null worlds included);
 <= 5% wrong directional claims of the primary effect under the null; 93-97% coverage of the primary effect's
-interval in each.
+interval in each. Coverage is a Monte-Carlo estimate whose standard error at 200 worlds (~1.5%) is a third
+of the band's width, so its check fails only where the estimate's own 95% Clopper-Pearson interval
+(scipy.stats.binomtest) lies wholly outside 93-97%: coverage shown to miss the band, not a point estimate
+that strays from it by Monte-Carlo error; the check keeps that interval beside the estimate.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+
+from scipy import stats
 
 from ngptlab.design.truths import Truth
 from ngptlab.speedup.equivalence import CLAIMS, NOT_RESOLVED
@@ -43,6 +48,7 @@ def readings_of(account: Account) -> dict[str, str]:
 READINGS = readings_of(CONDITIONING)
 DIRECTIONAL = ("exceeds", "falls_short")
 MIN_CORRECT, MAX_WRONG_DIRECTIONAL, MAX_FALSE_CONSISTENT, COVERAGE = 0.80, 0.05, 0.05, (0.93, 0.97)
+MC_LEVEL = 0.95  # of the Monte-Carlo interval a coverage check reads
 # the truths whose reading must come out right; in the others (partial, null) "not resolved" is no error
 MUST_READ = ("account true", "account false", "ngpt only", "angle account")
 
@@ -53,6 +59,14 @@ def proportion(hits: int, n: int) -> dict:
         return {"p": None, "se": None, "n": 0}
     p = hits / n
     return {"p": p, "se": math.sqrt(p * (1 - p) / n), "n": n}
+
+
+def monte_carlo_interval(value: dict, level: float = 0.95) -> list[float] | None:
+    """The exact (Clopper-Pearson) interval of a Monte-Carlo proportion {p, n} (scipy.stats.binomtest)."""
+    if not value["n"]:
+        return None
+    ci = stats.binomtest(round(value["p"] * value["n"]), value["n"]).proportion_ci(level, method="exact")
+    return [ci.low, ci.high]
 
 
 def _covers(interval: list[float], value: float) -> bool:
@@ -134,10 +148,13 @@ def thresholds(scenarios: list[dict]) -> list[dict]:
                                "bound": f"<= {MAX_WRONG_DIRECTIONAL:.0%}",
                                "passed": value["p"] <= MAX_WRONG_DIRECTIONAL})
             coverage = s["estimates"]["primary"]["coverage"]
-            inside = coverage["p"] is not None and COVERAGE[0] <= coverage["p"] <= COVERAGE[1]
+            monte_carlo = monte_carlo_interval(coverage)
             checks.append({**row, "check": "coverage of the primary effect's interval", "value": coverage,
-                           "bound": f"{COVERAGE[0]:.0%}-{COVERAGE[1]:.0%}",
-                           "passed": inside})
+                           "bound": f"{COVERAGE[0]:.0%}-{COVERAGE[1]:.0%} not excluded by its Monte-Carlo "
+                                    f"{MC_LEVEL:.0%} Clopper-Pearson interval",
+                           "monte_carlo_interval": monte_carlo,
+                           "passed": monte_carlo is not None and monte_carlo[0] <= COVERAGE[1]
+                           and monte_carlo[1] >= COVERAGE[0]})
     return checks
 
 
