@@ -246,28 +246,29 @@ def tokens_axis(ax: Axes) -> None:
     log_axis(ax, "x", fmt_short)
 
 
-def dodge_labels(fig: MplFigure, texts: list, gap: float = 1.0, rounds: int = 50) -> None:
-    """Move annotations (placed in offset points) apart until no two overlap: of two that do, the later
-    moves away from the earlier, vertically, by the overlap plus `gap` points. Call it last: the figure is
-    laid out (drawn) first, so the extents are those the saved figure has."""
+def dodge_labels(fig: MplFigure, groups: list[list], gap: float = 1.0, rounds: int = 50) -> None:
+    """Move annotations (placed in offset points) apart until no two of a group (a panel's) overlap: of two
+    that do, the later moves away from the earlier, vertically, by the overlap plus `gap` points. Call it
+    last: the figure is laid out (drawn) once first, so the extents are those the saved figure has."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     points = 72 / fig.dpi
-    for _ in range(rounds):
-        boxes = [t.get_window_extent(renderer) for t in texts]
-        moved = False
-        for i in range(len(texts)):
-            for j in range(i):
-                if not boxes[i].overlaps(boxes[j]):
-                    continue
-                below = boxes[i].y0 + boxes[i].y1 < boxes[j].y0 + boxes[j].y1
-                shift = -(boxes[i].y1 - boxes[j].y0) if below else boxes[j].y1 - boxes[i].y0
-                x, y = texts[i].get_position()
-                texts[i].set_position((x, y + shift * points + (-gap if below else gap)))
-                boxes[i] = texts[i].get_window_extent(renderer)
-                moved = True
-        if not moved:
-            return
+    for texts in groups:
+        for _ in range(rounds):
+            boxes = [t.get_window_extent(renderer) for t in texts]
+            moved = False
+            for i in range(len(texts)):
+                for j in range(i):
+                    if not boxes[i].overlaps(boxes[j]):
+                        continue
+                    below = boxes[i].y0 + boxes[i].y1 < boxes[j].y0 + boxes[j].y1
+                    shift = -(boxes[i].y1 - boxes[j].y0) if below else boxes[j].y1 - boxes[i].y0
+                    x, y = texts[i].get_position()
+                    texts[i].set_position((x, y + shift * points + (-gap if below else gap)))
+                    boxes[i] = texts[i].get_window_extent(renderer)
+                    moved = True
+            if not moved:
+                break
 
 
 def empty(ax: Axes, text: str) -> None:

@@ -410,7 +410,7 @@ def _dot_panels(reps: list, panels, series: list[tuple[str, str, str, bool]], va
                         ax.plot([x], [v], ls="", marker=marker, ms=6, color=plot.arm_color(rep.arm),
                                 mec="black", mew=0.5, zorder=plot.arm_zorder(rep.arm, 3))
                     else:
-                        ax.plot([x], [v], ls="", marker=marker, ms=6, mfc="none", mec=plot.KEY_COLOR,
+                        ax.plot([x], [v], ls="", marker=marker, ms=6, color=plot.KEY_COLOR, mfc="none",
                                 mew=1.0, zorder=2)
             ax.axhline(1.0, color=plot.KEY_COLOR, lw=0.8, ls=":", zorder=1)  # κ's floor: the axis shows it
             ax.set_xticks(range(len(reps)), [rep.arm for rep in reps], rotation=30, ha="right")

@@ -95,8 +95,7 @@ def settle_figure(results: Results, arm_rows: pd.DataFrame, metrics: dict[str, s
                                     "the arrow points", hollow=True),
                     plot.key_line("speed-up 1: the baseline's", "--")]
         plot.legend(fig, handles)
-        for texts in labels.values():
-            plot.dodge_labels(fig, texts)
+        plot.dodge_labels(fig, list(labels.values()))
         svg = plot.save(fig)
     return Figure("settle", "Speed-up against conditioning, across arms and scales",
                   "One point per (cell, arm): the arm's speed-up over the baseline against the conditioning "
