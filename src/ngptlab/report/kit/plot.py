@@ -23,6 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import (  # noqa: E402
@@ -141,6 +142,8 @@ def save(fig: MplFigure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})  # constrained layout: no "tight" redraw
     plt.close(fig)
+    if _captured:
+        FigureCanvasAgg(fig).draw()  # closed figures lose their canvas: a new one, drawn, to measure text on
     for figures in _captured:
         figures.append(fig)
     return buf.getvalue()
