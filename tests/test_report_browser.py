@@ -137,13 +137,12 @@ def test_report_in_headless_chromium(report, tmp_path):
     shutil.rmtree(figures, ignore_errors=True)
     figures.mkdir()
     with Image.open(ARTIFACTS / "report-full.png") as page:
-        page = page.convert("L")
         for rect in result["rects"]:
             assert rect["w"] >= 600, f"{rect['id']} is laid out {rect['w']:.0f} px wide: too narrow to read"
             x, y = rect["x"], rect["y"]
             crop = page.crop((round(x), round(y), round(x + rect["w"]), round(y + rect["h"])))
             crop.save(figures / f"{rect['id']}.png")
-            histogram = crop.histogram()
+            histogram = crop.convert("L").histogram()
             pixels = crop.width * crop.height
             assert sum(histogram[:250]) > 0.02 * pixels, f"{rect['id']}: blank where the figure should be"
             assert sum(histogram[:60]) > 0.001 * pixels, f"{rect['id']}: no dark strokes (text, ticks)"
