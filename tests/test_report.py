@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support import synthetic
+from support.figures import check_figure, labels_overlap
 from support.synthetic import settings_of
 
 from ngptlab import paper
@@ -30,9 +31,14 @@ from ngptlab.config.load import load_params
 from ngptlab.errors import ResultsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.report.command import Rendered, render_report, write_report
+from ngptlab.report.kit import plot
+from ngptlab.report.kit.crossarm import arm_table, cross_arm_table
+from ngptlab.report.kit.load import load_results
 from ngptlab.report.kit.render import inline_html
-from ngptlab.report.kit.table import fmt_num
+from ngptlab.report.kit.table import fmt_num, fmt_sig
+from ngptlab.report.sections import conditioning, loss
 from ngptlab.report.sections.settle import compare_to_baseline
+from ngptlab.report.sections.settle_evidence import SETTLE_METRICS, settle_figure
 from ngptlab.results import train_dir
 from ngptlab.speedup.arm_records import Speedup
 
@@ -132,7 +138,7 @@ def test_speedup_table_is_the_speedup_stage_beside_the_paper(complete):
             assert rows[arm]["display"] == "1 (baseline)"
         elif s["interval"]:
             assert float(rows[arm]["interval_lo"]) == s["interval"][0]
-            assert rows[arm]["display"].startswith(f"{s['display']} [")
+            assert rows[arm]["display"].startswith(f"{fmt_sig(s['value'])} [")  # the table's precision
     # The planted speed-ups come back (log-interpolation between budgets: within 10 %).
     for arm in ("ngpt", "gpt-orth", "gpt-lrm"):
         assert float(rows[arm]["speedup"]) == pytest.approx(synthetic.planted_speedup(arm), rel=0.1)
@@ -182,9 +188,9 @@ def test_figures_mirror_the_papers_per_head_spectra_and_fig4_panels(complete):
     layers34 = (figs / "layers34_cpu-4l-ctx1024.svg").read_text()
     for layer in (3, 4):
         for kind in "QK":
-            assert f"layer {layer}: sorted singular values for heads of {kind}" in layers34
-    # one line per head (4 heads at cpu-4l) and arm, in each of the 4 panels
-    assert layers34.count('<path d="M') >= 4 * 4 * len(synthetic.PLANTED)
+            assert f"layer {layer}, {kind}: sorted singular values per head" in layers34
+    # per arm, the median head's line and the band of its heads, in each of the 4 panels
+    assert layers34.count('<path d="M') >= 2 * 4 * len(synthetic.PLANTED)
     embeddings = (figs / "embeddings_cpu-4l-ctx1024.svg").read_text()
     for name in ("input", "output"):
         for panel in ("row norms", "covariance eigenvalues", "pairwise dot products"):
@@ -536,3 +542,32 @@ def test_runs_trained_on_other_shards_are_named_in_a_warning_and_the_headline_me
         summary.write_text(good)
     warning = next(line for line in text.splitlines() if "Trained on other data" in line)
     assert f"1 of {len(enumerate_runs(settings_of(params)))} runs" in warning and run.name in warning
+
+
+def test_the_figures_show_the_baseline_the_grid_and_their_labels(complete):
+    """The report's figures as matplotlib drew them (support/figures.py): the baseline black and on top, no
+    bar on a log axis, integer ticks on index axes, the grid's budgets as ticks, the target and the reference
+    budget in the final-loss legend, and the settle figure's labels apart under distinct titles. A figure of
+    each kind, one cell: the rest share their kit (test_report_figures.py)."""
+    root, params, _ = complete
+    settings = settings_of(params)
+    results = load_results(settings, root)
+    cell = results.cells[0]
+    with plot.capture() as figures:
+        loss.final_loss_vs_budget(results)
+        loss.loss_curves(results, cell)
+        conditioning.references(results, cell)
+        settle_figure(results, arm_table(cross_arm_table(settings, root, allow_missing=True)), SETTLE_METRICS)
+    assert len(figures) == 4
+    for fig in figures:
+        check_figure(fig, settings.speedup.baselines[0], budgets=list(settings.train.budgets))
+        assert fig.get_size_inches()[0] >= plot.MIN_WIDTH
+    legend = [t.get_text() for lg in figures[0].legends for t in lg.get_texts()]
+    assert any(t.startswith("target: ") for t in legend) and any(t.startswith("reference budget: ") for t in
+                                                                  legend), legend
+    settle = figures[-1]
+    titles = [ax.get_title() for ax in settle.axes if ax.get_visible()]
+    assert len(set(titles)) == len(titles) > 1
+    for ax in settle.axes:
+        assert [t for t in ax.texts if t.get_text()] and labels_overlap(settle, ax) == [], ax.get_title()
+

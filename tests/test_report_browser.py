@@ -4,7 +4,9 @@ A harness page loads the untouched report in an iframe (file:// pages may read e
 --allow-file-access-from-files), checks it in the browser and writes the verdict into its own DOM, which
 Chromium prints with --dump-dom. Checked: every figure decoded (naturalWidth > 0), every in-page link has its
 anchor, every relative link names a file that exists, nothing is fetched from the network, every table has
-rows, a header and no ragged row, and is laid out with a height. Screenshots and the report itself are kept
+rows, a header and no ragged row, and is laid out with a height. Every figure is laid out at least 600 px
+wide and is cut out of the full-page screenshot on its own (tests/artifacts/figures/<id>.png), where it must
+have ink: not blank, and dark strokes (text, ticks, the baseline). Screenshots and the report itself are kept
 under tests/artifacts/ (git-ignored). CI installs Chromium (.ci/setup-chromium.sh); without it the test is
 skipped, saying so.
 """
@@ -18,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from PIL import Image
 from support import synthetic
 from support.synthetic import settings_of
 
@@ -43,6 +46,10 @@ document.getElementById("report").addEventListener("load", function () {
     out.broken = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); })
                      .map(function (i) { return i.alt; });
     out.widths = imgs.map(function (i) { return i.naturalWidth; });
+    var top = d.documentElement.scrollTop;
+    out.rects = imgs.map(function (i) {
+      var r = i.getBoundingClientRect();
+      return {id: i.closest("figure").id, x: r.left, y: r.top + top, w: r.width, h: r.height}; });
     var ids = new Set(Array.from(d.querySelectorAll("[id]")).map(function (e) { return e.id; }));
     var hrefs = Array.from(d.querySelectorAll("a[href]"))
                      .map(function (a) { return a.getAttribute("href"); });
@@ -123,3 +130,19 @@ def test_report_in_headless_chromium(report, tmp_path):
         shot.unlink(missing_ok=True)
         done = chromium(tmp_path, f"--window-size=1280,{height}", f"--screenshot={shot}", report.as_uri())
         assert shot.is_file() and shot.stat().st_size > 50_000, done.stderr[-2000:]
+
+    # Each figure on its own, cut from the full page as the browser laid it out (the harness's iframe is
+    # as wide as the screenshot's window), for people to look at one by one.
+    figures = ARTIFACTS / "figures"
+    shutil.rmtree(figures, ignore_errors=True)
+    figures.mkdir()
+    with Image.open(ARTIFACTS / "report-full.png") as page:
+        for rect in result["rects"]:
+            assert rect["w"] >= 600, f"{rect['id']} is laid out {rect['w']:.0f} px wide: too narrow to read"
+            x, y = rect["x"], rect["y"]
+            crop = page.crop((round(x), round(y), round(x + rect["w"]), round(y + rect["h"])))
+            crop.save(figures / f"{rect['id']}.png")
+            histogram = crop.convert("L").histogram()
+            pixels = crop.width * crop.height
+            assert sum(histogram[:250]) > 0.02 * pixels, f"{rect['id']}: blank where the figure should be"
+            assert sum(histogram[:60]) > 0.001 * pixels, f"{rect['id']}: no dark strokes (text, ticks)"

@@ -19,6 +19,7 @@ from support.synthetic import settings_of
 
 from ngptlab.models.placement import NGPT_CONDITIONING
 from ngptlab.report.command import render_report, write_report
+from ngptlab.report.kit.table import fmt_sig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
@@ -82,7 +83,8 @@ def test_every_speedup_with_seeds_shows_its_interval_and_how(paired):
         row = rows[arm]
         assert int(row["n_seeds"]) == 3 and row["method"] == "t on ln S"
         assert float(row["interval_lo"]) == s["interval"][0] and float(row["interval_hi"]) == s["interval"][1]
-        assert row["display"].startswith(f"{s['display']} [") and row["verdict"] == s["verdict"]
+        # the value at the table's one precision (1.00, not the file's 1)
+        assert row["display"].startswith(f"{fmt_sig(s['value'])} [") and row["verdict"] == s["verdict"]
         assert float(row["log_sd"]) == s["log"]["sd"]
     md = (out / "report.md").read_text()
     assert "| speed-up [95% interval] | seeds |" in md

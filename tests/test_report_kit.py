@@ -20,13 +20,15 @@ from ngptlab.speedup.document import SpeedupDocument
 
 def test_every_arm_has_its_own_colour_and_marker_and_none_is_grey():
     assert list(plot.ARM_STYLE) == allowed_arms()
-    colours = [mcolors.to_hex(plot.arm_color(a)) for a in allowed_arms()]
+    colours = [mcolors.to_hex(plot.ARM_STYLE[a][0]) for a in allowed_arms()]  # as an arm, not the baseline
     markers = [plot.arm_marker(a) for a in allowed_arms()]
     assert len(set(colours)) == len(colours) and len(set(markers)) == len(markers)
     for colour in colours:
         r, g, b = mcolors.to_rgb(colour)
         assert max(r, g, b) - min(r, g, b) > 0.1, f"{colour} is grey, the colour of legend keys"
     assert mcolors.to_hex(plot.KEY_COLOR) not in colours
+    baseline = mcolors.to_hex(plot.BASELINE_COLOR)  # whichever arm is the baseline: black, like none other
+    assert baseline not in colours and baseline != mcolors.to_hex(plot.KEY_COLOR)
     assert not {"^", "v"} & set(markers)  # triangles mark bounds
 
 

@@ -60,14 +60,16 @@ def test_the_section_finds_where_the_planted_quantities_separate(results):
     assert figures == [f"rivals_{cell}" for cell in results.cells]
     (table,) = [b.table for b in doc.blocks if isinstance(b, TableBlock)]
     rows = {(row[0], row[1]): dict(zip(table.columns, row, strict=True)) for row in table.rows}
+    every = results.params.train.eval_every_tokens  # the first evaluation point
     for cell in results.cells:
         ngpt = rows[(cell, "ngpt")]
-        # planted: ngpt turns 3x faster from the first point (4,096 tokens) and its loss is far lower;
-        # its embedding kappa 10 / (1 + 3 t / 65536) leaves the band (below 8) at t > 5,461: 8,192
-        assert (ngpt["loss"], ngpt["angular rate"], ngpt["κ input embedding"]) == (4096, 4096, 8192)
+        # planted: ngpt turns 3x faster from the first point and its loss is far lower; its embedding
+        # kappa 10 / (1 + 3 t / 65536) leaves the band (below 8) at t > 5,461: the next point after
+        assert (ngpt["loss"], ngpt["angular rate"], ngpt["κ input embedding"]) == \
+            (every, every, every * (5461 // every + 1))
         assert ngpt["κ heads, layers 3-4"] is None and ngpt["first"] == "loss, angular rate"
         orth = rows[(cell, "gpt-orth")]  # a planted speed-up of 2.2, the baseline's angular rate and kappa
-        assert orth["loss"] == 4096 and orth["angular rate"] is None and orth["first"] == "loss"
+        assert orth["loss"] == every and orth["angular rate"] is None and orth["first"] == "loss"
     sentences = " ".join(b.text for b in doc.blocks if isinstance(b, Text))
     assert "ngpt: the loss and angular rate separate together first" in sentences
     assert "correlational" in sentences

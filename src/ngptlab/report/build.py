@@ -10,6 +10,7 @@ not resolved.
 
 from __future__ import annotations
 
+from ngptlab.report.kit import plot
 from ngptlab.report.kit.crossarm import Analysis
 from ngptlab.report.kit.document import Contents, Document
 from ngptlab.report.kit.load import Results
@@ -30,6 +31,12 @@ from ngptlab.report.sections import (
 
 
 def build_document(results: Results, analysis: Analysis, code_revision: str) -> Document:
+    # Every figure draws the primary baseline in black, on top (kit/plot.py).
+    with plot.use_baseline(results.params.speedup.baselines[0]):
+        return _build(results, analysis, code_revision)
+
+
+def _build(results: Results, analysis: Analysis, code_revision: str) -> Document:
     doc = Document(results.params.report.title)
     # Built once, shown in their sections and read by the summary (and the caveats).
     long = speedup.speedup_table(results)

@@ -74,8 +74,8 @@ def to_markdown(doc: Document) -> str:
             for row in t.rows:
                 out.append("| " + " | ".join(_md_cell(t.display(row, c)) for c in cols) + " |")
             out.append("")
-            if t.note:
-                out += [f"*{t.note}*", ""]
+            if t.full_note():
+                out += [f"*{t.full_note()}*", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -146,18 +146,21 @@ def _table_html(block: TableBlock, number: int) -> str:
     head = "".join(f"<th>{html.escape(t.header(c))}</th>" for c in cols)
     if block.link_runs:
         head += "<th>runs</th>"
+    shown = [[t.display(row, c) for c in cols] for row in t.rows]
+    # A column of numbers is right-aligned, as a whole: a digit string among words stays left
+    numeric = [any(r[j] != "—" for r in shown) and all(_is_number(r[j]) for r in shown)
+               for j in range(len(cols))]
     body = []
-    for i, row in enumerate(t.rows):
+    for i, texts in enumerate(shown):
         cells = []
-        for c in cols:
-            text = t.display(row, c)
-            cls = ' class="num"' if _is_number(text) else ""
+        for j, text in enumerate(texts):
+            cls = ' class="num"' if numeric[j] else ""
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         if block.link_runs:
             cells.append(f"<td>{_runs_cell(t.runs[i])}</td>")
         row_id = f' id="{run_anchor(t.runs[i][0])}"' if is_provenance and t.runs[i] else ""
         body.append(f"<tr{row_id}>{''.join(cells)}</tr>")
-    note = f'<p class="note">{inline_html(t.note)}</p>' if t.note else ""
+    note = f'<p class="note">{inline_html(t.full_note())}</p>' if t.full_note() else ""
     return (f'<div class="table-wrap" id="table-{t.id}"><table><caption>Table {number}. '
             f'{html.escape(t.title)} (<a href="tables/{t.id}.csv">CSV</a>)</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}</div>")

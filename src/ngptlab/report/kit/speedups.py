@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.table import fmt_num
+from ngptlab.report.kit.table import fmt_num, fmt_sig
 from ngptlab.speedup.arm_records import Speedup
 from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.effect_records import Contrast, Effect
@@ -17,7 +17,7 @@ ONE_SEED = "one seed: no interval"
 
 
 def bracket(interval: Sequence[float]) -> str:
-    return f"[{fmt_num(interval[0])}, {fmt_num(interval[1])}]"
+    return f"[{fmt_sig(interval[0])}, {fmt_sig(interval[1])}]"
 
 
 def censored_text(entry: Speedup | Contrast) -> str:
@@ -32,7 +32,7 @@ def speedup_text(s: Speedup) -> str:
     seeds that are bounds names its method."""
     if s.value is None:
         return f"n/a ({s.note})" if s.note else "n/a"
-    text = s.display or fmt_num(s.value)
+    text = (s.display or fmt_num(s.value)) if s.bound else fmt_sig(s.value)  # one precision: 1.00, 0.985
     if s.bound:
         return f"{text} (bound)"
     if s.interval:
@@ -47,8 +47,8 @@ def effect_text(e: Effect) -> str:
         return "n/a (no seed with all four arms as point estimates)"
     how = f"{e.level:.0%} {e.method}, {e.n_seeds} seed{'s' if e.n_seeds != 1 else ''}"
     if e.interval is None:
-        return f"{fmt_num(e.ratio)} (no interval: {how})"
-    return f"{fmt_num(e.ratio)} {bracket(e.interval)} ({how})"
+        return f"{fmt_sig(e.ratio)} (no interval: {how})"
+    return f"{fmt_sig(e.ratio)} {bracket(e.interval)} ({how})"
 
 
 def arm_runs(doc: SpeedupDocument, arm: str, seeds: set[int] | None = None) -> list[str]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import math
+import numbers
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +41,27 @@ def fmt_num(x: Any, digits: int = 3) -> str:
         mantissa, exponent = text.split("e")
         text = f"{mantissa}e{int(exponent)}"
     return text
+
+
+def fmt_sig(x: Any, digits: int = 3) -> str:
+    """fmt_num with its trailing zeros kept (1.00, 0.985, 1.20e3): a column of them reads at one precision,
+    never "1" beside "0.985". Integers stay integers (1,234)."""
+    text = fmt_num(x, digits)
+    if isinstance(x, numbers.Integral) or not re.fullmatch(r"-?[0-9.]+(e-?[0-9]+)?", text):
+        return text
+    mantissa, _, exponent = text.partition("e")
+    mantissa = f"{float(mantissa):#.{digits}g}".rstrip(".")
+    return mantissa + (f"e{exponent}" if exponent else "")
+
+
+def seeds_text(seeds: list[int] | tuple[int, ...]) -> str:
+    """Seeds in words: "seed 0", "seeds 0-2", "seeds 0, 3 and 5"."""
+    seeds = sorted(seeds)
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds[:-1])) + f" and {seeds[-1]}"
 
 
 def fmt_short(x: float) -> str:
@@ -110,15 +133,31 @@ class Table:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def _shared_note(self) -> str | None:
+        """The value of a column "note" when every row has the same one: said once, under the table."""
+        if "note" not in self.columns or len(self.rows) < 2:
+            return None
+        notes = {row[self.columns.index("note")] for row in self.rows}
+        return notes.pop() if len(notes) == 1 and None not in notes and "" not in notes else None
+
     def shown_columns(self) -> list[str]:
-        return self.shown if self.shown is not None else self.columns
+        shown = self.shown if self.shown is not None else self.columns
+        return [c for c in shown if not (c == "note" and self._shared_note() is not None)]
+
+    def full_note(self) -> str:
+        """The table's note, with a note every row shares (said once here instead of on every row)."""
+        shared = self._shared_note()
+        if shared is None or "note" not in (self.shown if self.shown is not None else self.columns):
+            return self.note
+        shared = shared[0].upper() + shared[1:] + ("" if shared.endswith(".") else ".")
+        return f"{self.note} Every row: {shared}" if self.note else f"Every row: {shared}"
 
     def header(self, column: str) -> str:
         return self.headers.get(column, column)
 
     def display(self, row: list[Any], column: str) -> str:
         value = row[self.columns.index(column)]
-        return self.formats.get(column, fmt_num)(value)
+        return self.formats.get(column, fmt_sig)(value)
 
     def row_key(self, i: int) -> str:
         row = self.rows[i]

@@ -156,13 +156,14 @@ def angle_figure(results: Results, cell: str) -> Figure | None:
     kinds = [k for k in MATRIX_KINDS if k in logged]
     with plot.panels(len(kinds), 3, width=3.6, height=2.5) as (fig, axes):
         for ax, kind in zip(axes, kinds, strict=True):
-            for rep in sorted(reps, key=lambda r: r.arm == results.params.speedup.baseline):  # baseline last
+            by_arm = {rep.arm: rep for rep in reps}
+            for rep in (by_arm[arm] for arm in plot.drawing_order(by_arm)):
                 shown = [(t, a[kind]) for t, a in rep.record.observed["step_angle"] if a.get(kind, 0) > 0]
                 if not shown:
                     continue
                 tokens, angles = zip(*shown, strict=True)
                 ax.plot(tokens, angles, color=plot.arm_color(rep.arm), marker=plot.arm_marker(rep.arm),
-                        ms=3, lw=1)
+                        ms=3, lw=1, zorder=plot.arm_zorder(rep.arm))
                 peak = peak_targets(results, rep.record).get(kind) if rep.arm in TURNS_LIKE else None
                 if peak is not None:
                     ax.plot(tokens, target_curve(results, rep.record, peak, list(tokens)),
@@ -176,7 +177,7 @@ def angle_figure(results: Results, cell: str) -> Figure | None:
             ax.set_xlabel("training tokens")
             ax.set_ylabel("rad / step")
         plot.legend(fig, [*(plot.arm_handle(rep.arm) for rep in reps),
-                          plot.line_handle("target θ(t) of the angle arm")])
+                          plot.key_line("target θ(t) of the angle arm", ls="--")])
         svg = plot.save(fig)
     caption = ("Per matrix kind, against tokens, the angle each arm of the angle square turned its matrices "
                "per optimizer step (each point the mean since the point before; observe/step_angle.py), for "

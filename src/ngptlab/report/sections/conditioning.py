@@ -97,23 +97,22 @@ def embeddings(results: Results, cell: str) -> Figure | None:
     with plot.panels(6, 3, width=3.2, height=2.6) as (fig, axes):
         for row, kind in enumerate(("embed_in", "embed_out")):
             ax_norm, ax_eig, ax_cos = axes[3 * row], axes[3 * row + 1], axes[3 * row + 2]
-            for rep in reps:
+            for rep in _drawing_order(reps):
+                style = {"color": plot.arm_color(rep.arm), "zorder": plot.arm_zorder(rep.arm)}
                 rec = matrix_entry(rep.record, kind, None)
                 hist = (rec or {}).get("row_norms", {}).get("histogram")
                 if hist:
                     edges, counts = np.asarray(hist["edges"], float), np.asarray(hist["counts"], float)
                     # Fraction of rows per bin, not a density: unit-norm arms are a spike of width ~0.
-                    ax_norm.stairs(counts / max(counts.sum(), 1), edges, color=plot.arm_color(rep.arm),
-                                   label=rep.arm)
+                    ax_norm.stairs(counts / max(counts.sum(), 1), edges, label=rep.arm, **style)
                 eig = spectrum(rep.record, kind, "cov_eigenvalue")
                 if eig is not None:
-                    ax_eig.plot(np.arange(1, len(eig) + 1), eig, color=plot.arm_color(rep.arm), lw=1,
-                                label=rep.arm)
+                    ax_eig.plot(np.arange(1, len(eig) + 1), eig, lw=1, label=rep.arm, **style)
                 cos = (rec or {}).get("pairwise_cosine", {}).get("histogram")
                 if cos:
                     counts = np.asarray(cos["counts"], float)
                     ax_cos.stairs(counts / max(counts.sum(), 1), np.asarray(cos["edges"], float),
-                                  color=plot.arm_color(rep.arm), label=rep.arm)
+                                  label=rep.arm, **style)
             name = "input" if kind == "embed_in" else "output"
             ax_norm.set_title(f"{name} embeddings: row norms")
             ax_norm.set_xlabel("norm")
@@ -122,6 +121,7 @@ def embeddings(results: Results, cell: str) -> Figure | None:
             ax_eig.set_xlabel("index (sorted)")
             ax_eig.set_ylabel("eigenvalue / median")
             plot.log_axis(ax_eig)
+            plot.index_axis(ax_eig)
             ax_cos.set_title(f"{name} embeddings: pairwise dot products")
             ax_cos.set_xlabel("cosine of two rows")
             ax_cos.set_ylabel("fraction of pairs")
@@ -146,7 +146,7 @@ def every_layer(results: Results, cell: str) -> Figure | None:
     skipped_inf = False
     with plot.panels(len(KINDS), 4, width=2.7, height=2.2) as (fig, axes):
         for ax, kind in zip(axes, KINDS, strict=True):
-            for rep in reps:
+            for rep in _drawing_order(reps):
                 points = []
                 for entry in rep.record.conditioning["matrices"].values():
                     if entry["kind"] != kind:
@@ -164,8 +164,9 @@ def every_layer(results: Results, cell: str) -> Figure | None:
                 if points:
                     x, y = zip(*sorted(points), strict=True)
                     ax.plot(x, y, marker=plot.arm_marker(rep.arm), ms=3, lw=1, color=plot.arm_color(rep.arm),
-                            label=rep.arm)
+                            zorder=plot.arm_zorder(rep.arm), label=rep.arm)
             plot.log_axis(ax)
+            plot.index_axis(ax)
             ax.set_title(f"{kind}: κ" + (" (median over heads)" if kind in ("q", "k", "v") else ""))
             ax.set_xlabel("layer (1-based)")
         plot.arm_legend(fig, [rep.arm for rep in reps], markers=True)
@@ -213,9 +214,9 @@ def references(results: Results, cell: str) -> Figure | None:
     reps = _reps(results, cell)
     if not reps:
         return None
-    series = [("trained", "trained", "0.25"), ("init", "at initialisation", "0.6"),
-              ("gaussian", "Gaussian, same shape", "0.88")]
-    svg = _bar_panels(reps, REFERENCE_METRICS, series,
+    series = [("trained", "trained (the arm's colour)", "o", True), ("init", "at initialisation", "s", False),
+              ("gaussian", "Gaussian, same shape", "D", False)]
+    svg = _dot_panels(reps, REFERENCE_METRICS, series,
                       lambda rep, source, key: reference_value(rep.record, source, key))
     return Figure(f"references_{cell}", f"Trained against initialisation and random, {cell}",
                   "Condition numbers of each arm's effective matrices after training, the same run's "
@@ -258,32 +259,41 @@ def layers34(results: Results, cell: str) -> Figure | None:
     reps = _reps(results, cell)
     if not reps:
         return None
-    with plot.panels(4, 2, width=3.6, height=2.6) as (fig, axes):
+    with plot.panels(4, 2, width=4.2, height=3.0) as (fig, axes):
         for ax, (layer, kind) in zip(axes, [(3, "q"), (3, "k"), (4, "q"), (4, "k")], strict=True):
             drawn = False
-            for rep in reps:
+            for rep in _drawing_order(reps):
                 entry = matrix_entry(rep.record, kind, layer - 1)
-                for head in range(len((entry or {}).get("heads", {}).get("condition_number", []))):
-                    sv = spectrum(rep.record, kind, "singular_value", layer=layer - 1, head=head)
-                    if sv is None:
-                        continue
-                    ax.plot(np.arange(1, len(sv) + 1), sv, color=plot.arm_color(rep.arm), lw=0.8, alpha=0.7,
-                            label=rep.arm if head == 0 else None)
-                    drawn = True
+                heads = [spectrum(rep.record, kind, "singular_value", layer=layer - 1, head=head)
+                         for head in range(len((entry or {}).get("heads", {}).get("condition_number", [])))]
+                heads = [sv for sv in heads if sv is not None]
+                if not heads or len({len(sv) for sv in heads}) != 1:
+                    continue
+                # One line per arm, the median head, and the range of its heads: a line per head and arm
+                # (the paper's) is dozens of lines nobody can tell apart.
+                sv = np.asarray(heads, float)
+                index = np.arange(1, sv.shape[1] + 1)
+                style = {"color": plot.arm_color(rep.arm), "zorder": plot.arm_zorder(rep.arm)}
+                ax.fill_between(index, sv.min(axis=0), sv.max(axis=0), alpha=0.12, lw=0, **style)
+                ax.plot(index, np.median(sv, axis=0), lw=1.2, marker=plot.arm_marker(rep.arm), ms=3.5,
+                        markevery=max(1, len(index) // 5), label=rep.arm, **style)
+                drawn = True
             if not drawn:
                 plot.empty(ax, f"no layer {layer} in this model")
                 continue
             plot.log_axis(ax)
-            ax.set_title(f"layer {layer}: sorted singular values for heads of {kind.upper()}")
-            ax.set_xlabel("index (sorted)")
+            plot.index_axis(ax)
+            ax.set_title(f"layer {layer}, {kind.upper()}: sorted singular values per head")
+            ax.set_xlabel("index (sorted, largest first)")
             ax.set_ylabel("σ / median σ of the head")
-        plot.arm_legend(fig, [rep.arm for rep in reps])
+        plot.arm_legend(fig, [rep.arm for rep in reps], markers=True)
         svg = plot.save(fig)
     return Figure(f"layers34_{cell}", f"Layers 3 and 4, {cell}",
-                  "As the paper's Figs. 11-12: the sorted singular values of every head of the query and "
-                  "key matrices at layers 3 and 4 (1-based), one line per head, each over its median; the "
-                  "table below gives the whole-matrix and per-head-median condition numbers beside the "
-                  "paper's.",
+                  "As the paper's Figs. 11-12: the sorted singular values of the heads of the query and key "
+                  "matrices at layers 3 and 4 (1-based), each head's over its median. One line per arm: the "
+                  "median over its heads at each index; the shaded band: the range over its heads (the "
+                  "paper draws a line per head). The baseline in black, on top. The table below gives the "
+                  "whole-matrix and per-head-median condition numbers beside the paper's.",
                   svg, [r.record.name for r in reps])
 
 
@@ -335,14 +345,14 @@ def renormalization(results: Results, cell: str) -> Figure | None:
     variants = ("effective", "renormalized", "underlying")
     metrics = (("attn_head_condition_median", "attention κ, median over heads"),
                ("embed_in_cov_condition", "input embedding covariance κ"))
-    series = [(variant, variant, color) for variant, color in zip(variants, ("0.25", "0.6", "0.85"),
-                                                                    strict=True)]
+    series = [(variant, variant + (" (the arm's colour)" if filled else ""), marker, filled)
+              for variant, marker, filled in zip(variants, "osD", (True, False, False), strict=True)]
 
     def value(rep: views.Representative, variant: str, key: str) -> float | None:
         found = rep.record.headline(variant).get(key)
         return None if found is None else read_float(found)
 
-    svg = _bar_panels(reps, metrics, series, value)
+    svg = _dot_panels(reps, metrics, series, value)
     return Figure(f"renormalization_{cell}", f"Post-hoc renormalization, {cell}",
                   "Condition numbers of the linear maps the forward pass applies to its normalised inputs "
                   "(effective), the same after nGPT's normalization applied after training (renormalized; "
@@ -381,26 +391,41 @@ def renormalization_table(results: Results) -> Table:
 # Shared by the subsections
 
 
-def _bar_panels(reps: list, panels, series: list[tuple[str, str, str]], value) -> bytes:
-    """One panel per (metric, title), on a log axis: a group of bars per arm, one bar per series (key, label,
-    colour) at value(rep, series key, metric); missing and infinite values are left out. Returns the SVG."""
-    width = 0.27
+def _dot_panels(reps: list, panels, series: list[tuple[str, str, str, bool]], value) -> bytes:
+    """One panel per (metric, title), on a log axis: a column of dots per arm, one per series (key, label,
+    marker, filled) at value(rep, series key, metric), side by side; missing and infinite values are left
+    out. Dots, not bars: a bar's length on a log axis is measured from an arbitrary floor (κ = 1.14 would
+    look like none). The first series is filled in the arm's colour, the others hollow grey references.
+    Returns the SVG."""
+    offset = 0.22
     with plot.panels(len(panels), 2, width=4.6, height=2.8) as (fig, axes):
         for ax, (metric, title) in zip(axes, panels, strict=True):
-            for j, (key, label, color) in enumerate(series):
-                xs, ys = [], []
+            for j, (key, _, marker, filled) in enumerate(series):
                 for i, rep in enumerate(reps):
                     v = value(rep, key, metric)
-                    if v is not None and not math.isinf(v):
-                        xs.append(i + (j - 1) * width)
-                        ys.append(v)
-                if xs:
-                    ax.bar(xs, ys, width, color=color, edgecolor="black", lw=0.4, label=label)
+                    if v is None or math.isinf(v):
+                        continue
+                    x = i + (j - (len(series) - 1) / 2) * offset
+                    if filled:
+                        ax.plot([x], [v], ls="", marker=marker, ms=6, color=plot.arm_color(rep.arm),
+                                mec="black", mew=0.5, zorder=plot.arm_zorder(rep.arm, 3))
+                    else:
+                        ax.plot([x], [v], ls="", marker=marker, ms=6, color=plot.KEY_COLOR, mfc="none",
+                                mew=1.0, zorder=2)
+            ax.axhline(1.0, color=plot.KEY_COLOR, lw=0.8, ls=":", zorder=1)  # κ's floor: the axis shows it
             ax.set_xticks(range(len(reps)), [rep.arm for rep in reps], rotation=30, ha="right")
+            ax.set_xlim(-0.6, len(reps) - 0.4)
             plot.log_axis(ax)
             ax.set_title(title)
-        plot.legend(fig, *axes[0].get_legend_handles_labels())
+        handles = [plot.key_handle(marker, label, hollow=not filled) for _, label, marker, filled in series]
+        plot.legend(fig, [*handles, plot.key_line("κ = 1, its least", ":")])
         return plot.save(fig)
+
+
+def _drawing_order(reps: list) -> list:
+    """The representatives in the order to draw them: the baseline's last, on top (kit/plot.py)."""
+    by_arm = {rep.arm: rep for rep in reps}
+    return [by_arm[arm] for arm in plot.drawing_order(by_arm)]
 
 
 def _analysed_representatives(results: Results) -> Iterator[tuple[str, str, RunRecord]]:

@@ -36,12 +36,13 @@ def section(doc: Document, results: Results) -> None:
 
 def final_loss_vs_budget(results: Results) -> Figure | None:
     cells = results.cells
+    arms = views.arms(results)
     with plot.panels(len(cells), 3, width=3.6, height=2.8) as (fig, axes):
-        runs, drawn = [], False
+        runs, drawn, references = [], False, set()
         for ax, cell in zip(axes, cells, strict=True):
             best = views.best_runs(results, cell)
             any_arm = False
-            for arm in views.arms(results):
+            for arm in plot.drawing_order(arms):
                 per_budget: dict[int, list[float]] = {}
                 for (a, _seed), per in best.items():
                     if a == arm:
@@ -51,15 +52,19 @@ def final_loss_vs_budget(results: Results) -> Figure | None:
                 if per_budget:
                     b = sorted(per_budget)
                     ax.plot(b, [float(np.mean(per_budget[x])) for x in b], marker=plot.arm_marker(arm),
-                            color=plot.arm_color(arm), lw=1, ms=4, label=arm)
+                            color=plot.arm_color(arm), zorder=plot.arm_zorder(arm), lw=1, ms=4, label=arm)
                     any_arm = drawn = True
-            doc = results.speedups.get(cell)
-            if doc and doc.targets:
-                target = float(np.mean([t.loss for t in doc.targets]))
-                ax.axhline(target, color="0.3", ls="--", lw=0.8, label="target")
             if not any_arm:
                 plot.empty(ax, f"{cell}: no completed runs")
                 continue
+            doc = results.speedups.get(cell)
+            if doc and doc.targets:
+                # The target and where it is read: the speed-up is where an arm's curve crosses the first.
+                ax.axhline(float(np.mean([t.loss for t in doc.targets])), color=plot.KEY_COLOR, ls="--",
+                           lw=0.9, zorder=1)
+                for n in sorted({t.reference_budget for t in doc.targets}):
+                    ax.axvline(n, color=plot.KEY_COLOR, ls=":", lw=0.9, zorder=1)
+                    references.add(n)
             plot.budget_axis(ax, views.budgets(results))
             ax.set_title(cell)
             ax.set_xlabel("token budget")
@@ -67,40 +72,49 @@ def final_loss_vs_budget(results: Results) -> Figure | None:
         if not drawn:
             plot.discard(fig)
             return None
-        plot.arm_legend(fig, views.arms(results), markers=True)
+        handles = [plot.arm_handle(a) for a in arms]
+        if references:
+            baseline = arms[0]
+            where = " and ".join(plot.fmt_budget(n) for n in sorted(references))
+            handles += [plot.key_line(f"target: {baseline}'s loss at the reference budget", "--"),
+                        plot.key_line(f"reference budget: {where} tokens", ":")]
+        plot.legend(fig, handles)
         svg = plot.save(fig)
     return Figure("final_loss_vs_budget", "Final validation loss against token budget",
-                  "Final loss at each budget's chosen learning rate (chosen on the swept seeds), mean over "
-                  "seeds (the paper's Fig. 2 method). Dashed: the target, the baseline's loss at the "
-                  "reference budget (speedup.reference_budget); an arm's speed-up is read where its curve "
-                  "crosses it.", svg, sorted(set(runs)))
+                  "Final validation loss (the final evaluation, train.final_eval_tokens) at each budget's "
+                  "chosen learning rate (chosen on the swept seeds), mean over seeds (the paper's Fig. 2 "
+                  "method); a tick at every budget of the grid. Dashed: the target, the baseline's loss at "
+                  "the reference budget (dotted: speedup.reference_budget in tokens); an arm's speed-up is "
+                  "read where its curve crosses the target.", svg, sorted(set(runs)))
 
 
 def loss_curves(results: Results, cell: str) -> Figure | None:
     best = views.best_runs(results, cell)
     largest = views.budgets(results)[-1]
     with plot.panels(1, 1, width=5.5, height=3.4) as (fig, (ax,)):
-        runs, drawn = [], False
-        for arm in views.arms(results):
+        runs, drawn, thin = [], False, False
+        for arm in plot.drawing_order(views.arms(results)):
             seeds = sorted(s for (a, s) in best if a == arm)
             per = best[(arm, seeds[0])] if seeds else {}
+            style = {"color": plot.arm_color(arm), "zorder": plot.arm_zorder(arm)}
             for budget, r in sorted(per.items()):
                 if not r.curve:
                     continue
                 t, loss = zip(*shown_curve(results, r, list(per.values())), strict=True)
                 last = budget == max(per)
-                # The arm's marker ends its thick curve, as everywhere its points are marked.
-                ax.plot(t, loss, color=plot.arm_color(arm), lw=1.6 if last else 0.8,
-                        alpha=1.0 if last else 0.45, marker=plot.arm_marker(arm) if last else None,
-                        markevery=[len(t) - 1], ms=5,
+                # The arm's marker ends its thick curve, as everywhere its points are marked; a dot ends a
+                # thin one, so that a smaller budget evaluated once is still seen.
+                ax.plot(t, loss, lw=1.6 if last else 0.8, alpha=1.0 if last else 0.5,
+                        marker=plot.arm_marker(arm) if last else "o", markevery=[len(t) - 1],
+                        ms=5 if last else 2.5, **style,
                         label=arm + ("" if budget == largest else f" (to {budget:,})") if last else None)
+                thin = thin or not last
                 runs.append(r.name)
                 drawn = True
             for r in results.compared_runs(cell):
                 if r.spec.arm == arm and r.status == "diverged" and r.curve:
                     t, loss = zip(*shown_curve(results, r, list(per.values())), strict=True)
-                    ax.plot(t, loss, color=plot.arm_color(arm), lw=0.8, ls=":", marker="x",
-                            markevery=[len(t) - 1],
+                    ax.plot(t, loss, lw=0.8, ls=":", marker="x", markevery=[len(t) - 1], **style,
                             label=f"{arm} lr {r.spec.lr:g}, {r.spec.budget:,} (diverged)")
                     runs.append(r.name)
                     drawn = True
@@ -109,11 +123,17 @@ def loss_curves(results: Results, cell: str) -> Figure | None:
             return None
         plot.tokens_axis(ax)
         ax.set_xlabel("training tokens")
-        ax.set_ylabel("validation loss")
+        ax.set_ylabel("validation loss (eval windows)")
         ax.set_title(f"{cell}: validation loss, best learning rate per budget")
-        plot.legend(fig)
+        handles, labels = ax.get_legend_handles_labels()
+        order = [labels.index(a) for a in views.arms(results) if a in labels]  # arm order, as every legend
+        order += [i for i in range(len(labels)) if i not in order]
+        handles = [handles[i] for i in order]
+        if thin:
+            handles.append(plot.key_line("thin: a smaller budget", lw=0.8, alpha=0.5, marker="o", ms=2.5))
+        plot.legend(fig, handles)
         svg = plot.save(fig)
-    return Figure(f"loss_{cell}", f"Validation loss against tokens, {cell}", loss_caption(results),
+    return Figure(f"loss_{cell}", f"Validation loss against tokens, {cell}", loss_caption(results, cell),
                   svg, sorted(set(runs)))
 
 
@@ -132,18 +152,33 @@ def shown_curve(results: Results, record: RunRecord, drawn: list[RunRecord]) -> 
     return record.curve[on_trunk[-1] if on_trunk else 0:]
 
 
-def loss_caption(results: Results) -> str:
+def two_losses(results: Results, cell: str) -> str:
+    """Which validation loss a curve is and which the final one, in one sentence: they differ."""
+    train = results.params.train
+    context = results.cell_runs(cell)[0].spec.context
+    final = ("the whole validation split" if train.final_eval_tokens == "all"
+             else f"{int(train.final_eval_tokens):,} validation tokens")
+    return (f"A curve is the periodic evaluation, every {train.eval_every_tokens:,} tokens on the same "
+            f"{train.eval_windows} validation windows ({train.eval_windows * context:,} tokens, "
+            f"train.eval_windows); the final validation loss of the tables and the final-loss figure is "
+            f"the run's final evaluation on {final} (train.final_eval_tokens), so a curve's last point "
+            "differs from it by the windows' sampling noise.")
+
+
+def loss_caption(results: Results, cell: str) -> str:
     if not shares_trunks(results.schedule):
-        return ("Each budget is its own run with its own cosine schedule (thick: the largest budget; thin: "
-                "smaller budgets), at the learning rate that gave the lowest final loss for that budget, "
-                "smallest seed. Diverged runs dotted, ending in x.")
+        return ("Each budget is its own run with its own cosine schedule (thick, ending in the arm's marker: "
+                "the largest budget; thin, ending in a dot: smaller budgets), at the learning rate that "
+                "gave the lowest final loss for that budget, smallest seed; the baseline in black, on top. "
+                "Diverged runs dotted, ending in x. " + two_losses(results, cell))
     train = results.params.train
     return ("WSD: the budgets of an arm share one trunk, drawn once, as the start of its largest "
-            "budget's curve (thick); every smaller budget (thin) is drawn only from its branch point on, "
-            "where it leaves the trunk and cools down to 0 over the last "
+            "budget's curve (thick); every smaller budget (thin, ending in a dot) is drawn only from its "
+            "branch point on, where it leaves the trunk and cools down to 0 over the last "
             f"{cooldown_fraction(train):.0%} of its budget. Each budget at the learning rate that gave the "
             "lowest final loss for it, smallest seed; a budget whose best learning rate differs from the "
-            "larger budgets' leaves that rate's trunk, drawn whole. Diverged runs dotted, ending in x.")
+            "larger budgets' leaves that rate's trunk, drawn whole. The baseline in black, on top. Diverged "
+            "runs dotted, ending in x. " + two_losses(results, cell))
 
 
 def final_loss_table(results: Results) -> Table:

@@ -159,7 +159,7 @@ def figure(cell: str, reps: list[Representative]) -> Figure:
     with plot.panels(len(QUANTITIES), 4, width=3.0, height=2.5) as (fig, axes):
         for ax, quantity in zip(axes, QUANTITIES, strict=True):
             base_points = quantity.points(base)
-            for rep in reps:
+            for rep in sorted(reps, key=lambda rep: plot.is_baseline(rep.arm)):  # the baseline last, on top
                 points = quantity.points(rep.record)
                 if quantity.field == "loss":
                     points = {t: v - base_points[t] for t, v in points.items() if t in base_points}
@@ -167,12 +167,12 @@ def figure(cell: str, reps: list[Representative]) -> Figure:
                 if shown:
                     t, v = zip(*shown, strict=True)
                     ax.plot(t, v, color=plot.arm_color(rep.arm), marker=plot.arm_marker(rep.arm), ms=3,
-                            lw=1, label=rep.arm)
+                            lw=1, zorder=plot.arm_zorder(rep.arm), label=rep.arm)
             shown_base = sorted((t, v) for t, v in base_points.items() if math.isfinite(v))
             if quantity.field == "loss":
                 ax.axhspan(-LOSS_BAND, LOSS_BAND, color="0.85", lw=0)
                 ax.set_title("loss gap to the baseline")
-                ax.set_ylabel("Δ validation loss (nats)")
+                ax.set_ylabel("Δ val. loss, eval windows (nats)")
             else:
                 if shown_base:
                     t, v = zip(*shown_base, strict=True)
@@ -189,10 +189,12 @@ def figure(cell: str, reps: list[Representative]) -> Figure:
         plot.arm_legend(fig, [rep.arm for rep in reps], markers=True)
         svg = plot.save(fig)
     return Figure(f"rivals_{cell}", f"The rival accounts over training, {cell}",
-                  "Against tokens, each arm's best run at the largest budget: the validation loss minus the "
-                  "baseline's, the angular update rate of the effective matrices (mean over the attention "
-                  "and MLP kinds) and two headline κ over training. Grey: the band around the baseline "
-                  f"inside which an arm has not separated (±{LOSS_BAND:g} nats; a factor {RATIO_BAND:g}).",
+                  "Against tokens, each arm's best run at the largest budget: the validation loss of the "
+                  "periodic evaluation (train.eval_windows, the loss curves' loss, not the final one) "
+                  "minus the baseline's, the angular update rate of the effective matrices (mean over the "
+                  "attention and MLP kinds) and two headline κ over training. Grey: the band around the "
+                  f"baseline inside which an arm has not separated (±{LOSS_BAND:g} nats; a factor "
+                  f"{RATIO_BAND:g}). The baseline in black, on top.",
                   svg, [rep.record.name for rep in reps])
 
 

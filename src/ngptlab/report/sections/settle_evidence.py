@@ -31,19 +31,22 @@ SETTLE_METRICS = {"eff_attn_head_condition_median": "κ attention, median over h
 
 def settle_figure(results: Results, arm_rows: pd.DataFrame, metrics: dict[str, str]) -> Figure | None:
     """Speed-up against conditioning, one point per (cell, arm) in the arm's colour and marker: a row of
-    panels per cell, one panel per metric; the 2x2 arms outlined and labelled."""
+    panels per cell, one panel per metric; the 2x2 arms outlined and labelled, the labels moved apart."""
     if arm_rows.empty:
         return None
     cells = list(results.cells)
     runs: list[str] = []
     with plot.panels(len(cells) * len(metrics), len(metrics), width=4.4, height=3.4) as (fig, axes):
         drawn = False
+        labels: dict = {}  # axes -> its labels, moved apart once the figure is laid out
         panels = [(cell, metric, label) for cell in cells for metric, label in metrics.items()]
         for ax, (cell, metric, label) in zip(axes, panels, strict=True):
             ys: list[float] = []
-            for _, row in arm_rows[arm_rows["cell"] == cell].iterrows():
+            rows = {row["arm"]: row for _, row in arm_rows[arm_rows["cell"] == cell].iterrows()}
+            for arm in plot.drawing_order(rows):
+                row = rows[arm]
                 doc = results.speedups.get(cell)
-                entry = doc.arms.get(row["arm"]) if doc else None
+                entry = doc.arms.get(arm) if doc else None
                 if entry is None or entry.speedup.value is None:
                     continue
                 x = float(row.get(metric, math.nan))
@@ -51,54 +54,57 @@ def settle_figure(results: Results, arm_rows: pd.DataFrame, metrics: dict[str, s
                     continue
                 s = entry.speedup
                 y = s.value
-                in_2x2 = row["arm"] in views.DESIGN_2X2
-                color = plot.arm_color(row["arm"])
+                in_2x2 = arm in views.DESIGN_2X2
+                color, z = plot.arm_color(arm), plot.arm_zorder(arm, 3)
                 ys += [1.0, y, y * 1.5 if s.bound == ">" else y / 1.5 if s.bound else y]
                 if s.bound:
-                    # A bound is not a point: a hollow triangle with an arrow toward where the value lies.
-                    ax.scatter([x], [y], marker="^" if s.bound == ">" else "v", s=60 if in_2x2 else 30,
-                               facecolors="none", edgecolors=color, linewidths=1.2, zorder=3)
+                    # A bound is not a point: the arm's marker hollow, with an arrow toward where the value
+                    # lies (bounds of several arms often share a value: each keeps its own shape).
+                    ax.scatter([x], [y], marker=plot.arm_marker(arm), s=60 if in_2x2 else 30,
+                               facecolors="none", edgecolors=color, linewidths=1.2, zorder=z)
                     ax.annotate("", (x, y * (1.5 if s.bound == ">" else 1 / 1.5)), xytext=(x, y),
-                                arrowprops={"arrowstyle": "->", "color": color, "lw": 1.0})
+                                arrowprops={"arrowstyle": "->", "color": color, "lw": 1.0}, zorder=z)
                 else:
-                    ax.scatter([x], [y], marker=plot.arm_marker(row["arm"]), s=60 if in_2x2 else 25,
+                    ax.scatter([x], [y], marker=plot.arm_marker(arm), s=60 if in_2x2 else 25,
                                color=color, edgecolors="black" if in_2x2 else "none", linewidths=0.6,
-                               zorder=3)
+                               zorder=z)
                 if s.interval:
                     lo, hi = s.interval
                     ys += [lo, hi]
-                    ax.plot([x, x], [lo, hi], color=color, lw=1, zorder=2)
+                    ax.plot([x, x], [lo, hi], color=color, lw=1, zorder=z - 1)
                 if in_2x2:
-                    name = row["arm"] + (f" ({s.display})" if s.bound else "")
-                    # Each 2x2 arm its own label offset, so arms at the same point stay readable.
-                    dy = (4, -11, 15, -22)[views.DESIGN_2X2.index(row["arm"])]
-                    ax.annotate(name, (x, y), xytext=(5, dy), textcoords="offset points", fontsize=7)
+                    name = arm + (f" ({s.display})" if s.bound else "")
+                    labels.setdefault(ax, []).append(
+                        ax.annotate(name, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=7,
+                                    color=color if plot.is_baseline(arm) else "black", zorder=5))
                 runs += [b.run for p in entry.per_seed for b in p.best]
                 drawn = True
-            ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
+            ax.axhline(1.0, color=plot.KEY_COLOR, lw=0.8, ls="--", zorder=1)
             plot.log_axis(ax, "x")
             plot.log_axis(ax)
             if ys:  # room for intervals and bound arrows, which autoscaling ignores
                 ax.set_ylim(min(ys) / 1.3, max(ys) * 1.3)
-            ax.set_title(cell)
+            ax.set_title(f"{cell}\nspeed-up against {label}")
             ax.set_xlabel(label)
             ax.set_ylabel("speed-up over the baseline")
         if not drawn:
             plot.discard(fig)
             return None
         handles = [plot.arm_handle(a, line=False) for a in views.arms(results)]
-        handles += [plot.key_handle(m, t, hollow=True)
-                    for m, t in (("^", "lower bound (>): the speed-up is larger"),
-                                 ("v", "upper bound (<): the speed-up is smaller"))]
+        handles += [plot.key_handle("o", "hollow, with an arrow: a bound (> or <);\nthe speed-up lies where "
+                                    "the arrow points", hollow=True),
+                    plot.key_line("speed-up 1: the baseline's", "--")]
         plot.legend(fig, handles)
+        plot.dodge_labels(fig, list(labels.values()))
         svg = plot.save(fig)
     return Figure("settle", "Speed-up against conditioning, across arms and scales",
                   "One point per (cell, arm): the arm's speed-up over the baseline against the conditioning "
-                  "of its best runs at its largest budget. Outlined and labelled: the 2x2 arms (gpt, "
-                  "gpt-rownorm, gpt-orth, ngpt). Vertical lines: 95% t-intervals on ln S over seeds. Hollow "
-                  "triangles with arrows: bounds; the true speed-up lies in the arrow's direction. If "
-                  "conditioning drives the speed-up, the points fall from upper left (well conditioned, "
-                  "fast) to lower right.", svg, sorted(set(runs)))
+                  "of its best runs at its largest budget, one panel per measure of conditioning. Outlined "
+                  "and labelled: the 2x2 arms (gpt, gpt-rownorm, gpt-orth, ngpt); the baseline in black, on "
+                  "top. Vertical lines: 95% t-intervals on ln S over seeds. Hollow markers with arrows: "
+                  "bounds; the true speed-up lies in the arrow's direction. If conditioning drives the "
+                  "speed-up, the points fall from upper left (well conditioned, fast) to lower right.", svg,
+                  sorted(set(runs)))
 
 
 ANGULAR = "angular rate (rad/step)"

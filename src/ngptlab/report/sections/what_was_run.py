@@ -28,7 +28,7 @@ from ngptlab.report.kit import views
 from ngptlab.report.kit.crossarm import arm_design
 from ngptlab.report.kit.document import Bullets, Callout, Document, Heading, TableBlock, Text, run_names
 from ngptlab.report.kit.load import Results, RunRecord
-from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_sha, fmt_text
+from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_sha, fmt_text, seeds_text
 from ngptlab.schedule import calibration_budgets, cooldown_fraction, cooldown_shape, is_wsd
 from ngptlab.settings import Train
 
@@ -291,8 +291,8 @@ def _sweeps(doc: Document, results: Results) -> None:
     """The sweeps' table, for a grid that prunes or adds seeds; one sentence otherwise."""
     train = results.params.train
     if not grows(train):
-        doc.add(Text(f"Every arm ran its whole learning-rate sweep at every budget, with seeds "
-                     f"{', '.join(map(str, train.seeds))}."))
+        doc.add(Text(f"Every arm ran its whole learning-rate sweep at every budget, with "
+                     f"{seeds_text(train.seeds)}."))
         return
     doc.add(TableBlock(sweeps_table(results)))
 

@@ -114,7 +114,7 @@ def accuracy_vs_tokens(evaluations: dict[str, dict | None]) -> Figure | None:
     with plot.panels(len(panels), 3, width=3.6, height=2.8) as (fig, axes):
         arms = []
         for ax, (cell, task, doc) in zip(axes, panels, strict=True):
-            for arm in sorted({r["arm"] for r in doc["runs"]}):
+            for arm in plot.drawing_order(sorted({r["arm"] for r in doc["runs"]})):
                 per = {}
                 for r in doc["runs"]:
                     if r["arm"] == arm and task in r["results"]:
@@ -122,7 +122,7 @@ def accuracy_vs_tokens(evaluations: dict[str, dict | None]) -> Figure | None:
                         runs.append(r["run"])
                 b = sorted(per)
                 ax.plot(b, [float(np.mean(per[x])) for x in b], marker=plot.arm_marker(arm),
-                        color=plot.arm_color(arm), lw=1, ms=4, label=arm)
+                        color=plot.arm_color(arm), zorder=plot.arm_zorder(arm), lw=1, ms=4, label=arm)
                 arms.append(arm)
             plot.budget_axis(ax, sorted({r["budget"] for r in doc["runs"]}))
             ax.set_title(f"{cell}: {task}")
