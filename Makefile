@@ -24,7 +24,7 @@ SNAKEMAKE_FILTER ?= $(BIN)/python workflow/scripts/progress_filter.py
 # on a machine set up that way; errors, a failed resolve among them, still show. PIP_QUIET=-q shows warnings.
 PIP_QUIET ?= -qq
 
-.PHONY: all pipeline test lint lock preset docs clean-results
+.PHONY: all pipeline test lint lock preset docs docs-pictures clean-results
 
 all: pipeline
 
@@ -77,5 +77,9 @@ preset: $(INSTALLED)
 
 # The researcher's guide (mkdocs.yml, docs/): strict, so a broken link or a page missing from the nav fails;
 # the reference pages are generated from the code as it builds (docs/hooks.py).
+# The guide's pictures of the report (docs/images/), from the report `make` rendered: after a change to it.
+docs-pictures: $(INSTALLED)
+	$(BIN)/python workflow/scripts/docs_pictures.py reports docs/images
+
 docs: $(INSTALLED)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

@@ -132,15 +132,17 @@ def peak_targets(results: Results, record: RunRecord) -> dict[str, float]:
 
 
 def target_curve(results: Results, record: RunRecord, peak: float, tokens: list[float]) -> list[float]:
-    """The target angle the run's rotational step turned by, as its metrics rows average the realised one:
-    at each row, the peak times the schedule's factor, averaged over the steps since the row before."""
+    """The target angle the run's rotational step turned by, averaged as its metrics rows average the
+    realised one: at each row, the peak times the schedule's factor, over the steps since the row before
+    that measured their angle (train.step_angle_every; observe/step_angle.py)."""
     train, spec = results.params.train, record.spec
     schedule, batch = schedules.for_run(train, spec), tokens_per_step(train, spec.context)
+    every = max(train.step_angle_every, 1)
     out, previous = [], 0
     for t in tokens:
         step = round(t / batch)
-        steps = range(previous, max(step, previous + 1))
-        out.append(peak * statistics.fmean(schedule.factor(s) for s in steps))
+        measured = [s for s in range(previous, step) if (s + 1) % every == 0] or [max(step - 1, 0)]
+        out.append(peak * statistics.fmean(schedule.factor(s) for s in measured))
         previous = step
     return out
 
