@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 # the figures the guide shows, by stem without their cell
-FIGURES = ("final_loss_vs_budget", "loss", "settle", "rivals", "angles", "references", "layers34")
+FIGURES = ("final_loss_vs_budget", "loss", "references", "rivals", "settle", "angles")
 CHROMIUM = Path("/usr/bin/chromium")
 # Flags for a machine without network (each background service would try to connect), as the browser test
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

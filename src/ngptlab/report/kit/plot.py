@@ -35,7 +35,7 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
-from ngptlab.report.kit.table import fmt_num, fmt_short  # noqa: E402
+from ngptlab.report.kit.table import fmt_budget, fmt_num, fmt_short  # noqa: E402
 
 RC = {
     "svg.hashsalt": "ngptlab-report",
@@ -183,16 +183,6 @@ def legend(fig: MplFigure, handles: list | None = None, labels: list[str] | None
         fig.legend(handles=handles, loc="outside right center")
     else:
         fig.legend(handles, labels, loc="outside right center")
-
-
-def fmt_budget(x: float) -> str:
-    """A token budget as the grid names it: exact, never rounded (2048, not 2.05k), in k/M/B only where that
-    is exact to two decimals (16k for 16,000, 1.25B), digits grouped from 100,000 on (2,097,152)."""
-    n = round(x)
-    for unit, size in (("B", 10**9), ("M", 10**6), ("k", 10**3)):
-        if n >= size and (100 * n) % size == 0:
-            return f"{n / size:g}{unit}"
-    return f"{n:,}" if n >= 100_000 else str(n)
 
 
 def budget_axis(ax: Axes, budgets: list[int], which: str = "x") -> None:

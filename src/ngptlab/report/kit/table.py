@@ -64,6 +64,16 @@ def seeds_text(seeds: list[int] | tuple[int, ...]) -> str:
     return "seeds " + ", ".join(map(str, seeds[:-1])) + f" and {seeds[-1]}"
 
 
+def fmt_budget(x: float) -> str:
+    """A token budget as the grid names it: exact, never rounded (2048, not 2.05k), in k/M/B only where that
+    is exact to two decimals (16k for 16,000, 1.25B), digits grouped from 100,000 on (2,097,152)."""
+    n = round(x)
+    for unit, size in (("B", 10**9), ("M", 10**6), ("k", 10**3)):
+        if n >= size and (100 * n) % size == 0:
+            return f"{n / size:g}{unit}"
+    return f"{n:,}" if n >= 100_000 else str(n)
+
+
 def fmt_short(x: float) -> str:
     """Token counts for axes and prose: 16.4k, 262k, 1.5B."""
     for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):

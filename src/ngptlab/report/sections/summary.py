@@ -13,7 +13,7 @@ from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Callout, Document, Text, run_names
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import resolved
-from ngptlab.report.kit.table import Table, fmt_short
+from ngptlab.report.kit.table import Table, fmt_budget
 
 
 def section(doc: Document, results: Results, long: Table, comparisons: Table) -> None:
@@ -25,7 +25,7 @@ def section(doc: Document, results: Results, long: Table, comparisons: Table) ->
         f"This report covers the {len(results.runs)} runs of the grid in `{shown_path(results)}`: "
         f"scale{'s' if len(train.scales) > 1 else ''} {', '.join(train.scales)}, "
         f"contexts {', '.join(f'{c:,}' for c in train.contexts)}, "
-        f"{len(train.arms)} arms, token budgets up to {largest:,} ({fmt_short(largest)}), "
+        f"{len(train.arms)} arms, token budgets up to {fmt_budget(largest)}, "
         f"{len(train.seeds)} seed{'s' if len(train.seeds) > 1 else ''}, trained on `{results.source}`. "
         f"{counts['completed']} completed, {counts['diverged']} diverged, {counts['missing']} missing."))
     ref = paper_numbers()
