@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ngptlab.results import RunResult
 from ngptlab.speedup.equivalence import NOT_RESOLVED, interval_claim
@@ -91,6 +91,18 @@ def _geometric_mean(values: Iterable[float | None]) -> float | None:
     return math.exp(statistics.fmean(math.log(v) for v in found))
 
 
+def estimate_runs(results: Iterable[RunResult], estimate: Mapping) -> Callable[[str], dict[int, RunResult]]:
+    """arm -> {seed: the run entering that seed's estimate at the arm's largest budget} (the chosen-lr run:
+    estimator per_seed `best`), over the estimate seeds."""
+    by_name = {r.spec.name: r for r in results}
+    seeds = set(estimate["lr_policy"]["estimate_seeds"])
+
+    def runs(arm: str) -> dict[int, RunResult]:
+        return {p["seed"]: by_name[max(p["best"], key=lambda b: b["budget"])["run"]]
+                for p in estimate["arms"][arm]["per_seed"] if p["seed"] in seeds and p["best"]}
+    return runs
+
+
 def log_difference(values: Sequence[float], margin: float, level: float) -> dict:
     """{log_difference {mean, interval, method, level}, ratio, interval (ratio scale), n_seeds, verdict,
     confounded} of per-seed d_s, by the module docstring's rule."""
@@ -110,13 +122,11 @@ def rivals(results: Iterable[RunResult], estimate: Mapping, primary: str, margin
     """{arms {arm: {angular_rate, kappa {EMBED_KEY, HEADS}, n_seeds}}, primary {effect, log_difference,
     ratio, interval, n_seeds, verdict, confounded, note}, contrasts [{a, b, ... as primary}], rule, note}
     from the cell's runs and its estimate_cell document (module docstring)."""
-    by_name = {r.spec.name: r for r in results}
-    seeds = set(estimate["lr_policy"]["estimate_seeds"])
+    runs_of = estimate_runs(results, estimate)
     rate: dict[str, dict[int, float]] = {}
     arms = {}
-    for arm, entry in estimate["arms"].items():
-        runs = {p["seed"]: by_name[max(p["best"], key=lambda b: b["budget"])["run"]]
-                for p in entry["per_seed"] if p["seed"] in seeds and p["best"]}
+    for arm in estimate["arms"]:
+        runs = runs_of(arm)
         rate[arm] = {s: v for s, r in runs.items() if (v := angular_rate(r)) is not None}
         kappas = [kappa(r) for r in runs.values()]
         arms[arm] = {"angular_rate": _geometric_mean(rate[arm].values()),

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from ngptlab.models.matched_angle import ARCHITECTURE, TURNS_LIKE
 from ngptlab.results import RunResult
 from ngptlab.speedup.equivalence import NOT_RESOLVED
-from ngptlab.speedup.rivals import HEADS, kappa
+from ngptlab.speedup.rivals import HEADS, estimate_runs, kappa
 from ngptlab.stats import LEVEL, mean_sd_interval
 
 METHOD = "paired t on ln kappa (layer 3-4 Q and K heads) over seeds"
@@ -88,14 +88,10 @@ def separation(results: Iterable[RunResult], estimate: Mapping, level: float = L
     angle_arms = [arm for arm in TURNS_LIKE if arm in estimate["arms"]]
     if not angle_arms or not {"gpt", "ngpt"} <= set(estimate["arms"]):
         return None
-    by_name = {r.spec.name: r for r in results}
-    seeds = set(estimate["lr_policy"]["estimate_seeds"])
-    log_kappa: dict[str, dict[int, float]] = {}
-    for arm in ("gpt", "ngpt", *angle_arms):
-        runs = {p["seed"]: by_name[max(p["best"], key=lambda b: b["budget"])["run"]]
-                for p in estimate["arms"][arm]["per_seed"] if p["seed"] in seeds and p["best"]}
-        log_kappa[arm] = {s: math.log(v) for s, r in runs.items()
-                          if (v := kappa(r)[HEADS]) is not None and 0 < v < math.inf}
+    runs_of = estimate_runs(results, estimate)
+    log_kappa = {arm: {s: math.log(v) for s, r in runs_of(arm).items()
+                       if (v := kappa(r)[HEADS]) is not None and 0 < v < math.inf}
+                 for arm in ("gpt", "ngpt", *angle_arms)}
     arms = {arm: arm_separation(log_kappa, arm, level) for arm in angle_arms}
     verdicts = {entry["verdict"] for entry in arms.values()}
     verdict = CANNOT if DRIFTED in verdicts else SEPARATES if verdicts == {KEEPS} else NOT_RESOLVED
