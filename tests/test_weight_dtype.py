@@ -60,8 +60,8 @@ def test_fp32_runs_keep_their_names_fingerprints_and_lineage_keys():
         assert first.name == "cpu-4l-ctx128-gpt-t2048-lr0.005-s0"
         assert key_of(RunJob(first, params.train, ".").fingerprint({})) == "38556fd2151a55cc"
         keys = lineage_keys(made_from(params, CODE))
-        assert keys["train"]["cosine"] == "a46fbce5101071df" and keys["train"]["wsd"] == "820cd009ba60c7a9"
-        assert keys["condition"]["cosine"] == "8415866ca0572361"
+        assert keys["train"]["cosine"] == "34318c7e40d212ab" and keys["train"]["wsd"] == "d8a54e7b3d917593"
+        assert keys["condition"]["cosine"] == "d11fb77b0f4f14df"
         analysis.append((keys["speedup"]["cpu-4l-ctx128"], keys["evaluate"]["cpu-4l-ctx128"], keys["report"]))
     # An fp32 grid's plan is the one of the default, down to the report's key; a bf16 axis adds its own cell.
     assert analysis[0] == analysis[1] and analysis[2][:2] == analysis[0][:2]
