@@ -20,12 +20,12 @@ import pytest
 from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.cli import VERBS, build_parser, main
 from ngptlab.config.load import load_params
-from ngptlab.config.roles import roles
 from ngptlab.docs_reference import cli_parsers, cli_reference, params_reference
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs, find_run
 from ngptlab.grid.runs import parse_run_name
 from ngptlab.models.registry import ARMS
+from ngptlab.settings.roles import roles
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"

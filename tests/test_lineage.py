@@ -1,6 +1,6 @@
 """Lineage keys (ngptlab/plan/lineage.py): a key changes exactly when what its job is made from changes, and
 a change upstream reaches every key after it. What a params key shapes is its schema entry's class
-(config/roles.py): every key of the schema is walked here."""
+(settings/roles.py): every key of the schema is walked here."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import copy
 import pytest
 from support.workflow import default_params
 
-from ngptlab.config.roles import GRID, roles, value_at
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.plan.grid import cell_key, lineage_keys
 from ngptlab.plan.lineage import PER_SCHEDULE, STAGES, made_from
 from ngptlab.settings import Params, filled
+from ngptlab.settings.roles import GRID, roles, value_at
 
 CODE = {stage: f"{stage}-code" for stage in STAGES}
 # What a stage's key reaches: the stages whose keys hold it. The trunk's only where the grid trains WSD runs.

@@ -1,5 +1,5 @@
 """The documentation's reference pages, generated so that nothing in them is written twice: the params keys
-from config/schema.yaml (each key's description, default and role, as config/roles.py classifies it) and
+from config/schema.yaml (each key's description, default and role, as settings/roles.py classifies it) and
 the command line from the argparse parsers of every verb (cli.build_parser, each verb's `configure`).
 
 docs/hooks.py hands both pages to MkDocs at build time (`make docs`, `mkdocs build`); tests/test_docs.py
@@ -14,8 +14,8 @@ import json
 import os
 from collections.abc import Iterator
 
-from ngptlab.config.roles import EXECUTION, GRID, Role, roles
 from ngptlab.settings import load_schema, resolved_node
+from ngptlab.settings.roles import EXECUTION, GRID, Role, roles
 
 HELP_COLUMNS = "100"  # argparse wraps its help to $COLUMNS: a fixed width, so the page is the same everywhere
 

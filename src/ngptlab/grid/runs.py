@@ -11,9 +11,9 @@ from typing import Any
 
 from ngptlab import schedule as schedules
 from ngptlab import weight_dtype as weight_dtypes
-from ngptlab.config.roles import arms_with_own_settings
 from ngptlab.errors import ParamsError
 from ngptlab.settings import allowed_arms
+from ngptlab.settings.roles import arms_with_own_settings
 
 
 def format_lr(lr: float) -> str:

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import yaml
 
-from ngptlab.config.roles import STAGES
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
 from ngptlab.layout import REPO_ROOT
+from ngptlab.settings.roles import STAGES
 
 PACKAGE = "ngptlab"
 PACKAGE_DIR = "src/ngptlab"  # under the project root

@@ -30,10 +30,10 @@ from dataclasses import asdict
 
 from ngptlab import schedule as schedules
 from ngptlab import weight_dtype as weight_dtypes
-from ngptlab.config.roles import GRID, STAGES, arms_with_own_settings, shaping
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import lineage_group
 from ngptlab.settings import Params
+from ngptlab.settings.roles import GRID, STAGES, arms_with_own_settings, shaping
 from ngptlab.weight_dtype import FP32
 
 PER_SCHEDULE = ("trunk", "train", "condition")  # a key per lineage group (RunSpec's and TrunkSpec's)
@@ -51,7 +51,7 @@ def made_from(params: Params, code: dict[str, str]) -> dict:
     """What each stage's results are made from: {stage: inputs}; per lineage group for trunk (wsd, and an arm
     of its own: wsd-gpt-angle), train and condition (cosine, wsd, with bf16 runs cosine-bf16, wsd-bf16, and
     an arm of its own: cosine-gpt-angle, ...), per cell (by name) for speedup and evaluate.
-    A stage's settings are the keys the schema says shape it (config/roles.py), defaults filled in.
+    A stage's settings are the keys the schema says shape it (settings/roles.py), defaults filled in.
     `code` maps each stage to the fingerprint of its code (ngptlab.plan.closure)."""
     full = asdict(params)  # every key, defaults filled in
     prepare = {"prepare": shaping(full, "prepare"), "code": code["prepare"]}

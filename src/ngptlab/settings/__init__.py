@@ -3,6 +3,7 @@ package):
 
   schema.py   the schema (config/schema.yaml) read once: its nodes, defaults and arm names
   typed.py    the typed, frozen settings built from a validated params mapping, defaults filled in
+  roles.py    what each key does to the results, as its schema entry classes it (the lineage keys' inputs)
 """
 
 from ngptlab.settings.schema import allowed_arms, default, load_schema, resolved_node

@@ -12,7 +12,7 @@ equivalence.py  the verdict of an interval against the margin (two one-sided tes
 factorial.py    the 2x2 read as a factorial: conditioning, norm and interaction effects
 reading.py      what the pre-specified primary effect says of the conditioning account
 rivals.py       the effective learning rate beside the speed-up: does it confound the reading
-separation.py   whether the angle square can separate the accounts: the angle arms' kappa against gpt's, ngpt's
+separation.py   whether the angle square can separate the accounts: the angle arms' kappa against both
 multiplicity.py Holm's adjustment
 loss_law.py     the fitted law a target is interpolated along
 crossing.py     where a loss curve crosses a target (tokens to target), and the loss at given tokens

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ngptlab.settings import load_schema, resolved_node
+from ngptlab.settings.schema import load_schema, resolved_node
 
 STAGES = ("prepare", "trunk", "train", "condition", "speedup", "evaluate", "report")
 GRID = "grid"
