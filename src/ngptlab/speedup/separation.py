@@ -98,6 +98,15 @@ def separation(results: Iterable[RunResult], estimate: Mapping, level: float = L
     return {"arms": arms, "verdict": verdict, "rule": rule(level)}
 
 
+def position_text(position: Mapping) -> str | None:
+    """An arm's position: "-0.52 [-0.8, -0.24]", "-0.52 (one seed: no interval)"; None without kappa."""
+    if position["mean"] is None:
+        return None
+    interval = position["interval"]
+    bracket = "(one seed: no interval)" if interval is None else f"[{interval[0]:+.3g}, {interval[1]:+.3g}]"
+    return f"{position['mean']:+.3g} {bracket}"
+
+
 def clause(found: Mapping | None) -> str | None:
     """The reading's words for it, each arm's verdict with the interval it rests on, e.g. "the angle square
     cannot separate the accounts: gpt-angle drifted to the other architecture's conditioning (kappa x0.41 of
@@ -111,11 +120,9 @@ def clause(found: Mapping | None) -> str | None:
         if p["mean"] is None:
             parts.append(f"{arm}: no kappa of the heads in its runs")
             continue
-        bracket = "no interval" if p["interval"] is None else \
-            f"[{p['interval'][0]:+.3g}, {p['interval'][1]:+.3g}]"
         ratio, seeds = e["kappa_ratio"], f"{p['n_seeds']} seed{'s' if p['n_seeds'] != 1 else ''}"
         parts.append(f"{arm} {e['verdict']} (kappa x{ratio['to_own']:.3g} of {e['own']}'s, "
-                     f"x{ratio['to_other']:.3g} of {e['other']}'s; position {p['mean']:+.3g} {bracket} ln, "
+                     f"x{ratio['to_other']:.3g} of {e['other']}'s; position {position_text(p)} ln, "
                      f"{p['level']:.0%} {p['method']}, {seeds})")
     lead = ("the angle square " + found["verdict"] if found["verdict"] != NOT_RESOLVED
             else "not resolved whether the angle square separates the accounts")

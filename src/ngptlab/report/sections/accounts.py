@@ -26,6 +26,7 @@ from ngptlab.report.kit.table import Table, fmt_num, fmt_text
 from ngptlab.speedup.equivalence import claim_words
 from ngptlab.speedup.factorial import ANGLE, CONDITIONING
 from ngptlab.speedup.reading import short
+from ngptlab.speedup.separation import position_text
 from ngptlab.train import angle_targets
 
 SQUARES = (("conditioning square", "factorial", CONDITIONING), ("angle square", "angle_factorial", ANGLE))
@@ -156,9 +157,10 @@ def angle_figure(results: Results, cell: str) -> Figure | None:
         return None
     logged = {k for rep in reps for _, angles in rep.record.observed["step_angle"] for k in angles}
     kinds = [k for k in MATRIX_KINDS if k in logged]
+    by_arm = {rep.arm: rep for rep in reps}
+    peaks = {rep.arm: peak_targets(results, rep.record) for rep in reps if rep.arm in TURNS_LIKE}
     with plot.panels(len(kinds), 3, width=3.6, height=2.5) as (fig, axes):
         for ax, kind in zip(axes, kinds, strict=True):
-            by_arm = {rep.arm: rep for rep in reps}
             for rep in (by_arm[arm] for arm in plot.drawing_order(by_arm)):
                 shown = [(t, a[kind]) for t, a in rep.record.observed["step_angle"] if a.get(kind, 0) > 0]
                 if not shown:
@@ -166,7 +168,7 @@ def angle_figure(results: Results, cell: str) -> Figure | None:
                 tokens, angles = zip(*shown, strict=True)
                 ax.plot(tokens, angles, color=plot.arm_color(rep.arm), marker=plot.arm_marker(rep.arm),
                         ms=3, lw=1, zorder=plot.arm_zorder(rep.arm))
-                peak = peak_targets(results, rep.record).get(kind) if rep.arm in TURNS_LIKE else None
+                peak = peaks.get(rep.arm, {}).get(kind)
                 if peak is not None:
                     ax.plot(tokens, target_curve(results, rep.record, peak, list(tokens)),
                             color=plot.arm_color(rep.arm), ls="--", lw=1)
@@ -208,11 +210,9 @@ def separation_table(results: Results) -> Table:
     for cell, doc in results.speedups.items():
         found = doc.separation if doc else None
         for arm, e in (found or {}).get("arms", {}).items():
-            p = e["position"]
-            position = None if p["mean"] is None else f"{p['mean']:+.3g}" + (
-                f" [{p['interval'][0]:+.3g}, {p['interval'][1]:+.3g}]" if p["interval"] else " (one seed)")
             t.add({"cell": cell, "arm": arm, "own": e["own"], "to_own": e["kappa_ratio"]["to_own"],
-                   "to_other": e["kappa_ratio"]["to_other"], "position": position, "verdict": e["verdict"],
+                   "to_other": e["kappa_ratio"]["to_other"], "position": position_text(e["position"]),
+                   "verdict": e["verdict"],
                    "square": found["verdict"]},
                   arm_runs(doc, arm) + arm_runs(doc, e["own"]) + arm_runs(doc, e["other"]))
     return t
