@@ -15,7 +15,9 @@ from ngptlab.config.load import validate_params
 from ngptlab.errors import ParamsError
 from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
-from ngptlab.models import Scale, build, rotational
+from ngptlab.models import rotational
+from ngptlab.models.registry import build
+from ngptlab.models.scales import Scale
 from ngptlab.observe.step_angle import StepAngles
 from ngptlab.train import angle_targets
 

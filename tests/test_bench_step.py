@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from ngptlab.bench.before import as_before
-from ngptlab.models import Scale, build
+from ngptlab.models.registry import build
+from ngptlab.models.scales import Scale
 
 SHAPE = Scale(n_layer=2, d_model=32, n_head=2)
 

@@ -13,7 +13,7 @@ from safetensors.torch import save_file
 
 from ngptlab.checkpoint import load_model, read_config, save_model, sha256_file
 from ngptlab.errors import CheckpointError
-from ngptlab.models import build
+from ngptlab.models.registry import build
 
 torch.set_num_threads(1)
 VOCAB, CONTEXT = 96, 16

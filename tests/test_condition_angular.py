@@ -25,7 +25,8 @@ from ngptlab.checkpoint import load_model
 from ngptlab.condition.run import condition_run
 from ngptlab.grid.enumeration import enumerate_runs, find_run
 from ngptlab.grid.trunks import enumerate_segments
-from ngptlab.models import Scale, build, build_seeded
+from ngptlab.models.registry import build, build_seeded
+from ngptlab.models.scales import Scale
 from ngptlab.observe.angular import AngularRate, IntervalStart, kind_means, turn
 from ngptlab.observe.effective import effective_matrices
 from ngptlab.observe.observer import KAPPA_KEYS, Observer, restart_points
@@ -34,6 +35,7 @@ from ngptlab.plan.lineage import STAGES, made_from
 from ngptlab.settings import Params
 from ngptlab.tensorboard_view import scalars
 from ngptlab.train import loop
+from ngptlab.train.identity import mismatch
 from ngptlab.train.jobs import make_job
 from ngptlab.train.loop import train_run
 
@@ -283,9 +285,9 @@ def test_wsd_jobs_stopped_between_evaluation_points_measure_what_jobs_that_ran_t
         {5: 5, 10: 2, 15: 5, 20: 4}
 
 
-def test_condition_every_evals_shapes_the_metrics_rows_not_the_weights():
-    """Which rows carry kappa is part of the train stage's results (its lineage key), but not of a run's
-    trajectory: its fingerprint, the identity of its weights, stays."""
+def test_condition_every_evals_shapes_the_metrics_rows_and_so_the_runs_identity():
+    """Which rows carry kappa is part of the train stage's results (its lineage key), and so of a run's
+    identity (train/identity.py): outputs or a checkpoint of the other setting are not this run's."""
     params = make_params()
     edited = make_params(condition_every_evals=5)
     code = {stage: f"{stage}-code" for stage in STAGES}
@@ -293,8 +295,9 @@ def test_condition_every_evals_shapes_the_metrics_rows_not_the_weights():
     assert before["train"] != after["train"] and before["prepare"] == after["prepare"]
     data = {"train_sha256": "t", "val_sha256": "v"}
     spec = find_run(Params.of(params), run_name())
-    assert make_job(spec, Params.of(params).train, ".").fingerprint(data) == \
-        make_job(spec, Params.of(edited).train, ".").fingerprint(data)
+    identities = [make_job(spec, Params.of(p).train, ".", Params.of(p)).identity(data)
+                  for p in (params, edited)]
+    assert "train.condition_every_evals" in mismatch(*identities)
 
 
 def test_the_step_angle_of_a_one_step_interval_is_its_angular_rate_where_the_raw_matrix_is_the_map(tmp_path):

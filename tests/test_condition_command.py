@@ -20,7 +20,7 @@ from ngptlab.errors import ResultsError
 from ngptlab.grid.enumeration import find_run
 from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
-from ngptlab.models import build
+from ngptlab.models.registry import build
 from ngptlab.results import read_spectra, train_dir, write_spectra
 
 torch.set_num_threads(1)

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from ngptlab.models import build
-from ngptlab.models.registry import ARMS
+from ngptlab.models.registry import ARMS, build
 from ngptlab.observe.effective import effective_matrices
 
 VOCAB = 96

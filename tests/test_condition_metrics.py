@@ -9,6 +9,13 @@ import pytest
 import scipy.linalg
 import torch
 
+from ngptlab.condition.metrics import (
+    anisotropy,
+    cosine_distribution,
+    norm_distribution,
+    pairwise_cosines,
+    renormalize,
+)
 from ngptlab.observe import metrics
 from ngptlab.results import json_ready, read_float
 
@@ -90,14 +97,14 @@ def test_renormalize_leaves_normalized_matrix_unchanged():
     w = torch.randn(10, 6, generator=g, dtype=torch.float64)
     rows = w / w.norm(dim=1, keepdim=True)
     cols = w / w.norm(dim=0, keepdim=True)
-    torch.testing.assert_close(metrics.renormalize(rows, 1), rows, rtol=0, atol=1e-15)
-    torch.testing.assert_close(metrics.renormalize(cols, 0), cols, rtol=0, atol=1e-15)
+    torch.testing.assert_close(renormalize(rows, 1), rows, rtol=0, atol=1e-15)
+    torch.testing.assert_close(renormalize(cols, 0), cols, rtol=0, atol=1e-15)
     # and normalizes what is not: unit rows (norm_dim 1) or unit columns (norm_dim 0)
-    torch.testing.assert_close(metrics.renormalize(w, 1).norm(dim=1), torch.ones(10, dtype=torch.float64))
-    torch.testing.assert_close(metrics.renormalize(w, 0).norm(dim=0), torch.ones(6, dtype=torch.float64))
+    torch.testing.assert_close(renormalize(w, 1).norm(dim=1), torch.ones(10, dtype=torch.float64))
+    torch.testing.assert_close(renormalize(w, 0).norm(dim=0), torch.ones(6, dtype=torch.float64))
     # a zero vector stays zero instead of becoming nan
     w[3] = 0
-    out = metrics.renormalize(w, 1)
+    out = renormalize(w, 1)
     assert torch.isfinite(out).all() and out[3].abs().sum() == 0
 
 
@@ -107,7 +114,7 @@ def test_renormalization_lowers_condition_of_badly_scaled_rows():
     scaled = torch.diag(torch.tensor([1.0, 10.0, 100.0, 1000.0], dtype=torch.float64)) @ w
     kappa = lambda m: metrics.condition_number(metrics.singular_values(m), TOL)  # noqa: E731
     assert kappa(scaled) == pytest.approx(1000.0)
-    assert kappa(metrics.renormalize(scaled, 1)) == pytest.approx(1.0)
+    assert kappa(renormalize(scaled, 1)) == pytest.approx(1.0)
 
 
 def test_covariance_eigenvalues_planted():
@@ -130,18 +137,18 @@ def test_covariance_eigenvalues_planted():
 
 
 def test_anisotropy():
-    assert metrics.anisotropy(torch.ones(50, 4), 20, seed=0) == pytest.approx(1.0)
-    assert metrics.anisotropy(torch.eye(30), 30, seed=0) == pytest.approx(0.0)
+    assert anisotropy(torch.ones(50, 4), 20, seed=0) == pytest.approx(1.0)
+    assert anisotropy(torch.eye(30), 30, seed=0) == pytest.approx(0.0)
     g = torch.Generator().manual_seed(5)
     e = torch.randn(40, 8, generator=g, dtype=torch.float64) + 0.5
     # with the sample covering every row, it is the brute-force mean over ordered pairs i != j
     unit = e / e.norm(dim=1, keepdim=True)
     cos = (unit @ unit.T).numpy()
     brute = (cos.sum() - np.trace(cos)) / (40 * 39)
-    assert metrics.anisotropy(e, 1000, seed=0) == pytest.approx(brute, rel=1e-12)
+    assert anisotropy(e, 1000, seed=0) == pytest.approx(brute, rel=1e-12)
     # a sample is a fixed function of the seed
-    assert metrics.anisotropy(e, 10, seed=3) == metrics.anisotropy(e, 10, seed=3)
-    assert metrics.anisotropy(e, 10, seed=3) != metrics.anisotropy(e, 10, seed=4)
+    assert anisotropy(e, 10, seed=3) == anisotropy(e, 10, seed=3)
+    assert anisotropy(e, 10, seed=3) != anisotropy(e, 10, seed=4)
 
 
 def test_head_blocks_and_norm_distribution():
@@ -151,7 +158,7 @@ def test_head_blocks_and_norm_distribution():
     torch.testing.assert_close(blocks[1], w[2:4])
     with pytest.raises(ValueError, match="cannot be split into 4 heads"):
         metrics.head_blocks(w, 4)
-    dist = metrics.norm_distribution(np.array([1.0, 2.0, 3.0, 4.0]))
+    dist = norm_distribution(np.array([1.0, 2.0, 3.0, 4.0]))
     assert dist["mean"] == 2.5 and dist["quantiles"]["0.5"] == 2.5 and dist["quantiles"]["1"] == 4.0
     assert dist["cv"] == pytest.approx(np.std([1, 2, 3, 4]) / 2.5)
     assert sum(dist["histogram"]["counts"]) == 4
@@ -160,20 +167,20 @@ def test_head_blocks_and_norm_distribution():
 def test_pairwise_cosine_distribution_is_the_dot_product_panel():
     g = torch.Generator().manual_seed(5)
     e = torch.randn(40, 8, generator=g, dtype=torch.float64) + 0.5
-    cosines = metrics.pairwise_cosines(e, 1000, seed=0)
+    cosines = pairwise_cosines(e, 1000, seed=0)
     unit = (e / e.norm(dim=1, keepdim=True)).numpy()
     brute = [float(unit[i] @ unit[j]) for i in range(40) for j in range(i + 1, 40)]
     np.testing.assert_allclose(cosines, brute, rtol=0, atol=1e-14)
-    dist = metrics.cosine_distribution(cosines)
+    dist = cosine_distribution(cosines)
     assert dist["count"] == 40 * 39 // 2 and sum(dist["histogram"]["counts"]) == dist["count"]
     assert dist["histogram"]["edges"][0] == -1.0 and dist["histogram"]["edges"][-1] == 1.0
-    assert dist["mean"] == pytest.approx(metrics.anisotropy(e, 1000, seed=0), rel=1e-14)
+    assert dist["mean"] == pytest.approx(anisotropy(e, 1000, seed=0), rel=1e-14)
 
 
 def test_per_head_spectra_of_a_planted_multi_head_matrix_match_numpy():
     """Figs. 11-12 are per-head spectra: every head's singular values, its kappa and the median over heads."""
     from ngptlab.condition.analyse import analyse_matrices
-    from ngptlab.models import MatrixInfo
+    from ngptlab.models.layers import MatrixInfo
     from ngptlab.observe.kappa import Settings
 
     head_kappas = [3.0, 30.0, 300.0, 3000.0]  # head h: singular values from 1 down to 1 / kappa_h

@@ -47,7 +47,7 @@ from ngptlab.evaluate.tasks import (
 )
 from ngptlab.jobclock import EXIT_RESUMABLE, STARTED_ENV
 from ngptlab.layout import REPO_ROOT
-from ngptlab.models import build_seeded
+from ngptlab.models.registry import build_seeded
 from ngptlab.models.scales import shape_from_dict
 from ngptlab.prepare.tokenizer import EOT_TOKEN as GPT2_EOT
 from ngptlab.prepare.tokenizer import VOCAB_SIZE as GPT2_VOCAB

@@ -28,13 +28,14 @@ from ngptlab.checkpoint import load_model
 from ngptlab.config.load import validate_params
 from ngptlab.errors import CheckpointError, DataError, ParamsError
 from ngptlab.grid.enumeration import find_run
-from ngptlab.models import build_seeded
+from ngptlab.grid.trunks import TrunkSpec
+from ngptlab.models.registry import build_seeded
 from ngptlab.settings import Params, of_section
 from ngptlab.train.data import FINAL_EVAL_CAP_TOKENS, eval_offsets, final_eval_offsets, gather
 from ngptlab.train.dist import Topology
 from ngptlab.train.evaluation import HEAD_ROWS, Evaluator, mean_and_se
+from ngptlab.train.identity import SETTINGS, full_params, trunk_identity
 from ngptlab.train.loop import train_run
-from ngptlab.train.outputs import fingerprint
 
 torch.set_num_threads(1)
 
@@ -183,9 +184,10 @@ def test_another_final_eval_setting_is_another_run(done):
     root, params = done
     other = make_params(budgets=[8192, 4096], final_eval_tokens=4096)
     before = (results_dir(root, run_name("gpt", 8192)) / "summary.json").read_bytes()
-    with pytest.raises(CheckpointError, match=r"exist for other settings \(final_eval_tokens differ\)"):
+    with pytest.raises(CheckpointError, match=r"exist for other settings \(train\.final_eval_tokens differs"):
         train(root, other, "gpt", 8192)
     assert (results_dir(root, run_name("gpt", 8192)) / "summary.json").read_bytes() == before
     # a WSD trunk has no end: its identity leaves the final evaluation out, so its kept states stay valid
-    trunk = fingerprint({}, {"schedule": "wsd-trunk", "final_eval_tokens": 4096}, {})
-    assert "final_eval_tokens" not in trunk
+    trunk = TrunkSpec("cpu-4l", CONTEXT, "gpt", 3e-3, 0)
+    identity = trunk_identity(trunk, full_params(Params.of(other).train), {})
+    assert "train.final_eval_tokens" not in identity[SETTINGS]

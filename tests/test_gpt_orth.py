@@ -8,7 +8,6 @@ import logging
 import pytest
 import torch
 
-from ngptlab.models import SCALES, build_seeded
 from ngptlab.models.gpt_orth import (
     TOLERANCE,
     GPTOrth,
@@ -19,6 +18,8 @@ from ngptlab.models.gpt_orth import (
     project_orthogonal_,
     stored_tolerance,
 )
+from ngptlab.models.registry import build_seeded
+from ngptlab.models.scales import SCALES
 
 torch.set_num_threads(1)  # the 2 cores are shared; more threads only contend
 

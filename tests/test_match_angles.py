@@ -19,7 +19,7 @@ from ngptlab.design.loss_model import loss_model
 from ngptlab.design.truths import Truth
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
-from ngptlab.models import Scale
+from ngptlab.models.scales import Scale
 from ngptlab.plan.protocol import projected_params
 from ngptlab.plan.sweeps import on_disk
 from ngptlab.results import train_dir

@@ -13,14 +13,15 @@ import torch
 from support.train import make_params
 
 from ngptlab.layout import REPO_ROOT
-from ngptlab.models import Scale, build
+from ngptlab.models.registry import build
+from ngptlab.models.scales import Scale
 
 # One process: build, two AdamW steps at 512 tokens, the 50k vocabulary, fp32 (as `ngptlab train` on a CPU);
 # the peak resident set above its size before the build, against plan/memory.py's estimate.
 MEASURE = """
 import json, sys, torch
 from ngptlab.bench.gpu import PeakMemory
-from ngptlab.models import build, count_parameters
+from ngptlab.models.registry import build, count_parameters
 from ngptlab.models.scales import SCALES
 from ngptlab.plan.memory import training_memory
 arm, checkpointing = sys.argv[1], sys.argv[2] == "1"

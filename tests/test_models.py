@@ -15,20 +15,13 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from ngptlab.errors import ParamsError
-from ngptlab.models import (
-    ARMS,
-    MATRIX_KINDS,
-    SCALES,
-    MatrixInfo,
-    Scale,
-    build,
-    count_parameters,
-    parameter_count,
-    train_flops_per_token,
-)
+from ngptlab.models.arms import table as arm_table
 from ngptlab.models.gpt_orth import TOLERANCE, OrthLinear, polar_factor
-from ngptlab.models.layers import RMSNorm, Rotary, apply_rotary
+from ngptlab.models.layers import MATRIX_KINDS, MatrixInfo, RMSNorm, Rotary, apply_rotary
 from ngptlab.models.ngpt import LearnedScale
+from ngptlab.models.registry import build, count_parameters
+from ngptlab.models.scales import SCALES, Scale
+from ngptlab.models.size import parameter_count, train_flops_per_token
 
 torch.set_num_threads(1)  # the 2 cores are shared; more threads only contend
 
@@ -101,7 +94,7 @@ SHAPES = {
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("arm", ARMS)
+@pytest.mark.parametrize("arm", arm_table())
 def test_closed_form_parameter_count_matches_the_built_model(arm, shape):
     vocab = 50257
     with torch.device("meta"):
@@ -470,7 +463,7 @@ def _group_of(groups: list[dict]) -> dict[int, dict]:
 
 
 def test_recipes_follow_the_paper_and_the_design():
-    for arm in ARMS:
+    for arm in arm_table():
         model, recipe = tiny(arm)
         groups = recipe.param_groups(model, lr=1e-3)
         by_param = _group_of(groups)
@@ -516,7 +509,7 @@ EXPECTED_KINDS = ["embed_in"] + ["q", "k", "v", "o", "mlp_u", "mlp_v", "mlp_o"] 
 UNDERLYING = {"gpt-lrm": "all but the LM head", "gpt-scalar": "all but the LM head", "gpt-orth": "blocks"}
 
 
-@pytest.mark.parametrize("arm", list(ARMS))
+@pytest.mark.parametrize("arm", list(arm_table()))
 def test_matrices_report_every_effective_matrix(arm):
     model, _ = tiny(arm)
     infos = model.matrices()
@@ -543,7 +536,7 @@ def test_matrices_report_every_effective_matrix(arm):
     assert [i.layer for i in infos[1:8]] == [0] * 7 and infos[-2].layer == 3
 
 
-@pytest.mark.parametrize("arm", list(ARMS))
+@pytest.mark.parametrize("arm", list(arm_table()))
 def test_checkpoint_round_trip_through_safetensors(arm, tmp_path):
     model, recipe = tiny(arm)
     adamw_steps(model, recipe, steps=1)
@@ -558,7 +551,7 @@ def test_checkpoint_round_trip_through_safetensors(arm, tmp_path):
         torch.testing.assert_close(fresh(x)[0], model(x)[0], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("arm", list(ARMS))
+@pytest.mark.parametrize("arm", list(arm_table()))
 def test_bf16_autocast_forward_backward(arm):
     model, _ = tiny(arm)
     x, y = random_batch(2)
@@ -597,7 +590,7 @@ def real_tokens(monkeypatch) -> tuple[torch.Tensor, int]:
     return torch.tensor([vocab[t] for t in ids]), len(vocab)
 
 
-@pytest.mark.parametrize("arm", list(ARMS))
+@pytest.mark.parametrize("arm", list(arm_table()))
 def test_every_arm_learns_real_text(arm, monkeypatch):
     tokens, vocab = real_tokens(monkeypatch)
     model, recipe = tiny(arm, vocab=vocab)

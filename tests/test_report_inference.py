@@ -17,9 +17,11 @@ from scipy import stats
 from support import synthetic
 from support.synthetic import settings_of
 
-from ngptlab.models.placement import NGPT_CONDITIONING
+from ngptlab.models.arms import arm as arm_row
 from ngptlab.report.command import render_report, write_report
 from ngptlab.report.kit.table import fmt_sig
+
+NGPT_CONDITIONING = arm_row("ngpt").conditioning
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 

@@ -24,8 +24,10 @@ from support.train import (
 
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import find_run
-from ngptlab.models import Scale, build, registry, rotational
+from ngptlab.models import registry, rotational
 from ngptlab.models.gpt_scalar import GPTScalar, ScalarRecipe
+from ngptlab.models.registry import build
+from ngptlab.models.scales import Scale
 from ngptlab.observe.angular import IntervalStart
 from ngptlab.observe.step_angle import StepAngles, step_angle_
 from ngptlab.settings import Params
@@ -150,7 +152,7 @@ def test_the_state_round_trips_through_a_checkpoint_and_the_next_step_is_the_sam
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     config = {"arm": "gpt-scalar", "scale": "tiny", "vocab_size": VOCAB, "context": CONTEXT}
-    state.save_state(tmp_path, model, optimizer, config, Progress(step=3, fingerprint={"arm": "gpt-scalar"}),
+    state.save_state(tmp_path, model, optimizer, config, Progress(step=3, identity={"arm": "gpt-scalar"}),
                      IntervalStart(3))
     other, restored = tiny(beta=0.9, seed=1)
     state.load_state(tmp_path, other, restored, {"arm": "gpt-scalar"})

@@ -21,7 +21,7 @@ from ngptlab.errors import NgptlabError
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
-from ngptlab.models import build
+from ngptlab.models.registry import build
 from ngptlab.report.kit.crossarm import arm_table, cross_arm_table, tracking, write_cross_arm_table
 from ngptlab.results import train_dir
 

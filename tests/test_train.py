@@ -227,7 +227,8 @@ def test_finished_outputs_of_other_settings_are_not_overwritten(done):
     root, params = done
     other = make_params(budgets=[8192, 4096], grad_clip=0.5)
     before = (results_dir(root, run_name("gpt", 8192)) / "summary.json").read_bytes()
-    with pytest.raises(CheckpointError, match=r"outputs of .* exist for other settings \(grad_clip"):
+    with pytest.raises(CheckpointError, match=r"outputs of .* exist for other settings "
+                                              r"\(train\.grad_clip differs"):
         train(root, other, "gpt", 8192)
     assert (results_dir(root, run_name("gpt", 8192)) / "summary.json").read_bytes() == before
 

@@ -14,7 +14,7 @@ from ngptlab.train.progress import Progress
 
 # A new job's checkpoint, as state.json has always listed it (on a CPU: no GPU memory keys).
 NEW_JOB = ["step", "wall_s", "metrics_rows", "last_val_loss", "last_val_step", "resumed_from",
-           "fingerprint", "timed_steps", "excluded_steps", "excluded_s", "train_s", "nonfinite_retries",
+           "identity", "timed_steps", "excluded_steps", "excluded_s", "train_s", "nonfinite_retries",
            "attention_disabled"]
 OPTIMIZER = ["optimizer_scalars", "optimizer_groups"]  # state.save_state's own, after the record
 
@@ -25,7 +25,7 @@ def saved(progress: Progress) -> dict:
 
 
 def test_a_new_jobs_record_has_the_keys_of_a_checkpoint_in_their_order():
-    progress = Progress(fingerprint={"arm": "gpt"})
+    progress = Progress(identity={"arm": "gpt"})
     assert list(saved(progress)) == NEW_JOB + OPTIMIZER
     progress.max_memory_allocated_mib, progress.max_memory_reserved_mib = 3.0, 5.0  # a GPU's
     assert list(saved(progress)) == [*NEW_JOB, "max_memory_allocated_mib", "max_memory_reserved_mib",
@@ -34,7 +34,7 @@ def test_a_new_jobs_record_has_the_keys_of_a_checkpoint_in_their_order():
 
 def test_a_record_read_back_writes_its_file_again_key_for_key():
     written = saved(Progress(step=8, wall_s=1.5, metrics_rows=8, last_val_loss=4.25, last_val_step=8,
-                             fingerprint={"arm": "gpt"}, timed_steps=7, excluded_steps={"compile": 1},
+                             identity={"arm": "gpt"}, timed_steps=7, excluded_steps={"compile": 1},
                              excluded_s=0.5, train_s=1.25, attention_disabled=["flash"]))
     again = Progress.from_dict(json.loads(json.dumps(written)))
     assert json.dumps({**again.to_dict(), **dict.fromkeys(OPTIMIZER)}) == \
@@ -42,7 +42,7 @@ def test_a_record_read_back_writes_its_file_again_key_for_key():
 
 
 def test_a_branch_from_a_kept_trunk_state_adds_started_at_after_the_files_keys():
-    trunk = saved(Progress(step=13, fingerprint={"arm": "gpt"}))
+    trunk = saved(Progress(step=13, identity={"arm": "gpt"}))
     branch = Progress.from_dict(trunk)
     branch.started_at, branch.resumed_from = branch.step, []
     assert list({**branch.to_dict(), "optimizer_scalars": {}, "optimizer_groups": []}) == \
@@ -57,8 +57,8 @@ def test_a_checkpoint_of_an_older_version_keeps_its_keys_and_gains_the_new_ones_
     # before step exclusions every step it took counted
     assert (progress.timed_steps, progress.excluded_steps, progress.train_s) == (6, {}, 3.0)
     record = progress.to_dict()
-    assert list(record) == [*old, "timed_steps", "excluded_steps", "excluded_s", "nonfinite_retries",
-                            "attention_disabled"]
+    assert list(record) == [*old, "identity", "timed_steps", "excluded_steps", "excluded_s",
+                            "nonfinite_retries", "attention_disabled"]
     assert record["tokens"] == 3072  # a key this version does not know, as found
 
 
@@ -69,7 +69,7 @@ def test_save_load_and_save_again_writes_the_same_state_json(tmp_path):
     model(torch.ones(1, 3)).sum().backward()
     optimizer.step()
     config = {"arm": "gpt", "scale": "cpu-4l", "vocab_size": 8, "context": 4}
-    progress = Progress(step=4, metrics_rows=4, fingerprint={"arm": "gpt"}, started_at=2)
+    progress = Progress(step=4, metrics_rows=4, identity={"arm": "gpt"}, started_at=2)
     state.save_state(tmp_path / "a", model, optimizer, config, progress, IntervalStart(4))
     loaded = state.load_state(tmp_path / "a", model, optimizer, {"arm": "gpt"})
     assert loaded == Progress.from_dict(loaded.to_dict()) and loaded.started_at == 2

@@ -147,14 +147,14 @@ def test_damaged_or_foreign_checkpoints_are_refused_and_left_alone(tmp_path):
 
     # Other trajectory settings (grad_clip): refused, naming the state file and the differing key.
     with pytest.raises(CheckpointError, match=r"state\.json: checkpoint belongs to a run with different "
-                                              r"settings \(grad_clip"):
+                                              r"settings \(train\.grad_clip differs"):
         attempt(make_params(**PARAMS, grad_clip=0.5))
 
     # Another arm's checkpoint in this run's place.
     ngpt_state = run_dir(root, run_name("ngpt", BUDGET)) / "state"
     shutil.copytree(state_dir, ngpt_state)
     (ngpt_state / ".lock").unlink()
-    with pytest.raises(CheckpointError, match=r"different settings \(arm: saved 'gpt' vs now 'ngpt'"):
+    with pytest.raises(CheckpointError, match=r'different settings \(arm differs: "gpt" on disk, "ngpt" now'):
         attempt(make_params(**PARAMS), arm="ngpt")
 
     # A checkpoint of an older version, without the start of the angular interval its step falls in.

@@ -11,7 +11,10 @@ import torch
 from ngptlab import layout
 from ngptlab.checkpoint import load_model, save_model
 from ngptlab.condition.analyse import analyse_matrices
-from ngptlab.models import ARMS, Scale, build, count_parameters, padded_vocab, parameter_count
+from ngptlab.models.arms import table as arm_table
+from ngptlab.models.registry import build, count_parameters
+from ngptlab.models.scales import Scale
+from ngptlab.models.size import padded_vocab, parameter_count
 from ngptlab.observe.effective import effective_matrices
 from ngptlab.observe.kappa import Settings
 from ngptlab.settings import Params
@@ -31,7 +34,7 @@ def padded_and_plain(arm: str) -> tuple[torch.nn.Module, torch.nn.Module]:
     return padded, plain
 
 
-@pytest.mark.parametrize("arm", list(ARMS))
+@pytest.mark.parametrize("arm", list(arm_table()))
 def test_pad_rows_are_never_a_token_and_get_no_gradient(arm):
     torch.manual_seed(0)
     model, _ = build(arm, SHAPE, VOCAB, CONTEXT, vocab_multiple=MULTIPLE)

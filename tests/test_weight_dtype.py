@@ -21,15 +21,17 @@ from ngptlab.errors import CheckpointError, ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells, enumerate_runs, find_run
 from ngptlab.grid.runs import RunSpec, parse_run_name
 from ngptlab.layout import REPO_ROOT
-from ngptlab.models import ARMS, build_seeded
+from ngptlab.models.arms import table as arm_table
+from ngptlab.models.registry import build_seeded
 from ngptlab.models.scales import SCALES, Scale
 from ngptlab.plan.grid import lineage_keys
-from ngptlab.plan.lineage import STAGES, key_of, made_from
+from ngptlab.plan.lineage import STAGES, made_from
 from ngptlab.plan.memory import training_memory
 from ngptlab.plan.storage import final_checkpoint_bytes
 from ngptlab.settings import Params
 from ngptlab.speedup.cell import speedup_cell
 from ngptlab.train import loop
+from ngptlab.train.identity import mismatch
 from ngptlab.train.jobs import RunJob
 from ngptlab.train.loop import EXIT_RESUMABLE, train_run
 from ngptlab.train.stop import StopRequest
@@ -53,18 +55,19 @@ def default_params(weight_dtype=None, **train) -> Params:
 def test_fp32_runs_keep_their_names_fingerprints_and_lineage_keys():
     # From the repository's params.yaml, the same for every fp32 setting of train.weight_dtype (the
     # analysis stages' keys also hash the speedup section, so they are compared across the dtype settings).
-    analysis = []
+    analysis, identities = [], []
     for weight_dtype in (None, "fp32", ["fp32", "bf16"]):
         params = default_params(weight_dtype)
         first = enumerate_runs(params)[0]
         assert first.name == "cpu-4l-ctx128-gpt-t2048-lr0.005-s0"
-        assert key_of(RunJob(first, params.train, ".").fingerprint({})) == "38556fd2151a55cc"
+        identities.append(RunJob(first, params.train, ".", params).identity({}))
         keys = lineage_keys(made_from(params, CODE))
         assert keys["train"]["cosine"] == "34318c7e40d212ab" and keys["train"]["wsd"] == "d8a54e7b3d917593"
         assert keys["condition"]["cosine"] == "d11fb77b0f4f14df"
         analysis.append((keys["speedup"]["cpu-4l-ctx128"], keys["evaluate"]["cpu-4l-ctx128"], keys["report"]))
     # An fp32 grid's plan is the one of the default, down to the report's key; a bf16 axis adds its own cell.
     assert analysis[0] == analysis[1] and analysis[2][:2] == analysis[0][:2]
+    assert identities[0] == identities[1] == identities[2]  # nor does an fp32 run's identity say fp32
 
 
 def test_bf16_runs_form_their_own_cell_name_and_lineage_key():
@@ -78,7 +81,8 @@ def test_bf16_runs_form_their_own_cell_name_and_lineage_key():
     assert run.name == "cpu-4l-ctx128-bf16-gpt-t2048-lr0.005-s0" and run.cell == "cpu-4l-ctx128-bf16"
     assert parse_run_name(run.name) == run and find_run(params, run.name) == run
     assert run.as_dict()["weight_dtype"] == "bf16" and "weight_dtype" not in fp32[0].as_dict()
-    assert key_of(RunJob(run, params.train, ".").fingerprint({})) != "38556fd2151a55cc"
+    fp32_identity = RunJob(fp32[0], params.train, ".", params).identity({})
+    assert "weight_dtype" in mismatch(RunJob(run, params.train, ".", params).identity({}), fp32_identity)
     keys = lineage_keys(made_from(params, CODE))
     assert run.lineage_group == "cosine-bf16"
     assert keys["train"]["cosine-bf16"] not in (keys["train"]["cosine"], keys["train"]["wsd"])
@@ -118,7 +122,7 @@ def test_every_arm_steps_with_weights_and_adam_state_in_bf16():
     """Two updates of every arm in bf16 under CPU autocast, each arm's constraint after each (nGPT's
     renormalisation, gpt-orth's projection, whose tolerance follows bf16's round-off)."""
     x = torch.randint(0, 64, (2, 16))
-    for arm in ARMS:
+    for arm in arm_table():
         model, recipe = build_seeded(arm, Scale(n_layer=1, d_model=32, n_head=2), 64, 16, 0, 1)
         weight_dtypes.store(model, "bf16")
         optimizer = torch.optim.AdamW(recipe.param_groups(model, 1e-3), lr=1e-3)

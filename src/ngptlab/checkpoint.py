@@ -163,7 +163,7 @@ def load_model(
     bytes, missing config, an arm other than `expected_arm`, or weights that do not fit the rebuilt model.
     """
     from ngptlab import weight_dtype as weight_dtypes
-    from ngptlab.models import build  # here, so that hashing helpers do not pull in the models
+    from ngptlab.models.registry import build  # here, so that hashing helpers do not pull in the models
     from ngptlab.models.scales import shape_from_dict
 
     path = Path(path)

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from ngptlab.batch import steps_per_run, tokens_per_step
-from ngptlab.models.warmup import warms_up
+from ngptlab.models.arms import warms_up
 from ngptlab.settings import Train
 
 COSINE, WSD = "cosine", "wsd"

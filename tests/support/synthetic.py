@@ -35,7 +35,8 @@ from ngptlab.config.load import read_mapping, validate_params
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.layout import REPO_ROOT
-from ngptlab.models import SCALES, MatrixInfo
+from ngptlab.models.layers import MatrixInfo
+from ngptlab.models.scales import SCALES
 from ngptlab.observe.kappa import Settings
 from ngptlab.results import train_dir, write_json, write_spectra
 from ngptlab.schedule import branch_point, shares_trunk, shares_trunks

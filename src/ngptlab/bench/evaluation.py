@@ -27,7 +27,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, params: Params) -> int:
-    from ngptlab.models import build_seeded
+    from ngptlab.models.registry import build_seeded
     from ngptlab.train import final_eval
     from ngptlab.train.batches import split_batch
     from ngptlab.train.dist import Topology

@@ -67,7 +67,10 @@ class _Arm:
     def __init__(self, arm: str, scale: Scale | str, vocab_size: int, context: int, seqs: int,
                  device: torch.device, compile_model: bool, bf16: bool | None = None) -> None:
         from ngptlab.bench.before import SUFFIX, as_before
-        from ngptlab.models import MATRIX_KINDS, build, rotational, train_flops_per_token
+        from ngptlab.models import rotational
+        from ngptlab.models.layers import MATRIX_KINDS
+        from ngptlab.models.registry import build
+        from ngptlab.models.size import train_flops_per_token
         from ngptlab.observe.step_angle import StepAngles
 
         torch.manual_seed(0)

@@ -5,7 +5,7 @@ layer, weight, underlying, norm_dim, n_heads). Each matrix is analysed in up to 
 - "effective":    the linear map the forward pass applies to its normalised input, in float64 (one
                   definition for every arm: observe/effective.py);
 - "renormalized": the effective matrix after post-hoc nGPT normalization (unit vectors along the embedding
-                  dimension, metrics.renormalize; the paper's Fig. 10 dotted lines), computed for every arm
+                  dimension, condition/metrics.py; the paper's Fig. 10 dotted lines), computed for every arm
                   so the table is uniform: it shows how far renormalizing after the fact goes toward nGPT's
                   conditioning;
 - "underlying":   the raw parameter (every arm; for gpt-lrm, gpt-scalar and gpt-orth before its multipliers).
@@ -26,12 +26,19 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from ngptlab.condition.metrics import (
+    cosine_distribution,
+    norm_distribution,
+    pairwise_cosines,
+    renormalize,
+    vector_norms,
+)
 from ngptlab.observe import metrics
 from ngptlab.observe.headline import EMBED_KINDS, HEAD_KINDS, headline
 from ngptlab.observe.kappa import Settings, covariance_record, heads_record
 
 if TYPE_CHECKING:
-    from ngptlab.models import MatrixInfo
+    from ngptlab.models.layers import MatrixInfo
 
 VARIANTS = ("effective", "renormalized", "underlying")
 
@@ -72,7 +79,7 @@ def analyse_matrix(info: MatrixInfo, weight: torch.Tensor, variant: str,
     rows: list[tuple] = []
     sv = metrics.singular_values(weight, settings.device)
     record = {"finite": True, **metrics.spectrum_stats(sv, settings.singular_tol).as_dict(),
-              "vector_norms": _norm_summary(metrics.vector_norms(weight, info.norm_dim))}
+              "vector_norms": _norm_summary(vector_norms(weight, info.norm_dim))}
     rows += _spectrum_rows(info.name, info.kind, info.layer, variant, -1, "singular_value", sv)
 
     if info.kind in HEAD_KINDS and info.n_heads:
@@ -81,18 +88,18 @@ def analyse_matrix(info: MatrixInfo, weight: torch.Tensor, variant: str,
             rows += _spectrum_rows(info.name, info.kind, info.layer, variant, h, "singular_value", head_sv)
 
     if info.kind in EMBED_KINDS:
-        record["row_norms"] = metrics.norm_distribution(metrics.vector_norms(weight, info.norm_dim))
+        record["row_norms"] = norm_distribution(vector_norms(weight, info.norm_dim))
         eig, record["covariance"] = covariance_record(weight, settings)
-        cosines = metrics.pairwise_cosines(weight, settings.sample_rows, settings.seed)
+        cosines = pairwise_cosines(weight, settings.sample_rows, settings.seed)
         record["anisotropy"] = float(cosines.mean()) if cosines.size else math.nan
-        record["pairwise_cosine"] = metrics.cosine_distribution(cosines)
+        record["pairwise_cosine"] = cosine_distribution(cosines)
         rows += _spectrum_rows(info.name, info.kind, info.layer, variant, -1, "cov_eigenvalue", eig)
     return record, rows
 
 
 def matrix_variants(info: MatrixInfo) -> list[tuple[str, torch.Tensor]]:
     """The variants analysed for one matrix (see the module docstring)."""
-    out = [("effective", info.weight), ("renormalized", metrics.renormalize(info.weight, info.norm_dim))]
+    out = [("effective", info.weight), ("renormalized", renormalize(info.weight, info.norm_dim))]
     if info.underlying is not None:
         out.append(("underlying", info.underlying))
     return out

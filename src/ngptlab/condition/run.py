@@ -40,7 +40,7 @@ from ngptlab.condition.reference import gaussian_reference
 from ngptlab.device import resolve_device
 from ngptlab.errors import CheckpointError
 from ngptlab.grid.runs import RunSpec
-from ngptlab.models import build_seeded
+from ngptlab.models.registry import build_seeded
 from ngptlab.observe.effective import effective_matrices
 from ngptlab.observe.kappa import Settings, settings_of
 from ngptlab.results import read_summary, train_dir, write_json, write_spectra

@@ -13,7 +13,6 @@ from ngptlab import schedule as schedules
 from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.errors import ParamsError
 from ngptlab.settings import allowed_arms
-from ngptlab.settings.roles import arms_with_own_settings
 
 
 def format_lr(lr: float) -> str:
@@ -25,11 +24,10 @@ def cell_name(scale: str, context: int, weight_dtype: str = weight_dtypes.FP32) 
 
 
 def lineage_group(schedule: str, dtype: str, arm: str) -> str:
-    """The jobs that share one lineage key (ngptlab.plan.lineage): those of a schedule and dtype ("cosine",
-    "wsd-bf16"), and an arm that a per-arm setting can name (train.angles) apart from the others
-    ("cosine-gpt-angle"), so a new value of that setting reruns that arm's jobs only."""
-    own = f"-{arm}" if arm in arms_with_own_settings() else ""
-    return f"{weight_dtypes.lineage_group(schedule, dtype)}{own}"
+    """The jobs that share one lineage key (ngptlab.plan.lineage): those of one arm, schedule and dtype
+    ("cosine-gpt", "wsd-bf16-ngpt"), since each arm's code (its module, its row of the table of arms) and its
+    part of a per-arm setting (train.angles) are its own: an edit of one arm reruns its jobs only."""
+    return f"{weight_dtypes.lineage_group(schedule, dtype)}-{arm}"
 
 
 @dataclass(frozen=True, order=True)
@@ -52,8 +50,8 @@ class RunSpec:
 
     @property
     def lineage_group(self) -> str:
-        """The runs whose train and condition jobs share this run's lineage key: its schedule and dtype, and
-        its arm where a per-arm setting can name it."""
+        """The runs whose train and condition jobs share this run's lineage key: its arm's of its schedule
+        and dtype."""
         return lineage_group(self.schedule, self.weight_dtype, self.arm)
 
     @property

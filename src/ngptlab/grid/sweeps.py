@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from ngptlab.grid.runs import cell_name
-from ngptlab.models.matched_angle import TURNS_LIKE
+from ngptlab.models.arms import turns_like
 from ngptlab.settings import PrunedSweep, Train
 
 
@@ -41,7 +41,7 @@ def held_back(train: Train, scale: str, context: int, arm: str, budget: int) -> 
 
 def awaits_angle(train: Train, scale: str, context: int, arm: str) -> bool:
     """An angle arm whose target train.protocol.match_angles has it wait for, not yet measured in the cell."""
-    return (train.protocol.match_angles and arm in TURNS_LIKE
+    return (train.protocol.match_angles and arm in turns_like()
             and arm not in train.angles.get(cell_name(scale, context), {}))
 
 

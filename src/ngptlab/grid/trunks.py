@@ -47,8 +47,8 @@ class TrunkSpec:
 
     @property
     def lineage_group(self) -> str:
-        """The trunks that share this one's lineage key: every trunk ("wsd"), but an arm's that a per-arm
-        setting can name ("wsd-gpt-angle"). No dtype: a segment's cell says which it trains in."""
+        """The trunks that share this one's lineage key: its arm's ("wsd-gpt"). No dtype: a segment's cell
+        says which it trains in."""
         return lineage_group(WSD, FP32, self.arm)
 
     def as_dict(self) -> dict[str, Any]:

@@ -163,7 +163,7 @@ class Recipe:
     """How an arm is optimised: AdamW groups, warmup or not, and a hook after every optimizer step."""
 
     weight_decay: float = 0.1  # paper Table 3 (GPT); on every matrix, embeddings too (the paper is silent)
-    warmup: bool = True  # the training code warms up, then decays; the registry sets it (models/warmup.py)
+    warmup: bool = True  # warm up, then decay; the registry sets it from the arm's row (arms.yaml)
     # Not given by the paper (Table 3 names AdamW only): nanoGPT's betas, PyTorch's eps.
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ngptlab.models.arms import arm
 from ngptlab.models.gpt_scalar import GPTScalar, ScalarRecipe
 from ngptlab.models.layers import MATRIX_KINDS
-from ngptlab.models.matched_angle import NOT_TURNED, TURNS_LIKE
 
 
 class GPTAngle(GPTScalar):
@@ -25,6 +25,6 @@ class GPTAngle(GPTScalar):
 
 @dataclass
 class AngleRecipe(ScalarRecipe):
-    turns_like: ClassVar[str] = TURNS_LIKE["gpt-angle"]  # ngpt
+    turns_like: ClassVar[str] = arm("gpt-angle").train.turns_like  # ngpt
     turned_kinds: ClassVar[tuple[str, ...]] = tuple(
-        k for k in MATRIX_KINDS if k not in NOT_TURNED["gpt-angle"])
+        k for k in MATRIX_KINDS if k not in arm("gpt-angle").train.not_turned)

@@ -121,7 +121,7 @@ class NGPT(GPT):
 
 @dataclass
 class NGPTRecipe(Recipe):
-    weight_decay: float = 0.0  # Section 2.6: weight decay removed (and no warmup: models/warmup.py)
+    weight_decay: float = 0.0  # Section 2.6: weight decay removed (and no warmup: its row of arms.yaml)
 
     def post_step(self, model: nn.Module) -> None:
         normalize_matrices_(model)  # Section 2.6: back to unit norm along the embedding dim, every step

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ngptlab.models.arms import arm
 from ngptlab.models.layers import MATRIX_KINDS
-from ngptlab.models.matched_angle import NOT_TURNED, TURNS_LIKE
 from ngptlab.models.ngpt import NGPT, NGPTRecipe
 
 
@@ -25,6 +25,6 @@ class NGPTAngle(NGPT):
 
 @dataclass
 class AngleRecipe(NGPTRecipe):
-    turns_like: ClassVar[str] = TURNS_LIKE["ngpt-angle"]  # gpt
+    turns_like: ClassVar[str] = arm("ngpt-angle").train.turns_like  # gpt
     turned_kinds: ClassVar[tuple[str, ...]] = tuple(
-        k for k in MATRIX_KINDS if k not in NOT_TURNED["ngpt-angle"])
+        k for k in MATRIX_KINDS if k not in arm("ngpt-angle").train.not_turned)

@@ -5,7 +5,7 @@ every count against count_parameters(build(...)) for every arm at several shapes
 
 Parameters. The baseline (gpt.py) has two vocab x d embeddings (untied), per block the attention's four
 d x d matrices, SwiGLU's u, v (d x d_mlp) and o (d_mlp x d), and two RMSNorm gains (d each), plus the
-final RMSNorm gain. Each arm adds what its file adds (see `ARM_EXTRA`).
+final RMSNorm gain. Each arm adds what its file adds: its row's `parameters` in arms.yaml.
 
 FLOPs:  C = 6 N + 12 L d T        (Chowdhery et al. 2022, PaLM, Appendix B)
 
@@ -19,9 +19,8 @@ multipliers) is ignored, so every arm costs the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ngptlab.errors import ParamsError
+from ngptlab.models import arms
 from ngptlab.models.scales import Scale, resolve_scale
 
 
@@ -47,30 +46,15 @@ def ngpt_parameters(s: Scale, vocab: int) -> int:
     return 2 * vocab * s.d_model + blocks + vocab
 
 
-# What each arm adds to the baseline's count (nGPT-based arms: to nGPT's), in the words of its own file.
-ARM_EXTRA: dict[str, Callable[[Scale, int], int]] = {
-    "gpt": lambda s, v: 0,
-    "gpt-nowd": lambda s, v: 0,  # a different recipe only
-    "gpt-rownorm": lambda s, v: 0,  # a post-step constraint only (the RMSNorm gains stay, frozen)
-    # a row and a column multiplier on every block matrix (q, k, v, o: 2 d; u, v, o: d + d_mlp) and on
-    # the input embedding (vocab + d); none on the LM head
-    "gpt-lrm": lambda s, v: s.n_layer * (11 * s.d_model + 3 * s.d_mlp) + v + s.d_model,
-    "gpt-scalar": lambda s, v: 7 * s.n_layer + 1,  # one scalar per block matrix and on the input embedding
-    "gpt-orth": lambda s, v: 7 * s.n_layer,  # one scalar per block matrix; embeddings are the baseline's
-    "ngpt": lambda s, v: ngpt_parameters(s, v) - gpt_parameters(s, v),
-    "gpt-qknorm": lambda s, v: 2 * s.n_layer * s.head_dim,  # q and k RMSNorm gains (head_dim) per block
-    "ngpt-freew": lambda s, v: ngpt_parameters(s, v) - gpt_parameters(s, v),  # nGPT's, weights free
-    "gpt-angle": lambda s, v: 7 * s.n_layer + 1,  # gpt-scalar's scalars; the rotational step adds none
-    "ngpt-angle": lambda s, v: ngpt_parameters(s, v) - gpt_parameters(s, v),  # nGPT's
-}
-
-
 def parameter_count(arm: str, scale: Scale | str, vocab_size: int) -> int:
-    """Every trainable and frozen parameter of `arm` at this shape (what count_parameters(model) gives)."""
-    if arm not in ARM_EXTRA:
-        raise ParamsError(f"unknown arm {arm!r}; allowed: {', '.join(ARM_EXTRA)}")
+    """Every trainable and frozen parameter of `arm` at this shape (what count_parameters(model) gives):
+    gpt's, plus what the arm's row of arms.yaml adds (`parameters`, in the words of its own file)."""
+    if arm not in arms.table():
+        raise ParamsError(f"unknown arm {arm!r}; allowed: {', '.join(arms.names())}")
     s = resolve_scale(scale) if isinstance(scale, str) else scale
-    return gpt_parameters(s, vocab_size) + ARM_EXTRA[arm](s, vocab_size)
+    extra = arms.arm(arm).extra_parameters(n_layer=s.n_layer, d_model=s.d_model, d_mlp=s.d_mlp,
+                                           head_dim=s.head_dim, vocab=vocab_size)
+    return gpt_parameters(s, vocab_size) + extra
 
 
 def matmul_parameters(scale: Scale | str, vocab_size: int) -> int:
@@ -80,7 +64,7 @@ def matmul_parameters(scale: Scale | str, vocab_size: int) -> int:
 
 
 def train_flops_per_token(arm: str, scale: Scale | str, vocab_size: int, context: int) -> float:
-    if arm not in ARM_EXTRA:  # the estimate is the same for every arm, but the name must be one
-        raise ParamsError(f"unknown arm {arm!r}; allowed: {', '.join(ARM_EXTRA)}")
+    if arm not in arms.table():  # the estimate is the same for every arm, but the name must be one
+        raise ParamsError(f"unknown arm {arm!r}; allowed: {', '.join(arms.names())}")
     s = resolve_scale(scale) if isinstance(scale, str) else scale
     return 6.0 * matmul_parameters(s, vocab_size) + 12.0 * s.n_layer * s.d_model * context

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ngptlab.models import MatrixInfo
+from ngptlab.models.layers import MatrixInfo
 
 
 def turn(before: Tensor, after: Tensor) -> Tensor:

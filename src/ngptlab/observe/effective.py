@@ -32,7 +32,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 
-from ngptlab.models import MatrixInfo
+from ngptlab.models.layers import MatrixInfo
 
 # Matrix path (inside a block, or at the top) -> the RMSNorm whose output it multiplies, on the same parent.
 INPUT_NORM = {"attn.q": "norm_attn", "attn.k": "norm_attn", "attn.v": "norm_attn",

@@ -1,20 +1,20 @@
 """The headline numbers: what the report and the cross-arm table compare across arms, read from the records
 of a model's matrices (the condition stage's analysis, or the observer's kappa records of a training run).
 
-Layer numbering: `layer` in records is 0-based, as in the models' state dict. The paper's "layers 3 and 4"
-(Figs. 11-12) are read as 1-based, i.e. the 3rd and 4th blocks = 0-based layers 2 and 3, which also exist in
-the 4-layer CPU scale; headline keys say layer3_*/layer4_* in the paper's numbering.
+Layer numbering as observe/tracked.py's: headline keys say layer3_*/layer4_* in the paper's 1-based numbering.
+A training run records only tracked.py's keys, so a new headline number is in no train job's code key.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ngptlab.observe.tracked import PAPER_LAYERS, paper_kappas
+
 EMBED_KINDS = ("embed_in", "embed_out")
 ATTN_KINDS = ("q", "k", "v", "o")
 HEAD_KINDS = ("q", "k", "v")
 MLP_KINDS = ("mlp_u", "mlp_v", "mlp_o")
-PAPER_LAYERS = (3, 4)  # 1-based, as the paper's Figs. 11-12 label them
 
 
 def _median(values: list[float]) -> float | None:
@@ -43,6 +43,7 @@ def headline(records: dict[str, dict], variant: str) -> dict:
             value = value[key]
         return value
 
+    kappas = paper_kappas(records, variant)  # as a training run records them
     out: dict[str, float | None] = {}
     for kind in EMBED_KINDS:
         recs = [r for r in records.values() if r["kind"] == kind]
@@ -64,8 +65,8 @@ def headline(records: dict[str, dict], variant: str) -> dict:
             recs = [r for r in records.values() if r["kind"] == kind and r["layer"] == layer - 1]
             rec = recs[0] if recs else None
             out[f"layer{layer}_{kind}_condition"] = metric(rec, "condition_number") if rec else None
-            out[f"layer{layer}_{kind}_head_condition_median"] = (
-                metric(rec, "heads", "condition_number_median") if rec else None)
+            key = f"layer{layer}_{kind}_head_condition_median"
+            out[key] = kappas[key]
     out["stable_rank_median"] = _median(collect(ATTN_KINDS + MLP_KINDS, "stable_rank"))
     out["effective_rank_median"] = _median(collect(ATTN_KINDS + MLP_KINDS, "effective_rank"))
     return out

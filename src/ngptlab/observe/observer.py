@@ -13,7 +13,7 @@ condition numbers the paper's conditioning account rests on:
            layer{3,4}_{q,k}_head_condition_median  median over heads; the paper's 1-based layers 3, 4
                                                    (Figs. 11-12)
 
-These are headline's keys of the "effective" variant (observe/headline.py), computed by the functions the
+These are the headline's keys of the "effective" variant (observe/tracked.py), computed by the functions the
 condition stage computes them with (observe/kappa.py: heads_record, covariance_record) on the same
 effective matrices (observe/effective.py) with the condition section's settings: kappa at a step is what
 `ngptlab condition` finds on the checkpoint of that step, up to the device's float64 round-off. A
@@ -44,18 +44,15 @@ from torch import nn
 
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import TrunkSpec, trunk_budgets, trunk_of
-from ngptlab.models import MatrixInfo
+from ngptlab.models.layers import MatrixInfo
 from ngptlab.observe.angular import AngularRate, IntervalStart
 from ngptlab.observe.effective import effective_matrices
-from ngptlab.observe.headline import PAPER_LAYERS, headline
 from ngptlab.observe.kappa import Settings, covariance_record, heads_record, settings_of
 from ngptlab.observe.step_angle import StepAngles
+from ngptlab.observe.tracked import KAPPA_KEYS, PAPER_LAYERS, paper_kappas
 from ngptlab.results import json_ready
 from ngptlab.schedule import branch_point, shares_trunk
 from ngptlab.settings import Condition, Train
-
-KAPPA_KEYS = ("embed_in_cov_condition", *(f"layer{layer}_{kind}_head_condition_median"
-                                          for layer in PAPER_LAYERS for kind in ("q", "k")))
 
 
 def tracked(info: MatrixInfo) -> bool:
@@ -65,7 +62,7 @@ def tracked(info: MatrixInfo) -> bool:
 
 
 def kappa_record(info: MatrixInfo, settings: Settings) -> dict:
-    """The part of the condition stage's record of one tracked matrix that headline() reads for KAPPA_KEYS."""
+    """The part of the condition stage's record of one tracked matrix that paper_kappas reads."""
     weight = info.weight
     if not bool(torch.isfinite(weight).all()):
         record: dict = {"finite": False}
@@ -142,6 +139,6 @@ class Observer:
                 records[info.name] = kappa_record(info, self.settings)
         row = {**self.rate.close(step), **self.angles.close()}
         if kappa:
-            numbers = headline(records, "effective")
+            numbers = paper_kappas(records, "effective")
             row["kappa"] = {key: numbers[key] for key in KAPPA_KEYS if numbers[key] is not None}
         return json_ready(row)

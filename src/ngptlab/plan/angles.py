@@ -19,7 +19,7 @@ from pathlib import Path
 from ngptlab.config.load import load_params
 from ngptlab.grid.runs import RunSpec, cell_name
 from ngptlab.layout import train_results_dir
-from ngptlab.models.matched_angle import TURNS_LIKE
+from ngptlab.models.arms import turns_like
 from ngptlab.observe.peak_angle import peak_angles
 from ngptlab.plan.edit import edit_params_file
 from ngptlab.plan.grid import write_grid_file
@@ -30,7 +30,8 @@ from ngptlab.speedup.lr_policy import cell_policy
 
 def angle_arms(params: Params) -> dict[str, str]:
     """{angle arm of the grid: the arm whose angle it takes}."""
-    return {arm: TURNS_LIKE[arm] for arm in params.train.arms if arm in TURNS_LIKE}
+    matched = turns_like()
+    return {arm: matched[arm] for arm in params.train.arms if arm in matched}
 
 
 def measured(params: Params, root: str | Path) -> tuple[dict[str, dict[str, dict]], list[str]]:

@@ -1,30 +1,38 @@
-"""A stage's code is what its entry module imports: the import closure inside the package, found from the
-source (ast), never from a hand list.
+"""A job's code is what its entry module imports: the import closure inside the package, found from the
+source (ast), never from a hand list, and as narrow as the imports allow.
 
 Each stage runs `ngptlab <verb>`, whose code is `ngptlab.<verb>.command` (trunk segments run the train
 verb's); its closure is every module of the package that the entry imports, directly or through another
 module, anywhere in the module (a lazy import inside a function counts), plus every package `__init__`
-on the way. Two kinds of import cannot be read from the source, so the rule for them is conservative:
-- a module that calls `importlib.import_module` (models/__init__.py, which loads the arms lazily) brings
-  in its whole package;
+on the way. What cannot be read from an import statement:
+- the arms. The registry (ARM_LOADER) loads an arm's classes from its row of models/arms.yaml; a job's
+  closure holds the modules of its own arms' rows (a run's: its arm; a cell's or the report's: the grid's)
+  and what they import, never another arm's. Of the table itself (ARM_TABLE) a job's key holds only those
+  rows, and a run's (trunk, train, condition) only their `train` block: what training reads. So a new arm
+  reruns no existing job, and an edit of models/gpt_angle.py reruns gpt-angle's runs alone.
+- any other `importlib.import_module` call brings in its whole package (the conservative rule);
 - a data file beside a module of the closure (paper/paper_numbers.yaml) is part of it, by its parsed
   content, so a comment or a reflowed line in it changes nothing.
 
 The fingerprint hashes code, not text: each module's syntax tree without its docstrings, unparsed
 (`ast.unparse`), so a reworded docstring, a comment or a reformatted line reruns nothing, and any change a
-number can follow does. OUTSIDE_FINGERPRINT names the files that are left out, each with why; each module
-there only observes a run, and a test shows a run's result bytes equal with and without it.
+number can follow does. OUTSIDE_FINGERPRINT names the files and OUTSIDE_PACKAGES the packages that are left
+out, each with why: a module that only observes a run (a test shows a run's result bytes equal with and
+without it), and the settings' code, whose values every key already holds.
+An edit meant to change no number can be accepted as such (`ngptlab plan --accept-code`, plan/accept.py):
+the fingerprints it proved equivalent on golden traces map to the ones they replace (ACCEPTED).
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,15 +41,28 @@ import yaml
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
 from ngptlab.layout import REPO_ROOT
-from ngptlab.settings.roles import STAGES
+from ngptlab.settings.roles import PER_RUN, STAGES
 
 PACKAGE = "ngptlab"
 PACKAGE_DIR = "src/ngptlab"  # under the project root
 DATA_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_CACHED = 20_000  # files' versions in the facts cache (~200 bytes each)
+ACCEPTED = "results/accepted-code.json"  # the record of accepted refactors (plan/accept.py)
 
 # The stages of the lineage by the verb whose command module runs them: trunk segments run the train verb.
 VERB_OF_STAGE = {stage: "train" if stage == "trunk" else stage for stage in STAGES}
+
+# The registry, whose dynamic import loads the arms its job names, and the table it reads them from.
+ARM_LOADER = f"{PACKAGE}.models.registry"
+ARM_TABLE = "ngptlab/models/arms.yaml"  # under the source root
+
+# Packages of a closure that are no part of its fingerprint, and why.
+OUTSIDE_PACKAGES = {
+    "ngptlab/settings/": "read params.yaml into typed values and classify its keys: every key's value, "
+                         "defaults filled in, is in the keys of the stages it shapes (plan/lineage.py), so "
+                         "a new train key reruns no prepare job",
+    "ngptlab/config/": "reads and validates the params file: an error, or the values the keys hold",
+}
 
 # Files of a closure that are no part of its fingerprint, and why. A module here must only watch: the
 # result bytes of a run are the same with and without it (tests/test_train.py trains a run with
@@ -149,6 +170,8 @@ class FactsCache:
         self.added = 0
         self.used: set[str] = set()
         self.read: dict[Path, ModuleFacts] = {}  # this computation's files: each read and hashed once
+        self.walks: dict[tuple[Path, str], tuple[frozenset[Path], bool]] = {}  # closure._walk's, per entry
+        self.folders: dict[Path, tuple[Path, ...]] = {}
 
     def facts(self, path: Path) -> ModuleFacts:
         if path in self.read:
@@ -166,6 +189,12 @@ class FactsCache:
                             code)
         self.read[path] = facts
         return facts
+
+    def data_files(self, folder: Path) -> tuple[Path, ...]:
+        """The data files of a folder of the package, listed once a computation."""
+        if folder not in self.folders:
+            self.folders[folder] = tuple(p for suffix in DATA_SUFFIXES for p in folder.glob(f"*{suffix}"))
+        return self.folders[folder]
 
     def save(self) -> None:
         """Write the cache if it gained entries; a cache that cannot be written is only slower next time."""
@@ -192,9 +221,33 @@ def _imported(facts: ModuleFacts, module: str, file: Path) -> set[str]:
     return {name for name in names if name == PACKAGE or name.startswith(PACKAGE + ".")}
 
 
-def closure_files(entry: str, source_root: Path, cache: FactsCache) -> list[Path]:
-    """Every file the entry module's code consists of: the modules it imports inside the package, their
-    packages' `__init__`s, whole packages that import dynamically and the data files beside them."""
+def arm_rows(source_root: Path) -> dict:
+    """The rows of the table of arms under this source root (src/), as written."""
+    path = source_root / ARM_TABLE
+    rows = _parsed(path.read_bytes()) if path.is_file() else None
+    if not isinstance(rows, dict):
+        raise ParamsError(f"{path}: not a table of arms (a mapping of arm names to rows)")
+    return rows
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(data: bytes) -> object:
+    return yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C: ~20x faster
+
+
+def _arm_modules(rows: dict, arms: tuple[str, ...]) -> list[str]:
+    """The modules the registry loads for these arms: their rows' train.model and train.recipe."""
+    return sorted({ref.split(":")[0] for arm in arms for ref in (rows[arm]["train"]["model"],
+                                                                   rows[arm]["train"]["recipe"])})
+
+
+def _walk(entry: str, source_root: Path, cache: FactsCache) -> tuple[frozenset[Path], bool]:
+    """The modules `entry` imports inside the package, with their packages' `__init__`s and whole packages
+    that import dynamically, and whether it reaches the registry (whose arms the caller adds). Kept per
+    computation: the run stages' closures share everything but their arms."""
+    key = (source_root, entry)
+    if key in cache.walks:
+        return cache.walks[key]
     seen: dict[str, Path] = {}
     todo = [entry]
     while todo:
@@ -207,19 +260,46 @@ def closure_files(entry: str, source_root: Path, cache: FactsCache) -> list[Path
         seen[module] = file
         parts = module.split(".")
         todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # the packages it runs on import
+        if why_left_out(file.relative_to(source_root).as_posix()):
+            continue  # what a left-out module imports serves what it does: read settings, watch a run
         facts = cache.facts(file)
         todo += sorted(_imported(facts, module, file))
-        if facts.dynamic:  # the whole package: what it loads is decided at run time
+        if facts.dynamic and module != ARM_LOADER:  # the whole package: what it loads is decided at run time
             todo += [f"{_package_of(module, file)}.{p.stem}" for p in sorted(file.parent.glob("*.py"))
                      if p.name != "__init__.py"]
-    files = set(seen.values())
-    data = {p for f in files for suffix in DATA_SUFFIXES for p in f.parent.glob(f"*{suffix}")}
-    return sorted(files | data)
+    cache.walks[key] = frozenset(seen.values()), ARM_LOADER in seen
+    return cache.walks[key]
 
 
-def stage_code(stage: str, root: str | Path = REPO_ROOT, cache: FactsCache | None = None) -> StageCode:
-    """The files of a stage's code under the project root and their fingerprint: 16 hex digits of a sha256
-    over each file's name and the sha256 of its code (code_text), in name order."""
+def closure_files(entry: str, source_root: Path, cache: FactsCache,
+                  arms: tuple[str, ...] | None = None) -> list[Path]:
+    """Every file the entry module's code consists of: the modules it imports inside the package, their
+    packages' `__init__`s, whole packages that import dynamically, the modules of these arms (all where None)
+    and what they import where it reaches the registry, and the data files beside them (the table of arms
+    not among them: a key holds its rows, arm_rows)."""
+    files, reaches_registry = _walk(entry, source_root, cache)
+    files = set(files)
+    if reaches_registry:  # what the registry loads is what the job's arms' rows name
+        rows = arm_rows(source_root)
+        for module in _arm_modules(rows, tuple(rows) if arms is None else arms):
+            files |= _walk(module, source_root, cache)[0]
+    data = {p for folder in {f.parent for f in files} for p in cache.data_files(folder)}
+    return sorted((files | data) - {source_root / ARM_TABLE})
+
+
+def why_left_out(name: str) -> str | None:
+    """Why a file of a closure is no part of its fingerprint; None where it is."""
+    if name in OUTSIDE_FINGERPRINT:
+        return OUTSIDE_FINGERPRINT[name]
+    return next((why for package, why in OUTSIDE_PACKAGES.items() if name.startswith(package)), None)
+
+
+def stage_code(stage: str, root: str | Path = REPO_ROOT, cache: FactsCache | None = None,
+               arms: tuple[str, ...] | None = None) -> StageCode:
+    """The files of a job's code under the project root and their fingerprint: 16 hex digits of a sha256
+    over each file's name and the sha256 of its code (code_text), in name order, then the rows of the table
+    of arms the job holds (a run's stage: the `train` blocks of `arms`; another stage: the rows of `arms`;
+    all arms where None) as canonical JSON."""
     source_root = Path(root) / PACKAGE_DIR
     if not source_root.is_dir():
         raise ParamsError(f"{source_root}: not found; a stage's code is read from the project's working "
@@ -228,29 +308,74 @@ def stage_code(stage: str, root: str | Path = REPO_ROOT, cache: FactsCache | Non
     if _module_file(source_root.parent, entry) is None:
         raise ParamsError(f"{entry}: the entry module of stage {stage} is missing under {source_root}")
     cache = cache or FactsCache()
+    rows = arm_rows(source_root.parent)
+    unknown = sorted(set(arms or ()) - set(rows))
+    if unknown:
+        raise ParamsError(f"{source_root.parent / ARM_TABLE}: no arm {unknown[0]!r}")
     files, left_out, digest = [], [], hashlib.sha256()
-    for path in closure_files(entry, source_root.parent, cache):
+    for path in closure_files(entry, source_root.parent, cache, arms):
         name = path.relative_to(source_root.parent).as_posix()
-        if name in OUTSIDE_FINGERPRINT:
+        if why_left_out(name):
             left_out.append(name)
             continue
         files.append(name)
         digest.update(name.encode() + b"\0" + cache.facts(path).code.encode())
+    if f"{PACKAGE}/models/arms.py" in files:  # the job reads the table: the rows it holds
+        part = ".train" if stage in PER_RUN else ""
+        held = {arm: rows[arm]["train"] if part else rows[arm] for arm in (arms or tuple(rows))}
+        files.append(f"{ARM_TABLE}: " + ", ".join(f"{arm}{part}" for arm in held))
+        digest.update(ARM_TABLE.encode() + b"\0" + json.dumps(held, sort_keys=True, default=str).encode())
     cache.save()
     return StageCode(stage, entry, tuple(files), tuple(left_out), digest.hexdigest()[:16])
 
 
-def stage_fingerprints(root: str | Path = REPO_ROOT) -> dict[str, str]:
-    """Every stage's code fingerprint (the `code` of results/plan.json and of each lineage key)."""
+def stage_fingerprints(root: str | Path = REPO_ROOT, arms: Iterable[str] | None = None) -> dict:
+    """Every job's code fingerprint (the `code` of results/plan.json and of each lineage key): per arm of the
+    grid (every arm of the table where None) for the run stages ({stage: {arm: fingerprint}}), one for each
+    other stage, its closure holding the grid's arms. A fingerprint accepted as equivalent to an earlier one
+    (plan/accept.py) is that one."""
     cache = FactsCache()
-    return {stage: stage_code(stage, root, cache).fingerprint for stage in VERB_OF_STAGE}
+    arms = tuple(sorted(set(arm_rows(Path(root) / "src").keys() if arms is None else arms)))
+    accepted = accepted_fingerprints(root)
+    code: dict = {}
+    for stage in VERB_OF_STAGE:
+        if stage in PER_RUN:
+            own = {arm: stage_code(stage, root, cache, (arm,)).fingerprint for arm in arms}
+            code[stage] = {arm: _canonical(accepted, stage, fingerprint) for arm, fingerprint in own.items()}
+        else:
+            code[stage] = _canonical(accepted, stage, stage_code(stage, root, cache, arms).fingerprint)
+    return code
 
 
-def explain(stage: str, root: str | Path = REPO_ROOT) -> str:
-    """What `ngptlab plan --explain STAGE` prints: the files a stage's key covers, and those left out."""
-    code = stage_code(stage, root)
-    lines = [f"stage {stage}: code {code.fingerprint}, the import closure of {code.entry} "
+def _canonical(accepted: dict, stage: str, fingerprint: str) -> str:
+    seen = set()
+    while (stage, fingerprint) in accepted and fingerprint not in seen:  # a chain of accepted refactors
+        seen.add(fingerprint)
+        fingerprint = accepted[stage, fingerprint]
+    return fingerprint
+
+
+def accepted_fingerprints(root: str | Path = REPO_ROOT) -> dict[tuple[str, str], str]:
+    """{(stage, fingerprint): the fingerprint it was accepted as} from the record of accepted refactors
+    (ACCEPTED under the project root; none where it is missing)."""
+    path = Path(root) / ACCEPTED
+    if not path.is_file():
+        return {}
+    try:
+        record = json.loads(path.read_text())
+        return {(entry["stage"], entry["fingerprint"]): entry["accepted_as"] for entry in record["accepted"]}
+    except (ValueError, KeyError, TypeError) as error:
+        raise ParamsError(f"{path}: not a record of accepted code ({error}); restore it from git") from None
+
+
+def explain(stage: str, root: str | Path = REPO_ROOT, arm: str | None = None) -> str:
+    """What `ngptlab plan --explain STAGE [--arm ARM]` prints: the files a job's key covers, and those left
+    out."""
+    code = stage_code(stage, root, arms=(arm,) if arm else None)
+    reads_arms = any(name.startswith(ARM_TABLE) for name in code.files)
+    scope = (f" for arm {arm}" if arm else " for every arm") if reads_arms else ""
+    lines = [f"stage {stage}{scope}: code {code.fingerprint}, the import closure of {code.entry} "
              f"({len(code.files)} files; docstrings and comments are not code)"]
     lines += [f"  {name}" for name in code.files]
-    lines += [f"  left out: {name}: {OUTSIDE_FINGERPRINT[name]}" for name in code.left_out]
+    lines += [f"  left out: {name}: {why_left_out(name)}" for name in code.left_out]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from ngptlab import options
+from ngptlab.models.arms import names as arm_names
 from ngptlab.plan.closure import VERB_OF_STAGE, explain
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS
 from ngptlab.plan.extend import DEFAULT_CAP
@@ -66,7 +67,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     options.add_root(parser)  # its src/ is the code --write fingerprints; its results/ the growth's input
     parser.add_argument("--explain", choices=VERB_OF_STAGE, metavar="STAGE",
                         help="print the files whose code a stage's lineage key covers (the import closure of "
-                             f"its command; one of {', '.join(VERB_OF_STAGE)}) and those left out, and exit")
+                             f"its command; one of {', '.join(VERB_OF_STAGE)}) and those left out, and exit; "
+                             "with --arm, a run's: its arm's module and its row of the table of arms")
+    parser.add_argument("--arm", choices=arm_names(), metavar="ARM",
+                        help="with --explain: the job of this arm (default: every arm's modules and rows)")
     parser.add_argument("--max-sweep", type=int, default=DEFAULT_CAP, metavar="N",
                         help=f"with --extend-sweeps: learning rates per sweep at most "
                              f"(default {DEFAULT_CAP})")
@@ -74,7 +78,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, params: Params) -> int:
     if args.explain:
-        print(explain(args.explain, args.root))
+        print(explain(args.explain, args.root, args.arm))
         return 0
     plan_file = args.write or str(Path(args.root) / "results" / "plan.json")  # of --set, --extend-sweeps
     if args.set:

@@ -16,9 +16,9 @@ from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.resources import run_shape, scale_layout
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, enumerate_segments, job_tokens
+from ngptlab.models.arms import warms_up
 from ngptlab.models.scales import Scale
 from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
-from ngptlab.models.warmup import warms_up
 from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
 from ngptlab.plan.runtime import JobTime, stage_runtimes, train_job
 from ngptlab.plan.sharing import sharing_summary

@@ -73,7 +73,7 @@ def resolved_grid(params: Params, root: str | Path = ".") -> dict:
     if len({cell["key"] for cell in cells.values()}) != len(cells):
         raise ParamsError(f"train.scales: two cells of {', '.join(cells)} differ only in '.' against '_'; "
                           "rename a scale")
-    code = stage_fingerprints(root)
+    code = stage_fingerprints(root, params.train.arms)
     segments = enumerate_segments(params)
     ends = by_end(segments)
     # A run maps to its cell, schedule, lineage group (its train and condition keys) and start only: its
@@ -107,6 +107,20 @@ def read_grid_file(path: str | Path) -> dict | None:
     return written if isinstance(written, dict) else None
 
 
+def changed_code(written: dict, now: dict) -> list[str]:
+    """The jobs whose code differs between two `code` records of a grid file: a stage, or a run stage's arm
+    ("train (gpt-angle)")."""
+    changed = []
+    for stage, fingerprint in now.items():
+        if isinstance(fingerprint, dict):
+            was = written.get(stage) if isinstance(written.get(stage), dict) else {}
+            arms = [arm for arm, value in fingerprint.items() if was.get(arm) != value]
+            changed += [f"{stage} ({', '.join(arms)})"] if arms else []
+        elif written.get(stage) != fingerprint:
+            changed.append(stage)
+    return changed
+
+
 def check_grid_file(params: Params, path: str | Path, root: str | Path = ".") -> None:
     """Refuse a grid file that no longer matches the params file or the code under root."""
     path = Path(path)
@@ -117,8 +131,7 @@ def check_grid_file(params: Params, path: str | Path, root: str | Path = ".") ->
     if written is None:
         raise ParamsError(f"{path}: not a grid file (not a JSON mapping); {fix}")
     expected = resolved_grid(params, root)
-    changed = [stage for stage, fingerprint in expected["code"].items()
-               if written.get("code", {}).get(stage) != fingerprint]
+    changed = changed_code(written.get("code", {}), expected["code"])
     if changed:
         raise ParamsError(f"{path}: stale, the code of {', '.join(changed)} changed since it was written; "
                           f"{fix}")

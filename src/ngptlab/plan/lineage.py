@@ -33,10 +33,10 @@ from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import lineage_group
 from ngptlab.settings import Params
-from ngptlab.settings.roles import GRID, STAGES, arms_with_own_settings, shaping
+from ngptlab.settings.roles import GRID, PER_RUN, STAGES, shaping
 from ngptlab.weight_dtype import FP32
 
-PER_SCHEDULE = ("trunk", "train", "condition")  # a key per lineage group (RunSpec's and TrunkSpec's)
+PER_SCHEDULE = PER_RUN  # a key per lineage group (RunSpec's and TrunkSpec's)
 PER_CELL = ("speedup", "evaluate")  # a key per cell
 __all__ = ["PER_CELL", "PER_SCHEDULE", "STAGES", "key_of", "made_from"]
 
@@ -52,17 +52,17 @@ def made_from(params: Params, code: dict[str, str]) -> dict:
     of its own: wsd-gpt-angle), train and condition (cosine, wsd, with bf16 runs cosine-bf16, wsd-bf16, and
     an arm of its own: cosine-gpt-angle, ...), per cell (by name) for speedup and evaluate.
     A stage's settings are the keys the schema says shape it (settings/roles.py), defaults filled in.
-    `code` maps each stage to the fingerprint of its code (ngptlab.plan.closure)."""
+    `code` maps each stage to the fingerprint of its code, a run stage's per arm (ngptlab.plan.closure)."""
     full = asdict(params)  # every key, defaults filled in
     prepare = {"prepare": shaping(full, "prepare"), "code": code["prepare"]}
     data = key_of(prepare)
-    # An arm a per-arm setting can name (train.angles) has keys of its own, holding its part only; every
-    # other arm shares its schedule's and dtype's.
-    arms = [None, *sorted(set(params.train.arms) & arms_with_own_settings())]
+    # Every arm has keys of its own, holding its code (its module and its row of the table of arms) and its
+    # part of a per-arm setting (train.angles).
+    arms = sorted(set(params.train.arms))
     # A trunk's warmup is the smallest budget's (ngptlab.schedule): a smaller budget retrains every trunk,
     # a larger one none.
     trunk = {lineage_group(schedules.WSD, FP32, arm): {
-        "data": data, "trunk": shaping(full, "trunk", schedules.WSD, arm), "code": code["trunk"],
+        "data": data, "trunk": shaping(full, "trunk", schedules.WSD, arm), "code": code["trunk"][arm],
         "warmup_budget": min(full["train"]["budgets"])} for arm in arms}
     # A WSD run branches from its trunk, so its key holds the trunk's; a cosine run's holds no WSD setting.
     # Another dtype's runs: the same inputs and the dtype, under keys of their own ("cosine-bf16"); an fp32
@@ -73,12 +73,14 @@ def made_from(params: Params, code: dict[str, str]) -> dict:
         for arm in arms:
             wsd_trunk = key_of(trunk[lineage_group(schedules.WSD, FP32, arm)])
             train[lineage_group(schedules.COSINE, dtype, arm)] = {
-                "data": data, "train": shaping(full, "train", schedules.COSINE, arm), "code": code["train"],
-                **extra}
+                "data": data, "train": shaping(full, "train", schedules.COSINE, arm),
+                "code": code["train"][arm], **extra}
             train[lineage_group(schedules.WSD, dtype, arm)] = {
                 "trunk": wsd_trunk, "train": shaping(full, "train", schedules.WSD, arm),
-                "code": code["train"], **extra}
-    trained = {schedule: key_of(inputs) for schedule, inputs in train.items()}
+                "code": code["train"][arm], **extra}
+    trained = {group: key_of(inputs) for group, inputs in train.items()}
+    arm_of_group = {lineage_group(schedule, dtype, arm): arm for dtype in weight_dtypes.of(params.train)
+                    for arm in arms for schedule in (schedules.COSINE, schedules.WSD)}
     runs_of_cell: dict[str, list[str]] = {}
     schedules_of_cell: dict[str, set[str]] = {}
     for run in enumerate_runs(params):
@@ -90,8 +92,8 @@ def made_from(params: Params, code: dict[str, str]) -> dict:
     evaluate = {cell: {"speedup": key_of(speedup[cell]), "data": data,
                        "evaluate": shaping(full, "evaluate"), "code": code["evaluate"]}
                 for cell in runs_of_cell}
-    condition = {schedule: {"train": key, "condition": shaping(full, "condition"),
-                            "code": code["condition"]} for schedule, key in trained.items()}
+    condition = {group: {"train": key, "condition": shaping(full, "condition"),
+                         "code": code["condition"][arm_of_group[group]]} for group, key in trained.items()}
     in_grid = set().union(*schedules_of_cell.values())
     report = {"condition": {s: key_of(condition[s]) for s in sorted(in_grid)},
               "cells": {cell: key_of(evaluate[cell]) for cell in runs_of_cell},  # each includes its speed-up

@@ -17,7 +17,8 @@ A d per token per block, counted from models/layers.py: RMSNorm input (d), the n
 q, k, v (d), q, k, v and the attention output that scaled_dot_product_attention keeps (4 d; a flash or
 memory-efficient kernel keeps no T x T scores), the second RMSNorm's input (d) and the MLP's input (d),
 SwiGLU's u, v, SiLU(v) and their product (4 x 4 d = 16 d): A = 24. nGPT and ngpt-freew keep more: the
-normalisations of q, k, the block outputs and the updates, about 8 d more (A = 32).
+normalisations of q, k, the block outputs and the updates, about 8 d more (A = 32). Each arm's A is its
+row's `saved_per_block` in models/arms.yaml.
 b is the bytes of a saved element: 4 in fp32; 3 under bf16 autocast (the matmul outputs are bf16, the
 residual stream and the normalisations stay fp32: about half and half).
 h is 16 bytes per vocabulary entry in fp32 (the logits, which the caller holds, their log-softmax saved by
@@ -34,11 +35,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ngptlab.models import arms
 from ngptlab.models.scales import Scale
 from ngptlab.settings import Train
 
-SAVED_PER_BLOCK = {"ngpt": 32, "ngpt-freew": 32, "ngpt-angle": 32}  # A above; every other arm: BASELINE_SAVED
-BASELINE_SAVED = 24
 GPU_MEMORY_GB = 80.0  # default per-GPU memory: an H100 SXM's 80 GB (an H200 has 141, an A100 40 or 80)
 
 
@@ -58,7 +58,7 @@ def training_memory(arm: str, shape: Scale, n_params: int, vocab_rows: int, micr
                     checkpointing: bool = False, weight_bytes: int = 4) -> Memory:
     """The peak bytes of one process training `arm` at `shape` on micro-batches of `micro_tokens`, its
     weights, gradients and AdamW moments stored at `weight_bytes` each (ngptlab.weight_dtype.BYTES)."""
-    saved = SAVED_PER_BLOCK.get(arm, BASELINE_SAVED) * shape.d_model * (3 if bf16 else 4)
+    saved = arms.arm(arm).saved_per_block * shape.d_model * (3 if bf16 else 4)
     if checkpointing:
         per_token = shape.n_layer * 4 * shape.d_model + saved
     else:

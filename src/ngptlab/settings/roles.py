@@ -16,6 +16,7 @@ from typing import Any
 from ngptlab.settings.schema import load_schema, resolved_node
 
 STAGES = ("prepare", "trunk", "train", "condition", "speedup", "evaluate", "report")
+PER_RUN = ("trunk", "train", "condition")  # the stages with a job per run (or trunk), keyed per arm
 GRID = "grid"
 EXECUTION = ("speed", "roundoff", "placement", "cadence", "view", "planning")
 
@@ -33,7 +34,7 @@ class Role:
 def _arms_named(node: dict, key: str) -> tuple[str, ...]:
     """The arms a per-arm key ({cell: {arm: value}}) can name: its schema's enum of arm names."""
     try:
-        return tuple(resolved_node(node["additionalProperties"])["propertyNames"]["enum"])
+        return tuple(resolved_node(resolved_node(node["additionalProperties"])["propertyNames"])["enum"])
     except (KeyError, TypeError) as error:
         raise ValueError(f"params schema: {key} is `per_arm` but names no arms ({{cell: {{arm: ...}}}} with "
                          "propertyNames.enum)") from error
@@ -70,12 +71,6 @@ def value_at(params: Mapping, key: str) -> Any:
     for part in key.split("."):
         value = value[part]
     return value
-
-
-@cache
-def arms_with_own_settings() -> frozenset[str]:
-    """The arms some per-arm key can name: their runs and trunks have lineage keys of their own."""
-    return frozenset(arm for role in roles() for arm in role.per_arm)
 
 
 def _arm_part(value: Mapping, arm: str) -> dict:

@@ -1,5 +1,6 @@
 """The params file's schema (config/schema.yaml) as the code reads it: its nodes (a `$ref` followed), the arm
-names, and a key's schema `default:`, the one place a default is written (settings/typed.py fills them in).
+names (from models/arms.yaml), and a key's schema `default:`, the one place a default is written
+(settings/typed.py fills them in).
 """
 
 from __future__ import annotations
@@ -11,13 +12,20 @@ from typing import Any
 
 import yaml
 
+from ngptlab.models import arms
+
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
 
 
 @cache
 def load_schema() -> dict:
+    """The schema, its arm names filled in from the table of arms (models/arms.yaml), where alone they are
+    written."""
     with open(SCHEMA_PATH) as f:
-        return yaml.safe_load(f)
+        schema = yaml.safe_load(f)
+    schema["$defs"]["arm"]["enum"] = arms.names()
+    schema["$defs"]["angle_arm"]["enum"] = list(arms.turns_like())
+    return schema
 
 
 def allowed_arms() -> list[str]:

@@ -1,5 +1,6 @@
 """The two 2x2s read as factorials, per seed, paired over seeds: the conditioning square (gpt, gpt-rownorm,
-gpt-orth, ngpt) and the angle square (gpt, gpt-angle, ngpt-angle, ngpt).
+gpt-orth, ngpt) and the angle square (gpt, gpt-angle, ngpt-angle, ngpt), each arm at the corner its row of
+models/arms.yaml (`squares`) gives it.
 
 Coding: y_ab = ln S of the arm in cell (a, b), a = 1 when the weight norms are fixed, b = 1 when the
 conditioning is fixed:
@@ -7,7 +8,7 @@ conditioning is fixed:
   y_10 gpt-rownorm  norms fixed (unit rows), conditioning free
   y_01 gpt-orth     conditioning fixed (kappa = 1); its norm is one learned scalar per matrix, counted free
   y_11 ngpt         norms fixed; conditioning counted fixed (not constrained; observed well conditioned:
-                    ngptlab.models.placement)
+                    its row of models/arms.yaml)
 The factorial is not clean: ngpt also differs from gpt in more than the two factors (no warmup, no weight
 decay, a normalised residual stream and hidden states), and all of that is booked to cell (1, 1), so the
 interaction and both main effects carry it. Effects, per seed s (the textbook 2x2 contrasts):
@@ -40,7 +41,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ngptlab.models.placement import NGPT_CONDITIONING
+from ngptlab.models import arms
 from ngptlab.speedup.censored import log_of, weighted_sum
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.paired import paired_mean
@@ -63,21 +64,30 @@ class Square:
     coding: str
 
 
-ARMS = {"gpt": (0, 0), "gpt-rownorm": (1, 0), "gpt-orth": (0, 1), "ngpt": (1, 1)}  # arm -> (a, b)
+def corners(square: str) -> dict[str, tuple[int, int]]:
+    """A square's arms as models/arms.yaml places them: arm -> (a, b)."""
+    placed = arms.square(square)
+    return {placed[corner]: (int(corner[0]), int(corner[1])) for corner in arms.SQUARE_CORNERS}
+
+
+ARMS = corners("conditioning")  # arm -> (a, b)
+_C = arms.square("conditioning")  # corner "ab" -> arm
 WEIGHTS = {"conditioning": B_EFFECT, "norm": A_EFFECT, "interaction": INTERACTION}
-CODING = ("y_ab = ln S, a = norms fixed, b = conditioning fixed: y_00 gpt, y_10 gpt-rownorm, y_01 gpt-orth "
-          f"(a learned scalar norm, counted free), y_11 ngpt (conditioning {NGPT_CONDITIONING}; ngpt "
-          "also drops warmup and weight decay and normalises its hidden states, all booked to this cell, "
-          "so the factorial is not clean); conditioning = ((y_01 - y_00) + (y_11 - y_10)) / 2, norm = "
-          "((y_10 - y_00) + (y_11 - y_01)) / 2, interaction = (y_11 - y_10) - (y_01 - y_00)")
+CODING = (f"y_ab = ln S, a = norms fixed, b = conditioning fixed: y_00 {_C['00']}, y_10 {_C['10']}, y_01 "
+          f"{_C['01']} (a learned scalar norm, counted free), y_11 {_C['11']} (conditioning "
+          f"{arms.arm(_C['11']).conditioning}; ngpt also drops warmup and weight decay and normalises its "
+          "hidden states, all booked to this cell, so the factorial is not clean); conditioning = ((y_01 - "
+          "y_00) + (y_11 - y_10)) / 2, norm = ((y_10 - y_00) + (y_11 - y_01)) / 2, interaction = (y_11 - "
+          "y_10) - (y_01 - y_00)")
 CONDITIONING = Square("conditioning", ARMS, WEIGHTS, CODING)
+_A = arms.square("angle")
 ANGLE = Square(
-    "angle", {"gpt": (0, 0), "ngpt-angle": (1, 0), "gpt-angle": (0, 1), "ngpt": (1, 1)},
+    "angle", corners("angle"),
     {"angle": B_EFFECT, "architecture": A_EFFECT, "interaction": INTERACTION},
-    "y_ab = ln S, a = nGPT's architecture, b = nGPT's per-step angle: y_00 gpt, y_10 ngpt-angle (ngpt "
-    "turned at gpt's angle), y_01 gpt-angle (gpt with one learned scalar per matrix, turned at ngpt's "
-    "angle), y_11 ngpt; angle = ((y_01 - y_00) + (y_11 - y_10)) / 2, architecture = ((y_10 - y_00) + "
-    "(y_11 - y_01)) / 2, interaction = (y_11 - y_10) - (y_01 - y_00)")
+    f"y_ab = ln S, a = nGPT's architecture, b = nGPT's per-step angle: y_00 {_A['00']}, y_10 {_A['10']} "
+    f"(ngpt turned at gpt's angle), y_01 {_A['01']} (gpt with one learned scalar per matrix, turned at "
+    f"ngpt's angle), y_11 {_A['11']}; angle = ((y_01 - y_00) + (y_11 - y_10)) / 2, architecture = ((y_10 "
+    "- y_00) + (y_11 - y_01)) / 2, interaction = (y_11 - y_10) - (y_01 - y_00)")
 
 
 def usable_seeds(per_seed: Mapping[str, Mapping[int, Estimate]], square: Square = CONDITIONING

@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ngptlab.models import arms
 from ngptlab.sample_size import (
     POWER,
     SD_CONFIDENCE,
@@ -78,8 +79,9 @@ RESOLVE_RATIO: float = default("speedup.resolve_ratio")
 # The contrasts the document gives besides every arm against the baseline: the conditioning square's
 # controls against nGPT and against each other, the angle square's against nGPT (each pair only where both
 # arms are in the cell); the accounts' patterns read them (speedup/reading.py).
-CONTRASTS = (("gpt-orth", "ngpt"), ("gpt-rownorm", "ngpt"), ("gpt-orth", "gpt-rownorm"),
-             ("gpt-angle", "ngpt"), ("ngpt-angle", "ngpt"))
+_C, _A = arms.square("conditioning"), arms.square("angle")  # corner "ab" -> arm (models/arms.yaml)
+CONTRASTS = ((_C["01"], _C["11"]), (_C["10"], _C["11"]), (_C["01"], _C["10"]), (_A["01"], _A["11"]),
+             (_A["10"], _A["11"]))
 A_BOUND = "not resolved (a bound)"
 NEEDS_TWO = "needs 2 seeds to measure the noise"
 SIZE_KEYS = ("seeds_needed", "seeds_needed_upper", "seeds_needed_equivalence")

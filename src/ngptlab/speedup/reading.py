@@ -40,13 +40,15 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from ngptlab.models import arms
 from ngptlab.speedup.equivalence import NOT_RESOLVED, held_claim, interval_claim
 from ngptlab.speedup.factorial import ANGLE
 from ngptlab.speedup.rivals import clause
 from ngptlab.speedup.separation import clause as separation_clause
 from ngptlab.stats import LEVEL
 
-BASELINE = "gpt"
+_C, _A = arms.square("conditioning"), arms.square("angle")  # corner "ab" -> arm (models/arms.yaml)
+BASELINE = _C["00"]
 HOLDS, SHOWN_NOT, OPEN = "holds", "shown not to hold", "open"
 
 
@@ -103,20 +105,19 @@ def short(words: str) -> str:
 def _account(name: str, claim: str, fixer: str, other: str, extra: tuple = ()) -> Account:
     """The pattern of an account that credits `fixer` (the control that gives gpt the property the account
     credits) and not `other` (the control that takes it from, or gives gpt, something else)."""
-    return Account(name, claim, ((fixer, BASELINE, "exceeds"), ("ngpt", BASELINE, "exceeds"),
-                                 (other, BASELINE, "equivalent"), (fixer, "ngpt", "equivalent")), extra)
+    return Account(name, claim, ((fixer, BASELINE, "exceeds"), (_C["11"], BASELINE, "exceeds"),
+                                 (other, BASELINE, "equivalent"), (fixer, _C["11"], "equivalent")), extra)
 
 
 # Where the angle arms run: an account that does not credit the angle predicts each angle arm as fast as
 # its architecture; the angle account predicts gpt-orth (conditioning fixed, angle gpt's) as slow as gpt.
-AS_THEIR_ARCHITECTURE = (("gpt-angle", BASELINE, "equivalent"), ("ngpt-angle", "ngpt", "equivalent"))
-CONDITIONING = _account("conditioning", "conditioning explains nGPT's speed-up", "gpt-orth", "gpt-rownorm",
+AS_THEIR_ARCHITECTURE = ((_A["01"], BASELINE, "equivalent"), (_A["10"], _A["11"], "equivalent"))
+CONDITIONING = _account("conditioning", "conditioning explains nGPT's speed-up", _C["01"], _C["10"],
                         AS_THEIR_ARCHITECTURE)
-NORM = _account("norm", "the weight norms explain nGPT's speed-up", "gpt-rownorm", "gpt-orth",
-                AS_THEIR_ARCHITECTURE)
+NORM = _account("norm", "the weight norms explain nGPT's speed-up", _C["10"], _C["01"], AS_THEIR_ARCHITECTURE)
 EFFECTIVE_LR = _account("effective learning rate",
                         "the effective learning rate (how far each matrix turns per step) explains nGPT's "
-                        "speed-up", "gpt-angle", "ngpt-angle", (("gpt-orth", BASELINE, "equivalent"),))
+                        "speed-up", _A["01"], _A["10"], ((_C["01"], BASELINE, "equivalent"),))
 ACCOUNTS = (CONDITIONING, NORM, EFFECTIVE_LR)
 CONSISTENT, INCONSISTENT = CONDITIONING.consistent, CONDITIONING.inconsistent
 PREDICTED = {"conditioning": "exceeds", "norm": "equivalent", "interaction": "equivalent"}

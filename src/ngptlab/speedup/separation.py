@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from ngptlab.models.matched_angle import ARCHITECTURE, TURNS_LIKE
+from ngptlab.models.arms import arm as arm_row
+from ngptlab.models.arms import turns_like
 from ngptlab.results import RunResult
 from ngptlab.speedup.equivalence import NOT_RESOLVED
 from ngptlab.speedup.rivals import HEADS, estimate_runs, kappa
@@ -63,7 +64,7 @@ def _sign(interval: list[float] | None) -> int:
 def arm_separation(log_kappa: Mapping[str, Mapping[int, float]], arm: str, level: float = LEVEL) -> dict:
     """{own, other, gap, position {mean, interval, method, level, n_seeds}, kappa_ratio {to_own, to_other},
     verdict} of one angle arm, from ln kappa per (arm, seed)."""
-    own, other = ARCHITECTURE[arm], TURNS_LIKE[arm]
+    own, other = arm_row(arm).architecture, turns_like()[arm]
     seeds = sorted(set(log_kappa.get(arm, {})) & set(log_kappa.get(own, {})) & set(log_kappa.get(other, {})))
     k = {a: [log_kappa[a][s] for s in seeds] for a in (arm, own, other)}
     gaps = [o - t for o, t in zip(k[own], k[other], strict=True)]
@@ -85,7 +86,7 @@ def arm_separation(log_kappa: Mapping[str, Mapping[int, float]], arm: str, level
 def separation(results: Iterable[RunResult], estimate: Mapping, level: float = LEVEL) -> dict | None:
     """{arms {angle arm: arm_separation}, verdict, rule} for the cell's angle arms; None where the cell runs
     no angle arm beside gpt and ngpt."""
-    angle_arms = [arm for arm in TURNS_LIKE if arm in estimate["arms"]]
+    angle_arms = [arm for arm in turns_like() if arm in estimate["arms"]]
     if not angle_arms or not {"gpt", "ngpt"} <= set(estimate["arms"]):
         return None
     runs_of = estimate_runs(results, estimate)

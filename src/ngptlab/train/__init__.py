@@ -6,6 +6,7 @@ data.py        token shards, training batches and validation windows
 dist.py        the process topology: one process, or one of several under torchrun
 threads.py     the CPU threads a training process computes with
 progress.py    how far a job has come: the record a checkpoint stores
+identity.py    what a job is made from, as the lineage reads it; checked before it resumes or is done
 state.py       resumable checkpoints, without pickle
 batches.py     a step's batch arithmetic and its staged micro-batches
 evaluation.py  a model's loss on val windows, with its standard error
@@ -18,7 +19,7 @@ stop.py        when a job stops early: a signal, or divergence
 job_limit.py   a job that stops by its own clock before its time limit
 execution.py   the settings of how a job runs, never of what it makes (recorded in its timing file)
 outcome.py     how a job ended: what its outputs record
-outputs.py     a run's paths, the identity of its trajectory, its final outputs
+outputs.py     a run's paths, whether it is done, its final outputs
 trunk.py       WSD trunks: segment jobs, kept states, where a branch starts
 restore.py     where a job starts (rank 0 reads, every rank starts there)
 angle_targets.py  the angle per step an angle arm turns at: measured (train.angles) or a prior

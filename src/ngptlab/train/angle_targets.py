@@ -26,7 +26,7 @@ import math
 from ngptlab.errors import ParamsError
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import TrunkSpec
-from ngptlab.models import Recipe
+from ngptlab.models.gpt import Recipe
 from ngptlab.models.gpt import Recipe as GPTRecipe
 from ngptlab.models.rotational import equilibrium_angle
 from ngptlab.models.scales import Scale

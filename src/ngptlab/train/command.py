@@ -40,4 +40,4 @@ def run(args: argparse.Namespace, params: Params) -> int:
     # record: under torchrun, a process's exception goes to torchrun's error file, and so with its rank, host
     # and exit code into the failure summary that ends the log (on any node); outside torchrun a no-op.
     return record(train_run)(spec, params.train, root=args.root, fresh=args.fresh,
-                             progress=not args.no_progress, condition=params.condition)
+                             progress=not args.no_progress, condition=params.condition, params=params)

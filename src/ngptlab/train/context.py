@@ -22,7 +22,7 @@ class RunContext:
     topo: Topology  # this process among the run's processes (train/dist.py)
     plan: BatchPlan  # the batch arithmetic, and the step the job ends at (train/batches.py)
     data: dict  # the token shards' record: source and hashes (train/data.py)
-    expected: dict  # the trajectory's fingerprint: a checkpoint or output of another is not this job's
+    expected: dict  # the job's identity (train/identity.py): a checkpoint or output of another is not its
     show_progress: bool  # draw a progress bar (rank 0)
     condition: Condition | None = None  # the condition section of params: kappa over training (None: none)
 

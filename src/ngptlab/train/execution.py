@@ -4,7 +4,7 @@ writes TensorBoard events, its job's clock and Slurm resources, how its MFU is c
 A run trained under any values of them has the same bytes (its weights and their header, config.json,
 summary.json, metrics.jsonl, a trunk segment's record), so none of them is written there; the job's timing
 file (results/timing/, read by the report only) records the values it ran with. They are no part of a run's
-fingerprint or lineage key either (train/outputs.py, plan/lineage.py). Knobs that change a run's numbers at
+identity or lineage key either (train/identity.py, plan/lineage.py). Knobs that change a run's numbers at
 float round-off (micro_batch_tokens, device, compile, activation_checkpointing) are not these: the summary
 records them.
 """

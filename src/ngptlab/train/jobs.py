@@ -10,7 +10,6 @@ branches (train/trunk.py).
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from ngptlab import schedule as schedules
@@ -20,11 +19,11 @@ from ngptlab.files import write_json_atomic
 from ngptlab.grid.enumeration import find_run
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, find_segment, trunk_of
-from ngptlab.models.warmup import warms_up
 from ngptlab.settings import Params, Train
 from ngptlab.train import state, trunk
+from ngptlab.train.identity import full_params, mismatch, run_identity, trunk_identity
 from ngptlab.train.outcome import Outcome
-from ngptlab.train.outputs import RunPaths, fingerprint, finished, unmeasured_timing, write_run_outputs
+from ngptlab.train.outputs import RunPaths, finished, unmeasured_timing, write_run_outputs
 
 
 class RunJob:
@@ -32,21 +31,16 @@ class RunJob:
 
     ends_run = True
 
-    def __init__(self, spec: RunSpec, train: Train, root: str | Path):
+    def __init__(self, spec: RunSpec, train: Train, root: str | Path, params: Params | None = None):
         self.spec, self.name, self.train, self.root = spec, spec.name, train, root
+        self.full = full_params(train, params)  # what its identity is read from (train/identity.py)
         self.paths = RunPaths.for_run(root, train.source, spec.cell, spec.name)
         self.lock_dir = self.paths.state_dir
-        self.warms_up = warms_up(spec.arm)
         self.steps = steps_per_run(train, spec.context, spec.budget)
         self.schedule = schedules.for_run(train, spec)
 
-    def fingerprint(self, data: dict) -> dict:
-        # the run's own warmup (0 for an arm that does not warm up, capped for small budgets), as its summary
-        # records it: a finished nGPT run must compare equal to itself; so for final_eval_tokens's default
-        params = {**asdict(self.train), "steps": self.steps, "warmup_steps": self.schedule.warmup_steps,
-                  "final_eval_tokens": self.train.final_eval_tokens, "schedule": self.spec.schedule,
-                  **self.schedule.record()}
-        return fingerprint(self.spec.as_dict(), params, data)
+    def identity(self, data: dict) -> dict:
+        return run_identity(self.spec, self.full, data)
 
     def done(self, expected: dict, main: bool) -> bool:
         if not finished(self.paths, self.name, expected):
@@ -62,15 +56,14 @@ class RunJob:
         """Where to start without a checkpoint of its own: a WSD branch from its trunk's kept state."""
         if not schedules.shares_trunk(self.spec):
             return None
-        return trunk.branch_start(self.root, self.train, self.spec, self.warms_up, data)
+        return trunk.branch_start(self.root, self.train, self.spec, self.full, data)
 
     def finish(self, outcome: Outcome, expected: dict) -> str:
         """Write the run's outputs; a WSD branch then deletes the kept states its trunk no longer needs."""
-        write_run_outputs(self.spec, self.paths, outcome)
+        write_run_outputs(self.spec, self.paths, outcome, expected)
         if schedules.shares_trunk(self.spec):
             trunk_spec = trunk_of(self.spec)
-            trunk_expected = trunk.trunk_fingerprint(trunk_spec, self.train, self.warms_up,
-                                                     outcome.config["data"])
+            trunk_expected = trunk_identity(trunk_spec, self.full, outcome.config["data"])
             trunk.collect_garbage(self.root, self.train, trunk_spec, trunk_expected)
         return str(self.paths.summary)
 
@@ -80,17 +73,17 @@ class SegmentJob:
 
     ends_run = False
 
-    def __init__(self, segment: Segment, train: Train, root: str | Path):
+    def __init__(self, segment: Segment, train: Train, root: str | Path, params: Params | None = None):
         self.segment, self.name, self.train, self.root = segment, segment.name, train, root
+        self.full = full_params(train, params)  # what its identity is read from (train/identity.py)
         self.spec = segment.trunk
         self.paths = trunk.TrunkPaths.for_segment(root, train.source, segment)
         self.lock_dir = self.paths.trunk_dir
-        self.warms_up = warms_up(self.spec.arm)
         self.steps = segment.step
         self.schedule = schedules.for_trunk(train, self.spec)
 
-    def fingerprint(self, data: dict) -> dict:
-        return trunk.trunk_fingerprint(self.spec, self.train, self.warms_up, data)
+    def identity(self, data: dict) -> dict:
+        return trunk_identity(self.spec, self.full, data)
 
     def done(self, expected: dict, main: bool) -> bool:
         record = trunk.read_record(self.paths.record)
@@ -98,22 +91,24 @@ class SegmentJob:
             before = [trunk.read_record(path) for path in
                       self.paths.record.parent.glob(f"from*-to{self.segment.start}.json")]
             before = next((r for r in before if r and r["status"] == "diverged"
-                           and r["fingerprint"] == expected), None)
+                           and r.get("identity") == expected), None)
             if not before:
                 return False
             if main:  # the trunk diverged before this segment's start: so does this segment
                 write_json_atomic(self.paths.record, {**before, "segment": self.name,
                                                       "start": self.segment.start, "step": self.segment.step})
             return True
-        if record["fingerprint"] != expected or record["segment"] != self.name:
-            raise CheckpointError(f"{self.paths.record}: the record of {self.name} is for other settings; "
-                                  f"delete it to train the segment again")
+        differs = (f"segment {record.get('segment')!r} on disk" if record.get("segment") != self.name
+                   else mismatch(record.get("identity"), expected))
+        if differs:
+            raise CheckpointError(f"{self.paths.record}: the record of {self.name} is for other settings "
+                                  f"({differs}); delete it to train the segment again")
         if main:
             print(f"ngptlab train: {self.name} is already done ({self.paths.record})", file=sys.stderr)
         return True
 
     def start(self, data: dict) -> tuple[Path, dict] | None:
-        expected = self.fingerprint(data)
+        expected = self.identity(data)
         found = trunk.latest_kept(self.paths.trunk_dir, expected, self.segment.step)
         return (found, expected) if found else None
 
@@ -144,5 +139,8 @@ def find_job(params: Params, name: str) -> RunSpec | Segment:
 Job = RunJob | SegmentJob
 
 
-def make_job(spec: RunSpec | Segment, train: Train, root: str | Path) -> Job:
-    return SegmentJob(spec, train, root) if isinstance(spec, Segment) else RunJob(spec, train, root)
+def make_job(spec: RunSpec | Segment, train: Train, root: str | Path, params: Params | None = None) -> Job:
+    """The job of a run or a trunk segment, trained with `train`; `params`, the whole params file, is what
+    its identity is read from (None: `train` and the schema's defaults; train/identity.py)."""
+    job = SegmentJob if isinstance(spec, Segment) else RunJob
+    return job(spec, train, root, params)

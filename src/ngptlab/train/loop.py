@@ -32,7 +32,7 @@ from ngptlab.observe.angular import IntervalStart
 from ngptlab.observe.observer import Observer, restart_points
 from ngptlab.prepare.shards import load_meta
 from ngptlab.revision import code_revision
-from ngptlab.settings import Condition, Train
+from ngptlab.settings import Condition, Params, Train
 from ngptlab.tensorboard_view import TensorBoardView
 from ngptlab.train import dist, final_eval, nonfinite, restore, state, threads
 from ngptlab.train.batches import BatchPlan, plan_batches
@@ -101,14 +101,15 @@ def log_every_tokens(train: Train) -> int:
 
 
 def train_run(spec: RunSpec | Segment, train: Train, root: str | Path = ".", fresh: bool = False,
-              progress: bool = True, condition: Condition | None = None) -> int:
+              progress: bool = True, condition: Condition | None = None, params: Params | None = None) -> int:
     """Train a run or a trunk segment with the `train` section of params; artifacts under `root`. Returns the
     exit code. `condition`, the condition section of params, adds the condition numbers to the metrics rows
-    (observe/observer.py; None: the angular update rate only)."""
+    (observe/observer.py; None: the angular update rate only). `params`, the whole params file, is what the
+    job's identity is read from (train/identity.py; None: `train` and the schema's defaults)."""
     topo = dist.setup(train.device)
     say(dist.visibility(topo))  # every rank: which GPUs each node's processes see, in the run's log
     try:
-        return _train_run(make_job(spec, train, root), train, topo, fresh, progress, condition)
+        return _train_run(make_job(spec, train, root, params), train, topo, fresh, progress, condition)
     finally:
         dist.teardown(topo)
 
@@ -127,7 +128,7 @@ def _train_run(job: Job, train: Train, topo: dist.Topology, fresh: bool, progres
                condition: Condition | None = None) -> int:
     plan = plan_batches(train, job.spec, topo.world_size, job.steps)
     data = data_record(load_meta(job.paths.tokens_dir), train.source)
-    ctx = RunContext(job, train, topo, plan, data, job.fingerprint(data), progress, condition)
+    ctx = RunContext(job, train, topo, plan, data, job.identity(data), progress, condition)
     if job.done(ctx.expected, topo.is_main):
         return 0
     lock = _lock(job.lock_dir, job.name) if topo.is_main else None
@@ -165,7 +166,7 @@ def _train_locked(ctx: RunContext, fresh: bool) -> int:
     start = restore.restore(topo, model, optimizer, lambda: restore.read_start(
         paths.state_dir, lambda: ctx.job.start(ctx.data), model, optimizer, ctx.expected))
     progress = start.progress
-    progress.fingerprint = ctx.expected
+    progress.identity = ctx.expected
     metrics_path = paths.state_dir / state.METRICS
     rows = []
     if main:  # the rows up to the checkpoint we start from; rows logged after it will be logged again

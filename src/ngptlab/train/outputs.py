@@ -1,4 +1,4 @@
-"""Where a run's artifacts live, what identifies its trajectory, and the final write of its outputs.
+"""Where a run's artifacts live, whether they are done, and the final write of its outputs.
 
 Final outputs (written only when the run ends, completed or diverged; summary.json last, so its presence
 means the run is done and a rerun is a no-op):
@@ -29,17 +29,15 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ngptlab import layout
-from ngptlab import schedule as schedules
 from ngptlab.checkpoint import save_model
 from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic, write_text_atomic
 from ngptlab.grid.runs import RunSpec
-from ngptlab.models import count_parameters
-from ngptlab.settings import default
+from ngptlab.models.registry import count_parameters
 from ngptlab.train import final_eval, state, timing
+from ngptlab.train.identity import mismatch
 from ngptlab.train.outcome import Outcome
 from ngptlab.train.throughput import MFU_NOTE, mfu_of
 
@@ -47,21 +45,6 @@ from ngptlab.train.throughput import MFU_NOTE, mfu_of
 # timing file (RunPaths.timing), which only the report reads, never to the metrics or summary that the
 # stages between train and the report read.
 TIMING_KEYS = ("tokens_per_s", "mfu")
-
-# Settings that change a run's trajectory or its final val loss. A checkpoint or a finished run written
-# with other values belongs to a different run. (micro_batch_tokens, device, compile and world size only
-# change float rounding or speed, so a run may resume under different ones.)
-TRAJECTORY_KEYS = ("batch_sequences", "steps", "warmup_steps", "grad_clip", "diverge_loss",
-                   "eval_windows", "eval_seed", "vocab_multiple")
-# optional keys: absent (older runs included) = the schema's default
-TRAJECTORY_DEFAULTS = {"vocab_multiple": default("train.vocab_multiple")}
-# What only a run's end reads: a trunk has no end, so a new final evaluation keeps its kept states. Absent
-# in a summary (a run from before final evaluations) it differs from any setting: such a run is retrained.
-RUN_END_KEYS = ("final_eval_tokens",)
-# A schedule other than the paper's cosine adds its keys (ngptlab.schedule, its record()); a cosine
-# run's fingerprint has none, as before other schedules existed.
-SCHEDULE_KEYS = {schedules.COSINE: (), schedules.TRUNK: ("schedule",),
-                 schedules.WSD: ("schedule", "cooldown_fraction", "cooldown_shape", "decay_start_step")}
 
 
 @dataclass(frozen=True)
@@ -100,31 +83,25 @@ class RunPaths:
         return self.results_dir / "summary.json"
 
 
-def fingerprint(spec: dict, params: dict, data: dict) -> dict[str, Any]:
-    """The identity of a run's (or a trunk's) trajectory: spec, trajectory settings, data hashes."""
-    schedule = params.get("schedule", schedules.COSINE)
-    keys = TRAJECTORY_KEYS + SCHEDULE_KEYS[schedule] + (() if schedule == schedules.TRUNK else RUN_END_KEYS)
-    return {**spec, **{key: params.get(key, TRAJECTORY_DEFAULTS.get(key)) for key in keys},
-            "train_sha256": data.get("train_sha256"), "val_sha256": data.get("val_sha256")}
-
-
 def finished(paths: RunPaths, run: str, expected: dict) -> bool:
-    """True if this run's final outputs exist and match `expected` (a fingerprint); False if not there.
+    """True if this run's final outputs exist and were made as `expected` (its identity, train/identity.py);
+    False if not there.
 
-    Final outputs of a different trajectory are an error, not something to overwrite silently.
+    Final outputs made otherwise (other settings, or before summaries recorded an identity) are an error
+    naming what differs, not something to overwrite silently nor to call done.
     """
     if not paths.summary.is_file():
         return False
     try:
         summary = json.loads(paths.summary.read_text())
-        found = fingerprint(summary["spec"], summary["params"], summary["data"])
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        found = summary.get("identity")
+    except (json.JSONDecodeError, AttributeError) as err:
         raise CheckpointError(f"{paths.summary}: unreadable summary ({err}); "
                               f"delete it to retrain {run}") from None
-    if summary.get("run") != run or found != expected:
-        differing = sorted(k for k in set(found) | set(expected) if found.get(k) != expected.get(k))
-        what = ", ".join(differing) or "run name"
-        raise CheckpointError(f"{paths.summary}: outputs of {run} exist for other settings ({what} differ); "
+    differs = (f"run {summary.get('run')!r} on disk" if summary.get("run") != run
+               else mismatch(found, expected))
+    if differs:
+        raise CheckpointError(f"{paths.summary}: outputs of {run} exist for other settings ({differs}); "
                               f"delete {paths.results_dir} and {paths.run_dir} to retrain")
     if not paths.model.is_file():
         raise CheckpointError(f"{paths.summary} says {run} is done but {paths.model} is missing; "
@@ -184,8 +161,9 @@ def timing_record(run: str, outcome: Outcome, rows: list[dict]) -> dict:
                      for row in rows]}
 
 
-def write_run_outputs(spec: RunSpec, paths: RunPaths, outcome: Outcome) -> None:
-    """Weights, config, metrics, then the summary last: its presence marks the run as done."""
+def write_run_outputs(spec: RunSpec, paths: RunPaths, outcome: Outcome, identity: dict) -> None:
+    """Weights, config, metrics, then the summary last: its presence marks the run as done, as made from
+    `identity` (train/identity.py), which a rerun compares."""
     config, progress, diagnostics = outcome.config, outcome.progress, outcome.diagnostics
     status = "diverged" if diagnostics else "completed"
     sha = save_model(paths.model, outcome.model, config)
@@ -213,7 +191,8 @@ def write_run_outputs(spec: RunSpec, paths: RunPaths, outcome: Outcome) -> None:
         "data": config["data"],
         "eval_windows_sha256": eval_hash,
         "code_revision": config["code_revision"],
-        "params": outcome.params,
+        "params": outcome.params,  # what the run used, derived values included: for people and the report
+        "identity": identity,  # what it is made from: a rerun under another is refused (train/identity.py)
         "resumed_from": progress.resumed_from,
         "diagnostics": diagnostics,
         # the attention kernel the run ended on, and the steps computed again after a non-finite loss or

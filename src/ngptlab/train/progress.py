@@ -29,7 +29,7 @@ class Progress:
     last_val_step: int | None = None
     resumed_from: list[int] = field(default_factory=list)  # the steps this run resumed from
     started_at: int | None = None  # a job that started from a trunk's kept state: that state's step
-    fingerprint: dict = field(default_factory=dict)  # the trajectory (train/outputs.py) the state belongs to
+    identity: dict = field(default_factory=dict)  # what the state is made from (train/identity.py)
     timed_steps: int = 0  # steps whose time counts (train/timing.py), and their seconds
     excluded_steps: dict[str, int] = field(default_factory=dict)  # steps not timed, by reason
     excluded_s: float = 0.0

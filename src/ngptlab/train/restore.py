@@ -41,8 +41,8 @@ class Start:
 def read_start(state_dir: Path, elsewhere: Callable[[], tuple[Path, dict] | None], model: torch.nn.Module,
                optimizer: torch.optim.Optimizer, expected: dict) -> Start:
     """Load the job's start into `model` and `optimizer` from the files (this process reads them): its own
-    checkpoint in `state_dir` (of the trajectory `expected`), else `elsewhere()`, where the job says it
-    starts without one (a WSD branch or segment: its trunk's kept state, with that state's fingerprint),
+    checkpoint in `state_dir` (made as `expected`, its identity), else `elsewhere()`, where the job says it
+    starts without one (a WSD branch or segment: its trunk's kept state, with the trunk's identity),
     else step 0."""
     progress = state.load_state(state_dir, model, optimizer, expected)
     if progress is not None:

@@ -39,6 +39,7 @@ from ngptlab.checkpoint import (
 from ngptlab.errors import CheckpointError
 from ngptlab.files import read_json, write_json_atomic
 from ngptlab.observe.angular import AngleSums, IntervalStart
+from ngptlab.train.identity import mismatch
 from ngptlab.train.progress import Progress
 
 LATEST = "latest.json"
@@ -89,11 +90,12 @@ def save_state(state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.O
             shutil.rmtree(old, ignore_errors=True)
 
 
-def saved_fingerprint(state_dir: Path) -> dict:
-    """The fingerprint of the current checkpoint of `state_dir` (CheckpointError if unreadable)."""
+def saved_identity(state_dir: Path) -> dict | None:
+    """The identity (train/identity.py) the current checkpoint of `state_dir` was made under; None if it
+    records none (CheckpointError if unreadable)."""
     latest = read_json(state_dir / LATEST, CheckpointError)
     record = read_json(state_dir / str(latest.get("checkpoint", "")) / "state.json", CheckpointError)
-    return record.get("fingerprint", {})
+    return record.get("identity")
 
 
 def _save_interval(path: Path, interval: IntervalStart) -> None:
@@ -137,12 +139,13 @@ def load_interval(state_dir: Path) -> IntervalStart:
 
 
 def load_state(
-    state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, fingerprint: dict
+    state_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, identity: dict
 ) -> Progress | None:
     """Restore weights, optimizer moments and RNG from the current checkpoint; return its progress record.
 
-    None if there is no checkpoint. CheckpointError naming the file if it is corrupt, or was written by a
-    run with different trajectory-relevant settings (the fingerprint), or does not fit this model/optimizer.
+    None if there is no checkpoint. CheckpointError naming the file if it is corrupt, or was made under
+    another identity (train/identity.py: other settings that shape the job, or none recorded), or does not
+    fit this model/optimizer.
     """
     latest_path = state_dir / LATEST
     if not latest_path.is_file():
@@ -153,19 +156,17 @@ def load_state(
         raise CheckpointError(f"{latest_path}: points to missing checkpoint {latest.get('checkpoint')!r}")
     model_path = ckpt / "model.safetensors"
     config = read_config(model_path)
-    check_weight_dtype(model_path, config, fingerprint, state_dir)
+    check_weight_dtype(model_path, config, identity, state_dir)
     record = read_json(ckpt / "state.json", CheckpointError)
-    saved = record.get("fingerprint", {})
-    differing = sorted(k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k))
-    if differing:
-        shown = ", ".join(f"{k}: saved {saved.get(k)!r} vs now {fingerprint.get(k)!r}" for k in differing[:4])
+    differs = mismatch(record.get("identity"), identity)
+    if differs:
         raise CheckpointError(f"{ckpt / 'state.json'}: checkpoint belongs to a run with different settings "
-                              f"({shown}); delete {state_dir} (or pass --fresh) to start this run over")
-    if config.get("arm") != fingerprint.get("arm"):
+                              f"({differs}); delete {state_dir} (or pass --fresh) to start this run over")
+    if config.get("arm") != identity.get("arm"):
         raise CheckpointError(f"{model_path}: checkpoint is arm {config.get('arm')!r}, "
-                              f"this run is {fingerprint.get('arm')!r}")
+                              f"this run is {identity.get('arm')!r}")
     weights, _ = read_tensors(model_path)
-    load_weights(model_path, model, weights, what=f"this run's {fingerprint.get('arm')} model")
+    load_weights(model_path, model, weights, what=f"this run's {identity.get('arm')} model")
 
     opt_path = ckpt / "optimizer.safetensors"
     tensors, _ = read_tensors(opt_path)
@@ -179,10 +180,10 @@ def load_state(
     return Progress.from_dict(record)
 
 
-def check_weight_dtype(model_path: Path, config: dict, fingerprint: dict, state_dir: Path) -> None:
+def check_weight_dtype(model_path: Path, config: dict, identity: dict, state_dir: Path) -> None:
     """Refuse a checkpoint whose weights and AdamW state are stored in another dtype than this run's
     (train.weight_dtype): resuming would silently change the run's precision."""
-    saved, wanted = weight_dtypes.of_record(config.get("spec", {})), weight_dtypes.of_record(fingerprint)
+    saved, wanted = weight_dtypes.of_record(config.get("spec", {})), weight_dtypes.of_record(identity)
     if saved != wanted:
         raise CheckpointError(f"{model_path}: checkpoint stores its weights and optimizer state in {saved}, "
                               f"this run trains in {wanted} (train.weight_dtype); delete {state_dir} (or "

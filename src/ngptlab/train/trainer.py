@@ -15,7 +15,9 @@ from ngptlab.errors import ParamsError
 from ngptlab.grid.resources import run_shape
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import TrunkSpec
-from ngptlab.models import build_seeded, rotational, train_flops_per_token
+from ngptlab.models import rotational
+from ngptlab.models.registry import build_seeded
+from ngptlab.models.size import train_flops_per_token
 from ngptlab.schedule import Schedule, WarmupStable, WarmupStableDecay
 from ngptlab.settings import Train
 from ngptlab.train import angle_targets, dist, final_eval

@@ -8,7 +8,7 @@ branch point P, with the trunk's schedule (warmup, then constant), and then keep
                                             directory (weights, AdamW moments, RNG, metrics rows so far)
     results/trunk/<cell>/<trunk>/from<P0>-to<P>.json
                                             the segment's record, the job's declared output: what it is
-                                            (spec, span, tokens, fingerprint, status); no times, so the same
+                                            (spec, span, tokens, identity, status); no times, so the same
                                             segment trained twice writes the same bytes
     results/timing/<cell>/<segment>.json    what it measured: wall time, tokens trained by this job; the
                                             execution settings it ran with (train/execution.py)
@@ -31,9 +31,9 @@ import json
 import re
 import shutil
 import sys
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ngptlab import layout, runlock
 from ngptlab import schedule as schedules
@@ -41,21 +41,15 @@ from ngptlab.errors import CheckpointError
 from ngptlab.files import write_json_atomic
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, TrunkSpec, trunk_budgets, trunk_of
-from ngptlab.schedule import branch_point, trunk_warmup
+from ngptlab.schedule import branch_point
 from ngptlab.settings import Train
 from ngptlab.train import state
-from ngptlab.train.outputs import RunPaths, fingerprint
+from ngptlab.train.identity import trunk_identity
+from ngptlab.train.outputs import RunPaths
 
 RECORD_FORMAT = "ngptlab.trunk/1"
 KEPT = re.compile(r"^to(\d+)$")
 GC_WAIT_S = 1800  # collecting deletes whole kept states, which can take minutes on a network filesystem
-
-
-def trunk_fingerprint(trunk: TrunkSpec, train: Train, warms_up: bool, data: dict) -> dict[str, Any]:
-    """The identity of a trunk's trajectory: no steps (it has no end), no cooldown."""
-    params = {**asdict(train), "steps": None, "warmup_steps": trunk_warmup(train, trunk.context, warms_up),
-              "schedule": schedules.TRUNK}
-    return fingerprint(trunk.as_dict(), params, data)
 
 
 @dataclass(frozen=True)
@@ -83,15 +77,16 @@ class TrunkPaths:
 
 
 def kept_states(trunk_dir: Path, expected: dict) -> dict[int, Path]:
-    """The trunk's complete kept states of this trajectory, by step. A kept state of other settings (an
-    edited grad_clip, say) is stale working state, not a result: it is deleted."""
+    """The trunk's complete kept states of this identity (train/identity.py), by step. A kept state of other
+    settings (an edited grad_clip, say, or one from before states recorded an identity) is stale working
+    state, not a result: it is deleted."""
     found = {}
     for path in sorted(trunk_dir.glob("to*")):
         match = KEPT.match(path.name)
         if not match or not (path / state.LATEST).is_file():
             continue
         try:
-            same = state.saved_fingerprint(path) == expected
+            same = state.saved_identity(path) == expected
         except CheckpointError:
             same = False
         if same:
@@ -123,7 +118,7 @@ def write_record(paths: TrunkPaths, segment: Segment, expected: dict, params: di
         "format": RECORD_FORMAT, "segment": segment.name, "trunk": segment.trunk.name,
         "spec": segment.trunk.as_dict(), "start": segment.start, "step": segment.step, "tokens": tokens,
         "status": "diverged" if diagnostics else "completed", "diagnostics": diagnostics,
-        "fingerprint": expected, "params": params, "data": data})
+        "identity": expected, "params": params, "data": data})
 
 
 def read_record(path: Path) -> dict | None:
@@ -166,12 +161,13 @@ def collect_garbage(root: str | Path, train: Train, trunk: TrunkSpec, expected: 
     return retired
 
 
-def branch_start(root: str | Path, train: Train, run: RunSpec, warms_up: bool,
+def branch_start(root: str | Path, train: Train, run: RunSpec, full: Mapping,
                  data: dict) -> tuple[Path, dict] | None:
     """Where a WSD run with no checkpoint of its own starts: the trunk's latest kept state at or before its
-    branch point, with that state's fingerprint (to check it against); None: from step 0."""
+    branch point, with the trunk's identity (to check it against; `full`: every params key,
+    train/identity.py); None: from step 0."""
     trunk = trunk_of(run)
-    expected = trunk_fingerprint(trunk, train, warms_up, data)
+    expected = trunk_identity(trunk, full, data)
     found = latest_kept(Path(root) / layout.trunk_dir(trunk.cell, trunk.name), expected,
                         branch_point(train, run.context, run.budget))
     return (found, expected) if found else None

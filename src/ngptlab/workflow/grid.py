@@ -42,7 +42,7 @@ MERGED_CONFIG = ("the ngptlab stages read a single params file, but this config 
 class Grid:
     """The grid of one params file, as the workflow's rules see it."""
 
-    def __init__(self, params: Params, params_file: str, code: dict[str, str] | None = None):
+    def __init__(self, params: Params, params_file: str, code: dict | None = None):
         self.params = params
         self.params_file = params_file
         self.runs: dict[str, RunSpec] = {run.name: run for run in enumerate_runs(params)}
@@ -58,7 +58,8 @@ class Grid:
         self.tokens = [f"{tokens_dir}/{name}" for name in ("train.bin", "val.bin", "meta.json")]
         # What each job's results are made from (the settings, the code's fingerprints, the keys upstream),
         # and its key; the same values `ngptlab plan --write` puts in results/plan.json for DVC.
-        self.made_from = made_from(params, stage_fingerprints(".") if code is None else code)
+        code = stage_fingerprints(".", params.train.arms) if code is None else code
+        self.made_from = made_from(params, code)
         self.lineage = lineage_keys(self.made_from)
 
     @classmethod

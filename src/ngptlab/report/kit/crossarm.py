@@ -33,7 +33,7 @@ from ngptlab import layout
 from ngptlab.errors import ResultsError
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.runs import RunSpec
-from ngptlab.models.registry import lookup_arm
+from ngptlab.models.arms import arm as lookup_arm
 from ngptlab.observe.headline import headline
 from ngptlab.results import read_float, read_json, read_summary, write_text
 from ngptlab.settings import Params
@@ -94,7 +94,7 @@ def _conditioning_columns(doc: dict | None) -> dict:
 
 def arm_design(arm: str) -> tuple[str, str]:
     """Where an arm sits in the design (DESIGN.md, "Arms"): what it does to weight norms and conditioning."""
-    spec = lookup_arm(arm)  # the registry states it once, beside each arm
+    spec = lookup_arm(arm)  # models/arms.yaml states it once, in the arm's row
     return spec.norms, spec.conditioning
 
 

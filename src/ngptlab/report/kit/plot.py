@@ -35,6 +35,7 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
+from ngptlab.models import arms  # noqa: E402
 from ngptlab.report.kit.table import fmt_budget, fmt_num, fmt_short  # noqa: E402
 
 RC = {
@@ -50,23 +51,17 @@ RC = {
     "legend.frameon": False,
 }
 
-_TAB10 = plt.get_cmap("tab10").colors
-_TAB20 = plt.get_cmap("tab20").colors  # tab10's hues, each dark then light: the angle arms take the light
-# Every arm of the registry (params schema), its colour (tab10 without its grey) and its marker. The 2x2 arms
-# keep the paper's shapes; no arm has a triangle, which marks a bound.
-ARM_STYLE: dict[str, tuple[tuple[float, float, float], str]] = {
-    "gpt": (_TAB10[0], "o"),
-    "gpt-nowd": (_TAB10[1], "P"),
-    "ngpt": (_TAB10[2], "*"),
-    "gpt-lrm": (_TAB10[3], "X"),
-    "gpt-scalar": (_TAB10[4], "h"),
-    "gpt-rownorm": (_TAB10[5], "s"),
-    "gpt-orth": (_TAB10[6], "D"),
-    "gpt-qknorm": (_TAB10[9], "p"),
-    "ngpt-freew": (_TAB10[8], ">"),
-    "gpt-angle": (_TAB20[13], "d"),  # gpt-orth's hue, lighter: the other square's control of gpt
-    "ngpt-angle": (_TAB20[5], "8"),  # ngpt's hue, lighter
-}
+
+
+def _style(arm: arms.Arm) -> tuple[tuple[float, float, float], str]:
+    colormap, index = arm.color
+    return plt.get_cmap(colormap).colors[index], arm.marker
+
+
+# Every arm's colour and marker, from its row of models/arms.yaml (tab10 without its grey; the angle arms take
+# tab20's light hues). The 2x2 arms keep the paper's shapes; no arm has a triangle, which marks a bound.
+ARM_STYLE: dict[str, tuple[tuple[float, float, float], str]] = {name: _style(arm)
+                                                                  for name, arm in arms.table().items()}
 KEY_COLOR = "0.35"  # legend entries that stand for a shape, not an arm: grey, unlike any arm
 BASELINE_COLOR = (0.0, 0.0, 0.0)
 MIN_WIDTH = 7.0  # inches (96 px each in a browser): no figure narrower, so its ticks and legend stay readable

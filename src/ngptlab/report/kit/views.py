@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ngptlab.models import arms as arms_table
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import runs_at_chosen_lr
 from ngptlab.speedup.lr_policy import BUDGET as PER_BUDGET
 from ngptlab.speedup.lr_policy import runs_policy
 
-# The 2x2 design (DESIGN.md): {norm free, fixed} x {conditioning free, fixed}.
-DESIGN_2X2 = ("gpt", "gpt-rownorm", "gpt-orth", "ngpt")
+# The 2x2 design (DESIGN.md): {norm free, fixed} x {conditioning free, fixed}, as models/arms.yaml places it.
+DESIGN_2X2 = tuple(arms_table.square("conditioning")[corner] for corner in ("00", "10", "01", "11"))
 
 
 def arms(results: Results) -> list[str]:

@@ -15,8 +15,9 @@ import statistics
 from ngptlab import schedule as schedules
 from ngptlab.batch import tokens_per_step
 from ngptlab.grid.resources import run_shape
-from ngptlab.models import ARMS, MATRIX_KINDS
-from ngptlab.models.matched_angle import TURNS_LIKE
+from ngptlab.models.arms import turns_like
+from ngptlab.models.layers import MATRIX_KINDS
+from ngptlab.models.registry import recipe_of
 from ngptlab.report.kit import plot, views
 from ngptlab.report.kit.conditioning import headline_value
 from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, TableBlock, Text
@@ -116,7 +117,7 @@ def angles_table(results: Results) -> Table:
         for rep in views.representatives(results, cell):
             if rep.arm not in ANGLE.arms or rep.record is None:
                 continue
-            spec, like = rep.record.spec, TURNS_LIKE.get(rep.arm)
+            spec, like = rep.record.spec, turns_like().get(rep.arm)
             target = statistics.fmean(peak_targets(results, rep.record).values()) if like else None
             t.add({"cell": cell, "arm": rep.arm, "run": spec.name, "step_angle": mean_step_angle(rep.record),
                    "turns_like": like, "target": target,
@@ -127,8 +128,9 @@ def angles_table(results: Results) -> Table:
 def peak_targets(results: Results, record: RunRecord) -> dict[str, float]:
     """An angle arm's run's target angle per kind at the schedule's peak (train/angle_targets.py)."""
     train, spec = results.params.train, record.spec
-    kinds = ARMS[spec.arm].recipe_type.turned_kinds
-    angles, _ = angle_targets.targets(train, spec, run_shape(train, spec.scale), TURNS_LIKE[spec.arm], kinds)
+    kinds = recipe_of(spec.arm).turned_kinds
+    angles, _ = angle_targets.targets(train, spec, run_shape(train, spec.scale), turns_like()[spec.arm],
+                                      kinds)
     return angles
 
 
@@ -153,12 +155,12 @@ def angle_figure(results: Results, cell: str) -> Figure | None:
     arms' targets dashed; None where no angle arm logged its angle."""
     reps = [rep for rep in views.representatives(results, cell) if rep.arm in ANGLE.arms
             and rep.record is not None and rep.record.observed.get("step_angle")]
-    if not any(rep.arm in TURNS_LIKE for rep in reps):
+    if not any(rep.arm in turns_like() for rep in reps):
         return None
     logged = {k for rep in reps for _, angles in rep.record.observed["step_angle"] for k in angles}
     kinds = [k for k in MATRIX_KINDS if k in logged]
     by_arm = {rep.arm: rep for rep in reps}
-    peaks = {rep.arm: peak_targets(results, rep.record) for rep in reps if rep.arm in TURNS_LIKE}
+    peaks = {rep.arm: peak_targets(results, rep.record) for rep in reps if rep.arm in turns_like()}
     with plot.panels(len(kinds), 3, width=3.6, height=2.5) as (fig, axes):
         for ax, kind in zip(axes, kinds, strict=True):
             for rep in (by_arm[arm] for arm in plot.drawing_order(by_arm)):

@@ -22,7 +22,7 @@ A grid below report.min_budget_for_claims concludes nothing, whatever the interv
 
 from __future__ import annotations
 
-from ngptlab.models.placement import NGPT_CONDITIONING
+from ngptlab.models.arms import arm as arm_row
 from ngptlab.report.kit import views
 from ngptlab.report.kit.crossarm import Analysis
 from ngptlab.report.kit.document import Document, FigureBlock, Heading, TableBlock, Text
@@ -57,7 +57,7 @@ from ngptlab.speedup.rivals import rule as confound_rule
 COMPARISONS = (
     ("gpt-orth", "conditioning fixed, norms free"),
     ("gpt-rownorm", "norms fixed, conditioning free"),
-    ("ngpt", f"norms fixed, conditioning {NGPT_CONDITIONING}"),
+    ("ngpt", f"norms fixed, conditioning {arm_row('ngpt').conditioning}"),
     ("gpt-angle", "gpt turned at ngpt's per-step angle"),
     ("ngpt-angle", "ngpt turned at gpt's per-step angle"),
 )
