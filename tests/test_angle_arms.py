@@ -9,12 +9,11 @@ import math
 
 import pytest
 import torch
-import yaml
+from support import fixture_params
 
 from ngptlab.config.load import validate_params
 from ngptlab.errors import ParamsError
 from ngptlab.grid.runs import RunSpec
-from ngptlab.layout import REPO_ROOT
 from ngptlab.models import rotational
 from ngptlab.models.registry import build
 from ngptlab.models.scales import Scale
@@ -27,8 +26,8 @@ VOCAB, CONTEXT, LR = 64, 16, 3e-3
 
 
 def settings(angles: dict | None = None):
-    """The default params with the angle square at context CONTEXT and these measured angles."""
-    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    """The tests' params with the angle square at context CONTEXT and these measured angles."""
+    params = fixture_params()
     arms = ["gpt", "ngpt", "gpt-angle", "ngpt-angle"]
     params["train"].update(contexts=[CONTEXT], arms=arms,
                            learning_rates={"cpu-4l": dict.fromkeys(arms, [LR])}, angles=angles or {})

@@ -13,6 +13,7 @@ import math
 
 import pytest
 import yaml
+from support import TEST_PARAMS
 from support.train import REPO, SOURCE, make_params, write_params, write_shards
 
 from ngptlab.bench import checks
@@ -187,7 +188,7 @@ def test_the_exit_status_is_0_only_when_every_check_passed(full):
 
 
 def test_device_auto_without_a_gpu_exits_2_with_one_line(capsys):
-    assert main(["bench", "gpu", "--params", str(REPO / "params.yaml")]) == 2
+    assert main(["bench", "gpu", "--params", str(TEST_PARAMS)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     lines = captured.err.strip().splitlines()
@@ -240,6 +241,9 @@ def test_the_first_light_preset_fits_10_gpu_minutes_and_its_header_states_its_pl
     assert {r["arm"] for r in plan["runs"]} == {"gpt", "ngpt", "gpt-orth"}
     assert main(["plan", "--params", str(preset)]) == 0
     total = capsys.readouterr().out.strip().splitlines()[-1]
-    assert total.endswith("GPU-hours at 40% MFU of 989 TFLOP/s") and total in preset.read_text()
+    assert total.endswith("GPU-hours at 40% MFU of 989 TFLOP/s")
+    lines = [n for n, line in enumerate(preset.read_text().splitlines(), 1) if "GPU-hours" in line]
+    assert total in preset.read_text(), (f"workflow/presets/first-light.yaml, lines {lines}: quote the "
+                                         f"plan's total as `ngptlab plan` prints it: '{total}'")
     params = yaml.safe_load(preset.read_text())
     assert params["prepare"]["source"]["kind"] == "embedded"  # prepares with no internet (data/cache/pip)

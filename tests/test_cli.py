@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from support import TEST_PARAMS
 
 from ngptlab import options
 from ngptlab.cli import VERBS, main
@@ -21,6 +22,7 @@ from ngptlab.plan.closure import FactsCache, closure_files
 from ngptlab.prepare.cache import CACHE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
+FIXTURE = str(TEST_PARAMS.relative_to(REPO))  # the tests' params file, relative to the repository
 # What shows progress: a bar (tqdm, or lm-eval's, which draws its own) or the verbs' progress lines.
 PROGRESS_MODULES = ("tqdm", "lm_eval", "ngptlab.progress_lines")
 # More decimals than any number a verb prints carries (a 14-digit float is a repr, not a reading).
@@ -119,12 +121,13 @@ def test_the_progress_verbs_are_the_long_ones():
 
 
 @pytest.mark.parametrize("argv", [
-    ["plan"], ["plan", "--params", "workflow/presets/settle.yaml"],
-    ["design", "--worlds", "1", "--jobs", "1", "--no-progress"],
-    ["design", "--worlds", "1", "--jobs", "1", "--no-progress", "--compare-policies"],
+    ["plan", "--params", FIXTURE], ["plan", "--params", "workflow/presets/settle.yaml"],
+    ["design", "--params", FIXTURE, "--worlds", "1", "--jobs", "1", "--no-progress"],
+    ["design", "--params", FIXTURE, "--worlds", "1", "--jobs", "1", "--no-progress",
+     "--compare-policies"],
 ], ids=lambda argv: " ".join(argv))
 def test_no_verb_prints_a_number_to_more_digits_than_it_carries(argv, capsys, monkeypatch):
-    monkeypatch.chdir(REPO)  # the default params.yaml and the presets
+    monkeypatch.chdir(REPO)  # the tests' params (.test/params.yaml) and the presets
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out and not LONG_NUMBER.findall(out)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from pathlib import Path
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from support import fixture_params
 
 from ngptlab import layout
 from ngptlab.checkpoint import save_model
@@ -19,7 +19,6 @@ from ngptlab.config.load import load_params
 from ngptlab.errors import ResultsError
 from ngptlab.grid.enumeration import find_run
 from ngptlab.grid.runs import RunSpec
-from ngptlab.layout import REPO_ROOT
 from ngptlab.models.registry import build
 from ngptlab.results import read_spectra, train_dir, write_spectra
 
@@ -36,7 +35,7 @@ def strict_json(path: Path) -> dict:
 
 @pytest.fixture
 def params_file(tmp_path) -> Path:
-    params = copy.deepcopy(yaml.safe_load((REPO_ROOT / "params.yaml").read_text()))
+    params = fixture_params()
     params["train"].update(scales=["cpu-4l"], contexts=[64], budgets=[16384], seeds=[0],
                            arms=["gpt", "ngpt", "gpt-lrm"])
     params["train"]["learning_rates"] = {"cpu-4l": {"gpt": [3e-3, 1e-2], "ngpt": [3e-3], "gpt-lrm": [3e-3]}}

@@ -10,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 from snakemake.exceptions import WorkflowError
+from support import TEST_PARAMS
 
 from ngptlab import layout
 from ngptlab.config.load import load_params, read_mapping
@@ -21,11 +22,11 @@ from ngptlab.workflow.grid import Grid
 
 @pytest.fixture
 def project(tmp_path):
-    """A project root with the default grid's shards (sizes as meta.json records) and one run's checkpoint."""
-    config = read_mapping(REPO_ROOT / "params.yaml")  # Snakemake's config: the file's mapping
-    params = load_params(REPO_ROOT / "params.yaml")
+    """A project root with the tests' grid's shards (sizes as meta.json records) and one run's checkpoint."""
+    config = read_mapping(TEST_PARAMS)  # Snakemake's config: the file's mapping
+    params = load_params(TEST_PARAMS)
     params_file = tmp_path / "params.yaml"
-    params_file.write_text((REPO_ROOT / "params.yaml").read_text())
+    params_file.write_text(TEST_PARAMS.read_text())
     tokens = tmp_path / layout.tokens_dir(params.prepare.source.name)
     tokens.mkdir(parents=True)
     for split, n in (("train", 1000), ("val", 100)):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 from scipy import stats
+from support import fixture_params
 
 from ngptlab.cli import main
 from ngptlab.config.load import load_params, read_mapping, validate_params
@@ -39,7 +40,7 @@ CELL = "cpu-4l-ctx128"
 def small_params(protocol: bool = True) -> dict:
     """One cell, the 2x2, three budgets of a few thousand tokens, three learning rates, two seeds; with
     protocol: prune to two learning rates above the middle budget, then add a seed."""
-    params = read_mapping(REPO_ROOT / "params.yaml")
+    params = fixture_params()
     train = params["train"]
     train.update(scales=["cpu-4l"], contexts=[128], arms=ARMS, budgets=[4096, 8192, 16384], seeds=[0, 1],
                  learning_rates={"cpu-4l": {arm: [1e-3, 2e-3, 4e-3] for arm in ARMS}}, eval_every_tokens=2048)

@@ -20,11 +20,19 @@ import pytest
 from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.cli import VERBS, build_parser, main
 from ngptlab.config.load import load_params
-from ngptlab.docs_reference import cli_parsers, cli_reference, params_reference
+from ngptlab.docs_reference import (
+    ARM_TABLE_MARK,
+    README_BEGIN,
+    arm_table,
+    cli_parsers,
+    cli_reference,
+    params_reference,
+    readme_with_arm_table,
+)
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs, find_run
 from ngptlab.grid.runs import parse_run_name
-from ngptlab.models.registry import ARMS
+from ngptlab.models import arms
 from ngptlab.settings.roles import roles
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,10 +118,19 @@ def test_the_readme_links_to_pages_that_exist():
     assert [link for link in links if not (REPO / link).is_file()] == []
 
 
-def test_the_readme_arm_table_is_the_registry():
-    rows = re.findall(r"^\| ([a-z-]+) \| (.+?) \| (.+?) \| (.+?) \|$", README.read_text(), re.M)
-    table = [row for row in rows if row[0] in ARMS]
-    assert table == [(a.name, a.norms, a.conditioning, a.summary) for a in ARMS.values()]
+def test_the_readme_arm_table_is_the_table_of_arms():
+    text = README.read_text()
+    line = text[:text.index(README_BEGIN)].count("\n") + 2
+    assert readme_with_arm_table(text) == text, (
+        f"README.md, line {line}: the table of arms differs from src/ngptlab/models/arms.yaml; run "
+        "`python -m ngptlab.docs_reference` to write it anew")
+
+
+def test_the_arms_page_takes_its_table_from_the_table_of_arms():
+    page = (REPO / "docs" / "pipeline" / "arms.md").read_text()
+    assert ARM_TABLE_MARK in page, f"docs/pipeline/arms.md: no {ARM_TABLE_MARK} where the table goes"
+    assert "| gpt-orth |" not in page  # no table of its own beside the generated one
+    assert arm_table().count("\n") == len(arms.table()) + 1
 
 
 @pytest.mark.parametrize("path", [README, *DOCS], ids=lambda p: str(p.relative_to(REPO)))

@@ -24,12 +24,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from support import TEST_PARAMS, fixture_params
 from support.prepare import gpt2_enc, prepare_cache  # noqa: F401
 from support.synthetic import settings_of
 
 from ngptlab import layout
 from ngptlab.checkpoint import save_model
-from ngptlab.config.load import read_mapping
 from ngptlab.errors import ParamsError
 from ngptlab.evaluate import command, partial
 from ngptlab.evaluate.adapter import NgptlabLM
@@ -46,7 +46,6 @@ from ngptlab.evaluate.tasks import (
     split_documents,
 )
 from ngptlab.jobclock import EXIT_RESUMABLE, STARTED_ENV
-from ngptlab.layout import REPO_ROOT
 from ngptlab.models.registry import build_seeded
 from ngptlab.models.scales import shape_from_dict
 from ngptlab.prepare.tokenizer import EOT_TOKEN as GPT2_EOT
@@ -59,7 +58,7 @@ VOCAB, CONTEXT = 256, 64
 SHAPE_DICT = {"n_layer": 2, "d_model": 32, "n_head": 2, "mlp_ratio": 4}
 SHAPE = shape_from_dict("tiny", SHAPE_DICT)
 TOPICS = ["abcdef", "ghijkl", "mnopqr", "stuvwx"]
-CFG = of_section("evaluate", {**read_mapping(REPO_ROOT / "params.yaml")["evaluate"], "batch_size": 16,
+CFG = of_section("evaluate", {**fixture_params()["evaluate"], "batch_size": 16,
                               "limit": 40, "seed": 0})
 
 
@@ -314,9 +313,8 @@ def test_report_section_tables_order_check_and_named_holes(tmp_path):
 
 def test_cli_names_an_unknown_cell_and_a_missing_speedup(tmp_path, capsys):
     from ngptlab.cli import main
-    from ngptlab.layout import REPO_ROOT
 
-    params = str(REPO_ROOT / "params.yaml")
+    params = str(TEST_PARAMS)
     assert main(["evaluate", "--params", params, "no-such-cell", "--root", str(tmp_path)]) == 2
     assert "cell 'no-such-cell' is not in the grid" in capsys.readouterr().err
     assert main(["evaluate", "--params", params, "cpu-4l-ctx128", "--root", str(tmp_path)]) == 2
@@ -331,7 +329,7 @@ SENTINEL = {LASTWORD: {"acc": 0.5, "acc_stderr": 0.125, "n": 20}}  # results no 
 
 
 def cell_params() -> dict:
-    params = copy.deepcopy(read_mapping(REPO_ROOT / "params.yaml"))
+    params = fixture_params()
     params["train"].update(source="evaltest", arms=["gpt", "ngpt"], budgets=[2048], seeds=[0],
                            learning_rates={"cpu-4l": {"gpt": [1e-2], "ngpt": [1e-2]}})
     params["evaluate"].update(budgets="largest", tasks=[LASTWORD], task_dirs=[], limit=20, seed=0,

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 from support.workflow import (
+    E2E_BUDGETS,
+    E2E_LEARNING_RATES,
     assert_nothing_to_do,
     copy_run,
     dvc,
@@ -31,7 +33,7 @@ from support.workflow import (
 )
 
 from ngptlab import layout
-from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.settings import Params
 
 pytestmark = pytest.mark.slow
@@ -71,7 +73,7 @@ def test_a_new_val_fraction_plans_every_run_again_in_both_tools(committed):
     # shards reach training. (That a retrained grid records and then leaves nothing to do is what test_dvc
     # and test_provenance check on runs of their own: retraining the whole grid here would add minutes.)
     params = Params.of(e2e_params())
-    runs, cells = enumerate_runs(params), 1
+    runs, cells = enumerate_runs(params), len(enumerate_cells(params))
     set_params(committed, "prepare.val_fraction=0.03")
     after_prepare = Counter(train=len(runs), condition=len(runs), speedup=cells, evaluate=cells, report=1)
     assert dvc_changed(committed) == Counter(plan=1, prepare=1) + after_prepare
@@ -92,10 +94,13 @@ def test_dvc_experiments_run_queue_show_and_apply(committed):
     experiments = {rev["name"]: rev["data"] for entry in shown for exp in entry.get("experiments") or []
                    for rev in exp["revs"]}
     assert {"limit20", "limit15"} <= set(experiments)
+    cells = enumerate_cells(Params.of(e2e_params()))
     for name, data in experiments.items():
         headline = data["metrics"]["reports/metrics.json"]["data"]
-        assert set(headline) == {"cpu-4l-ctx128"} and {"gpt", "ngpt"} <= set(headline["cpu-4l-ctx128"]), name
-        assert all(isinstance(arm["best_val_loss"], float) for arm in headline["cpu-4l-ctx128"].values())
+        assert set(headline) == set(cells), name
+        for cell in cells:
+            assert set(E2E_LEARNING_RATES) <= set(headline[cell]), name
+            assert all(isinstance(arm["best_val_loss"], float) for arm in headline[cell].values()), name
         assert data["params"]["params.yaml"]["data"]["evaluate"]["limit"] == int(name.removeprefix("limit"))
     dvc(committed, "exp", "apply", "limit15")
     assert yaml.safe_load((committed / "params.yaml").read_text())["evaluate"]["limit"] == 15
@@ -103,12 +108,15 @@ def test_dvc_experiments_run_queue_show_and_apply(committed):
 
 
 def test_a_grid_experiment_trains_only_its_new_runs(committed):
-    scale = e2e_params()["train"]["scales"][0]
+    params = e2e_params()
+    scale, context = params["train"]["scales"][0], params["train"]["contexts"][0]
     set_params(committed, f"train.learning_rates.{scale}.ngpt=[0.003,0.01,0.03]")
     out = dvc(committed, "exp", "run", "-n", "more-lr", timeout=1800)
     trained = sorted(re.findall(r"Running stage 'train@([^']+)'", out.stdout))
-    assert trained == [f"{scale}-ctx128-ngpt-t{budget}-lr0.03-s0" for budget in (2048, 8192)]
-    assert ran_stages(out.stdout) == Counter(plan=1, train=2, condition=2, speedup=1, evaluate=1, report=1)
+    new = sorted(f"{scale}-ctx{context}-ngpt-t{budget}-lr0.03-s0" for budget in E2E_BUDGETS)  # one lr more
+    assert trained == new
+    analysis = Counter(speedup=1, evaluate=1, report=1)  # the one cell's, and the report
+    assert ran_stages(out.stdout) == Counter(plan=1, train=len(new), condition=len(new)) + analysis
     # -S on a grid key: the plan stage rewrites the plan and stops, naming the second pass.
     out = dvc(committed, "exp", "run", "-S", "train.budgets=[2048,8192,16384]", check=False, timeout=900)
     assert out.returncode != 0 and "the grid changed (" in out.stdout + out.stderr

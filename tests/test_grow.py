@@ -194,4 +194,7 @@ def test_the_presets_that_settle_it_stay_within_their_limits(preset, limit):
     assert plan["projected"]["total_gpu_hours"] <= limit
     assert plan["projected"]["runs"] > len(plan["runs"])  # the seeds (and pruned budgets) still to come
     header = (REPO / "workflow" / "presets" / f"{preset}.yaml").read_text().split("\n\n")[0]
-    assert f"{plan['projected']['total_gpu_hours']:,.0f} GPU-hours" in header  # the header states its cost
+    stated = f"{plan['projected']['total_gpu_hours']:,.0f} GPU-hours"
+    lines = [n for n, line in enumerate(header.splitlines(), 1) if "GPU-hours" in line]
+    assert stated in header, (f"workflow/presets/{preset}.yaml, header lines {lines}: state the whole "
+                              f"protocol's cost, `ngptlab plan`'s projection, as '{stated}'")

@@ -7,10 +7,29 @@ import sys
 
 import pytest
 import yaml
+from support import TEST_PARAMS, fixture_params
 
 from ngptlab.layout import REPO_ROOT
 
 PAPER = REPO_ROOT / "workflow" / "presets" / "paper.yaml"
+
+
+def test_the_committed_plan_is_the_plan_of_the_committed_params_and_code():
+    """The one check of the committed results/plan.json: dvc.yaml reads it, so a fresh clone's `dvc repro`
+    must find it current for the researcher's params.yaml and this code. Every other test writes its own
+    plan (support.workflow.make_workdir) and passes whatever state the committed one is in."""
+    from ngptlab.config.load import load_params
+    from ngptlab.errors import ParamsError
+    from ngptlab.plan.grid import check_grid_file
+
+    params, stale = load_params(REPO_ROOT / "params.yaml"), None
+    try:
+        check_grid_file(params, REPO_ROOT / "results" / "plan.json", REPO_ROOT)
+    except ParamsError as err:
+        stale = str(err)
+    if stale:
+        pytest.fail(f"the committed plan is stale: {stale}\nto fix: in {REPO_ROOT}, run "
+                    "`ngptlab plan --write results/plan.json` and commit results/plan.json", pytrace=False)
 
 
 def test_plan_sizes_the_paper_grid_without_torch():
@@ -67,7 +86,7 @@ def test_extend_sweeps_adds_exactly_the_neighbouring_runs_until_interior(tmp_pat
     from ngptlab.grid.enumeration import enumerate_runs
     from ngptlab.plan.grid import check_grid_file
 
-    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params = fixture_params()
     params["train"].update(contexts=[64], budgets=BUDGETS, arms=list(EDGE_SWEEPS),
                            learning_rates={"cpu-4l": {arm: list(v) for arm, v in EDGE_SWEEPS.items()}})
     params_file = tmp_path / "params.yaml"
@@ -106,7 +125,7 @@ def test_extend_sweeps_stops_at_the_cap(tmp_path, capsys):
     from ngptlab.grid.enumeration import enumerate_runs
     from ngptlab.settings import Params
 
-    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params = fixture_params()
     params["train"].update(contexts=[64], budgets=BUDGETS, arms=list(EDGE_SWEEPS),
                            learning_rates={"cpu-4l": {arm: list(v) for arm, v in EDGE_SWEEPS.items()}})
     params_file = tmp_path / "params.yaml"
@@ -124,13 +143,13 @@ def test_extend_sweeps_stops_at_the_cap(tmp_path, capsys):
 def test_plan_notes_unequal_sweeps(tmp_path, capsys):
     from ngptlab.cli import main
 
-    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params = fixture_params()
     params["train"]["learning_rates"]["cpu-4l"]["gpt"] = [1e-2]
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
     assert main(["plan", "--params", str(path)]) == 0
     assert "note: cpu-4l ctx128: unequal learning-rate sweeps (gpt 1, gpt-nowd 3," in capsys.readouterr().out
-    assert main(["plan", "--params", str(REPO_ROOT / "params.yaml")]) == 0  # the default: equal sweeps
+    assert main(["plan", "--params", str(TEST_PARAMS)]) == 0  # the tests' grid: equal sweeps
     assert "unequal" not in capsys.readouterr().out
 
 
@@ -212,7 +231,7 @@ TINY_BUDGETS = [2048, 4096, 8192]  # 4, 8 and 16 steps of 512 tokens: a 0.25 coo
 
 
 def _tiny_wsd(tmp_path):
-    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params = fixture_params()
     train = params["train"]
     train.update(arms=["gpt", "ngpt"], budgets=TINY_BUDGETS, schedule="wsd", cooldown_fraction=0.25,
                  calibrate={"budgets": [8192]})

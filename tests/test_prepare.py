@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from support import TEST_PARAMS, fixture_params
 from support.prepare import REPO, SMALL_DOCS, gpt2_enc, prepare_cache, prepare_section, write_jsonl  # noqa: F401
 
 from ngptlab.config.load import load_params
@@ -76,8 +77,8 @@ def file_stats(out_dir: Path) -> dict:
 
 
 def params_file(tmp_path: Path, prepare: dict) -> Path:
-    """The repository's params.yaml with its prepare section replaced (the CLI validates the whole file)."""
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    """The tests' params (TEST_PARAMS) with this prepare section (the CLI validates the whole file)."""
+    params = fixture_params()
     params["prepare"] = prepare
     params["train"]["source"] = prepare["source"]["name"]  # the schema ties the two together
     path = tmp_path / "params.yaml"
@@ -403,14 +404,14 @@ def test_killed_rewrite_keeps_the_old_shards_consistent_and_untrusted(tmp_path, 
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The embedded default, end to end through the CLI
+# The embedded corpus (the source of the tests' params), end to end through the CLI
 
 
 def test_embedded_default_end_to_end(tmp_path, prepare_cache, gpt2_enc):
-    proc = subprocess.run(cli(tmp_path, REPO / "params.yaml", prepare_cache), cwd=tmp_path,
+    proc = subprocess.run(cli(tmp_path, TEST_PARAMS, prepare_cache), cwd=tmp_path,
                           env={**os.environ, **OFFLINE_ENV}, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    name = yaml.safe_load((REPO / "params.yaml").read_text())["prepare"]["source"]["name"]
+    name = fixture_params()["prepare"]["source"]["name"]
     out = tmp_path / "data" / "tokens" / name
     meta = verify_shards(out)
     train, val = meta["splits"]["train"], meta["splits"]["val"]
@@ -425,7 +426,7 @@ def test_embedded_default_end_to_end(tmp_path, prepare_cache, gpt2_enc):
     text = gpt2_enc.decode(open_tokens(out, "train")[:20000].tolist())
     assert "by William Shakespeare" in text and "ACT I" in text
     assert "tokens" in proc.stderr  # the progress bar: documents and tokens
-    again = subprocess.run(cli(tmp_path, REPO / "params.yaml", prepare_cache), cwd=tmp_path,
+    again = subprocess.run(cli(tmp_path, TEST_PARAMS, prepare_cache), cwd=tmp_path,
                            env={**os.environ, **OFFLINE_ENV}, capture_output=True, text=True)
     assert again.returncode == 0 and "up to date" in again.stdout
 

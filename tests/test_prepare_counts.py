@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from support import fixture_params
 from support.prepare import REPO, SMALL_DOCS, prepare_cache, prepare_section, write_jsonl  # noqa: F401
 
 from ngptlab.errors import DataError
@@ -44,9 +45,9 @@ def text_files(folder: Path, docs: list[str]) -> str:
 
 
 def prepare_cli(tmp_path: Path, prepare: dict, cache: Path) -> subprocess.CompletedProcess:
-    """`ngptlab prepare` offline in tmp_path, over the repository's params.yaml with this prepare section
+    """`ngptlab prepare` offline in tmp_path, over the tests' params (TEST_PARAMS) with this prepare section
     (this checkout's code, whatever the environment's PYTHONPATH)."""
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params = fixture_params()
     params["prepare"] = prepare
     params["train"]["source"] = prepare["source"]["name"]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -130,6 +130,77 @@ def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns
     assert dvc_work(recorded) == set() and snakemake_work(recorded) == set()
 
 
+HYPERBALL = """from dataclasses import dataclass
+
+import torch
+
+from ngptlab.models.gpt import GPT as Model
+from ngptlab.models.gpt import Recipe
+
+
+@dataclass
+class HyperballRecipe(Recipe):
+    def post_step(self, model: Model) -> None:  # each block matrix back to its Frobenius norm at step 0
+        for p in model.blocks.parameters():
+            if p.ndim == 2:
+                norm = self.__dict__.setdefault("norms", {}).setdefault(id(p), p.norm().item())
+                p.mul_(norm / p.norm().clamp_min(1e-12))
+"""
+HYPERBALL_ROW = """
+gpt-hyperball:
+  train: {model: "ngptlab.models.gpt_hyperball:Model", recipe: "ngptlab.models.gpt_hyperball:HyperballRecipe",
+          warmup: true}
+  architecture: gpt
+  norms: fixed (initial)
+  conditioning: free
+  summary: "gpt whose block matrices are rescaled to their initial Frobenius norm after each step"
+  parameters: "0"
+  saved_per_block: 24
+  style: {color: "tab20:1", marker: v}
+"""
+
+
+def runs_of(params: dict, arms: set[str] | None = None) -> set[str]:
+    return {run.name for run in enumerate_runs(Params.of(params)) if arms is None or run.arm in arms}
+
+
+@pytest.mark.parametrize("edit, rerun_arms, stages", [
+    # a new arm: its module and its row, which the grid does not name
+    ({"models/gpt_hyperball.py": lambda _: HYPERBALL, "models/arms.yaml": lambda text: text + HYPERBALL_ROW},
+     set(), ()),
+    ({"models/gpt_angle.py": lambda text: text + "\n_EDITED = 1\n"}, {"gpt-angle"}, ("train", "condition")),
+    ({"train/loop.py": lambda text: text + "\n_EDITED = 1\n"}, None, ("train", "condition")),
+    # a metric of the condition stage: its code and its headline number
+    ({"condition/metrics.py": lambda text: text + "\n\ndef entropy(sv):\n    return float(sv.sum())\n",
+      "observe/headline.py": lambda text: text + "\n_EDITED = 1\n"}, None, ("condition",)),
+], ids=["new-arm", "gpt-angle", "train-loop", "condition-metric"])
+def test_a_code_edit_reruns_exactly_the_jobs_whose_code_it_changes(recorded, edit, rerun_arms, stages):
+    """In both tools, after the plan takes the code's fingerprints: a run's job holds its own arm's module
+    and row (plan/closure.py), so a new arm reruns nothing, an arm's module its runs, a shared module every
+    run, and the condition stage's own code no train job."""
+    params = two_cell_params()
+    paths = {recorded / "src" / "ngptlab" / name: change for name, change in edit.items()}
+    originals = {path: path.read_text() if path.is_file() else None for path in paths}
+    plan = (recorded / "results" / "plan.json").read_bytes()
+    try:
+        for path, change in paths.items():
+            path.write_text(change(originals[path] or ""))
+        write_params(recorded, params)
+        runs = runs_of(params, rerun_arms) if stages else set()
+        expected = {f"{stage}@{run}" for run in runs for stage in stages}
+        if "train" in stages:  # the cells holding the runs
+            cells = {run.cell for run in enumerate_runs(Params.of(params)) if run.name in runs}
+            expected |= {f"{stage}@{cell_key(cell)}" for cell in cells for stage in ("speedup", "evaluate")}
+        expected |= {"report"} if expected else set()
+        assert snakemake_work(recorded) == expected
+        assert dvc_work(recorded) == {"plan", *expected}  # the plan stage depends on all the code
+    finally:
+        for path, text in originals.items():
+            path.unlink() if text is None else path.write_text(text)
+        write_params(recorded, params)
+    assert (recorded / "results" / "plan.json").read_bytes() == plan  # every key as it was: nothing to do
+
+
 def test_an_edited_grid_without_a_new_plan_is_changed_and_refused_then_a_new_lr_adds_only_its_work(recorded):
     params = two_cell_params()
     old_runs = {run.name for run in enumerate_runs(Params.of(params))}

@@ -3,19 +3,18 @@ under by_baseline from the same estimate, one report table per baseline."""
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import random
 
 import pytest
+from support import fixture_params
 from support.synthetic import settings_of
 
 from ngptlab import layout
-from ngptlab.config.load import read_mapping, validate_params
+from ngptlab.config.load import validate_params
 from ngptlab.errors import ParamsError, ResultsError
 from ngptlab.grid.runs import RunSpec
-from ngptlab.layout import REPO_ROOT
 from ngptlab.report.kit.document import Document
 from ngptlab.report.kit.load import load_results
 from ngptlab.report.sections import speedup as section
@@ -58,7 +57,7 @@ def planted_results() -> list[RunResult]:
 
 
 def grid(baseline) -> Params:
-    params = copy.deepcopy(read_mapping(REPO_ROOT / "params.yaml"))
+    params = fixture_params()
     params["train"].update(scales=["cpu-4l"], contexts=[1024], budgets=BUDGETS, seeds=SEEDS,
                            arms=list(PLANTED), micro_batch_tokens=4096,
                            learning_rates={"cpu-4l": {arm: LRS for arm in PLANTED}})
@@ -135,7 +134,7 @@ MISSING = "speedup.baseline 'gpt-qknorm' is not among train.arms: gpt, ngpt"
     ("gpt-no", list(PLANTED), "speedup.baseline: 'gpt-no' is not allowed; allowed values: gpt"),
 ])
 def test_a_baseline_outside_train_arms_or_malformed_is_one_error_naming_the_key(baseline, arms, message):
-    params = copy.deepcopy(read_mapping(REPO_ROOT / "params.yaml"))
+    params = fixture_params()
     params["train"]["arms"] = arms
     params["speedup"]["baseline"] = baseline
     with pytest.raises(ParamsError) as err:

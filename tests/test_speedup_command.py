@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 import scipy.stats
 import torch
 import yaml
+from support import fixture_params
 from support.synthetic import settings_of
 
 from ngptlab import layout
@@ -20,7 +20,6 @@ from ngptlab.condition.run import condition_run
 from ngptlab.errors import NgptlabError
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import RunSpec
-from ngptlab.layout import REPO_ROOT
 from ngptlab.models.registry import build
 from ngptlab.report.kit.crossarm import arm_table, cross_arm_table, tracking, write_cross_arm_table
 from ngptlab.results import train_dir
@@ -38,7 +37,7 @@ def loss_at(tokens: float, arm: str, lr: float) -> float:
 
 @pytest.fixture
 def grid(tmp_path) -> tuple[dict, Path]:
-    params = copy.deepcopy(yaml.safe_load((REPO_ROOT / "params.yaml").read_text()))
+    params = fixture_params()
     params["train"].update(scales=["cpu-4l"], contexts=[64], budgets=BUDGETS, seeds=[0], arms=list(PLANTED))
     lrs = {"gpt": [3e-3, 1e-2], "ngpt": [3e-3, 1e-2], "gpt-orth": [3e-3]}
     params["train"]["learning_rates"] = {"cpu-4l": lrs}

@@ -3,18 +3,17 @@ where the arms rotate their weights at planted rates, and the rank correlation t
 
 from __future__ import annotations
 
-import copy
 import math
 import random
 import statistics
 
 import pytest
 from scipy import stats as scipy_stats
+from support import fixture_params
 from support.synthetic import settings_of
 
-from ngptlab.config.load import read_mapping, validate_params
+from ngptlab.config.load import validate_params
 from ngptlab.grid.runs import RunSpec
-from ngptlab.layout import REPO_ROOT
 from ngptlab.results import RunResult
 from ngptlab.speedup.cell import analyse_cell
 from ngptlab.speedup.reading import CONSISTENT, NORM
@@ -74,7 +73,7 @@ def planted_results(faster: dict[str, float] | None) -> list[RunResult]:
 
 
 def grid() -> dict:
-    params = copy.deepcopy(read_mapping(REPO_ROOT / "params.yaml"))
+    params = fixture_params()
     params["train"].update(scales=["cpu-4l"], contexts=[1024], budgets=BUDGETS, seeds=SEEDS,
                            arms=list(PLANTED), micro_batch_tokens=4096,
                            learning_rates={"cpu-4l": {arm: LRS for arm in PLANTED}})

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import yaml
+from support import TEST_PARAMS
 
 from ngptlab.config.load import load_params
 from ngptlab.errors import ParamsError
@@ -60,7 +61,7 @@ def test_peak_resume_state_scales_with_the_profiles_jobs(paper_plan, tmp_path):
 
 
 def test_concurrency_is_capped_by_the_grid_and_read_from_the_profile(tmp_path):
-    params = load_params(REPO_ROOT / "params.yaml")
+    params = load_params(TEST_PARAMS)
     plan = estimate_plan(params, mfu=0.4, peak_tflops=989.0)
     resume = plan_storage(plan, tmp_path, _profile(tmp_path, 100_000))["resume_state"]
     assert resume["concurrent_jobs"] == len(plan["runs"])

@@ -10,17 +10,16 @@ import signal
 import pytest
 import torch
 from safetensors.torch import load_file
-from support import synthetic
+from support import fixture_params, synthetic
 from support.train import make_params, metrics, results_dir, run_dir, summary, write_params, write_shards
 
 from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.checkpoint import load_model
 from ngptlab.checkpoint_cost import state_bytes
-from ngptlab.config.load import load_params, read_mapping
+from ngptlab.config.load import load_params
 from ngptlab.errors import CheckpointError, ParamsError
 from ngptlab.grid.enumeration import compared_runs, enumerate_cells, enumerate_runs, find_run
 from ngptlab.grid.runs import RunSpec, parse_run_name
-from ngptlab.layout import REPO_ROOT
 from ngptlab.models.arms import table as arm_table
 from ngptlab.models.registry import build_seeded
 from ngptlab.models.scales import SCALES, Scale
@@ -45,7 +44,7 @@ CODE = dict.fromkeys(STAGES, "c")
 
 
 def default_params(weight_dtype=None, **train) -> Params:
-    params = read_mapping(REPO_ROOT / "params.yaml")
+    params = fixture_params()
     if weight_dtype is not None:
         params["train"]["weight_dtype"] = weight_dtype
     params["train"].update(train)
@@ -53,18 +52,19 @@ def default_params(weight_dtype=None, **train) -> Params:
 
 
 def test_fp32_runs_keep_their_names_fingerprints_and_lineage_keys():
-    # From the repository's params.yaml, the same for every fp32 setting of train.weight_dtype (the
-    # analysis stages' keys also hash the speedup section, so they are compared across the dtype settings).
-    analysis, identities = [], []
+    # From the tests' params, the same for every fp32 setting of train.weight_dtype (the analysis stages'
+    # keys also hash the speedup section, so they are compared across the dtype settings).
+    names, runs, analysis, identities = [], [], [], []
     for weight_dtype in (None, "fp32", ["fp32", "bf16"]):
         params = default_params(weight_dtype)
         first = enumerate_runs(params)[0]
-        assert first.name == "cpu-4l-ctx128-gpt-t2048-lr0.005-s0"
+        names.append(first.name)
         identities.append(RunJob(first, params.train, ".", params).identity({}))
         keys = lineage_keys(made_from(params, CODE))
-        assert keys["train"]["cosine"] == "34318c7e40d212ab" and keys["train"]["wsd"] == "d8a54e7b3d917593"
-        assert keys["condition"]["cosine"] == "d11fb77b0f4f14df"
+        runs.append((keys["train"]["cosine"], keys["train"]["wsd"], keys["condition"]["cosine"]))
         analysis.append((keys["speedup"]["cpu-4l-ctx128"], keys["evaluate"]["cpu-4l-ctx128"], keys["report"]))
+    assert names[0] == names[1] == names[2] == "cpu-4l-ctx128-gpt-t2048-lr0.005-s0"  # no dtype in the name
+    assert runs[0] == runs[1] == runs[2]  # the run stages' lineage keys
     # An fp32 grid's plan is the one of the default, down to the report's key; a bf16 axis adds its own cell.
     assert analysis[0] == analysis[1] and analysis[2][:2] == analysis[0][:2]
     assert identities[0] == identities[1] == identities[2]  # nor does an fp32 run's identity say fp32

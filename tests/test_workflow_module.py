@@ -1,5 +1,5 @@
-"""The workflow's grid, lineage and job resources (ngptlab.workflow), without Snakemake: on params.yaml, on
-its WSD variant and on the paper and pilot presets."""
+"""The workflow's grid, lineage and job resources (ngptlab.workflow), without Snakemake: on the tests' params
+(.test/params.yaml), on its WSD variant and on the paper and pilot presets."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from snakemake.exceptions import WorkflowError
+from support import TEST_PARAMS, fixture_params
 
 from ngptlab import layout
 from ngptlab.config.load import load_params, read_mapping
@@ -25,7 +26,7 @@ PRESETS = REPO_ROOT / "workflow" / "presets"
 
 
 def wsd_params(tmp_path: Path) -> Path:
-    params = read_mapping(REPO_ROOT / "params.yaml")
+    params = fixture_params()
     params["train"]["schedule"] = "wsd"
     path = tmp_path / "params-wsd.yaml"
     path.write_text(yaml.safe_dump(params))
@@ -35,7 +36,7 @@ def wsd_params(tmp_path: Path) -> Path:
 @pytest.fixture(params=["params.yaml", "wsd", "paper", "pilot"])
 def params_file(request, tmp_path) -> str:
     if request.param == "params.yaml":
-        return str(REPO_ROOT / "params.yaml")
+        return str(TEST_PARAMS)
     if request.param == "wsd":
         return str(wsd_params(tmp_path))
     return str(PRESETS / f"{request.param}.yaml")
@@ -58,7 +59,7 @@ def test_the_grid_is_the_plans(params_file):
 
 
 def test_from_config_loads_one_params_file_and_refuses_merged_configs(tmp_path):
-    path = REPO_ROOT / "params.yaml"
+    path = TEST_PARAMS
     config = read_mapping(path)  # Snakemake's config: the file's mapping
     assert Grid.from_config(config, [path]).params_file == str(path)
     changed = {**config, "speedup": {**config["speedup"], "seed": config["speedup"]["seed"] + 1}}
@@ -88,7 +89,7 @@ def test_every_job_has_one_key_file_and_its_record(params_file):
 
 
 def test_names_outside_the_grid_are_refused():
-    grid = grid_of(str(REPO_ROOT / "params.yaml"))
+    grid = grid_of(str(TEST_PARAMS))
     with pytest.raises(WorkflowError, match="cell 'nowhere' is not in the grid"):
         grid.runs_of_cell("nowhere")
     with pytest.raises(WorkflowError, match="run 'none' is not in the grid"):
@@ -139,7 +140,7 @@ def test_train_resources_and_retries_on_the_paper_preset():
 
 
 def test_resources_alike_over_the_grid_are_constants():
-    params_file = str(REPO_ROOT / "params.yaml")
+    params_file = str(TEST_PARAMS)
     params = load_params(params_file)
     jobs = Jobs(grid_of(params_file))
     scale = params.train.scales[0]

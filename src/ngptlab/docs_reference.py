@@ -1,9 +1,12 @@
 """The documentation's reference pages, generated so that nothing in them is written twice: the params keys
-from config/schema.yaml (each key's description, default and role, as settings/roles.py classifies it) and
-the command line from the argparse parsers of every verb (cli.build_parser, each verb's `configure`).
+from config/schema.yaml (each key's description, default and role, as settings/roles.py classifies it), the
+command line from the argparse parsers of every verb (cli.build_parser, each verb's `configure`), and the
+table of arms from models/arms.yaml, in README.md and docs/pipeline/arms.md.
 
-docs/hooks.py hands both pages to MkDocs at build time (`make docs`, `mkdocs build`); tests/test_docs.py
-reads the same functions. Nothing here is part of any stage's code (no stage imports it).
+docs/hooks.py hands the pages to MkDocs at build time (`make docs`, `mkdocs build`) and puts the arm table
+where a page has ARM_TABLE_MARK; README.md, which GitHub shows as written, holds the table between
+README_BEGIN and README_END, which `python -m ngptlab.docs_reference` rewrites (tests/test_docs.py checks
+it). Nothing here is part of any stage's code (no stage imports it).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 import os
 from collections.abc import Iterator
 
+from ngptlab.models import arms
 from ngptlab.settings import load_schema, resolved_node
 from ngptlab.settings.roles import EXECUTION, GRID, Role, roles
 
@@ -156,3 +160,42 @@ def cli_reference() -> str:
 
 
 PAGES = {"reference/params.md": params_reference, "reference/cli.md": cli_reference}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The table of arms
+
+ARM_TABLE_MARK = "<!-- the table of arms: src/ngptlab/models/arms.yaml -->"
+README_BEGIN = ("<!-- the table of arms, from src/ngptlab/models/arms.yaml: "
+                "python -m ngptlab.docs_reference -->")
+README_END = "<!-- end of the table of arms -->"
+
+
+def arm_table() -> str:
+    """Markdown: every arm of models/arms.yaml, in its order, with what it is, its norms and conditioning."""
+    lines = ["| arm | what it is | norms | conditioning |", "|---|---|---|---|"]
+    lines += [f"| {arm.name} | {_cell(arm.summary)} | {arm.norms} | {arm.conditioning} |"
+              for arm in arms.table().values()]
+    return "\n".join(lines)
+
+
+def with_arm_table(markdown: str) -> str:
+    """A page with its ARM_TABLE_MARK replaced by the table (MkDocs' on_page_markdown, docs/hooks.py)."""
+    return markdown.replace(ARM_TABLE_MARK, arm_table())
+
+
+def readme_with_arm_table(readme: str) -> str:
+    """README.md's text with the table between its markers made anew."""
+    head, begin, rest = readme.partition(README_BEGIN)
+    _, end, tail = rest.partition(README_END)
+    if not begin or not end:
+        raise ValueError(f"README.md: the markers of the table of arms are missing ({README_BEGIN} ... "
+                         f"{README_END})")
+    return f"{head}{README_BEGIN}\n{arm_table()}\n{README_END}{tail}"
+
+
+if __name__ == "__main__":  # rewrite README.md's table of arms (from the project root)
+    from pathlib import Path
+
+    readme = Path("README.md")
+    readme.write_text(readme_with_arm_table(readme.read_text()))

@@ -31,10 +31,9 @@ from ngptlab.batch import tokens_per_step
 from ngptlab.condition.analyse import Analysis, analyse_matrices
 from ngptlab.condition.reference import gaussian_reference
 from ngptlab.condition.run import CONVENTIONS
-from ngptlab.config.load import read_mapping, validate_params
+from ngptlab.config.load import validate_params
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
-from ngptlab.layout import REPO_ROOT
 from ngptlab.models.layers import MatrixInfo
 from ngptlab.models.scales import SCALES
 from ngptlab.observe.kappa import Settings
@@ -42,6 +41,7 @@ from ngptlab.results import train_dir, write_json, write_spectra
 from ngptlab.schedule import branch_point, shares_trunk, shares_trunks
 from ngptlab.settings import Params, Train, of_section
 from ngptlab.speedup.cell import speedup_cell
+from support import fixture_params
 
 # Planted truth per arm: speed-up over gpt in tokens, and the condition number of its attention/MLP matrices.
 PLANTED = {
@@ -65,13 +65,13 @@ def synthetic_params(seeds: tuple[int, ...] = (0, 1), min_budget_for_claims: int
                      budgets: tuple[int, ...] = (16384, 65536, 262144), schedule: str = schedules.COSINE,
                      calibrate: tuple[int, ...] = (),
                      learning_rates: tuple[float, ...] | None = None) -> dict:
-    """The repo's default params with its own grid: two contexts, the planted arms, more budgets and seeds
-    (validated like any params file), so the report tests do not follow edits of the default grid.
+    """The tests' own params (TEST_PARAMS) with a grid of this module's: two contexts, the planted arms, more
+    budgets and seeds (validated like any params file), so the report tests do not follow edits of that grid.
     schedule "wsd" makes it a WSD grid, with cosine calibration runs at the budgets of `calibrate`.
     learning_rates: every arm's sweep (default: gpt and ngpt 3e-3 and 1e-2, the others 3e-3 only); three
     that bracket BEST_LR off the grid, e.g. (1.5e-3, 4e-3, 1.2e-2), give every arm an interior best whose
     parabola's vertex is BEST_LR itself."""
-    params = read_mapping(REPO_ROOT / "params.yaml")
+    params = fixture_params()
     sweeps = {arm: list(learning_rates) if learning_rates else
               [BEST_LR, 1.0e-2] if arm in ("gpt", "ngpt") else [BEST_LR] for arm in PLANTED}
     params["train"].update(contexts=[64, 128], arms=list(PLANTED), learning_rates={"cpu-4l": sweeps},

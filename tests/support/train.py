@@ -7,7 +7,6 @@ the layout `ngptlab prepare` writes (vocab_size, splits.{train,val}.{file,tokens
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -20,6 +19,7 @@ import numpy as np
 import yaml
 
 from ngptlab import layout
+from support import fixture_params
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = "synthetic"
@@ -49,8 +49,8 @@ def write_shards(root: Path, vocab: int = VOCAB, train_tokens: int = 60_000, val
 
 
 def make_params(**train_overrides) -> dict:
-    """The repo's params.yaml with a tiny train grid over the synthetic source."""
-    params = copy.deepcopy(yaml.safe_load((REPO / "params.yaml").read_text()))
+    """The tests' own params (TEST_PARAMS) with a tiny train grid over the synthetic source."""
+    params = fixture_params()
     params["prepare"]["source"] = {"kind": "local", "name": SOURCE, "files": ["none.txt"], "format": "text"}
     train = params["train"]
     train.update(source=SOURCE, scales=["cpu-4l"], contexts=[CONTEXT], arms=["gpt", "ngpt"], budgets=[8192],

@@ -22,14 +22,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from support import REPO, TEST_PARAMS, fixture_params
+
 BIN = Path(sys.executable).parent
 
-# What a clone holds that the pipeline reads: the workflow, the params and their resolved grid, the DVC
-# settings, and the stages' code (DVC hashes it as stage dependencies; the code that runs is the installed
-# package, which is this same tree).
-WORKFLOW_FILES = ("Snakefile", "dvc.yaml", "params.yaml", "slurm", "profiles", "workflow",
-                  "results/plan.json", ".dvc/config", ".dvc/.gitignore", ".dvcignore", ".gitignore", "src")
+# What a clone holds that the pipeline reads: the workflow, the DVC settings, and the stages' code (DVC hashes
+# it as stage dependencies; the code that runs is the installed package, which is this same tree). Not the
+# repository's params.yaml and results/plan.json: a scratch copy's params.yaml is the tests' own
+# (support.TEST_PARAMS) and its plan is written there, from it and this code.
+WORKFLOW_FILES = ("Snakefile", "dvc.yaml", "slurm", "profiles", "workflow", ".dvc/config", ".dvc/.gitignore",
+                  ".dvcignore", ".gitignore", "src")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
 
 # The marks of a module that runs jobs on the Slurm cluster `.ci/setup-slurm.sh` starts (CI runs it before the
@@ -87,7 +89,8 @@ def git(work: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def make_workdir(dest: Path, params: dict | None = None) -> Path:
-    """A copy of the workflow files in dest; with params, they replace params.yaml (the plan is rewritten)."""
+    """A copy of the workflow files in dest, with params (default: the tests' own params file, TEST_PARAMS)
+    as its params.yaml and the plan written from them."""
     dest.mkdir(parents=True)
     for name in WORKFLOW_FILES:
         src = REPO / name
@@ -99,7 +102,10 @@ def make_workdir(dest: Path, params: dict | None = None) -> Path:
             shutil.copytree(src, target, ignore=IGNORE, symlinks=True)
         else:
             shutil.copy2(src, target)
-    if params is not None:
+    if params is None:
+        shutil.copy2(TEST_PARAMS, dest / "params.yaml")
+        write_plan(dest)
+    else:
         write_params(dest, params)
     return dest
 
@@ -107,26 +113,32 @@ def make_workdir(dest: Path, params: dict | None = None) -> Path:
 def write_params(work: Path, params: dict) -> None:
     """The documented way to change the experiment: params.yaml, then its resolved grid for DVC."""
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    write_plan(work)
+
+
+def write_plan(work: Path) -> None:
+    """results/plan.json of work's params.yaml and code, as `ngptlab plan --write` writes it."""
     run([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--write", "results/plan.json"], work)
 
 
 def apply_preset(work: Path, name: str) -> None:
     """What `make preset NAME=<name>` does (README): the preset becomes params.yaml, then the plan."""
     shutil.copy2(work / "workflow" / "presets" / f"{name}.yaml", work / "params.yaml")
-    run([str(BIN / "ngptlab"), "plan", "--params", "params.yaml", "--write", "results/plan.json"], work)
+    write_plan(work)
 
 
 def default_params() -> dict:
-    return yaml.safe_load((REPO / "params.yaml").read_text())
+    """The tests' own params (TEST_PARAMS), what a scratch copy's params.yaml holds unless a test says."""
+    return fixture_params()
 
 
-# The end-to-end tests' own grid: the default params.yaml with a smaller grid, so that running it through
-# Snakemake, Slurm and DVC costs about a minute of CPU each, while still exercising every rule and stage:
-# two arms (the baseline and nGPT), the default's first context, two budgets 4x apart (so there is a
-# speed-up to estimate), two learning rates per arm, one of which (gpt at 1.0) diverges within its first
-# steps (train loss > train.diverge_loss), so the diverged path runs too; every other run completes. Both
-# arms are speed-up baselines (gpt the primary), so a second baseline runs through every stage at no cost in
-# training. `make` still runs the default grid.
+# The end-to-end tests' own grid: the tests' params (TEST_PARAMS) with a smaller grid, so that running it
+# through Snakemake, Slurm and DVC costs about a minute of CPU each, while still exercising every rule and
+# stage: two arms (the baseline and nGPT), its first context, two budgets 4x apart (so there is a speed-up to
+# estimate), two learning rates per arm, one of which (gpt at 1.0) diverges within its first steps (train
+# loss > train.diverge_loss), so the diverged path runs too; every other run completes. Both arms are
+# speed-up baselines (gpt the primary), so a second baseline runs through every stage at no cost in
+# training. `make` still runs the researcher's params.yaml.
 E2E_BUDGETS = (2048, 8192)
 E2E_LEARNING_RATES = {"gpt": (3.0e-3, 1.0), "ngpt": (3.0e-3, 1.0e-2)}
 E2E_DIVERGING = ("gpt", 1.0)  # (arm, learning rate) whose runs diverge

@@ -5,8 +5,8 @@
   registry.py     the one way to build an arm, loading its classes from its row
   layers.py       what every arm shares
   gpt.py          the paper's baseline GPT                      ngpt.py      the normalized transformer
-  gpt_nowd.py gpt_lrm.py gpt_scalar.py gpt_rownorm.py gpt_orth.py gpt_qknorm.py ngpt_freew.py gpt_angle.py
-  ngpt_angle.py   one arm each: only how it differs from gpt (or ngpt)
+  <arm>.py        one module per other arm (its row of arms.yaml names it): only how it differs from gpt
+                  (or ngpt)
   scales.py       model shapes                                  size.py      parameters and FLOPs in
                                                                              closed form
   rotational.py   the rotational step: the matrices an arm's recipe names turn by a set angle per step
