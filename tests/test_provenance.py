@@ -23,6 +23,7 @@ import pytest
 import yaml
 from dvc.repo import Repo
 from safetensors.numpy import save_file
+from support import new_arm
 from support.workflow import (
     copy_tokens,
     default_params,
@@ -130,44 +131,14 @@ def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns
     assert dvc_work(recorded) == set() and snakemake_work(recorded) == set()
 
 
-HYPERBALL = """from dataclasses import dataclass
-
-import torch
-
-from ngptlab.models.gpt import GPT as Model
-from ngptlab.models.gpt import Recipe
-
-
-@dataclass
-class HyperballRecipe(Recipe):
-    def post_step(self, model: Model) -> None:  # each block matrix back to its Frobenius norm at step 0
-        for p in model.blocks.parameters():
-            if p.ndim == 2:
-                norm = self.__dict__.setdefault("norms", {}).setdefault(id(p), p.norm().item())
-                p.mul_(norm / p.norm().clamp_min(1e-12))
-"""
-HYPERBALL_ROW = """
-gpt-hyperball:
-  train: {model: "ngptlab.models.gpt_hyperball:Model", recipe: "ngptlab.models.gpt_hyperball:HyperballRecipe",
-          warmup: true}
-  architecture: gpt
-  norms: fixed (initial)
-  conditioning: free
-  summary: "gpt whose block matrices are rescaled to their initial Frobenius norm after each step"
-  parameters: "0"
-  saved_per_block: 24
-  style: {color: "tab20:1", marker: v}
-"""
-
-
 def runs_of(params: dict, arms: set[str] | None = None) -> set[str]:
     return {run.name for run in enumerate_runs(Params.of(params)) if arms is None or run.arm in arms}
 
 
 @pytest.mark.parametrize("edit, rerun_arms, stages", [
     # a new arm: its module and its row, which the grid does not name
-    ({"models/gpt_hyperball.py": lambda _: HYPERBALL, "models/arms.yaml": lambda text: text + HYPERBALL_ROW},
-     set(), ()),
+    ({f"models/{new_arm.MODULE}": lambda _: new_arm.SOURCE,
+      "models/arms.yaml": lambda text: text + new_arm.ROW}, set(), ()),
     ({"models/gpt_angle.py": lambda text: text + "\n_EDITED = 1\n"}, {"gpt-angle"}, ("train", "condition")),
     ({"train/loop.py": lambda text: text + "\n_EDITED = 1\n"}, None, ("train", "condition")),
     # a metric of the condition stage: its code and its headline number

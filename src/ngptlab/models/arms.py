@@ -8,6 +8,7 @@ A row that breaks the table's rules is one error naming the row and the field, a
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -74,50 +75,61 @@ def _evaluate(node: ast.AST, names: dict[str, int]) -> int:
     raise ArmTableError(f"not an integer expression of {', '.join(SHAPE_NAMES)}: {ast.unparse(node)!r}")
 
 
+_LINES: dict[str, int] = {}  # arm -> the line of its row in TABLE
+
+
+def _where(name: str) -> str:
+    """TABLE and the line of an arm's row: where to edit."""
+    return f"{TABLE}:{_LINES[name]}" if name in _LINES else str(TABLE)
+
+
 def _field(row: dict, name: str, field: str, kind: type) -> Any:
     if field not in row:
-        raise ArmTableError(f"{TABLE}: arm {name!r} has no {field!r}")
+        raise ArmTableError(f"{_where(name)}: arm {name!r} has no {field!r}")
     value = row[field]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ArmTableError(f"{TABLE}: arm {name!r}: {field} must be a {kind.__name__}, got {value!r}")
+        raise ArmTableError(f"{_where(name)}: arm {name!r}: {field} must be a {kind.__name__}, got {value!r}")
     return value
 
 
 def _reference(name: str, field: str, value: Any) -> str:
     if not isinstance(value, str) or value.count(":") != 1 or not value.startswith("ngptlab.models."):
-        raise ArmTableError(f"{TABLE}: arm {name!r}: train.{field} must be 'ngptlab.models.<module>:<attr>', "
-                            f"got {value!r}")
+        raise ArmTableError(f"{_where(name)}: arm {name!r}: train.{field} must be "
+                            f"'ngptlab.models.<module>:<attr>', got {value!r}")
     return value
 
 
 def _arm(name: str, row: Any) -> Arm:
     if not isinstance(row, dict):
-        raise ArmTableError(f"{TABLE}: arm {name!r} is not a mapping")
+        raise ArmTableError(f"{_where(name)}: arm {name!r} is not a mapping")
     known = {"train", "architecture", "norms", "conditioning", "summary", "parameters", "saved_per_block",
              "style", "squares"}
     if set(row) - known:
-        raise ArmTableError(f"{TABLE}: arm {name!r}: unknown field {sorted(set(row) - known)[0]!r}")
+        raise ArmTableError(f"{_where(name)}: arm {name!r}: unknown field {sorted(set(row) - known)[0]!r}")
     train = _field(row, name, "train", dict)
     unknown = set(train) - {"model", "recipe", "warmup", "turns_like", "not_turned"}
     if unknown:
-        raise ArmTableError(f"{TABLE}: arm {name!r}: unknown field train.{sorted(unknown)[0]}")
+        raise ArmTableError(f"{_where(name)}: arm {name!r}: unknown field train.{sorted(unknown)[0]}")
     training = Training(_reference(name, "model", train.get("model")), _reference(name, "recipe",
                         train.get("recipe")), _field(train, name, "warmup", bool), train.get("turns_like"),
                         tuple(train.get("not_turned", ())))
     style = _field(row, name, "style", dict)
     colormap, _, index = str(style.get("color", "")).partition(":")
     if colormap not in COLORMAPS or not index.isdigit() or int(index) >= COLORMAPS[colormap]:
-        raise ArmTableError(f"{TABLE}: arm {name!r}: style.color must be 'tab10:<0-9>' or 'tab20:<0-19>', "
-                            f"got {style.get('color')!r}")
+        raise ArmTableError(f"{_where(name)}: arm {name!r}: style.color must be 'tab10:<0-9>' or "
+                            f"'tab20:<0-19>', got {style.get('color')!r}")
     squares = row.get("squares", {})
     if not isinstance(squares, dict) or any(c not in SQUARE_CORNERS for c in squares.values()):
-        raise ArmTableError(f"{TABLE}: arm {name!r}: squares must map a square to a corner of "
+        raise ArmTableError(f"{_where(name)}: arm {name!r}: squares must map a square to a corner of "
                             f"{', '.join(SQUARE_CORNERS)}, got {squares!r}")
     arm = Arm(name, training, _field(row, name, "architecture", str), _field(row, name, "norms", str),
               _field(row, name, "conditioning", str), _field(row, name, "summary", str),
               str(_field(row, name, "parameters", (str, int))), _field(row, name, "saved_per_block", int),
               (colormap, int(index)), str(_field(style, name, "marker", str)), dict(squares))
-    arm.extra_parameters(**dict.fromkeys(SHAPE_NAMES, 1))  # a bad expression fails here, naming the arm
+    try:
+        arm.extra_parameters(**dict.fromkeys(SHAPE_NAMES, 1))
+    except (ArmTableError, SyntaxError) as error:
+        raise ArmTableError(f"{_where(name)}: arm {name!r}: parameters: {error}") from None
     return arm
 
 
@@ -127,12 +139,12 @@ def _checked(arms: dict[str, Arm]) -> dict[str, Arm]:
     for arm in arms.values():
         for field, other in (("architecture", arm.architecture), ("train.turns_like", arm.train.turns_like)):
             if other is not None and other not in arms:
-                raise ArmTableError(f"{TABLE}: arm {arm.name!r}: {field} names no arm: {other!r}")
+                raise ArmTableError(f"{_where(arm.name)}: arm {arm.name!r}: {field} names no arm: {other!r}")
     styles: dict[tuple, str] = {}
     for arm in arms.values():
         for style in ((arm.color,), (arm.marker,)):
             if style in styles:
-                raise ArmTableError(f"{TABLE}: arms {styles[style]!r} and {arm.name!r} share the "
+                raise ArmTableError(f"{_where(arm.name)}: arms {styles[style]!r} and {arm.name!r} share the "
                                     f"{'colour' if isinstance(style[0], tuple) else 'marker'} {style[0]!r}")
             styles[style] = arm.name
     for square in {s for arm in arms.values() for s in arm.squares}:
@@ -146,7 +158,10 @@ def _checked(arms: dict[str, Arm]) -> dict[str, Arm]:
 @cache
 def table() -> dict[str, Arm]:
     """Every arm by name, in the file's order."""
-    rows = yaml.safe_load(TABLE.read_text())
+    text = TABLE.read_text()
+    rows = yaml.safe_load(text)
+    _LINES.update({m[1]: text[:m.start()].count("\n") + 1
+                   for m in re.finditer(r"^([A-Za-z0-9_.-]+):", text, re.M)})
     if not isinstance(rows, dict) or not rows:
         raise ArmTableError(f"{TABLE}: not a mapping of arm names to rows")
     return _checked({str(name): _arm(str(name), row) for name, row in rows.items()})

@@ -1,6 +1,6 @@
 """`ngptlab plan`: validate a params file and print the runs it describes, with their size and cost
 (plan/printout.py); or edit the grid (plan/growth.py) and write the grid file that dvc.yaml reads
-(plan/gridfile.py)."""
+(plan/gridfile.py); or accept a refactor on golden traces (plan/accept.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ngptlab import options
 from ngptlab.models.arms import names as arm_names
+from ngptlab.plan.accept import accept_code
 from ngptlab.plan.closure import VERB_OF_STAGE, explain
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS
 from ngptlab.plan.extend import DEFAULT_CAP
@@ -71,6 +72,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "with --arm, a run's: its arm's module and its row of the table of arms")
     parser.add_argument("--arm", choices=arm_names(), metavar="ARM",
                         help="with --explain: the job of this arm (default: every arm's modules and rows)")
+    parser.add_argument("--accept-code", action="store_true",
+                        help="accept an edit of the code meant to change no number (a refactor): where "
+                             "golden traces, tiny deterministic CPU runs of every arm whose trunk, train or "
+                             "condition code it changes, are bit-identical at --against and in --root's "
+                             "working tree, record the new code as equivalent (results/accepted-code.json), "
+                             "so that no lineage key moves; else refuse, naming what differs")
+    parser.add_argument("--against", default="HEAD", metavar="REV",
+                        help="with --accept-code: the git revision whose code the working tree's is compared "
+                             "with (default HEAD)")
     parser.add_argument("--max-sweep", type=int, default=DEFAULT_CAP, metavar="N",
                         help=f"with --extend-sweeps: learning rates per sweep at most "
                              f"(default {DEFAULT_CAP})")
@@ -80,6 +90,8 @@ def run(args: argparse.Namespace, params: Params) -> int:
     if args.explain:
         print(explain(args.explain, args.root, args.arm))
         return 0
+    if args.accept_code:
+        return accept_code(params, args.params, args.root, args.against)
     plan_file = args.write or str(Path(args.root) / "results" / "plan.json")  # of --set, --extend-sweeps
     if args.set:
         params = set_keys(args.params, args.set)

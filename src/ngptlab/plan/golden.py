@@ -35,9 +35,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ngptlab.errors import NgptlabError
 from ngptlab.grid.resources import scale_layout
 from ngptlab.settings import Params
 
+RUNNER = "ngptlab.plan.golden"  # this module, run once per tree
 SOURCE = "golden"
 SHAPE = {"n_layer": 2, "d_model": 32, "n_head": 2, "mlp_ratio": 2}
 CONTEXT = 16
@@ -76,8 +78,8 @@ def golden_params(grid: dict, params: Params, arm: str) -> dict:
     scales = [SCALES[world] for world in worlds(params)]
     train = {key: value for key, value in grid["train"].items() if key not in DROPPED}
     train.update(
-        source=SOURCE, shapes={scale: SHAPE for scale in scales}, scales=scales, contexts=[CONTEXT], arms=[arm],
-        budgets=[BUDGET], seeds=[0], learning_rates={scale: {arm: [LR]} for scale in scales},
+        source=SOURCE, shapes={scale: SHAPE for scale in scales}, scales=scales, contexts=[CONTEXT],
+        arms=[arm], budgets=[BUDGET], seeds=[0], learning_rates={scale: {arm: [LR]} for scale in scales},
         batch_sequences=BATCH_SEQUENCES, micro_batch_tokens=2 * CONTEXT,  # two micro-batches on one process
         warmup_steps=2, warmup_max_fraction=0.25, eval_every_tokens=BUDGET // 2, eval_windows=4, eval_seed=0,
         final_eval_tokens=16 * CONTEXT, log_every_tokens=1, device="cpu", compile=False,
@@ -183,8 +185,8 @@ def run_trace(root: Path, run: Any, segments: list[Any]) -> dict:
         "metrics": hashlib.sha256(metrics).hexdigest(),
         "tensors": tensor_hashes(root / layout.run_dir(run.cell, run.name) / "model.safetensors"),
         "summary": json_sha256(canonical(json.loads((results / "summary.json").read_text()))),
-        "trunk": {s.span: json_sha256(canonical(json.loads(
-            (root / layout.trunk_record(s.trunk.cell, s.trunk.name, s.span)).read_text()))) for s in segments},
+        "trunk": {s.span: json_sha256(canonical(json.loads((root / layout.trunk_record(
+            s.trunk.cell, s.trunk.name, s.span)).read_text()))) for s in segments},
         "condition": json_sha256(canonical(json.loads((root / condition["json"]).read_text()))),
         "spectra": hashlib.sha256((root / condition["spectra"]).read_bytes()).hexdigest(),
     }
@@ -216,10 +218,45 @@ def trace_arm(document: dict, root: Path) -> dict[str, dict]:
         s for s in segments if shares_trunk(run) and s.trunk == trunk_of(run)]) for run in runs}
 
 
+def trace_trees(trees: dict[str, Path], spec: dict, work: Path) -> dict[str, dict]:
+    """The traces of `spec` trained by each tree's own code ({side: the project root whose src/ runs}), the
+    sides at once (each trains on one thread): {side: {arm: {path: trace}}}. A side that fails or imports the
+    package from elsewhere stops it, naming the side and the last line of its log."""
+    spec_file = work / "golden-spec.json"
+    spec_file.write_text(json.dumps(spec))
+    running = {}
+    try:
+        for i, (side, tree) in enumerate(trees.items()):
+            source = (tree / "src").resolve()
+            path = os.pathsep.join([str(source), *filter(None, [os.environ.get("PYTHONPATH")])])
+            env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+            out, log, trained = work / f"side{i}.json", work / f"side{i}.log", work / f"side{i}"
+            with open(log, "w") as stream:
+                command = [sys.executable, "-m", RUNNER, str(spec_file), str(out), "--work", str(trained)]
+                running[side] = (subprocess.Popen(command, env=env, cwd=work, stdout=stream,
+                                                  stderr=subprocess.STDOUT), source, out, log)
+        codes = {side: process.wait() for side, (process, *_) in running.items()}
+    finally:
+        for process, *_ in running.values():
+            if process.poll() is None:
+                process.kill()
+    traces = {}
+    for side, (_, source, out, log) in running.items():
+        if codes[side]:
+            last = (log.read_text(errors="replace").strip().splitlines() or ["no output"])[-1]
+            raise NgptlabError(f"the golden traces {side} failed (exit {codes[side]}): {last.strip()}")
+        done = json.loads(out.read_text())
+        if Path(done["ngptlab"]).resolve().parent.parent != source:
+            raise NgptlabError(f"the golden traces {side} imported {done['ngptlab']}, not the package under "
+                               f"{source}")
+        traces[side] = done["traces"]
+    return traces
+
+
 def main(argv: list[str] | None = None) -> int:
     import ngptlab
 
-    parser = argparse.ArgumentParser(prog="python -m ngptlab.plan.golden", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=f"python -m {RUNNER}", description=__doc__.split("\n\n")[0])
     parser.add_argument("spec", help='JSON: {"arms": {arm: the params of its tiny grid}}')
     parser.add_argument("out", help="the traces, as JSON")
     parser.add_argument("--work", required=True, help="where the tiny grids train (a folder per arm)")
