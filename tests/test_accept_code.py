@@ -1,6 +1,7 @@
 """`ngptlab plan --accept-code`: a refactor is accepted on bit-identical golden traces and then moves no
 lineage key; a numeric change is refused in one line naming the arm and what differs, recording nothing; a
-revision without the golden runner is refused; a grid of several processes is traced on two.
+revision without the golden runner is refused; a grid of several processes is traced on two; in a DVC
+repository the plan stage is committed up to date.
 
 One git repository of the package's source and a params file of the test's own (gpt and ngpt at a tiny CPU
 shape) is made once; each test edits a clone of it."""
@@ -10,7 +11,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -18,16 +21,19 @@ import yaml
 import ngptlab
 from ngptlab.cli import main
 from ngptlab.config.load import load_params
+from ngptlab.plan.accept import commit_plan_stage
 from ngptlab.plan.closure import ACCEPTED, stage_code, stage_fingerprints
 from ngptlab.plan.golden import golden_params, trace_trees
+from ngptlab.report.sections.provenance import accepted_table
 from ngptlab.settings.roles import PER_RUN
 
 SRC = Path(ngptlab.__file__).resolve().parent.parent
 ARMS = ("gpt", "ngpt")
+SHAPE = {"n_layer": 2, "d_model": 32, "n_head": 2, "mlp_ratio": 2}
 PARAMS = {
     "prepare": {"source": {"kind": "local", "name": "tiny", "files": ["none.txt"], "format": "text"},
                 "val_fraction": 0.1, "split_seed": 0, "batch_documents": 8, "workers": 1},
-    "train": {"source": "tiny", "shapes": {"tiny": {"n_layer": 2, "d_model": 32, "n_head": 2, "mlp_ratio": 2}},
+    "train": {"source": "tiny", "shapes": {"tiny": SHAPE},
               "scales": ["tiny"], "contexts": [16], "arms": list(ARMS), "budgets": [512], "seeds": [0],
               "learning_rates": {"tiny": {arm: [3.0e-3] for arm in ARMS}}, "batch_sequences": 4,
               "micro_batch_tokens": 32, "warmup_steps": 2, "warmup_max_fraction": 0.25, "grad_clip": 1.0,
@@ -47,8 +53,9 @@ RUNNER = "src/ngptlab/plan/golden.py"
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=test", "-c", "user.email=test@example.com",
-                           *args], check=True, capture_output=True, text=True).stdout.strip()
+    identity = ["-c", "user.name=test", "-c", "user.email=test@example.com"]
+    return subprocess.run(["git", "-C", str(repo), *identity, *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +79,8 @@ def repo(project: Path, tmp_path: Path) -> Path:
     return clone
 
 
-def accept(repo: Path, *more: str) -> int:
-    return main(["plan", "--accept-code", "--root", str(repo), "--params", str(repo / "params.yaml"), *more])
+def accept(repo: Path, params: str = "params.yaml") -> int:
+    return main(["plan", "--accept-code", "--root", str(repo), "--params", str(repo / params)])
 
 
 def refactor(repo: Path) -> None:
@@ -106,16 +113,20 @@ def test_a_refactor_is_accepted_and_moves_no_lineage_key(repo, capsys):
     assert stage_fingerprints(repo, ARMS) == at_head  # no key moves: Snakemake and DVC rerun nothing
     assert main(["plan", "--params", str(repo / "params.yaml"), "--root", str(repo),
                  "--check", str(repo / "results" / "plan.json")]) == 0
+    table = accepted_table(SimpleNamespace(root=repo))  # the report's provenance lists them
+    assert len(table) == len(entries) and table.rows[0][table.columns.index("revision")] == head
 
 
 def test_a_numeric_change_is_refused_naming_the_arm_and_what_differs(repo, capsys):
     recipe = repo / RECIPE
     text = recipe.read_text()
     assert "eps: float = 1e-8" in text
-    recipe.write_text(text.replace("eps: float = 1e-8", "eps: float = 1e-6"))
+    recipe.write_text(text.replace("eps: float = 1e-8", "eps: float = 1e-6"))  # AdamW's epsilon
+    one_arm = {**PARAMS, "train": {**PARAMS["train"], "arms": ["gpt"]}}  # half the traces
+    (repo / "gpt.yaml").write_text(yaml.safe_dump(one_arm))
     capsys.readouterr()
 
-    assert accept(repo) != 0
+    assert accept(repo, "gpt.yaml") != 0
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1
     assert "arm gpt" in error and ("loss" in error or "tensor" in error)
@@ -150,3 +161,20 @@ def test_a_grid_of_several_processes_is_traced_on_two(project, tmp_path):
     traces = trace_trees({"here": project}, spec, tmp_path)["here"]["gpt"]
     assert list(traces) == ["cosine-fp32-x2"]
     assert len(traces["cosine-fp32-x2"]["losses"]) == 8 and traces["cosine-fp32-x2"]["tensors"]
+
+
+def test_in_a_dvc_repository_the_plan_stage_is_committed_up_to_date(tmp_path):
+    dvc = str(Path(sys.executable).with_name("dvc"))
+    assert not commit_plan_stage(tmp_path)  # no DVC repository: nothing to do
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("x = 1\n")
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"plan": {
+        "cmd": "cp src/a.py plan.json", "deps": ["src"], "outs": [{"plan.json": {"cache": False}}]}}}))
+    for command in (["init", "--no-scm"], ["repro"]):
+        subprocess.run([dvc, *command], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "src" / "a.py").write_text("x = 1  # the code changed\n")
+
+    assert commit_plan_stage(tmp_path)
+    status = subprocess.run([dvc, "status", "--json"], cwd=tmp_path, check=True, capture_output=True,
+                            text=True)
+    assert json.loads(status.stdout) == {}

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from support.code import made_up_code
 from support.train import (
     StopsAfter3Steps,
     make_params,
@@ -31,7 +32,7 @@ from ngptlab.observe.angular import AngularRate, IntervalStart, kind_means, turn
 from ngptlab.observe.effective import effective_matrices
 from ngptlab.observe.observer import KAPPA_KEYS, Observer, restart_points
 from ngptlab.plan.grid import lineage_keys
-from ngptlab.plan.lineage import STAGES, made_from
+from ngptlab.plan.lineage import made_from
 from ngptlab.settings import Params
 from ngptlab.tensorboard_view import scalars
 from ngptlab.train import loop
@@ -290,7 +291,7 @@ def test_condition_every_evals_shapes_the_metrics_rows_and_so_the_runs_identity(
     identity (train/identity.py): outputs or a checkpoint of the other setting are not this run's."""
     params = make_params()
     edited = make_params(condition_every_evals=5)
-    code = {stage: f"{stage}-code" for stage in STAGES}
+    code = made_up_code()
     before, after = (lineage_keys(made_from(Params.of(p), code)) for p in (params, edited))
     assert before["train"] != after["train"] and before["prepare"] == after["prepare"]
     data = {"train_sha256": "t", "val_sha256": "v"}

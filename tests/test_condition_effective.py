@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from ngptlab.models.registry import ARMS, build
+from ngptlab.models.arms import names as arm_names
+from ngptlab.models.registry import build
 from ngptlab.observe.effective import effective_matrices
 
 VOCAB = 96
@@ -81,7 +82,7 @@ def hand_built(model: torch.nn.Module, name: str) -> np.ndarray:
     return w
 
 
-@pytest.mark.parametrize("arm", list(ARMS))
+@pytest.mark.parametrize("arm", arm_names())
 def test_effective_matrix_is_the_hand_built_float64_product(arm):
     model = perturbed(arm)
     if arm in ARM_PARTS:
@@ -97,7 +98,7 @@ def test_effective_matrix_is_the_hand_built_float64_product(arm):
     assert next(model.parameters()).dtype == torch.float32  # the model itself is left as it was
 
 
-@pytest.mark.parametrize("arm", list(ARMS))
+@pytest.mark.parametrize("arm", arm_names())
 def test_effective_matrix_is_what_the_forward_pass_applies(arm):
     """Run the model: the query of block 0 and the logits equal W_eff times the normalised input
     (x / rms(x) where a norm layer precedes, the unit hidden state in nGPT). The forward pass runs in

@@ -5,21 +5,19 @@ a change upstream reaches every key after it. What a params key shapes is its sc
 from __future__ import annotations
 
 import copy
-from collections import defaultdict
 
 import pytest
+from support.code import made_up_code
 from support.workflow import default_params
 
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.plan.grid import cell_key, lineage_keys
-from ngptlab.plan.lineage import PER_SCHEDULE, STAGES, made_from
+from ngptlab.plan.lineage import PER_SCHEDULE, made_from
 from ngptlab.settings import Params, filled
 from ngptlab.settings.roles import GRID, roles, value_at
 
-# Code fingerprints as results/plan.json has them: a run stage's per arm, the same for every arm here.
-CODE = {stage: defaultdict(lambda stage=stage: f"{stage}-code") if stage in PER_SCHEDULE else f"{stage}-code"
-        for stage in STAGES}
+CODE = made_up_code()
 # What a stage's key reaches: the stages whose keys hold it. The trunk's only where the grid trains WSD runs.
 AFTER = {"prepare": {"trunk", "train", "condition", "speedup", "evaluate", "report"},
          "trunk": {"train", "condition", "speedup", "evaluate", "report"},
@@ -167,7 +165,7 @@ def test_each_stage_key_follows_its_own_settings_and_code():
     edited = copy.deepcopy(params)
     edited["condition"]["sample_rows"] = 7
     assert changed(base, keys(edited)) == {"condition", "report"}
-    assert changed(base, keys(params, {**CODE, "speedup": "edited"})) == {"speedup", "evaluate", "report"}
+    assert changed(base, keys(params, made_up_code(speedup="edited"))) == {"speedup", "evaluate", "report"}
 
 
 def test_a_run_added_to_one_cell_changes_that_cells_keys_only():

@@ -6,7 +6,6 @@ every other parameter to AdamW, and round-trip through a checkpoint; a run with 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -214,8 +213,9 @@ def test_a_run_with_rotational_matrices_turns_them_and_resumes_byte_for_byte(tmp
     """gpt-scalar with q and mlp_u rotational (no running average), evaluations every 5 steps: each row's
     step angle of those kinds is the mean of the schedule's angles over its interval; a run stopped every 3
     steps, checkpoints between evaluation points, ends with the bytes of one that ran through."""
-    monkeypatch.setitem(registry.ARMS, "gpt-scalar",
-                        dataclasses.replace(registry.ARMS["gpt-scalar"], recipe_type=TurningRecipe))
+    recipe_of = registry.recipe_of
+    monkeypatch.setattr(registry, "recipe_of",
+                        lambda arm: TurningRecipe() if arm == "gpt-scalar" else recipe_of(arm))
     params = make_params(arms=["gpt-scalar"], budgets=[16 * 512], batch_sequences=16, micro_batch_tokens=512,
                          learning_rates={"cpu-4l": {"gpt-scalar": [3e-3]}}, eval_every_tokens=5 * 512,
                          checkpoint_every_tokens=2 * 512, step_angle_every=1)

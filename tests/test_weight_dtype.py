@@ -11,6 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from support import fixture_params, synthetic
+from support.code import made_up_code
 from support.train import make_params, metrics, results_dir, run_dir, summary, write_params, write_shards
 
 from ngptlab import weight_dtype as weight_dtypes
@@ -24,7 +25,7 @@ from ngptlab.models.arms import table as arm_table
 from ngptlab.models.registry import build_seeded
 from ngptlab.models.scales import SCALES, Scale
 from ngptlab.plan.grid import lineage_keys
-from ngptlab.plan.lineage import STAGES, made_from
+from ngptlab.plan.lineage import made_from
 from ngptlab.plan.memory import training_memory
 from ngptlab.plan.storage import final_checkpoint_bytes
 from ngptlab.settings import Params
@@ -36,7 +37,7 @@ from ngptlab.train.loop import EXIT_RESUMABLE, train_run
 from ngptlab.train.stop import StopRequest
 
 BUDGET = 12 * 512  # 12 steps of 512 tokens
-CODE = dict.fromkeys(STAGES, "c")
+CODE = made_up_code()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -61,7 +62,7 @@ def test_fp32_runs_keep_their_names_fingerprints_and_lineage_keys():
         names.append(first.name)
         identities.append(RunJob(first, params.train, ".", params).identity({}))
         keys = lineage_keys(made_from(params, CODE))
-        runs.append((keys["train"]["cosine"], keys["train"]["wsd"], keys["condition"]["cosine"]))
+        runs.append((keys["train"]["cosine-gpt"], keys["train"]["wsd-gpt"], keys["condition"]["cosine-gpt"]))
         analysis.append((keys["speedup"]["cpu-4l-ctx128"], keys["evaluate"]["cpu-4l-ctx128"], keys["report"]))
     assert names[0] == names[1] == names[2] == "cpu-4l-ctx128-gpt-t2048-lr0.005-s0"  # no dtype in the name
     assert runs[0] == runs[1] == runs[2]  # the run stages' lineage keys
@@ -84,9 +85,9 @@ def test_bf16_runs_form_their_own_cell_name_and_lineage_key():
     fp32_identity = RunJob(fp32[0], params.train, ".", params).identity({})
     assert "weight_dtype" in mismatch(RunJob(run, params.train, ".", params).identity({}), fp32_identity)
     keys = lineage_keys(made_from(params, CODE))
-    assert run.lineage_group == "cosine-bf16"
-    assert keys["train"]["cosine-bf16"] not in (keys["train"]["cosine"], keys["train"]["wsd"])
-    assert keys["condition"]["cosine-bf16"] != keys["condition"]["cosine"]
+    assert run.lineage_group == "cosine-bf16-gpt"
+    assert keys["train"]["cosine-bf16-gpt"] not in (keys["train"]["cosine-gpt"], keys["train"]["wsd-gpt"])
+    assert keys["condition"]["cosine-bf16-gpt"] != keys["condition"]["cosine-gpt"]
     assert keys["speedup"]["cpu-4l-ctx128-bf16"] != keys["speedup"]["cpu-4l-ctx128"]
     # The speed-up compares each dtype's arms among themselves: a cell holds one dtype's runs only.
     compared = compared_runs(params)
@@ -104,7 +105,7 @@ def test_a_wsd_grid_gives_bf16_trunks_of_their_own():
     assert all(s.trunk.cell == "cpu-4l-ctx128-bf16" and s.name.startswith("cpu-4l-ctx128-bf16-")
                for s in bf16)
     run = next(r for r in enumerate_runs(params) if r.weight_dtype == "bf16")
-    assert run.name.endswith("-wsd") and run.lineage_group == "wsd-bf16"
+    assert run.name.endswith("-wsd") and run.lineage_group == f"wsd-bf16-{run.arm}"
 
 
 def test_a_malformed_weight_dtype_names_the_key(tmp_path):

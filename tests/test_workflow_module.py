@@ -44,7 +44,8 @@ def params_file(request, tmp_path) -> str:
 
 def grid_of(params_file: str) -> Grid:
     # the code fingerprints of the repository's stages, wherever the tests run
-    return Grid(load_params(params_file), params_file, code=stage_fingerprints(REPO_ROOT))
+    params = load_params(params_file)
+    return Grid(params, params_file, code=stage_fingerprints(REPO_ROOT, params.train.arms))
 
 
 def test_the_grid_is_the_plans(params_file):

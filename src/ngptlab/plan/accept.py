@@ -80,7 +80,7 @@ def revision(root: Path, against: str) -> str:
 
 def extract(root: Path, sha: str, into: Path) -> None:
     """REV's src/ and its record of accepted refactors (where it has one) under `into`."""
-    has_record = subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{sha}:{ACCEPTED}"],
+    has_record = subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{sha}:./{ACCEPTED}"],
                                 capture_output=True).returncode == 0
     data = _git(root, "archive", "--format=tar", sha, "src", *([ACCEPTED] if has_record else []))
     into.mkdir(parents=True, exist_ok=True)
@@ -150,7 +150,8 @@ def commit_plan_stage(root: Path) -> bool:
     lock = root / "dvc.lock"
     if not lock.is_file() or "plan" not in ((yaml.safe_load(lock.read_text()) or {}).get("stages") or {}):
         return False
-    dvc = shutil.which("dvc") or str(Path(sys.executable).with_name("dvc"))
+    beside = Path(sys.executable).with_name("dvc")  # this environment's, else the one on PATH
+    dvc = str(beside) if beside.is_file() else shutil.which("dvc") or "dvc"
     done = subprocess.run([dvc, "commit", "--force", "plan"], cwd=root, capture_output=True, text=True)
     if done.returncode:
         why = ((done.stderr or done.stdout).strip().splitlines() or ["failed"])[-1]
@@ -185,22 +186,31 @@ def accept_code(params: Params, params_file: str | Path, root: str | Path = ".",
         affected = sorted({change.arm for change in changed})
         grid = read_mapping(params_file)
         spec = {"arms": {arm: golden_params(grid, params, arm) for arm in affected}}
-        print(f"golden traces of {', '.join(affected)}, {label} and in the working tree ...", flush=True)
+        print(f"training the golden traces of {', '.join(affected)} {label} and in the working tree",
+              flush=True)
         traces = trace_trees({label: before_root, "in the working tree": root}, spec, Path(tmp))
     before, now = traces[label], traces["in the working tree"]
     differs = first_difference(before, now, label)
     if differs:
         raise NotAccepted(f"not accepted, nothing recorded: {differs}")
+    return accepted(params, root, changed, now, sha, label)
+
+
+def accepted(params: Params, root: Path, changed: list[Change], traces: dict, sha: str, label: str) -> int:
+    """Record the changed (stage, arm)s as accepted on these traces (the working tree's), rewrite the plan and
+    commit DVC's plan stage."""
+    arms = tuple(params.train.arms)
     at = datetime.now(UTC).isoformat(timespec="seconds")
     entries = [{"stage": c.stage, "arm": c.arm, "fingerprint": c.now, "accepted_as": c.was, "revision": sha,
-                "traces": {path: json_sha256(trace) for path, trace in sorted(now[c.arm].items())},
+                "traces": {path: json_sha256(trace) for path, trace in sorted(traces[c.arm].items())},
                 "accepted_at": at} for c in changed]
     path = record(root, entries)
     after = stage_fingerprints(root, arms)
     moved = [f"{c.stage} ({c.arm})" for c in changed if after[c.stage][c.arm] != c.was]
     if moved:
         raise NgptlabError(f"{path}: written, yet the code of {', '.join(moved)} still reads as changed")
-    paths = sum(len(now[arm]) for arm in affected)
+    affected = sorted({c.arm for c in changed})
+    paths = sum(len(traces[arm]) for arm in affected)
     stages = ", ".join(f"{stage} ({', '.join(c.arm for c in changed if c.stage == stage)})"
                        for stage in PER_RUN if any(c.stage == stage for c in changed))
     print(f"accepted: {paths} golden trace(s) of {', '.join(affected)} are bit-identical {label} and in the "

@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,14 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ngptlab import layout
+from ngptlab.config.load import load_params
 from ngptlab.errors import NgptlabError
+from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.resources import scale_layout
+from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import Segment, enumerate_segments, trunk_of
+from ngptlab.schedule import shares_trunk
 from ngptlab.settings import Params
 
 RUNNER = "ngptlab.plan.golden"  # this module, run once per tree
@@ -145,7 +152,7 @@ def tensor_hashes(path: Path) -> dict[str, str]:
     return hashes
 
 
-def path_name(run: Any, world: int) -> str:
+def path_name(run: RunSpec, world: int) -> str:
     """A path by what it goes through: "cosine-fp32", "wsd-bf16-x2"."""
     return f"{run.schedule}-{run.weight_dtype}" + (f"-x{world}" if world > 1 else "")
 
@@ -170,10 +177,8 @@ def _train(name: str, params_file: Path, root: Path, world: int) -> None:
         raise SystemExit(f"golden trace: torchrun of {name} on {world} processes exited {done.returncode}")
 
 
-def run_trace(root: Path, run: Any, segments: list[Any]) -> dict:
+def run_trace(root: Path, run: RunSpec, segments: list[Segment]) -> dict:
     """The trace of one trained and conditioned run (and the trunk segments it branches from)."""
-    from ngptlab import layout
-
     results = root / layout.train_results_dir(run.cell, run.name)
     metrics = (results / "metrics.jsonl").read_bytes()
     rows = [json.loads(line) for line in metrics.decode().splitlines()]
@@ -195,11 +200,6 @@ def run_trace(root: Path, run: Any, segments: list[Any]) -> dict:
 def trace_arm(document: dict, root: Path) -> dict[str, dict]:
     """Train every job of one arm's tiny grid under root (trunk segments first), condition every run, and
     return each run's trace by its path's name."""
-    from ngptlab.config.load import load_params
-    from ngptlab.grid.enumeration import enumerate_runs
-    from ngptlab.grid.trunks import enumerate_segments, trunk_of
-    from ngptlab.schedule import shares_trunk
-
     write_shards(root)
     params_file = root / "params.yaml"
     params_file.write_text(yaml.safe_dump(document, sort_keys=False))
@@ -233,13 +233,16 @@ def trace_trees(trees: dict[str, Path], spec: dict, work: Path) -> dict[str, dic
             out, log, trained = work / f"side{i}.json", work / f"side{i}.log", work / f"side{i}"
             with open(log, "w") as stream:
                 command = [sys.executable, "-m", RUNNER, str(spec_file), str(out), "--work", str(trained)]
+                # a session of its own: stopped early, the side goes with the torchrun it started
                 running[side] = (subprocess.Popen(command, env=env, cwd=work, stdout=stream,
-                                                  stderr=subprocess.STDOUT), source, out, log)
+                                                  stderr=subprocess.STDOUT, start_new_session=True),
+                                 source, out, log)
         codes = {side: process.wait() for side, (process, *_) in running.items()}
     finally:
         for process, *_ in running.values():
             if process.poll() is None:
-                process.kill()
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
     traces = {}
     for side, (_, source, out, log) in running.items():
         if codes[side]:

@@ -13,13 +13,14 @@ Both tools decide what is stale from these keys, never from file times:
 - DVC: each stage declares its key, `lineage.<stage>` of results/plan.json, as a param, and keeps its
   content-hashed file dependencies.
 
-The per-run stages have one key per schedule and weight dtype (a run's name encodes its grid point, its
-schedule and its dtype's cell, so a WSD setting changes the keys of WSD runs only, and an fp32 run's key is
-the same whether or not the grid also trains bf16); WSD trunk segments have one key (a segment's name says
-where it starts and ends, its cell which dtype it trains in); the per-cell stages have one per cell, since a
-cell's results also depend on which runs it holds. An arm that a per-arm setting can name (the schema's
-`per_arm`: train.angles names the angle arms) has its own train, condition and trunk keys beside these,
-holding only its part of that setting, so `ngptlab plan --match-angles` reruns the angle arms alone.
+The per-run stages have one key per arm, schedule and weight dtype ("cosine-gpt", "wsd-bf16-ngpt": a run's
+name encodes its grid point, its schedule and its dtype's cell), since each arm's code is its own (its module
+and its row of the table of arms, plan/closure.py) and so is its part of a per-arm setting (the schema's
+`per_arm`: train.angles): an edit of gpt_angle.py or `ngptlab plan --match-angles` reruns that arm's jobs
+alone, a WSD setting the WSD runs only, and an fp32 run's key is the same whether or not the grid also
+trains bf16. WSD trunk segments have one key per arm (a segment's name says where it starts and ends, its
+cell which dtype it trains in); the per-cell stages have one per cell, since a cell's results also depend on
+which runs it holds.
 """
 
 from __future__ import annotations
@@ -47,10 +48,10 @@ def key_of(made_from: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def made_from(params: Params, code: dict[str, str]) -> dict:
-    """What each stage's results are made from: {stage: inputs}; per lineage group for trunk (wsd, and an arm
-    of its own: wsd-gpt-angle), train and condition (cosine, wsd, with bf16 runs cosine-bf16, wsd-bf16, and
-    an arm of its own: cosine-gpt-angle, ...), per cell (by name) for speedup and evaluate.
+def made_from(params: Params, code: dict) -> dict:
+    """What each stage's results are made from: {stage: inputs}; per lineage group for trunk (wsd-gpt, ...),
+    train and condition (cosine-gpt, wsd-gpt, with bf16 runs cosine-bf16-gpt, ...), per cell (by name) for
+    speedup and evaluate.
     A stage's settings are the keys the schema says shape it (settings/roles.py), defaults filled in.
     `code` maps each stage to the fingerprint of its code, a run stage's per arm (ngptlab.plan.closure)."""
     full = asdict(params)  # every key, defaults filled in

@@ -12,6 +12,8 @@ Layout:
   tables      {table id: {title, csv, columns, key}}   key = the columns whose values name a row in number ids
   numbers     [{id: "<table>/<row key>/<column>", table, column, value, runs[]}]   every numeric table cell
   figures     {figure id: {title, runs[]}}
+  accepted_code  [{stage, arm, fingerprint, accepted_as, revision, accepted_at, traces{path: sha256}}]: the
+              code accepted as changing no number (`ngptlab plan --accept-code`, results/accepted-code.json)
 Everything in it is a function of the inputs (and the code revision), so re-rendering gives the same bytes. It
 does not copy dvc.lock: the report stage does not depend on it (its own entry there records this very file),
 and the checkpoints' and shards' hashes already come from the files the report reads.
@@ -27,6 +29,7 @@ from typing import Any
 
 from ngptlab import layout
 from ngptlab.files import sha256_file
+from ngptlab.plan.closure import ACCEPTED
 from ngptlab.report.kit.document import Document
 from ngptlab.report.kit.load import Results
 
@@ -57,6 +60,19 @@ def _relative(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return str(path)
+
+
+ACCEPTED_FIELDS = ("stage", "arm", "fingerprint", "accepted_as", "revision", "accepted_at", "traces")
+
+
+def accepted_code(root: Path) -> list[dict]:
+    """The record of refactors accepted on bit-identical golden traces (plan/accept.py), each entry's fields
+    of ACCEPTED_FIELDS; none where there is no readable record (`ngptlab plan --check` names a broken one)."""
+    try:
+        entries = json.loads((Path(root) / ACCEPTED).read_text())["accepted"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [{key: entry.get(key) for key in ACCEPTED_FIELDS} for entry in entries if isinstance(entry, dict)]
 
 
 def build_provenance(results: Results, doc: Document, code_revision: str) -> dict:
@@ -95,6 +111,7 @@ def build_provenance(results: Results, doc: Document, code_revision: str) -> dic
                    for t in doc.tables},
         "numbers": numbers(doc),
         "figures": {f.id: {"title": f.title, "runs": f.runs} for f in doc.figures},
+        "accepted_code": accepted_code(results.root),
     }
 
 

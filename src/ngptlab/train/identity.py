@@ -87,7 +87,7 @@ def mismatch(found: Any, expected: Mapping) -> str | None:
     the keys that differ with their values on disk and now, or that it was written before identities were."""
     if found == expected:
         return None
-    if not isinstance(found, Mapping) or SETTINGS not in found:
+    if not isinstance(found, Mapping) or not isinstance(found.get(SETTINGS), Mapping):
         return "written before runs recorded their identity"
     disk, now = _flat(found), _flat(expected)
     differing = [key for key in sorted(disk.keys() | now.keys())
@@ -95,4 +95,4 @@ def mismatch(found: Any, expected: Mapping) -> str | None:
     words = [f"{key} differs: {_shown(disk[key]) if key in disk else 'absent'} on disk, "
              f"{_shown(now[key]) if key in now else 'absent'} now" for key in differing[:SHOWN]]
     more = f"; and {len(differing) - SHOWN} more" if len(differing) > SHOWN else ""
-    return "; ".join(words) + more
+    return "; ".join(words) + more or "its record differs"

@@ -1,5 +1,6 @@
 """The section "Provenance": the code revision and inputs the report was rendered from, every run of the grid
-with its outcome, and each run's hashes (reports/provenance.json has them all, report/provenance.py)."""
+with its outcome, each run's hashes, and the code accepted as changing no number (reports/provenance.json has
+them all, report/provenance.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from ngptlab import layout
 from ngptlab.report.kit.document import Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_lr, fmt_sha, fmt_text
+from ngptlab.report.provenance import accepted_code
 
 
 def section(doc: Document, results: Results, code_revision: str) -> None:
@@ -22,6 +24,9 @@ def section(doc: Document, results: Results, code_revision: str) -> None:
         "reports/tables/."))
     doc.add(TableBlock(runs_table(results)))
     doc.add(TableBlock(provenance_table(results), link_runs=False))
+    accepted = accepted_table(results)
+    if len(accepted):
+        doc.add(TableBlock(accepted, link_runs=False))
 
 
 def runs_table(results: Results) -> Table:
@@ -61,4 +66,24 @@ def provenance_table(results: Results) -> Table:
                "train_sha256": data.get("train_sha256"), "val_sha256": data.get("val_sha256"),
                "code_revision": s.get("code_revision"),
                "summary_sha256": r.summary_sha256, "conditioning_sha256": r.conditioning_sha256}, [r.name])
+    return t
+
+
+def accepted_table(results: Results) -> Table:
+    """Each refactor accepted on bit-identical golden traces (`ngptlab plan --accept-code`): its job kept the
+    lineage key, so its results are the earlier code's."""
+    cols = ["stage", "arm", "revision", "accepted_at", "traces"]
+    t = Table("accepted_code", "Code accepted as changing no number", cols, key=["stage", "arm", "revision"],
+              headers={"revision": "against revision", "accepted_at": "accepted",
+                       "traces": "golden traces (sha256)"},
+              formats={"stage": fmt_text, "arm": fmt_text, "revision": fmt_sha, "accepted_at": fmt_text,
+                       "traces": fmt_text},
+              note="Edits of these jobs' code were accepted where tiny deterministic runs through every path "
+                   "of the grid (golden traces) were bit-identical before and after, so their lineage keys, "
+                   "and results, stayed (docs/provenance.md, 'Accepting a refactor').")
+    for entry in accepted_code(results.root):
+        traces = entry.get("traces") or {}
+        t.add({"stage": entry["stage"], "arm": entry["arm"], "revision": entry["revision"],
+               "accepted_at": entry["accepted_at"],
+               "traces": ", ".join(f"{path} {str(sha)[:12]}" for path, sha in traces.items())})
     return t
