@@ -11,11 +11,11 @@ import torch
 from safetensors.torch import save_file
 from snakemake.exceptions import WorkflowError
 from support import TEST_PARAMS
+from support.code import made_up_code
 
 from ngptlab import layout
 from ngptlab.config.load import load_params, read_mapping
 from ngptlab.layout import REPO_ROOT
-from ngptlab.plan.lineage import STAGES
 from ngptlab.workflow.damage import checkpoint_damage, shard_damage
 from ngptlab.workflow.grid import Grid
 
@@ -34,7 +34,7 @@ def project(tmp_path):
     (tokens / "meta.json").write_text(json.dumps({"splits": {
         "train": {"file": "train.bin", "bytes": 2000, "tokens": 1000},
         "val": {"file": "val.bin", "bytes": 200, "tokens": 100}}}))
-    grid = Grid(params, str(params_file), code=dict.fromkeys(STAGES, "code"))
+    grid = Grid(params, str(params_file), code=made_up_code())
     run = next(iter(grid.runs.values()))
     model = tmp_path / layout.run_dir(run.cell, run.name) / "model.safetensors"
     model.parent.mkdir(parents=True)

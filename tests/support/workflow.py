@@ -31,7 +31,7 @@ BIN = Path(sys.executable).parent
 # repository's params.yaml and results/plan.json: a scratch copy's params.yaml is the tests' own
 # (support.TEST_PARAMS) and its plan is written there, from it and this code.
 WORKFLOW_FILES = ("Snakefile", "dvc.yaml", "slurm", "profiles", "workflow", ".dvc/config", ".dvc/.gitignore",
-                  ".dvcignore", ".gitignore", "src")
+                  ".dvcignore", ".gitignore", "src", "results/accepted-code.json")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
 
 # The marks of a module that runs jobs on the Slurm cluster `.ci/setup-slurm.sh` starts (CI runs it before the

@@ -368,6 +368,16 @@ def accepted_fingerprints(root: str | Path = REPO_ROOT) -> dict[tuple[str, str],
         raise ParamsError(f"{path}: not a record of accepted code ({error}); restore it from git") from None
 
 
+def accepted_digest(root: str | Path = REPO_ROOT) -> str:
+    """16 hex digits of the record of accepted refactors' entries ("" where it has none): the report lists
+    them, so its key holds them (plan/lineage.py)."""
+    path = Path(root) / ACCEPTED
+    entries = json.loads(path.read_text()).get("accepted") if path.is_file() else None
+    if not entries:
+        return ""
+    return hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def explain(stage: str, root: str | Path = REPO_ROOT, arm: str | None = None) -> str:
     """What `ngptlab plan --explain STAGE [--arm ARM]` prints: the files a job's key covers, and those left
     out."""

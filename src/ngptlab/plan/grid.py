@@ -25,7 +25,7 @@ from ngptlab.files import write_text_atomic
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, branch_segment, by_end, enumerate_segments, segment_before
-from ngptlab.plan.closure import stage_fingerprints
+from ngptlab.plan.closure import accepted_digest, stage_fingerprints
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, key_of, made_from
 from ngptlab.schedule import shares_trunk
 from ngptlab.settings import Params
@@ -89,7 +89,7 @@ def resolved_grid(params: Params, root: str | Path = ".") -> dict:
                                   "after": segment_after(params, segment, ends)}
                    for segment in segments},
         "cells": cells,
-        "lineage": lineage_keys(made_from(params, code)),
+        "lineage": lineage_keys(made_from(params, code, accepted_digest(root))),
         "code": code,
     }
 

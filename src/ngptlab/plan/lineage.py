@@ -48,12 +48,14 @@ def key_of(made_from: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def made_from(params: Params, code: dict) -> dict:
+def made_from(params: Params, code: dict, accepted: str = "") -> dict:
     """What each stage's results are made from: {stage: inputs}; per lineage group for trunk (wsd-gpt, ...),
     train and condition (cosine-gpt, wsd-gpt, with bf16 runs cosine-bf16-gpt, ...), per cell (by name) for
     speedup and evaluate.
     A stage's settings are the keys the schema says shape it (settings/roles.py), defaults filled in.
-    `code` maps each stage to the fingerprint of its code, a run stage's per arm (ngptlab.plan.closure)."""
+    `code` maps each stage to the fingerprint of its code, a run stage's per arm (ngptlab.plan.closure);
+    `accepted`, the digest of the refactors accepted as changing no number (closure.accepted_digest), is the
+    report's, whose provenance lists them ("" where none: the keys of before any was accepted)."""
     full = asdict(params)  # every key, defaults filled in
     prepare = {"prepare": shaping(full, "prepare"), "code": code["prepare"]}
     data = key_of(prepare)
@@ -98,6 +100,7 @@ def made_from(params: Params, code: dict) -> dict:
     in_grid = set().union(*schedules_of_cell.values())
     report = {"condition": {s: key_of(condition[s]) for s in sorted(in_grid)},
               "cells": {cell: key_of(evaluate[cell]) for cell in runs_of_cell},  # each includes its speed-up
-              "grid": shaping(full, GRID), "report": shaping(full, "report"), "code": code["report"]}
+              "grid": shaping(full, GRID), "report": shaping(full, "report"), "code": code["report"],
+              **({"accepted": accepted} if accepted else {})}
     return {"prepare": prepare, "trunk": trunk, "train": train, "condition": condition, "speedup": speedup,
             "evaluate": evaluate, "report": report}

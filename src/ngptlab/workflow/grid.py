@@ -26,7 +26,7 @@ from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, branch_segment, by_end, enumerate_segments, segment_before
-from ngptlab.plan.closure import stage_fingerprints
+from ngptlab.plan.closure import accepted_digest, stage_fingerprints
 from ngptlab.plan.grid import cell_key, lineage_keys
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, made_from
 from ngptlab.schedule import shares_trunk
@@ -59,7 +59,7 @@ class Grid:
         # What each job's results are made from (the settings, the code's fingerprints, the keys upstream),
         # and its key; the same values `ngptlab plan --write` puts in results/plan.json for DVC.
         code = stage_fingerprints(".", params.train.arms) if code is None else code
-        self.made_from = made_from(params, code)
+        self.made_from = made_from(params, code, accepted_digest("."))
         self.lineage = lineage_keys(self.made_from)
 
     @classmethod
