@@ -37,6 +37,7 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # the project of this checkout (src/ngptlab/..)
+ACCEPTED_CODE = "results/accepted-code.json"  # the refactors accepted as changing no number (plan/accept.py)
 
 
 def tokens_dir(source: str) -> str:

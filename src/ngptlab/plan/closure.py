@@ -40,14 +40,14 @@ import yaml
 
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
-from ngptlab.layout import REPO_ROOT
+from ngptlab.layout import ACCEPTED_CODE, REPO_ROOT
 from ngptlab.settings.roles import PER_RUN, STAGES
 
 PACKAGE = "ngptlab"
 PACKAGE_DIR = "src/ngptlab"  # under the project root
 DATA_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_CACHED = 20_000  # files' versions in the facts cache (~200 bytes each)
-ACCEPTED = "results/accepted-code.json"  # the record of accepted refactors (plan/accept.py)
+ACCEPTED = ACCEPTED_CODE  # the record of accepted refactors (plan/accept.py)
 
 # The stages of the lineage by the verb whose command module runs them: trunk segments run the train verb.
 VERB_OF_STAGE = {stage: "train" if stage == "trunk" else stage for stage in STAGES}
@@ -172,6 +172,8 @@ class FactsCache:
         self.read: dict[Path, ModuleFacts] = {}  # this computation's files: each read and hashed once
         self.walks: dict[tuple[Path, str], tuple[frozenset[Path], bool]] = {}  # closure._walk's, per entry
         self.folders: dict[Path, tuple[Path, ...]] = {}
+        self.names: dict[Path, str] = {}
+        self.modules: dict[tuple[Path, str], Path | None] = {}
 
     def facts(self, path: Path) -> ModuleFacts:
         if path in self.read:
@@ -189,6 +191,19 @@ class FactsCache:
                             code)
         self.read[path] = facts
         return facts
+
+    def name(self, path: Path, source_root: Path) -> str:
+        """A file's name under the source root ("ngptlab/models/gpt.py"), worked out once a computation."""
+        if path not in self.names:
+            self.names[path] = path.relative_to(source_root).as_posix()
+        return self.names[path]
+
+    def module_file(self, source_root: Path, module: str) -> Path | None:
+        """_module_file, looked up once a computation (every arm's closure asks for the same modules)."""
+        key = (source_root, module)
+        if key not in self.modules:
+            self.modules[key] = _module_file(source_root, module)
+        return self.modules[key]
 
     def data_files(self, folder: Path) -> tuple[Path, ...]:
         """The data files of a folder of the package, listed once a computation."""
@@ -254,13 +269,13 @@ def _walk(entry: str, source_root: Path, cache: FactsCache) -> tuple[frozenset[P
         module = todo.pop()
         if module in seen:
             continue
-        file = _module_file(source_root, module)
+        file = cache.module_file(source_root, module)
         if file is None:
             continue
         seen[module] = file
         parts = module.split(".")
         todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # the packages it runs on import
-        if why_left_out(file.relative_to(source_root).as_posix()):
+        if why_left_out(cache.name(file, source_root)):
             continue  # what a left-out module imports serves what it does: read settings, watch a run
         facts = cache.facts(file)
         todo += sorted(_imported(facts, module, file))
@@ -314,7 +329,7 @@ def stage_code(stage: str, root: str | Path = REPO_ROOT, cache: FactsCache | Non
         raise ParamsError(f"{source_root.parent / ARM_TABLE}: no arm {unknown[0]!r}")
     files, left_out, digest = [], [], hashlib.sha256()
     for path in closure_files(entry, source_root.parent, cache, arms):
-        name = path.relative_to(source_root.parent).as_posix()
+        name = cache.name(path, source_root.parent)
         if why_left_out(name):
             left_out.append(name)
             continue

@@ -29,7 +29,6 @@ from typing import Any
 
 from ngptlab import layout
 from ngptlab.files import sha256_file
-from ngptlab.plan.closure import ACCEPTED
 from ngptlab.report.kit.document import Document
 from ngptlab.report.kit.load import Results
 
@@ -69,7 +68,7 @@ def accepted_code(root: Path) -> list[dict]:
     """The record of refactors accepted on bit-identical golden traces (plan/accept.py), each entry's fields
     of ACCEPTED_FIELDS; none where there is no readable record (`ngptlab plan --check` names a broken one)."""
     try:
-        entries = json.loads((Path(root) / ACCEPTED).read_text())["accepted"]
+        entries = json.loads((Path(root) / layout.ACCEPTED_CODE).read_text())["accepted"]
     except (OSError, ValueError, KeyError, TypeError):
         return []
     return [{key: entry.get(key) for key in ACCEPTED_FIELDS} for entry in entries if isinstance(entry, dict)]
