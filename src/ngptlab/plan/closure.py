@@ -47,6 +47,7 @@ PACKAGE = "ngptlab"
 PACKAGE_DIR = "src/ngptlab"  # under the project root
 DATA_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_CACHED = 20_000  # files' versions in the facts cache (~200 bytes each)
+FACTS_VERSION = "v2"  # a new way of reading a file's facts: a cache of its own
 ACCEPTED = ACCEPTED_CODE  # the record of accepted refactors (plan/accept.py)
 
 # The stages of the lineage by the verb whose command module runs them: trunk segments run the train verb.
@@ -150,7 +151,14 @@ def _facts_of(data: bytes, suffix: str) -> ModuleFacts:
             imports += [(0, alias.name, ()) for alias in node.names]
         else:
             imports.append((node.level, node.module or "", tuple(alias.name for alias in node.names)))
-    return ModuleFacts(tuple(imports), b"import_module(" in data, code)
+    return ModuleFacts(tuple(imports), _calls_import_module(ast.parse(data)), code)
+
+
+def _calls_import_module(tree: ast.Module) -> bool:
+    """Whether the module calls `import_module` (bare or as importlib's attribute): a call, not a mention."""
+    return any(isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "import_module"
+                                               or getattr(node.func, "attr", None) == "import_module")
+               for node in ast.walk(tree))
 
 
 class FactsCache:
@@ -162,7 +170,7 @@ class FactsCache:
     def __init__(self, path: Path | None = None):
         cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         python = f"py{sys.version_info[0]}{sys.version_info[1]}"
-        self.path = path or cache_home / "ngptlab" / f"code-facts-{python}.json"
+        self.path = path or cache_home / "ngptlab" / f"code-facts-{FACTS_VERSION}-{python}.json"
         try:
             self.entries = json.loads(self.path.read_text())
         except (OSError, ValueError):
