@@ -120,7 +120,8 @@ def test_dvc_declares_the_lineage_keys_snakemake_names_its_key_files_by(scratch,
     for name, rule, _, deps, params, outs in dvc_stages(scratch):
         if rule == "plan":  # made from the whole params file and every stage's code
             assert {file for file, _ in params} == {"params.yaml"}
-            assert deps == ["src/ngptlab"]  # every stage's code: its key holds the import closure's
+            # every stage's code (its key holds the import closure's) and the refactors accepted as such
+            assert deps == ["src/ngptlab", "results/accepted-code.json"]
             continue
         assert not any(dep.startswith("src/") for dep in deps), name  # the code is in the key
         ((file, key),) = params  # one param: the stage's key, from the plan
