@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import ast
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
+from support import new_arm
 
 from ngptlab.cli import main
 from ngptlab.layout import REPO_ROOT
@@ -131,29 +131,18 @@ def test_an_arm_module_edit_reruns_that_arms_runs_alone(tree):
 def test_a_new_arm_reruns_no_job_of_a_grid_without_it(tree):
     grid_arms = ["gpt", "ngpt", "gpt-angle"]
     before = stage_fingerprints(tree, grid_arms)
-    table = tree / "src" / "ngptlab" / "models" / "arms.yaml"
-    module = tree / "src" / "ngptlab" / "models" / "gpt_hyperball.py"
+    package = tree / "src" / "ngptlab"
+    table = package / "models" / "arms.yaml"
     original = table.read_text()
-    module.write_text("from ngptlab.models.gpt import GPT as Model, Recipe\n\n_HYPERBALL = 1\n")
-    table.write_text(original + textwrap.dedent("""
-        gpt-hyperball:
-          train: {model: "ngptlab.models.gpt_hyperball:Model", recipe: "ngptlab.models.gpt_hyperball:Recipe",
-                  warmup: true}
-          architecture: gpt
-          norms: fixed (initial)
-          conditioning: free
-          summary: "gpt whose block matrices are rescaled to their initial Frobenius norm after each step"
-          parameters: "0"
-          saved_per_block: 24
-          style: {color: "tab20:1", marker: v}
-        """))
+    new_arm.add_to(package)  # its module and its row
     try:
         assert stage_fingerprints(tree, grid_arms) == before
-        with_it = stage_fingerprints(tree, [*grid_arms, "gpt-hyperball"])
+        with_it = stage_fingerprints(tree, [*grid_arms, new_arm.ARM])
         assert {arm: with_it["train"][arm] for arm in grid_arms} == before["train"]
+        assert with_it["train"][new_arm.ARM] not in before["train"].values()
     finally:
         table.write_text(original)
-        module.unlink()
+        (package / "models" / new_arm.MODULE).unlink()
 
 
 def replacing(old: str, new: str):

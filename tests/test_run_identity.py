@@ -303,20 +303,16 @@ def test_a_run_added_to_the_grid_leaves_the_identity_of_the_others(schedule):
 def test_old_outputs_and_states_without_an_identity_are_refused(trained, tmp_path):
     done, stopped = trained
     raw = base_params()
-    old = tmp_path / "old"
-    shutil.copytree(done, old)
-    summary = next(old.rglob("summary.json"))
-    record = json.loads(summary.read_text())
-    summary.write_text(json.dumps({k: v for k, v in record.items() if k != "identity"}))
-    with pytest.raises(CheckpointError, match="before runs recorded their identity"):
-        attempt(old, raw)
-    old_state = tmp_path / "old_state"
-    shutil.copytree(stopped, old_state)
-    record = next(old_state.rglob("state.json"))
-    progress = json.loads(record.read_text())
-    record.write_text(json.dumps({k: v for k, v in progress.items() if k != "identity"}))
-    with pytest.raises(CheckpointError, match="different settings.*before runs recorded their identity"):
-        attempt(old_state, raw)
+    before = "before runs recorded their identity"
+    for source, file, refusal in ((done, "summary.json", before),
+                                  (stopped, "state.json", f"different settings.*{before}")):
+        old = tmp_path / file
+        shutil.copytree(source, old)
+        record = next(old.rglob(file))
+        written = json.loads(record.read_text())
+        record.write_text(json.dumps({k: v for k, v in written.items() if k != "identity"}))
+        with pytest.raises(CheckpointError, match=refusal):
+            attempt(old, raw)
     assert mismatch(None, {SETTINGS: {}}) == mismatch({"arm": ARM}, {SETTINGS: {}})
 
 
