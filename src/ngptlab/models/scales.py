@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from ngptlab.errors import ParamsError
-from ngptlab.settings import Shape
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,9 @@ def shape_from_dict(name: str, fields: Mapping) -> Scale:
         raise ParamsError(f"train.shapes.{name}: {err}") from None
 
 
-def resolve_scale(name: str, shapes: Mapping[str, Shape] | None = None) -> Scale:
-    """The shape called `name`: params' train.shapes first, then the named defaults above."""
+def resolve_scale(name: str, shapes: Mapping[str, Any] | None = None) -> Scale:
+    """The shape called `name`: params' train.shapes first (settings.Shape dataclasses, not imported: the
+    settings read the table of arms here, so models stand below them), then the named defaults above."""
     if shapes and name in shapes:
         return shape_from_dict(name, asdict(shapes[name]))
     if name in SCALES:
