@@ -17,7 +17,6 @@ The stages after the runs (speedup, evaluate, report) are cheap and have no gold
 from __future__ import annotations
 
 import io
-import json
 import shutil
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from ngptlab.plan.closure import (
     ACCEPTED,
     PACKAGE_DIR,
     FactsCache,
-    accepted_fingerprints,
+    accepted_entries,
     arm_rows,
     stage_code,
     stage_fingerprints,
@@ -136,8 +135,7 @@ def _trace_difference(a: dict, b: dict, label: str) -> str | None:
 def record(root: Path, entries: list[dict]) -> Path:
     """Append the entries to the record (one of the same stage and fingerprint replaced), atomically."""
     path = root / ACCEPTED
-    accepted_fingerprints(root)  # a record that cannot be read stops here, naming the file
-    earlier = json.loads(path.read_text())["accepted"] if path.is_file() else []
+    earlier = accepted_entries(root)  # a record that cannot be read stops here, naming the file
     new = {(entry["stage"], entry["fingerprint"]) for entry in entries}
     kept = [entry for entry in earlier if (entry["stage"], entry["fingerprint"]) not in new]
     write_json_atomic(path, {"generated_by": GENERATED_BY, "accepted": kept + entries})

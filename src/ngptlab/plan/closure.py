@@ -49,6 +49,7 @@ DATA_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_CACHED = 20_000  # files' versions in the facts cache (~200 bytes each)
 FACTS_VERSION = "v2"  # a new way of reading a file's facts: a cache of its own
 ACCEPTED = ACCEPTED_CODE  # the record of accepted refactors (plan/accept.py)
+ACCEPTED_KEYS = frozenset({"stage", "fingerprint", "accepted_as"})  # what each of its entries must hold
 
 # The stages of the lineage by the verb whose command module runs them: trunk segments run the train verb.
 VERB_OF_STAGE = {stage: "train" if stage == "trunk" else stage for stage in STAGES}
@@ -378,27 +379,31 @@ def _canonical(accepted: dict, stage: str, fingerprint: str) -> str:
     return fingerprint
 
 
-def accepted_fingerprints(root: str | Path = REPO_ROOT) -> dict[tuple[str, str], str]:
-    """{(stage, fingerprint): the fingerprint it was accepted as} from the record of accepted refactors
-    (ACCEPTED under the project root; none where it is missing)."""
+def accepted_entries(root: str | Path = REPO_ROOT) -> list[dict]:
+    """The entries of the record of accepted refactors (ACCEPTED under the project root; none where it is
+    missing); a record that cannot be read is one error naming it."""
     path = Path(root) / ACCEPTED
     if not path.is_file():
-        return {}
+        return []
     try:
-        record = json.loads(path.read_text())
-        return {(entry["stage"], entry["fingerprint"]): entry["accepted_as"] for entry in record["accepted"]}
-    except (ValueError, KeyError, TypeError) as error:
+        entries = json.loads(path.read_text())["accepted"]
+        if any(not ACCEPTED_KEYS <= entry.keys() for entry in entries):
+            raise KeyError(f"each entry holds {', '.join(sorted(ACCEPTED_KEYS))}")
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise ParamsError(f"{path}: not a record of accepted code ({error}); restore it from git") from None
+    return entries
+
+
+def accepted_fingerprints(root: str | Path = REPO_ROOT) -> dict[tuple[str, str], str]:
+    """{(stage, fingerprint): the fingerprint it was accepted as}, from the record of accepted refactors."""
+    return {(entry["stage"], entry["fingerprint"]): entry["accepted_as"] for entry in accepted_entries(root)}
 
 
 def accepted_digest(root: str | Path = REPO_ROOT) -> str:
     """16 hex digits of the record of accepted refactors' entries ("" where it has none): the report lists
     them, so its key holds them (plan/lineage.py)."""
-    path = Path(root) / ACCEPTED
-    entries = json.loads(path.read_text()).get("accepted") if path.is_file() else None
-    if not entries:
-        return ""
-    return hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:16]
+    entries = accepted_entries(root)
+    return hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:16] if entries else ""
 
 
 def explain(stage: str, root: str | Path = REPO_ROOT, arm: str | None = None) -> str:

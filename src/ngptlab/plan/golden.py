@@ -43,6 +43,7 @@ from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.resources import scale_layout
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, enumerate_segments, trunk_of
+from ngptlab.prepare.shards import ShardWriter, write_meta
 from ngptlab.schedule import shares_trunk
 from ngptlab.settings import Params
 
@@ -115,11 +116,11 @@ def write_shards(root: Path) -> Path:
         tokens[0] = uniform[0]
         for i in range(1, n):
             tokens[i] = uniform[i] if noise[i] else (tokens[i - 1] * 7 + 3) % VOCAB
-        data = tokens.astype("<u2").tobytes()
-        (out / f"{split}.bin").write_bytes(data)
-        splits[split] = {"file": f"{split}.bin", "tokens": n, "documents": 1, "bytes": len(data),
-                         "sha256": hashlib.sha256(data).hexdigest()}
-    (out / "meta.json").write_text(json.dumps({"vocab_size": VOCAB, "splits": splits}, indent=2) + "\n")
+        writer = ShardWriter(out / f"{split}.bin")  # the stage's own format and record
+        writer.write(tokens, documents=1)
+        splits[split] = writer.close()
+        writer.publish()
+    write_meta(out, {"vocab_size": VOCAB, "splits": splits})
     return out
 
 
