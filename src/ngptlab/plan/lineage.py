@@ -70,20 +70,19 @@ def made_from(params: Params, code: dict, accepted: str = "") -> dict:
     # A WSD run branches from its trunk, so its key holds the trunk's; a cosine run's holds no WSD setting.
     # Another dtype's runs: the same inputs and the dtype, under keys of their own ("cosine-bf16"); an fp32
     # grid has none of these.
-    train = {}
+    train, arm_of_group = {}, {}
     for dtype in weight_dtypes.of(params.train):
         extra = {} if dtype == FP32 else {"weight_dtype": dtype}
         for arm in arms:
             wsd_trunk = key_of(trunk[lineage_group(schedules.WSD, FP32, arm)])
-            train[lineage_group(schedules.COSINE, dtype, arm)] = {
-                "data": data, "train": shaping(full, "train", schedules.COSINE, arm),
-                "code": code["train"][arm], **extra}
-            train[lineage_group(schedules.WSD, dtype, arm)] = {
-                "trunk": wsd_trunk, "train": shaping(full, "train", schedules.WSD, arm),
-                "code": code["train"][arm], **extra}
+            cosine = lineage_group(schedules.COSINE, dtype, arm)
+            wsd = lineage_group(schedules.WSD, dtype, arm)
+            train[cosine] = {"data": data, "train": shaping(full, "train", schedules.COSINE, arm),
+                             "code": code["train"][arm], **extra}
+            train[wsd] = {"trunk": wsd_trunk, "train": shaping(full, "train", schedules.WSD, arm),
+                          "code": code["train"][arm], **extra}
+            arm_of_group |= {cosine: arm, wsd: arm}
     trained = {group: key_of(inputs) for group, inputs in train.items()}
-    arm_of_group = {lineage_group(schedule, dtype, arm): arm for dtype in weight_dtypes.of(params.train)
-                    for arm in arms for schedule in (schedules.COSINE, schedules.WSD)}
     runs_of_cell: dict[str, list[str]] = {}
     schedules_of_cell: dict[str, set[str]] = {}
     for run in enumerate_runs(params):
