@@ -10,6 +10,8 @@ way each Slurm node starts one. Real processes throughout.
 - A resume reads the checkpoint on rank 0 alone, which broadcasts it: two processes on one node stopped by
   SIGTERM on one rank both checkpoint at the same step, and the rerun ends with the uninterrupted weights.
   Each rank logs its host and the GPUs it sees.
+- SIGTERM to the agent and every worker at once (as slurmstepd sends it): exit 75 with a checkpoint, and the
+  retry ends with the uninterrupted weights.
 """
 
 from __future__ import annotations
@@ -234,6 +236,32 @@ def test_rank_0_alone_reads_the_checkpoint_of_an_interrupted_run_and_every_rank_
     assert tensors_sha256(root) == tensors_sha256(reference["one-node"])
     assert here["checkpoint_sha256"] == uninterrupted["checkpoint_sha256"]
     # every row, the angular interval the checkpoint fell in included (rank 0 kept where it started)
+    assert same_metrics(root, reference["one-node"])
+
+
+def test_sigterm_to_the_agent_and_every_worker_at_once_checkpoints_and_resumes_to_the_same_bytes(reference,
+                                                                                                 tmp_path):
+    """Slurm signals every process of a job step at once (preemption, scancel, the --signal lead), and
+    torchrun's agent forwards its own SIGTERM to the workers a moment later: a worker sees SIGTERM twice. The
+    repeat is ignored while the checkpoint is written, so the job exits 75 (the rule's retry code) with a
+    checkpoint, and the retry ends with the uninterrupted run's bytes."""
+    root = fresh_root(tmp_path, "sigterm-all")
+    agent = launch(root, 1, 2)
+    deadline = time.monotonic() + TIMEOUT
+    while checkpoint_step(root) < 8:
+        assert agent.poll() is None and time.monotonic() < deadline, "the run ended before the signal"
+        time.sleep(0.002)
+    for process in [psutil.Process(agent.pid), *psutil.Process(agent.pid).children(recursive=True)]:
+        process.send_signal(signal.SIGTERM)
+    [(code, err)] = finish([agent])
+    stopped = checkpoint_step(root)
+    assert code == 75, err[-3000:]
+    assert f"interrupted at step {stopped}/16" in err and 8 < stopped
+
+    [(code, err)] = finish([launch(root, 1, 2)])
+    assert code == 0, err[-3000:]
+    assert summary(root, NAME)["resumed_from"] == [stopped]
+    assert tensors_sha256(root) == tensors_sha256(reference["one-node"])
     assert same_metrics(root, reference["one-node"])
 
 

@@ -25,6 +25,7 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 from ngptlab import options  # noqa: E402
 from ngptlab.config.load import load_params  # noqa: E402
 from ngptlab.errors import NgptlabError  # noqa: E402
+from ngptlab.jobclock import mark_resumable  # noqa: E402
 
 VERBS = {
     "prepare": "tokenize a text source into uint16 GPT-2 BPE shards under data/tokens/<source>/",
@@ -73,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     try:
         params = load_params(args.params)
-        return int(_command_module(args.verb).run(args, params) or 0)
+        code = int(_command_module(args.verb).run(args, params) or 0)
+        mark_resumable(code)
+        return code
     except NgptlabError as err:
         print(f"ngptlab {args.verb}: error: {err}", file=sys.stderr)
         return 2

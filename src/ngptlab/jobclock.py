@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 EXIT_RESUMABLE = os.EX_TEMPFAIL  # 75: stopped with its work saved; run the same command again to continue
+# torchrun's agent exits 1 whenever it was signalled itself, whatever its processes said; launch.sh names this
+# file, a process that stops resumably writes its exit code there, and launch.sh exits with it.
+RESUMABLE_MARK_ENV = "NGPTLAB_RESUMABLE_MARK"
 STARTED_ENV = "NGPTLAB_JOB_STARTED"
 # Kept free at the end of a job for the process to exit and the filesystem to settle: a twentieth of the
 # job, at most two minutes (a minute-long test job keeps 3 s).
@@ -91,3 +94,11 @@ def _timestamp(text: str) -> float | None:
 
 
 _process_start = time.time()
+
+
+def mark_resumable(code: int) -> None:
+    """Tell the launcher (launch.sh, through RESUMABLE_MARK_ENV) that this process stopped resumably."""
+    mark = os.environ.get(RESUMABLE_MARK_ENV)
+    if code == EXIT_RESUMABLE and mark:
+        with open(mark, "w") as f:
+            f.write(f"{code}\n")

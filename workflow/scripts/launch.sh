@@ -21,6 +21,9 @@
 # so the run's own clock (train.max_job_minutes, src/ngptlab/jobclock.py) counts from the job's start across
 # torchrun restarts and nodes. On SIGTERM torchrun gives its processes NGPTLAB_SHUTDOWN_TIMEOUT seconds
 # (train.signal_lead_s: enough for a checkpoint; default 120) to checkpoint and exit before it kills them.
+# Slurm signals every process of the step at once, this script included: it ignores SIGTERM and waits for its
+# agent, and since a signalled agent exits 1 whatever its processes did, it exits 75 where they stopped with a
+# checkpoint (they say so in NGPTLAB_RESUMABLE_MARK, src/ngptlab/jobclock.py), so the job reads as resumable.
 #
 # Faults: a process that dies makes its agent stop its other processes and the other agents restart theirs
 # too; torchrun restarts the whole group up to MAX_RESTARTS times (counted per agent), each time resuming
@@ -46,15 +49,27 @@ if [ -z "${NGPTLAB_JOB_STARTED:-}" ]; then
 fi
 shutdown=${NGPTLAB_SHUTDOWN_TIMEOUT:-120}
 
+agent() {  # torchrun ARGS...: this node's agent, waited for; exit 75 where its processes stopped resumably
+    local mark status=0
+    mark=$(mktemp)
+    trap '' TERM
+    NGPTLAB_RESUMABLE_MARK=$mark torchrun "$@" || status=$?
+    if [ "$status" -ne 0 ] && [ -s "$mark" ]; then
+        status=$(cat "$mark")
+    fi
+    rm -f "$mark"
+    exit "$status"
+}
+
 if [ "$nodes" -eq 1 ] && [ "$processes" -eq 1 ]; then
     exec ngptlab "$@"
 fi
 if [ "$nodes" -eq 1 ]; then
-    exec torchrun --standalone --nproc_per_node "$processes" --max-restarts "$restarts" \
+    agent --standalone --nproc_per_node "$processes" --max-restarts "$restarts" \
         --shutdown-timeout "$shutdown" -m ngptlab.cli "$@"
 fi
 if [ -n "${NGPTLAB_RDZV_ENDPOINT:-}" ]; then  # one node's agent
-    exec torchrun --nnodes "$nodes" --nproc_per_node "$processes" --rdzv_backend c10d \
+    agent --nnodes "$nodes" --nproc_per_node "$processes" --rdzv_backend c10d \
         --rdzv_endpoint "$NGPTLAB_RDZV_ENDPOINT" --rdzv_id "${NGPTLAB_RDZV_ID:-ngptlab}" \
         --max-restarts "$restarts" --shutdown-timeout "$shutdown" -m ngptlab.cli "$@"
 fi

@@ -1,7 +1,10 @@
 """When a training job stops early: a signal asks for a checkpoint, or the run diverges.
 
-SIGTERM (Slurm preemption or time limit) and SIGINT ask for a checkpoint at the next step boundary; a second
-signal acts as usual.
+SIGTERM (Slurm preemption or time limit) and SIGINT ask for a checkpoint at the next step boundary. A
+repeated SIGTERM is ignored until the run exits: Slurm signals every process of a job step at once and
+torchrun's agent forwards its own SIGTERM to its workers a moment later, so each worker sees two, and the
+second must not kill it mid-checkpoint (Slurm's SIGKILL after KillWait still ends a stuck run). A second
+SIGINT (Ctrl-C pressed again) kills as usual.
 
 Over several processes every rank must stop after the same step. The flag travels with the step's loss: the
 trainer all-reduces [loss, stop flag] in one collective it makes anyway (train/trainer.py), so no step pays a
@@ -39,9 +42,11 @@ class StopRequest:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        self.signal = signum
-        # A second signal acts as usual (kills), so a stuck run can still be stopped.
-        self.restore()
+        if self.signal is None:
+            self.signal = signum
+        # A second Ctrl-C kills, so a stuck run can still be stopped by hand; SIGTERM stays caught.
+        if signal.SIGINT in self._previous:
+            signal.signal(signal.SIGINT, self._previous.pop(signal.SIGINT))
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
