@@ -18,7 +18,7 @@ from support import TEST_PARAMS, fixture_params
 from support.prepare import REPO, SMALL_DOCS, prepare_cache, prepare_section, write_jsonl  # noqa: F401
 
 from ngptlab.errors import DataError
-from ngptlab.prepare.export import BLOCK_NAME, RECORD_NAME, export_source
+from ngptlab.prepare.export import BLOCK_NAME, RECORD_NAME, ROWS_PER_FILE, export_source
 from ngptlab.prepare.shards import verify_shards
 from ngptlab.settings import of_section
 
@@ -107,3 +107,10 @@ def test_export_the_embedded_corpus_offline_and_prepare_from_it(tmp_path, prepar
     meta = verify_shards(tmp_path / "data" / "tokens" / block["name"])
     assert sum(meta["splits"][s]["documents"] for s in ("train", "val")) == block["min_documents"]
     assert meta["source"]["kind"] == "local" and meta["splits"]["train"]["tokens"] > 4_000_000
+
+
+def test_the_data_page_states_the_export_as_the_code_writes_it():
+    page = (REPO / "docs" / "pipeline" / "prepare.md").read_text()
+    assert f"{ROWS_PER_FILE:,} documents each" in page
+    assert "ngptlab prepare --export DIR --params FILE" in page
+    assert f"`DIR/{BLOCK_NAME}`" in page and f"`DIR/{RECORD_NAME}`" in page
