@@ -34,11 +34,12 @@ include: "workflow/rules/report.smk"
 # records. Listed here, the files of runs added to the grid are missing targets, so `snakemake` plans
 # exactly them, their cells and the report, with or without metadata (as `dvc status` does). The same holds
 # for every job's lineage key file: Snakemake makes a missing intermediate file only for a job that must run,
-# so a key file is a target too.
+# so a key file is a target too; and for the token shards, so that a shard deleted to repair it (every input
+# is settled, workflow/rules/common.smk) is made again by prepare, which writes the same bytes.
 rule all:
     input:
         rules.report.output,
-        GRID.all_outputs(),  # every run's, trunk segment's (WSD) and cell's files
+        GRID.all_outputs(),  # the token shards, every run's, trunk segment's (WSD) and cell's files
         GRID.lineage_files(),  # a new key is a missing target: its job and the jobs after it run again
     default_target: True
 

@@ -1,10 +1,13 @@
 """Damaged outputs are seen by the workflow before any job (ngptlab/workflow/damage.py): a truncated shard or
-checkpoint stops Snakemake with one line naming the file and its repair, and nothing is deleted."""
+checkpoint stops Snakemake with one line naming the file and its repairs, and nothing is deleted; each
+repair works as printed."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 
 import pytest
 import torch
@@ -12,9 +15,11 @@ from safetensors.torch import save_file
 from snakemake.exceptions import WorkflowError
 from support import TEST_PARAMS
 from support.code import made_up_code
+from support.workflow import E2E_BUDGETS, E2E_DIVERGING, dvc, git, prepared_alone, run, snakemake
 
 from ngptlab import layout
 from ngptlab.config.load import load_params, read_mapping
+from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.layout import REPO_ROOT
 from ngptlab.workflow.damage import checkpoint_damage, shard_damage
 from ngptlab.workflow.grid import Grid
@@ -54,7 +59,11 @@ def test_a_truncated_shard_is_named_with_its_repair_and_left_alone(project):
     problem = grid.damaged(root)
     assert problem.startswith(
         f"{tokens}/train.bin: 1500 bytes, but meta.json records 2000 bytes (1000 tokens)")
-    assert f"`dvc checkout {tokens}`" in problem and (tokens / "train.bin").stat().st_size == 1500
+    # the file alone, relative to the project root where the commands run; not meta.json (git-tracked)
+    shard = tokens.relative_to(root) / "train.bin"
+    assert repairs(problem) == [f"dvc checkout --force {shard}",
+                                f"rm {shard} && snakemake --cores all {shard}"]
+    assert (tokens / "train.bin").stat().st_size == 1500
 
 
 @pytest.mark.parametrize("keep", [0, 5, 40, -100])
@@ -65,6 +74,8 @@ def test_a_truncated_checkpoint_is_named_with_its_repair(project, keep):
         f.truncate(keep if keep >= 0 else size + keep)
     problem = grid.damaged(root)
     assert problem.startswith(str(model)) and "retrains that run" in problem
+    path = model.relative_to(root)
+    assert repairs(problem) == [f"dvc checkout --force {path}", f"rm {path} && snakemake --cores all {path}"]
     assert model.is_file()
 
 
@@ -83,3 +94,48 @@ def test_snakemake_refuses_to_start_on_a_damaged_output(project):
         assert Grid.from_config(config, [root / "params.yaml"], check_outputs=False).damaged() is not None
     finally:
         os.chdir(cwd)
+
+
+def repairs(problem: str) -> list[str]:
+    """The commands a damage line prints (in backticks)."""
+    return re.findall(r"`([^`]+)`", problem)
+
+
+def truncate(path, keep: int = 100) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(keep)
+
+
+@pytest.mark.slow  # a scratch workflow: prepare (shared), one run of the smallest budget, each made again
+def test_every_printed_repair_works_as_printed(tmp_path_factory, tmp_path):
+    """On a real scratch workflow under git and DVC, each command a damaged shard or checkpoint prints, run
+    as printed in the project root, brings back the file's bytes, and Snakemake then starts again."""
+    work = tmp_path / "work"
+    shutil.copytree(prepared_alone(tmp_path_factory.getbasetemp()), work, symlinks=True)
+    params = load_params(work / "params.yaml")
+    smallest = next(r for r in enumerate_runs(params) if r.budget == min(E2E_BUDGETS)
+                    and (r.arm, r.lr) != E2E_DIVERGING)
+    tokens = layout.tokens_dir(params.prepare.source.name)
+    model = f"{layout.run_dir(smallest.cell, smallest.name)}/model.safetensors"
+    snakemake(work, "--cores", "2", model)
+    git(work, "init", "-q")
+    dvc(work, "commit", "--force", "prepare", f"train@{smallest.name}")  # DVC's cache holds both
+    meta = (work / tokens / "meta.json").read_bytes()
+
+    for path in (f"{tokens}/train.bin", model):
+        whole = (work / path).read_bytes()
+        printed = None
+        for which in range(2):
+            truncate(work / path)
+            refused = snakemake(work, "--dry-run", check=False)
+            assert refused.returncode != 0
+            output = (refused.stdout + refused.stderr).splitlines()
+            line = next(line for line in output if "damaged output: " in line)
+            assert line.split("damaged output: ", 1)[1].startswith(f"{path}: ")
+            commands = repairs(line)
+            assert printed in (None, commands) and len(commands) == 2
+            printed = commands
+            run(["bash", "-c", commands[which]], work)  # as printed, in the project root
+            assert (work / path).read_bytes() == whole, commands[which]
+    assert (work / tokens / "meta.json").read_bytes() == meta  # rewritten with the shards, the same bytes
+    assert snakemake(work, "--dry-run").returncode == 0

@@ -1,5 +1,6 @@
-"""prepare.source.min_documents (a source that yields too few documents publishes nothing) and what meta.json
-records about the data read: the document count and, for kind hf, the revision it resolved to."""
+"""prepare.source.min_documents (a source that yields too few documents publishes nothing; one whose metadata
+already shows too few is refused before reading) and what meta.json records about the data read: the
+document count and, for kind hf, the revision it resolved to."""
 
 # ruff: noqa: F811  (pytest fixtures imported from support.prepare are redefined as parameters)
 from __future__ import annotations
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from support import fixture_params
@@ -23,6 +26,8 @@ from ngptlab.prepare.shards import verify_shards
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 REFUSED = (r"^prepare\.source\.min_documents: the source yielded {:,} documents, {:,} required; nothing was "
            r"written")
+REFUSED_BEFORE = ("prepare.source.min_documents: the source holds at most {:,} documents ({}), {:,} "
+                  "required; refused before reading any, nothing was written.")
 
 
 def section(source: dict) -> dict:
@@ -57,6 +62,26 @@ def prepare_cli(tmp_path: Path, prepare: dict, cache: Path) -> subprocess.Comple
                           capture_output=True, text=True)
 
 
+def parquet_files(folder: Path, parts: list[list[str]]) -> list[str]:
+    """One parquet file (a `text` column) per part, written by pyarrow; returns their paths in order."""
+    folder.mkdir(exist_ok=True)
+    paths = []
+    for i, docs in enumerate(parts):
+        path = folder / f"part-{i}.parquet"
+        pq.write_table(pa.table({"text": docs}), path)
+        paths.append(str(path))
+    return paths
+
+
+def scramble_data_pages(path: str) -> None:
+    """Overwrite every byte between the leading magic and the footer: the footer (row counts, schema) stays
+    readable, any data page read fails."""
+    data = bytearray(Path(path).read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little")
+    data[4:len(data) - 8 - footer] = b"\xff" * (len(data) - 12 - footer)
+    Path(path).write_bytes(bytes(data))
+
+
 def snapshot(out_dir: Path) -> dict:
     """Every file's bytes, inode and mtime: what "left untouched" means."""
     return {p.name: (p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns)
@@ -72,8 +97,57 @@ def test_too_few_documents_is_refused_in_one_line_and_writes_nothing(tmp_path, p
     assert line.startswith("ngptlab prepare: error: prepare.source.min_documents: the source yielded 12 "
                            "documents, 13 required; nothing was written")
     assert "prepare.source.files" in line
+    # text files carry no count: prepare says so, and counts what it reads
+    assert ("prepare.source.min_documents (13): no document count before reading (text files record no row "
+            "count); the documents read are counted instead") in proc.stderr
     # no token directory, no temporaries; only the lock file beside where the directory would be
     assert [p.name for p in (tmp_path / "data" / "tokens").iterdir()] == [".few.prepare.lock"]
+
+
+def test_local_parquet_below_the_floor_is_refused_from_its_footers_before_reading(tmp_path, prepare_cache):
+    files = parquet_files(tmp_path / "pq", [SMALL_DOCS[:7], SMALL_DOCS[7:]])
+    for path in files:  # reading any document would now fail: the refusal reads none
+        scramble_data_pages(path)
+    src = {"kind": "local", "name": "owt", "files": files, "format": "parquet", "min_documents": 13}
+    proc = prepare_cli(tmp_path, section(src), prepare_cache)
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("ngptlab prepare: error: " + REFUSED_BEFORE.format(
+        12, "the footers of 2 parquet files in prepare.source.files", 13)), line
+    assert "prepare.source.files lists the whole corpus" in line
+    assert not (tmp_path / "data").exists()  # refused before the lock, the tokenizer or any shard
+    # at the floor the footers let it through, to read the documents: here it fails on the scrambled pages
+    proc = prepare_cli(tmp_path, section({**src, "min_documents": 12}), prepare_cache)
+    assert proc.returncode == 2 and "prepare.source.files (parquet): cannot be read" in proc.stderr
+    # and with the pages whole it proceeds, the footers' count noted, the count read checked too
+    parquet_files(tmp_path / "pq", [SMALL_DOCS[:7], SMALL_DOCS[7:]])
+    proc = prepare_cli(tmp_path, section({**src, "min_documents": 12}), prepare_cache)
+    assert proc.returncode == 0, proc.stderr
+    assert ("prepare.source.min_documents (12): the source holds at most 12 documents (the footers of 2 "
+            "parquet files in prepare.source.files); the documents read are counted too") in proc.stderr
+    meta = verify_shards(tmp_path / "data" / "tokens" / "owt")
+    assert meta["source"]["documents_yielded"] == 12
+
+
+def test_a_row_count_is_only_an_upper_bound(tmp_path, prepare_cache):
+    """Empty rows count in a footer but are skipped when read: enough rows, too few documents, is refused
+    after reading, as before."""
+    files = parquet_files(tmp_path / "pq", [[*SMALL_DOCS, ""]])
+    src = {"kind": "local", "name": "rows", "files": files, "format": "parquet", "min_documents": 13}
+    with pytest.raises(DataError, match=REFUSED.format(12, 13)):
+        prepare(tmp_path, prepare_cache, src)
+
+
+def test_an_hf_source_without_metadata_here_says_so_and_counts_what_it_reads(tmp_path, prepare_cache):
+    # no Hub here: neither its metadata nor its documents can be read; the floor waits, and the read fails
+    src = {"kind": "hf", "name": "owt", "dataset": "Skylion007/openwebtext",
+           "revision": "refs/convert/parquet", "min_documents": 8013769}
+    proc = prepare_cli(tmp_path, section(src), prepare_cache)
+    assert proc.returncode == 2
+    assert ("prepare.source.min_documents (8,013,769): no document count before reading (no metadata of "
+            "split 'train' of HF dataset Skylion007/openwebtext: ConnectionError") in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "ngptlab prepare: error: HF dataset Skylion007/openwebtext, split 'train': cannot be read")
 
 
 def test_a_refused_rerun_leaves_the_earlier_shards_byte_identical(tmp_path, prepare_cache):
@@ -158,8 +232,14 @@ def test_hf_over_a_local_dataset_directory_records_why_there_is_no_commit(tmp_pa
     assert recorded["documents_yielded"] == 12 and recorded["min_documents"] == 12
     # the no-op check does not need the resolved revision: a rerun reads nothing
     assert prepare(tmp_path, prepare_cache, src).skipped
-    with pytest.raises(DataError, match=REFUSED.format(12, 13) + r".*prepare\.source\.revision.*kind: local"):
+    # a higher floor: the footers of the dataset's parquet files refuse it before reading
+    for path in dataset.glob("*.parquet"):
+        scramble_data_pages(str(path))
+    with pytest.raises(DataError) as refused:
         prepare(tmp_path, prepare_cache, {**src, "min_documents": 13})
+    assert str(refused.value).startswith(REFUSED_BEFORE.format(
+        12, f"the footer of 1 parquet file of split 'train' of HF dataset {dataset}", 13))
+    assert "prepare.source.revision" in str(refused.value) and "kind: local" in str(refused.value)
 
 
 def test_a_hub_builder_hash_is_the_commit():

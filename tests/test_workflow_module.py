@@ -111,8 +111,9 @@ def test_outputs_and_inputs_follow_the_layout(params_file):
         grid.runs_of_cell(spec.cell)[0])["summary"]
     everything = grid.all_outputs()
     per_run = 5 + 2  # train and condition outputs
-    assert len(everything) == len(set(everything)) == (per_run * len(grid.runs) + len(grid.segments)
-                                                       + 2 * len(grid.cells))
+    assert len(everything) == len(set(everything)) == (len(grid.tokens) + per_run * len(grid.runs)
+                                                       + len(grid.segments) + 2 * len(grid.cells))
+    assert set(grid.tokens) <= set(everything)  # a shard deleted to repair it is a missing target
     if spec.schedule == "wsd":  # a WSD run starts after its trunk segment, which is a job of the grid
         assert grid.branch_from(run)["trunk"] in {s.record for s in grid.segments.values()}
     else:

@@ -2,7 +2,8 @@
 
 1. The inputs key (source fingerprint, tokenizer ranks, split rule, shard format) is computed without
    reading any text. If meta.json carries the same key and every .bin matches its recorded size and
-   sha256, the stage does nothing and touches nothing.
+   sha256, the stage does nothing and touches nothing. Otherwise a source whose metadata already shows
+   fewer than prepare.source.min_documents documents is refused before any is read (counts.py).
 2. Otherwise, under an exclusive lock on the output directory, documents stream in batches of
    `batch_documents`: the main thread reads a batch and assigns each document its split, then hands the
    batch to one of `workers` threads, which encodes it (tiktoken's Rust core releases the GIL, so the
@@ -36,7 +37,7 @@ import ngptlab
 from ngptlab import runlock
 from ngptlab.errors import DataError
 from ngptlab.prepare import split
-from ngptlab.prepare.counts import MIN_KEY, check_min_documents
+from ngptlab.prepare.counts import MIN_KEY, check_before_reading, check_min_documents
 from ngptlab.prepare.shards import (
     DTYPE,
     META_NAME,
@@ -120,6 +121,7 @@ def prepare_tokens(settings: Prepare, data_dir: Path, cache_dir: Path, *, force:
     meta, reason = check_up_to_date(out_dir, key, minimum)
     if meta is not None and not force:
         return Outcome(out_dir, meta, True, reason)
+    check_before_reading(source, minimum)  # seconds, where reading would take an hour
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)  # the lock sits beside the token directory
     with _exclusive(out_dir):

@@ -93,13 +93,13 @@ def load_meta(source_dir: str | Path) -> dict:
     return meta
 
 
-def verify_shards(source_dir: str | Path, hashes: bool = True) -> dict:
-    """Check every .bin against meta.json (presence, size and, with `hashes`, sha256); return meta or raise
-    DataError naming the file at fault. Without hashes it reads no shard: what the workflow checks at each
-    start."""
+def verify_shards(source_dir: str | Path, hashes: bool = True, splits: tuple[str, ...] = SPLITS) -> dict:
+    """Check every .bin (of `splits`) against meta.json (presence, size and, with `hashes`, sha256); return
+    meta or raise DataError naming the file at fault. Without hashes it reads no shard: what the workflow
+    checks at each start."""
     source_dir = Path(source_dir)
     meta = load_meta(source_dir)
-    for split in SPLITS:
+    for split in splits:
         record = meta["splits"][split]
         path = source_dir / record.get("file", f"{split}.bin")
         if not path.is_file():

@@ -11,7 +11,9 @@ kind: local      local files through the datasets `text` / `json` / `parquet` / 
                  Text format: one document per file by default; `sample_by: paragraph` makes each
                  blank-line-separated paragraph a document, `sample_by: line` each line.
 
-Any kind: min_documents (null = no floor; counts.py): prepare refuses a source that yields fewer.
+Any kind: min_documents (null = no floor; counts.py): prepare refuses a source that yields fewer, before
+reading it where its metadata already shows fewer (known_documents(): parquet footers, or the split sizes
+an HF dataset's metadata records).
 
 Empty documents are skipped. Each source also describes itself for meta.json, including a fingerprint of
 its raw input: the pinned archive hashes (embedded), the sha256 of every file in reading order (local), or
@@ -32,6 +34,7 @@ from typing import Protocol
 from ngptlab.errors import DataError
 from ngptlab.files import sha256_file
 from ngptlab.prepare import embedded
+from ngptlab.prepare.counts import Known, parquet_rows
 from ngptlab.prepare.hf import import_datasets, resolved_revision
 from ngptlab.settings import Source as SourceSettings
 
@@ -47,6 +50,9 @@ class Source(Protocol):
 
     def expected_documents(self) -> int | None:
         """An upper bound for the progress bar, when one is known."""
+
+    def known_documents(self) -> Known:
+        """What the metadata says about the number of documents, without reading them (counts.py)."""
 
     def resolved(self) -> dict:
         """What reading found out that describe() cannot know cheaply; call after documents() is exhausted."""
@@ -91,6 +97,9 @@ class EmbeddedSource:
     def expected_documents(self) -> int | None:
         return None
 
+    def known_documents(self) -> Known:
+        return Known(None, "the embedded corpus is counted by reading it")
+
     def resolved(self) -> dict:
         return {}
 
@@ -100,7 +109,9 @@ class HFSource:
         self.name, self.dataset, self.config = spec.name, spec.dataset, spec.config  # dataset: required
         self.split, self.text_field, self.revision = spec.split, spec.text_field, spec.revision
         self.max_documents = spec.max_documents
+        self.where = f"HF dataset {self.dataset}" + (f" ({self.config})" if self.config else "")
         self._resolved: dict = {}
+        self._builder = None
 
     def describe(self) -> dict:
         info = {"kind": "hf", "name": self.name, "dataset": self.dataset, "config": self.config,
@@ -108,13 +119,18 @@ class HFSource:
                 "max_documents": self.max_documents}
         return {**info, "fingerprint": fingerprint(info)}
 
-    def documents(self) -> Iterator[str]:
-        datasets = import_datasets()
+    def builder(self):
+        """What load_dataset(streaming=True) starts from: the dataset's metadata and list of data files (no
+        data), its hash the commit read; made once."""
+        if self._builder is None:
+            datasets = import_datasets()
+            self._builder = datasets.load_dataset_builder(self.dataset, self.config, revision=self.revision)
+        return self._builder
 
-        where = f"HF dataset {self.dataset}" + (f" ({self.config})" if self.config else "")
+    def documents(self) -> Iterator[str]:
+        where = self.where
         try:
-            # what load_dataset(streaming=True) does, keeping the builder: its hash is the commit read
-            builder = datasets.load_dataset_builder(self.dataset, self.config, revision=self.revision)
+            builder = self.builder()
             self._resolved = resolved_revision(builder.hash, self.dataset)
             ds = builder.as_streaming_dataset(split=self.split)
             if self.max_documents is not None:
@@ -135,6 +151,29 @@ class HFSource:
 
     def expected_documents(self) -> int | None:
         return self.max_documents
+
+    def known_documents(self) -> Known:
+        """The rows in the footers of the split's data files where they are parquet (on the Hub, a ranged
+        read of each file's end), else the split's size in the dataset's metadata (its card's dataset_info),
+        else nothing: offline, or where the Hub cannot be reached, the builder itself cannot be made."""
+        split = f"split {self.split!r} of {self.where}"
+        try:
+            builder = self.builder()
+        except Exception as err:  # offline, no such dataset: documents() says so in full
+            return Known(None, f"no metadata of {split}: {_first_line(err)}")
+        files = [str(f) for f in (builder.config.data_files or {}).get(self.split, ())]
+        footers = None
+        if files and all(f.endswith(".parquet") for f in files):
+            import fsspec  # hf:// paths: huggingface_hub's filesystem, as datasets reads them
+
+            try:
+                return Known(parquet_rows(files, fsspec.open), f"{footers_of(len(files))} of {split}")
+            except Exception as err:
+                footers = f"its parquet footers cannot be read: {_first_line(err)}"
+        info = (builder.info.splits or {}).get(self.split)
+        if info is not None and info.num_examples:
+            return Known(info.num_examples, f"the num_examples of {split} in its metadata")
+        return Known(None, footers or f"the metadata of {split} has no row count")
 
     def resolved(self) -> dict:
         return self._resolved
@@ -174,8 +213,25 @@ class LocalSource:
     def expected_documents(self) -> int | None:
         return None
 
+    def known_documents(self) -> Known:
+        if self.format != "parquet":
+            return Known(None, f"{self.format} files record no row count")
+        try:
+            rows = parquet_rows(str(p) for p in self.files)
+        except Exception as err:  # not a parquet file: reading it says so in full
+            return Known(None, f"the parquet footers cannot be read: {_first_line(err)}")
+        return Known(rows, f"{footers_of(len(self.files))} in prepare.source.files")
+
     def resolved(self) -> dict:
         return {}
+
+
+def footers_of(n: int) -> str:
+    return "the footer of 1 parquet file" if n == 1 else f"the footers of {n} parquet files"
+
+
+def _first_line(err: Exception) -> str:
+    return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
 
 
 def _expand(patterns: Sequence[str]) -> list[Path]:

@@ -120,10 +120,8 @@ class Grid:
 
     def damaged(self, root: str | Path = ".") -> str | None:
         """The first truncated shard or checkpoint under root, with its repair (workflow/damage.py)."""
-        root = Path(root)
-        runs = ((root / layout.run_dir(run.cell, name), root / layout.train_results_dir(run.cell, name))
-                for name, run in self.runs.items())
-        return damage(root / layout.tokens_dir(self.source), runs)
+        return damage(root, layout.tokens_dir(self.source),
+                      (layout.run_dir(run.cell, name) for name, run in self.runs.items()))
 
     def cell_train_outputs(self, cell: str, kind: str) -> list[str]:
         """The `kind` train output ("summary", "metrics", "model") of every run of a cell."""
@@ -160,8 +158,10 @@ class Grid:
         raise ValueError(f"the outputs of stage {stage} are its rule's")
 
     def all_outputs(self) -> list[str]:
-        """Every file of the grid but the report's and the key files."""
-        return [*(path for run in self.runs for path in (*self.train_outputs(run).values(),
+        """Every file of the grid but the report's and the key files; the token shards too, so that a shard
+        deleted to repair it is made again (workflow/damage.py)."""
+        return [*self.tokens,
+                *(path for run in self.runs for path in (*self.train_outputs(run).values(),
                                                           *layout.conditioning_files(run).values())),
                 *(segment.record for segment in self.segments.values()),  # WSD trunks
                 *(layout.speedup_file(cell) for cell in self.cells),
