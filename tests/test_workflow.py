@@ -166,7 +166,7 @@ def test_presets_are_complete_params_files():
         assert len({json.dumps(sweep, sort_keys=True) for sweep in sweeps.values()}) == 1, scale
     assert min(train.budgets) <= 10e9 and max(train.budgets) >= 500e9
     source = paper.prepare.source
-    assert (source.kind, source.dataset, source.split) == ("hf", "Skylion007/openwebtext", "train")
+    assert (source.kind, source.name, source.min_documents) == ("local", "openwebtext", 8013769)
 
 
 def assert_time_limits_of_the_plan(work, dry_run: str) -> None:
