@@ -27,17 +27,20 @@ from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.plan.protocol import projected_params
 from ngptlab.plan.prune import kept_window, prune_sweeps
 from ngptlab.plan.seeds import add_seeds
+from ngptlab.results import train_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = [1.0e-3, 3.0e-3, 1.0e-2]  # the planted optimum is 3e-3: interior
 BUDGETS = (16384, 65536, 262144)
 
 
-def grid(schedule: str = "cosine", protocol: dict | None = None) -> dict:
+def grid(schedule: str = "cosine", protocol: dict | None = None, sweeps: dict | None = None) -> dict:
+    """The tests' grid: three arms sweeping SWEEP, or the sweeps given for some of them."""
     params = synthetic_params(seeds=(0,), budgets=BUDGETS, schedule=schedule)
     train = params["train"]
     train.update(contexts=[64], arms=["gpt", "ngpt", "gpt-orth"],
-                 learning_rates={"cpu-4l": {arm: list(SWEEP) for arm in ("gpt", "ngpt", "gpt-orth")}})
+                 learning_rates={"cpu-4l": {arm: list(SWEEP) for arm in ("gpt", "ngpt", "gpt-orth")}
+                                 | (sweeps or {})})
     if protocol:
         train["protocol"] = protocol
     validate_params(params)
@@ -89,6 +92,28 @@ def test_prune_sweeps_drops_exactly_the_pruned_runs_and_a_second_call_changes_no
     assert prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2) == ([], [])
     assert path.read_text() == text
     assert lr_sweep(load_params(path).train, "cpu-4l", 64, "gpt", BUDGETS[0]) == SWEEP  # below: whole
+
+
+def test_pruning_keeps_a_run_already_trained_at_a_learning_rate_it_drops(tmp_path):
+    path = project(tmp_path, grid())
+    finish(tmp_path, path, budgets=BUDGETS[:2])
+    trained = f"cpu-4l-ctx64-gpt-t{BUDGETS[2]}-lr0.01-s0"  # trained before the pruning came to drop it
+    spec = next(run for run in enumerate_runs(load_params(path)) if run.name == trained)
+    write_run(tmp_path, spec, load_params(path))
+    files = {f: f.read_bytes() for f in train_dir(tmp_path, spec).iterdir()}
+    before = run_names(path)
+    entries, _ = prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2)
+    kept = {e["arm"]: e.get("trained", []) for e in entries}
+    assert kept == {"gpt": [{"budget": BUDGETS[2], "lr": 1.0e-2}], "ngpt": [], "gpt-orth": []}
+    dropped = {f"cpu-4l-ctx64-{arm}-t{BUDGETS[2]}-lr0.01-s0" for arm in ("ngpt", "gpt-orth")}
+    assert before - run_names(path) == dropped
+    assert trained in run_names(path)  # still in the grid: Snakemake and DVC keep it, the speed-up reads it
+    assert trained in json.loads((tmp_path / "plan.json").read_text())["runs"]
+    assert lr_sweep(load_params(path).train, "cpu-4l", 64, "gpt", BUDGETS[2]) == SWEEP
+    assert {f: f.read_bytes() for f in train_dir(tmp_path, spec).iterdir()} == files  # nothing deleted
+    text = path.read_text()
+    assert prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2) == ([], [])
+    assert path.read_text() == text
 
 
 def test_prune_sweeps_waits_for_every_budget_up_to_the_decision(tmp_path):
@@ -171,6 +196,14 @@ def test_the_projection_applies_the_protocol_and_matches_the_grid_it_becomes(tmp
     (lambda t: t.update(pruned_sweeps=[{"scale": "cpu-4l", "context": 64, "arm": "ngpt-freew",
                                         "after_budget": 16384, "keep": 2, "learning_rates": [1.0e-3]}]),
      "train.pruned_sweeps[0]: arm 'ngpt-freew' is not in train.arms"),
+    (lambda t: t.update(pruned_sweeps=[{"scale": "cpu-4l", "context": 64, "arm": "gpt", "after_budget": 65536,
+                                        "keep": 2, "learning_rates": [1.0e-3],
+                                        "trained": [{"budget": 65536, "lr": 1.0e-2}]}]),
+     "train.pruned_sweeps[0].trained: budget 65536 is not one of train.budgets above after_budget 65536"),
+    (lambda t: t.update(pruned_sweeps=[{"scale": "cpu-4l", "context": 64, "arm": "gpt", "after_budget": 65536,
+                                        "keep": 2, "learning_rates": [1.0e-3],
+                                        "trained": [{"budget": 262144, "lr": 5.0e-3}]}]),
+     "train.pruned_sweeps[0].trained: learning rate 0.005 is not in the sweep ['0.001', '0.003', '0.01']"),
     (lambda t: t.update(protocol={"prune_sweeps": {"after_budget": 262144, "keep": 2}}),
      "train.protocol.prune_sweeps.after_budget: 262144 must be one of train.budgets below the largest"),
 ])
