@@ -19,6 +19,7 @@ import pytest
 import yaml
 from support.synthetic import synthetic_params, write_run
 
+from ngptlab.cli import main
 from ngptlab.config.load import load_params, validate_params
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import enumerate_runs
@@ -31,6 +32,7 @@ from ngptlab.results import train_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = [1.0e-3, 3.0e-3, 1.0e-2]  # the planted optimum is 3e-3: interior
+UNTUNED = [3.0e-3, 1.0e-2, 3.0e-2]  # the planted optimum at its bottom: the sweep may miss the true one
 BUDGETS = (16384, 65536, 262144)
 
 
@@ -114,6 +116,63 @@ def test_pruning_keeps_a_run_already_trained_at_a_learning_rate_it_drops(tmp_pat
     text = path.read_text()
     assert prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2) == ([], [])
     assert path.read_text() == text
+
+
+def cli(*args: str) -> int:
+    return main(["plan", *args])
+
+
+@pytest.mark.parametrize("command, trained", [(("--prune-sweeps", "2"), BUDGETS[:2]),
+                                              (("--add-seeds", "1"), None)])
+def test_growing_an_untuned_sweep_is_refused_and_writes_nothing_unless_allowed(tmp_path, capsys, command,
+                                                                               trained):
+    path = project(tmp_path, grid(sweeps={"gpt": UNTUNED}))
+    finish(tmp_path, path, budgets=trained)
+    plan_file = tmp_path / "results" / "plan.json"
+    grow = ["--params", str(path), "--root", str(tmp_path), *command]
+    assert cli("--params", str(path), "--root", str(tmp_path), "--write", str(plan_file)) == 0
+    written = {f: f.read_bytes() for f in (path, plan_file)}
+    capsys.readouterr()
+
+    assert cli(*grow) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"ngptlab plan: error: {command[0]} refused: an arm's best learning rate sits "
+                            "at an edge of its sweep")
+    named = re.findall(r"^  (cpu-4l ctx64 \S+) at ([\d,]+): best lr 0.003 of 0.003, 0.01, 0.03: "
+                       r"at the bottom edge$", error, flags=re.M)
+    assert named and {arm for arm, _ in named} == {"cpu-4l ctx64 gpt"}  # the interior arms are not named
+    if command[0] == "--prune-sweeps":
+        assert [budget for _, budget in named] == [f"{BUDGETS[1]:,}"]  # the budget the pruning decides at
+    assert "`ngptlab plan --extend-sweeps`" in error and "--allow-untuned" in error
+    assert {f: f.read_bytes() for f in written} == written  # nothing written
+
+    assert cli(*grow, "--allow-untuned") == 0
+    assert path.read_bytes() != written[path] and plan_file.read_bytes() != written[plan_file]
+    out = capsys.readouterr().out
+    assert "note: went on with an untuned sweep (--allow-untuned): cpu-4l ctx64 gpt at" in out
+
+
+def test_check_tuning_prints_each_best_and_fails_while_one_sits_at_an_edge(tmp_path, capsys):
+    path = project(tmp_path, grid(sweeps={"gpt": UNTUNED}))
+    check = ["--params", str(path), "--root", str(tmp_path), "--check-tuning"]
+    finish(tmp_path, path, budgets=BUDGETS[:1])
+    assert cli(*check) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["cpu-4l ctx64 gpt at 16,384: best lr 0.003 of 0.003, 0.01, 0.03: at the bottom edge",
+                         "cpu-4l ctx64 gpt at 65,536: waiting for results",
+                         "cpu-4l ctx64 gpt at 262,144: waiting for results"]
+    assert "cpu-4l ctx64 ngpt at 16,384: best lr 0.003 of 0.001, 0.003, 0.01: interior" in lines
+    assert lines[-1] == ("not tuned: 1 (arm, budget) with its best learning rate at an edge of its sweep "
+                         "(fix: `ngptlab plan --extend-sweeps`, then train the new runs), 6 waiting for "
+                         "results")
+
+    (tmp_path / "tuned").mkdir()
+    tuned = project(tmp_path / "tuned", grid())
+    finish(tmp_path / "tuned", tuned)
+    assert cli("--params", str(tuned), "--root", str(tmp_path / "tuned"), "--check-tuning") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 * len(BUDGETS) + 1 and all(line.endswith(": interior") for line in lines[:-1])
+    assert lines[-1] == "tuned: every arm's best learning rate lies inside its sweep at every budget"
 
 
 def test_prune_sweeps_waits_for_every_budget_up_to_the_decision(tmp_path):

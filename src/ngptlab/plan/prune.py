@@ -21,6 +21,9 @@ learning_rates[, trained]}, written into the params file (comments kept), and th
 Snakemake and `dvc repro` train only what the pruned grid holds: with train.schedule wsd a pruned learning
 rate's trunk stops at the last budget it serves (its segments derive from the runs). A second call with the
 same K changes nothing: the budgets above B already sweep K learning rates.
+
+The pruning refuses while an arm's best at B sits at an edge of its sweep (plan/tuned.py), unless told to
+go on: a window around an edge may not hold the optimum.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import ResultOf, on_disk, trained_on_disk
+from ngptlab.plan.tuned import refuse_untuned, untuned
 from ngptlab.settings import Params, PrunedSweep, Train
 from ngptlab.speedup.lr_policy import best_lr, sweep_losses
 
@@ -109,10 +113,15 @@ def proposed_prunes(params: Params, results: ResultOf, keep: int,
 
 
 def prune_sweeps(params_path: str | Path, root: str | Path, plan_file: str | Path,
-                 keep: int = DEFAULT_KEEP) -> tuple[list[dict], list[str]]:
-    """Prune the sweeps of the params file in place and rewrite plan_file; return (entries, notes)."""
+                 keep: int = DEFAULT_KEEP, allow_untuned: bool = False) -> tuple[list[dict], list[str]]:
+    """Prune the sweeps of the params file in place and rewrite plan_file; return (entries, notes). Refuse,
+    writing nothing, where an arm's best at the pruning budget sits at an edge of its sweep, unless
+    allow_untuned."""
     params = load_params(params_path)
-    entries, notes = proposed_prunes(params, on_disk(root), keep, trained_on_disk(root))
+    results = on_disk(root)
+    entries, notes = proposed_prunes(params, results, keep, trained_on_disk(root))
+    decided = [(e["scale"], e["context"], e["arm"], e["after_budget"]) for e in entries]
+    notes = refuse_untuned(untuned(params, results, decided), "--prune-sweeps", allow_untuned) + notes
     if entries:
         edit_params_file(params_path, lambda document: add_entries(document, "pruned_sweeps", entries, ()))
         params = load_params(params_path)
