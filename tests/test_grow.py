@@ -19,6 +19,7 @@ import pytest
 import yaml
 from support.synthetic import synthetic_params, write_run
 
+from ngptlab.cli import main
 from ngptlab.config.load import load_params, validate_params
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import enumerate_runs
@@ -27,17 +28,21 @@ from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.plan.protocol import projected_params
 from ngptlab.plan.prune import kept_window, prune_sweeps
 from ngptlab.plan.seeds import add_seeds
+from ngptlab.results import train_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = [1.0e-3, 3.0e-3, 1.0e-2]  # the planted optimum is 3e-3: interior
+UNTUNED = [3.0e-3, 1.0e-2, 3.0e-2]  # the planted optimum at its bottom: the sweep may miss the true one
 BUDGETS = (16384, 65536, 262144)
 
 
-def grid(schedule: str = "cosine", protocol: dict | None = None) -> dict:
+def grid(schedule: str = "cosine", protocol: dict | None = None, sweeps: dict | None = None) -> dict:
+    """The tests' grid: three arms sweeping SWEEP, or the sweeps given for some of them."""
     params = synthetic_params(seeds=(0,), budgets=BUDGETS, schedule=schedule)
     train = params["train"]
     train.update(contexts=[64], arms=["gpt", "ngpt", "gpt-orth"],
-                 learning_rates={"cpu-4l": {arm: list(SWEEP) for arm in ("gpt", "ngpt", "gpt-orth")}})
+                 learning_rates={"cpu-4l": {arm: list(SWEEP) for arm in ("gpt", "ngpt", "gpt-orth")}
+                                 | (sweeps or {})})
     if protocol:
         train["protocol"] = protocol
     validate_params(params)
@@ -89,6 +94,85 @@ def test_prune_sweeps_drops_exactly_the_pruned_runs_and_a_second_call_changes_no
     assert prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2) == ([], [])
     assert path.read_text() == text
     assert lr_sweep(load_params(path).train, "cpu-4l", 64, "gpt", BUDGETS[0]) == SWEEP  # below: whole
+
+
+def test_pruning_keeps_a_run_already_trained_at_a_learning_rate_it_drops(tmp_path):
+    path = project(tmp_path, grid())
+    finish(tmp_path, path, budgets=BUDGETS[:2])
+    trained = f"cpu-4l-ctx64-gpt-t{BUDGETS[2]}-lr0.01-s0"  # trained before the pruning came to drop it
+    spec = next(run for run in enumerate_runs(load_params(path)) if run.name == trained)
+    write_run(tmp_path, spec, load_params(path))
+    files = {f: f.read_bytes() for f in train_dir(tmp_path, spec).iterdir()}
+    before = run_names(path)
+    entries, _ = prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2)
+    kept = {e["arm"]: e.get("trained", []) for e in entries}
+    assert kept == {"gpt": [{"budget": BUDGETS[2], "lr": 1.0e-2}], "ngpt": [], "gpt-orth": []}
+    dropped = {f"cpu-4l-ctx64-{arm}-t{BUDGETS[2]}-lr0.01-s0" for arm in ("ngpt", "gpt-orth")}
+    assert before - run_names(path) == dropped
+    assert trained in run_names(path)  # still in the grid: Snakemake and DVC keep it, the speed-up reads it
+    assert trained in json.loads((tmp_path / "plan.json").read_text())["runs"]
+    assert lr_sweep(load_params(path).train, "cpu-4l", 64, "gpt", BUDGETS[2]) == SWEEP
+    assert {f: f.read_bytes() for f in train_dir(tmp_path, spec).iterdir()} == files  # nothing deleted
+    text = path.read_text()
+    assert prune_sweeps(path, tmp_path, tmp_path / "plan.json", keep=2) == ([], [])
+    assert path.read_text() == text
+
+
+def cli(*args: str) -> int:
+    return main(["plan", *args])
+
+
+@pytest.mark.parametrize("command, trained", [(("--prune-sweeps", "2"), BUDGETS[:2]),
+                                              (("--add-seeds", "1"), None)])
+def test_growing_an_untuned_sweep_is_refused_and_writes_nothing_unless_allowed(tmp_path, capsys, command,
+                                                                               trained):
+    path = project(tmp_path, grid(sweeps={"gpt": UNTUNED}))
+    finish(tmp_path, path, budgets=trained)
+    plan_file = tmp_path / "results" / "plan.json"
+    grow = ["--params", str(path), "--root", str(tmp_path), *command]
+    assert cli("--params", str(path), "--root", str(tmp_path), "--write", str(plan_file)) == 0
+    written = {f: f.read_bytes() for f in (path, plan_file)}
+    capsys.readouterr()
+
+    assert cli(*grow) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"ngptlab plan: error: {command[0]} refused: an arm's best learning rate sits "
+                            "at an edge of its sweep")
+    named = re.findall(r"^  (cpu-4l ctx64 \S+) at ([\d,]+): best lr 0.003 of 0.003, 0.01, 0.03: "
+                       r"at the bottom edge$", error, flags=re.M)
+    assert named and {arm for arm, _ in named} == {"cpu-4l ctx64 gpt"}  # the interior arms are not named
+    if command[0] == "--prune-sweeps":
+        assert [budget for _, budget in named] == [f"{BUDGETS[1]:,}"]  # the budget the pruning decides at
+    assert "`ngptlab plan --extend-sweeps`" in error and "--allow-untuned" in error
+    assert {f: f.read_bytes() for f in written} == written  # nothing written
+
+    assert cli(*grow, "--allow-untuned") == 0
+    assert path.read_bytes() != written[path] and plan_file.read_bytes() != written[plan_file]
+    out = capsys.readouterr().out
+    assert "note: went on with an untuned sweep (--allow-untuned): cpu-4l ctx64 gpt at" in out
+
+
+def test_check_tuning_prints_each_best_and_fails_while_one_sits_at_an_edge(tmp_path, capsys):
+    path = project(tmp_path, grid(sweeps={"gpt": UNTUNED}))
+    check = ["--params", str(path), "--root", str(tmp_path), "--check-tuning"]
+    finish(tmp_path, path, budgets=BUDGETS[:1])
+    assert cli(*check) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["cpu-4l ctx64 gpt at 16,384: best lr 0.003 of 0.003, 0.01, 0.03: at the bottom edge",
+                         "cpu-4l ctx64 gpt at 65,536: waiting for results",
+                         "cpu-4l ctx64 gpt at 262,144: waiting for results"]
+    assert "cpu-4l ctx64 ngpt at 16,384: best lr 0.003 of 0.001, 0.003, 0.01: interior" in lines
+    assert lines[-1] == ("not tuned: 1 (arm, budget) with its best learning rate at an edge of its sweep "
+                         "(fix: `ngptlab plan --extend-sweeps`, then train the new runs), 6 waiting for "
+                         "results")
+
+    (tmp_path / "tuned").mkdir()
+    tuned = project(tmp_path / "tuned", grid())
+    finish(tmp_path / "tuned", tuned)
+    assert cli("--params", str(tuned), "--root", str(tmp_path / "tuned"), "--check-tuning") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 * len(BUDGETS) + 1 and all(line.endswith(": interior") for line in lines[:-1])
+    assert lines[-1] == "tuned: every arm's best learning rate lies inside its sweep at every budget"
 
 
 def test_prune_sweeps_waits_for_every_budget_up_to_the_decision(tmp_path):
@@ -171,6 +255,14 @@ def test_the_projection_applies_the_protocol_and_matches_the_grid_it_becomes(tmp
     (lambda t: t.update(pruned_sweeps=[{"scale": "cpu-4l", "context": 64, "arm": "ngpt-freew",
                                         "after_budget": 16384, "keep": 2, "learning_rates": [1.0e-3]}]),
      "train.pruned_sweeps[0]: arm 'ngpt-freew' is not in train.arms"),
+    (lambda t: t.update(pruned_sweeps=[{"scale": "cpu-4l", "context": 64, "arm": "gpt", "after_budget": 65536,
+                                        "keep": 2, "learning_rates": [1.0e-3],
+                                        "trained": [{"budget": 65536, "lr": 1.0e-2}]}]),
+     "train.pruned_sweeps[0].trained: budget 65536 is not one of train.budgets above after_budget 65536"),
+    (lambda t: t.update(pruned_sweeps=[{"scale": "cpu-4l", "context": 64, "arm": "gpt", "after_budget": 65536,
+                                        "keep": 2, "learning_rates": [1.0e-3],
+                                        "trained": [{"budget": 262144, "lr": 5.0e-3}]}]),
+     "train.pruned_sweeps[0].trained: learning rate 0.005 is not in the sweep ['0.001', '0.003', '0.01']"),
     (lambda t: t.update(protocol={"prune_sweeps": {"after_budget": 262144, "keep": 2}}),
      "train.protocol.prune_sweeps.after_budget: 262144 must be one of train.budgets below the largest"),
 ])

@@ -2,7 +2,9 @@
 whose train.protocol holds its largest budget back; `ngptlab plan --prune-sweeps` lets it in at each arm's
 best learning rate and `dvc repro` trains exactly that (the pruned learning rate's trunk stops); `ngptlab
 plan --add-seeds` adds a seed at each arm's best trunk and Snakemake plans exactly its runs; nothing
-trained before trains again, and a second call of either command changes nothing.
+trained before trains again, and a second call of either command changes nothing. Two learning rates per
+arm put every best at an edge of its sweep: both commands are told to go on (--allow-untuned), as the
+tuning check's own test (tests/test_grow.py) covers the refusal.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ def plan(work: Path, *args: str) -> str:
     return run([str(BIN / "ngptlab"), "plan", *args], work).stdout
 
 
+def grow(work: Path, *args: str) -> str:
+    """`ngptlab plan` growing the grid: two learning rates per arm are never an interior best."""
+    return plan(work, *args, "--allow-untuned")
+
+
 def jobs(work: Path) -> set[str]:
     params = load_params(work / "params.yaml")
     return {r.name for r in enumerate_runs(params)} | {s.name for s in enumerate_segments(params)}
@@ -73,7 +80,7 @@ def test_pruned_and_seeded_grids_train_only_their_new_runs_in_both_tools(tmp_pat
     git(work, "commit", "-q", "-m", "budgets up to the pruning")
     before, jobs_before = trained_tokens(work), jobs(work)
 
-    plan(work, "--prune-sweeps", "1")
+    grow(work, "--prune-sweeps", "1")
     new = jobs(work) - jobs_before
     assert len(new) == 2 * len(ARMS)  # per arm: its best trunk's next segment and its branch at 4096
     assert {n.rsplit("-", 1)[-1] for n in new if "trunk" in n} == {"to6"}
@@ -92,7 +99,7 @@ def test_pruned_and_seeded_grids_train_only_their_new_runs_in_both_tools(tmp_pat
 
     # The seeds: Snakemake plans exactly their trunks and branches and the stages after them. (Training them
     # is the same mechanism the pruning's runs just went through in DVC; left out for CI's time.)
-    plan(work, "--add-seeds", "1")
+    grow(work, "--add-seeds", "1")
     seeded = jobs(work) - jobs_before - new
     assert len(seeded) == len(ARMS) * (2 + 2)  # per arm: seed 1's trunk (two segments) and two branches
     assert all("-s1-" in name or name.endswith("-s1-wsd") for name in seeded)
@@ -102,6 +109,6 @@ def test_pruned_and_seeded_grids_train_only_their_new_runs_in_both_tools(tmp_pat
     assert planned == seeded_work + Counter(lineage=sum(seeded_work.values()), all=1)
 
     text = (work / "params.yaml").read_text()
-    plan(work, "--add-seeds", "1")
-    plan(work, "--prune-sweeps", "1")
+    grow(work, "--add-seeds", "1")
+    grow(work, "--prune-sweeps", "1")
     assert (work / "params.yaml").read_text() == text  # a second call changes nothing

@@ -23,3 +23,7 @@ class DivergedError(NgptlabError):
 
 class ResultsError(NgptlabError):
     """A train result (summary.json, metrics.jsonl) or an analysis result is missing or malformed."""
+
+
+class UntunedError(NgptlabError):
+    """A step that grows the grid from a sweep whose best learning rate sits at its edge (untuned)."""

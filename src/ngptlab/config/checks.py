@@ -117,6 +117,13 @@ def _growth_problem(train: Train) -> str | None:
         stray = [lr for lr in entry.learning_rates if float(lr) not in full]
         if stray:
             return f"{key}: learning rate {stray[0]:g} is not in the sweep {[f'{x:g}' for x in full]}"
+        for kept in entry.trained:
+            if kept.budget not in train.budgets or kept.budget <= entry.after_budget:
+                return (f"{key}.trained: budget {kept.budget} is not one of train.budgets above after_budget "
+                        f"{entry.after_budget}")
+            if float(kept.lr) not in full:
+                return (f"{key}.trained: learning rate {kept.lr:g} is not in the sweep "
+                        f"{[f'{x:g}' for x in full]}")
         if where in seen:
             return f"{key}: a second entry for {entry.arm} after budget {entry.after_budget}"
         seen.add(where)

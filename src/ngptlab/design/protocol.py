@@ -5,9 +5,11 @@ order the project runs them: the angle arms' targets (a stand-in: the world plan
 pruning of the sweeps (ngptlab.plan.prune.proposed_prunes) and the added
 seeds (ngptlab.plan.seeds.proposed_seeds), each reading the world's results and its entries merged into an
 in-memory copy of the params as `ngptlab plan` merges them into the file (ngptlab.plan.edit.merge_entries);
-the grid grows, and its new runs get planted losses when the estimate asks for them. Finally every cell's
-document from ngptlab.speedup.cell.analyse_cell, and with several cells the Holm adjustment of the primary
-effect across them (ngptlab.speedup.across_cells), as the report makes it.
+the grid grows, and its new runs get planted losses when the estimate asks for them. The steps are played on
+the sweeps as they are: `ngptlab plan` refuses them where a best learning rate sits at a sweep's edge
+(plan/tuned.py), which a researcher fixes by extending the sweep; a planted world does not. Finally every
+cell's document from ngptlab.speedup.cell.analyse_cell, and with several cells the Holm adjustment of the
+primary effect across them (ngptlab.speedup.across_cells), as the report makes it.
 """
 
 from __future__ import annotations

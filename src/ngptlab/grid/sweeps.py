@@ -12,10 +12,13 @@ from ngptlab.settings import PrunedSweep, Train
 
 def lr_sweep(train: Train, scale: str, context: int, arm: str, budget: int | None = None) -> list[float]:
     """The learning rates swept for (scale, context, arm): the arm's list, or its list for this context; at a
-    budget that train.pruned_sweeps prunes, the learning rates it kept."""
+    budget that train.pruned_sweeps prunes, the learning rates it kept, then those kept there because a run
+    of them had trained."""
     pruned = pruning_of(train, scale, context, arm, budget) if budget is not None else None
     if pruned is not None:
-        return [float(lr) for lr in pruned.learning_rates]
+        window = [float(lr) for lr in pruned.learning_rates]
+        trained = sorted({float(t.lr) for t in pruned.trained if t.budget == budget} - set(window))
+        return window + trained
     sweep = train.learning_rates[scale][arm]
     return [float(lr) for lr in (sweep[f"ctx{context}"] if isinstance(sweep, dict) else sweep)]
 

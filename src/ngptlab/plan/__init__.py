@@ -9,7 +9,8 @@
   grid.py       results/plan.json, the resolved grid and keys dvc.yaml reads
   gridfile.py   writing it (--write)
   growth.py     edits that change the grid: --set, --extend-sweeps, --prune-sweeps, --add-seeds,
-                --match-angles
+                --match-angles; and --check-tuning
+  tuned.py      is each sweep's best learning rate interior: --check-tuning, the refusal to grow from an edge
   edit.py       the params file edited in place, never left invalid
   accept.py     --accept-code: a refactor accepted on bit-identical golden traces, recorded
   golden.py     golden traces: tiny deterministic runs through every path a grid trains, one process per tree

@@ -15,7 +15,7 @@ from ngptlab.plan.estimate import MFU, PEAK_TFLOPS
 from ngptlab.plan.extend import DEFAULT_CAP
 from ngptlab.plan.grid import check_grid_file
 from ngptlab.plan.gridfile import write_plan
-from ngptlab.plan.growth import extend, match, prune, seed, set_keys
+from ngptlab.plan.growth import check_tuning, extend, match, prune, seed, set_keys
 from ngptlab.plan.memory import GPU_MEMORY_GB
 from ngptlab.plan.printout import print_plan
 from ngptlab.plan.prune import DEFAULT_KEEP
@@ -61,6 +61,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="once train.seeds have results, add N seeds at the learning rates and up to "
                              "the budgets speedup.lr_policy chooses on their sweep; edits the params file "
                              "and rewrites the grid file")
+    parser.add_argument("--allow-untuned", action="store_true",
+                        help="with --prune-sweeps or --add-seeds: go on where an arm's best learning rate "
+                             "sits at an edge of its sweep (an untuned sweep), which they otherwise refuse")
+    parser.add_argument("--check-tuning", action="store_true",
+                        help="print each arm's best learning rate at each budget of the grid (results under "
+                             "--root) and whether it lies inside its sweep; exit 1 unless every one does "
+                             "(run it before --prune-sweeps and --add-seeds)")
     parser.add_argument("--match-angles", action="store_true",
                         help="once the arms the angle arms are matched to have results, write the angle "
                              "per step their chosen runs turn (per cell and matrix kind) into train.angles; "
@@ -92,6 +99,8 @@ def run(args: argparse.Namespace, params: Params) -> int:
         return 0
     if args.accept_code:
         return accept_code(params, args.params, args.root, args.against)
+    if args.check_tuning:
+        return check_tuning(params, args.root, args.json)
     plan_file = args.write or str(Path(args.root) / "results" / "plan.json")  # of --set, --extend-sweeps
     if args.set:
         params = set_keys(args.params, args.set)
@@ -99,9 +108,9 @@ def run(args: argparse.Namespace, params: Params) -> int:
     if args.extend_sweeps:
         return extend(args.params, args.root, plan_file, args.max_sweep)
     if args.prune_sweeps is not None:
-        return prune(args.params, args.root, plan_file, args.prune_sweeps)
+        return prune(args.params, args.root, plan_file, args.prune_sweeps, args.allow_untuned)
     if args.add_seeds is not None:
-        return seed(args.params, args.root, plan_file, args.add_seeds)
+        return seed(args.params, args.root, plan_file, args.add_seeds, args.allow_untuned)
     if args.match_angles:
         return match(args.params, args.root, plan_file)
     if args.write:

@@ -1,9 +1,12 @@
 """Edits of the params file that change the grid, each printing what it did and rewriting the grid file:
 keys set by hand (`--set`, as `dvc exp run -S`), sweeps extended at their edges (plan/extend.py), pruned by
 successive halving (plan/prune.py), seeds added at the chosen learning rates (plan/seeds.py), and the angle
-arms' targets measured on the arms they are matched to (plan/angles.py)."""
+arms' targets measured on the arms they are matched to (plan/angles.py); and the check that the sweeps they
+grow from are tuned (`--check-tuning`, plan/tuned.py), which writes nothing."""
 
 from __future__ import annotations
+
+import json
 
 from ngptlab.config.load import load_params
 from ngptlab.plan.angles import match_angles
@@ -11,6 +14,8 @@ from ngptlab.plan.edit import edit_params_file, parse_assignment, set_value
 from ngptlab.plan.extend import extend_sweeps
 from ngptlab.plan.prune import prune_sweeps
 from ngptlab.plan.seeds import add_seeds
+from ngptlab.plan.sweeps import on_disk
+from ngptlab.plan.tuned import grid_bests, summary
 from ngptlab.settings import Params
 
 
@@ -35,16 +40,31 @@ def extend(params_file: str, root: str, plan_file: str, max_sweep: int) -> int:
     return 0
 
 
-def prune(params_file: str, root: str, plan_file: str, keep: int) -> int:
-    entries, notes = prune_sweeps(params_file, root, plan_file, keep=keep)
+def check_tuning(params: Params, root: str, as_json: bool) -> int:
+    """Each arm's best learning rate at each budget of the grid and where it sits in its sweep; 0 when
+    every one is interior, else 1."""
+    bests = grid_bests(params, on_disk(root))
+    if as_json:
+        print(json.dumps([b.as_dict() for b in bests], indent=2))
+    else:
+        for b in bests:
+            print(b.line())
+        print(summary(bests))
+    return 0 if all(b.edge is None for b in bests) else 1
+
+
+def prune(params_file: str, root: str, plan_file: str, keep: int, allow_untuned: bool) -> int:
+    entries, notes = prune_sweeps(params_file, root, plan_file, keep=keep, allow_untuned=allow_untuned)
     for e in entries:
+        trained = "".join(f"; {t['lr']:g} kept at {t['budget']:,}, where it has trained"
+                          for t in e.get("trained", []))
         print(f"{e['scale']} ctx{e['context']} {e['arm']}: above {e['after_budget']:,} keeps "
-              f"{', '.join(f'{lr:g}' for lr in e['learning_rates'])} (best there {e['best_lr']:g})")
+              f"{', '.join(f'{lr:g}' for lr in e['learning_rates'])} (best there {e['best_lr']:g}){trained}")
     return _grown(notes, f"{len(entries)} sweep(s) pruned in {params_file}", plan_file)
 
 
-def seed(params_file: str, root: str, plan_file: str, seeds: int) -> int:
-    entries, notes = add_seeds(params_file, root, plan_file, seeds)
+def seed(params_file: str, root: str, plan_file: str, seeds: int, allow_untuned: bool) -> int:
+    entries, notes = add_seeds(params_file, root, plan_file, seeds, allow_untuned=allow_untuned)
     for e in entries:
         print(f"{e['scale']} ctx{e['context']} {e['arm']} at {e['budget']:,}: seeds "
               f"{', '.join(map(str, e['seeds']))} at lr {e['lr']:g}")

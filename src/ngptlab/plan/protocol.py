@@ -56,7 +56,7 @@ def projected_params(params: Params) -> Params:
         after, keep = prune.after_budget, prune.keep
         above = min([b for b in train.budgets if b > after])
         pruned = [PrunedSweep(scale, context, arm, after, keep, None,
-                              tuple(sorted(lr_sweep(train, scale, context, arm, after))[:keep]))
+                              tuple(sorted(lr_sweep(train, scale, context, arm, after))[:keep]), ())
                   for scale, context, arm in cells if pruning_of(train, scale, context, arm, above) is None]
         train = replace(train, pruned_sweeps=(*train.pruned_sweeps, *pruned))
     if protocol.add_seeds:

@@ -10,23 +10,37 @@ learning rate is one that ran. B is train.protocol.prune_sweeps.after_budget whe
 (the budgets above it are held out of the grid until then: ngptlab.grid.sweeps.held_back), else the largest
 budget below the grid's largest whose results, and those of every budget below it, are in.
 
+A trained run is never pruned. Where a run above B has already trained (its summary.json is under the
+results root: plan/sweeps.py) at a learning rate outside the window, the entry keeps that learning rate at
+that budget, and only there ({budget, lr} in its `trained`): the run stays in the grid, so Snakemake and DVC
+neither orphan nor retrain it, its files stay as they are, and the speed-up stage still reads it. Only runs
+not yet trained are dropped.
+
 Each decision is one train.pruned_sweeps entry {scale, context, arm, after_budget, keep, best_lr,
-learning_rates}, written into the params file (comments kept), and the grid file is rewritten, so Snakemake
-and `dvc repro` train only what the pruned grid holds: with train.schedule wsd a pruned learning rate's trunk
-stops at the last budget it serves (its segments derive from the runs). A second call with the same K
-changes nothing: the budgets above B already sweep K learning rates.
+learning_rates[, trained]}, written into the params file (comments kept), and the grid file is rewritten, so
+Snakemake and `dvc repro` train only what the pruned grid holds: with train.schedule wsd a pruned learning
+rate's trunk stops at the last budget it serves (its segments derive from the runs). A second call with the
+same K changes nothing: the budgets above B already sweep K learning rates.
+
+The pruning refuses while an arm's best at B sits at an edge of its sweep (plan/tuned.py), unless told to
+go on: a window around an edge may not hold the optimum.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ngptlab.config.load import load_params
+from ngptlab.grid.enumeration import train_runs
+from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
-from ngptlab.plan.sweeps import ResultOf, on_disk
-from ngptlab.settings import Params
+from ngptlab.plan.sweeps import ResultOf, on_disk, trained_on_disk
+from ngptlab.plan.tuned import refuse_untuned, untuned
+from ngptlab.settings import Params, PrunedSweep, Train
 from ngptlab.speedup.lr_policy import best_lr, sweep_losses
 
 DEFAULT_KEEP = 2
@@ -56,8 +70,24 @@ def decision_budget(params: Params, results: ResultOf, scale: str, context: int)
     return None, "no budget below the largest has all its results (and those below it) in"
 
 
-def proposed_prunes(params: Params, results: ResultOf, keep: int) -> tuple[list[dict], list[str]]:
-    """(train.pruned_sweeps entries to add, one line per cell or arm left as it is and why)."""
+def trained_outside(train: Train, entry: dict, trained: Callable[[RunSpec], bool]) -> list[dict]:
+    """[{budget, lr}]: where a run of the arm above the entry's after_budget, at a learning rate outside its
+    window, has trained (any seed, schedule or weight dtype: every run the whole sweep would have there)."""
+    where = (entry["scale"], entry["context"], entry["arm"])
+    whole = PrunedSweep(*where, entry["after_budget"], entry["keep"], None, tuple(lr_sweep(train, *where)),
+                        ())
+    unpruned = replace(train, pruned_sweeps=(*(e for e in train.pruned_sweeps
+                                               if (e.scale, e.context, e.arm) != where), whole))
+    found = {(run.budget, run.lr) for run in train_runs(unpruned)
+             if (run.scale, run.context, run.arm) == where and run.budget > entry["after_budget"]
+             and run.lr not in entry["learning_rates"] and trained(run)}
+    return [{"budget": budget, "lr": lr} for budget, lr in sorted(found)]
+
+
+def proposed_prunes(params: Params, results: ResultOf, keep: int,
+                    trained: Callable[[RunSpec], bool] = lambda run: False) -> tuple[list[dict], list[str]]:
+    """(train.pruned_sweeps entries to add, one line per cell or arm left as it is and why); `trained` says
+    which runs have trained (none by default: a planted world's), whose learning rates the entries keep."""
     train, entries, notes = params.train, [], []
     for scale in train.scales:
         for context in train.contexts:
@@ -75,17 +105,23 @@ def proposed_prunes(params: Params, results: ResultOf, keep: int) -> tuple[list[
                 if best is None:
                     notes.append(f"{scale} ctx{context} {arm}: not pruned: every run at {budget:,} diverged")
                     continue
-                entries.append({"scale": scale, "context": context, "arm": arm, "after_budget": budget,
-                                "keep": keep, "best_lr": best,
-                                "learning_rates": kept_window(current, best, keep)})
+                entry = {"scale": scale, "context": context, "arm": arm, "after_budget": budget,
+                         "keep": keep, "best_lr": best, "learning_rates": kept_window(current, best, keep)}
+                kept = trained_outside(train, entry, trained)
+                entries.append(entry | ({"trained": kept} if kept else {}))
     return entries, notes
 
 
 def prune_sweeps(params_path: str | Path, root: str | Path, plan_file: str | Path,
-                 keep: int = DEFAULT_KEEP) -> tuple[list[dict], list[str]]:
-    """Prune the sweeps of the params file in place and rewrite plan_file; return (entries, notes)."""
+                 keep: int = DEFAULT_KEEP, allow_untuned: bool = False) -> tuple[list[dict], list[str]]:
+    """Prune the sweeps of the params file in place and rewrite plan_file; return (entries, notes). Refuse,
+    writing nothing, where an arm's best at the pruning budget sits at an edge of its sweep, unless
+    allow_untuned."""
     params = load_params(params_path)
-    entries, notes = proposed_prunes(params, on_disk(root), keep)
+    results = on_disk(root)
+    entries, notes = proposed_prunes(params, results, keep, trained_on_disk(root))
+    decided = [(e["scale"], e["context"], e["arm"], e["after_budget"]) for e in entries]
+    notes = refuse_untuned(untuned(params, results, decided), "--prune-sweeps", allow_untuned) + notes
     if entries:
         edit_params_file(params_path, lambda document: add_entries(document, "pruned_sweeps", entries, ()))
         params = load_params(params_path)

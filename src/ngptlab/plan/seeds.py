@@ -12,6 +12,10 @@ The entries are written into the params file (comments kept) and the grid file i
 and `dvc repro` train only the new runs. An arm still waiting for results is left alone, and so is a cell
 whose budgets train.protocol still holds back (prune first: the best learning rate above the pruning budget
 is not known yet). A second call with the same N changes nothing.
+
+It refuses while an arm's best learning rate at a budget it adds seeds at sits at an edge of its sweep
+(plan/tuned.py), unless told to go on: the seeds would estimate the speed-up at a learning rate that may be
+off.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ngptlab.grid.sweeps import held_back
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import ResultOf, on_disk
+from ngptlab.plan.tuned import refuse_untuned, untuned
 from ngptlab.settings import Params, Train
 from ngptlab.speedup.lr_policy import cell_policy
 
@@ -61,10 +66,15 @@ def proposed_seeds(params: Params, results: ResultOf, n: int) -> tuple[list[dict
 
 
 def add_seeds(params_path: str | Path, root: str | Path, plan_file: str | Path,
-              n: int) -> tuple[list[dict], list[str]]:
-    """Add the seeds to the params file in place and rewrite plan_file; return (entries, notes)."""
+              n: int, allow_untuned: bool = False) -> tuple[list[dict], list[str]]:
+    """Add the seeds to the params file in place and rewrite plan_file; return (entries, notes). Refuse,
+    writing nothing, where an arm's best at a budget given seeds sits at an edge of its sweep, unless
+    allow_untuned."""
     params = load_params(params_path)
-    entries, notes = proposed_seeds(params, on_disk(root), n)
+    results = on_disk(root)
+    entries, notes = proposed_seeds(params, results, n)
+    seeded = [tuple(e[k] for k in ENTRY_KEY) for e in entries]
+    notes = refuse_untuned(untuned(params, results, seeded), "--add-seeds", allow_untuned) + notes
     if entries:
         edit_params_file(params_path, lambda document: add_entries(document, "added_seeds", entries,
                                                                    ENTRY_KEY))

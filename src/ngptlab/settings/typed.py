@@ -73,6 +73,12 @@ class Calibrate:
 
 
 @dataclass(frozen=True)
+class TrainedLr:
+    budget: int
+    lr: float
+
+
+@dataclass(frozen=True)
 class PrunedSweep:
     scale: str
     context: int
@@ -81,6 +87,7 @@ class PrunedSweep:
     keep: int
     best_lr: float | None
     learning_rates: tuple[float, ...]
+    trained: tuple[TrainedLr, ...]
 
 
 @dataclass(frozen=True)
