@@ -290,3 +290,25 @@ def test_the_presets_that_settle_it_stay_within_their_limits(preset, limit):
     lines = [n for n, line in enumerate(header.splitlines(), 1) if "GPU-hours" in line]
     assert stated in header, (f"workflow/presets/{preset}.yaml, header lines {lines}: state the whole "
                               f"protocol's cost, `ngptlab plan`'s projection, as '{stated}'")
+
+
+def test_without_a_number_the_grow_commands_take_the_protocols(tmp_path):
+    """`--prune-sweeps` and `--add-seeds` alone follow the params file's train.protocol (the preset's steps),
+    so the cluster recipe's commands are the same for every preset."""
+    protocol = {"prune_sweeps": {"after_budget": BUDGETS[1], "keep": 1}, "add_seeds": 2}
+    path = project(tmp_path, grid(protocol=protocol))
+    finish(tmp_path, path)
+    common = ["plan", "--params", str(path), "--root", str(tmp_path), "--write", str(tmp_path / "plan.json"),
+              "--allow-untuned"]
+    assert main([*common, "--prune-sweeps"]) == 0
+    assert {len(entry.learning_rates) for entry in load_params(path).train.pruned_sweeps} == {1}
+    finish(tmp_path, path)
+    assert main([*common, "--add-seeds"]) == 0
+    assert {seed for entry in load_params(path).train.added_seeds for seed in entry.seeds} == {1, 2}
+
+
+def test_add_seeds_without_a_number_needs_the_protocols(tmp_path, capsys):
+    path = project(tmp_path, grid())
+    finish(tmp_path, path)
+    assert main(["plan", "--params", str(path), "--root", str(tmp_path), "--add-seeds"]) == 2
+    assert "train.protocol.add_seeds" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from ngptlab import options
+from ngptlab.errors import ParamsError
 from ngptlab.models.arms import names as arm_names
 from ngptlab.plan.accept import accept_code
 from ngptlab.plan.closure import VERB_OF_STAGE, explain
@@ -21,6 +22,8 @@ from ngptlab.plan.printout import print_plan
 from ngptlab.plan.prune import DEFAULT_KEEP
 from ngptlab.plan.storage import PROFILE
 from ngptlab.settings import Params
+
+FROM_PROTOCOL = -1  # `--prune-sweeps` or `--add-seeds` without a number: the params file's train.protocol
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -52,15 +55,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="add the x2 / /2 neighbouring learning rate to every sweep whose best is at an "
                              "edge (results under --root), edit the params file in place and rewrite the "
                              "grid file (--write, default results/plan.json)")
-    parser.add_argument("--prune-sweeps", type=int, nargs="?", const=DEFAULT_KEEP, metavar="K",
+    parser.add_argument("--prune-sweeps", type=int, nargs="?", const=FROM_PROTOCOL, metavar="K",
                         help="successive halving: once every budget up to B has results (results under "
                              "--root; B is train.protocol's when it names one), the budgets above B keep "
-                             f"each arm's K best learning rates (default {DEFAULT_KEEP}: the best and the "
-                             "one below it); edits the params file and rewrites the grid file")
-    parser.add_argument("--add-seeds", type=int, metavar="N",
-                        help="once train.seeds have results, add N seeds at the learning rates and up to "
-                             "the budgets speedup.lr_policy chooses on their sweep; edits the params file "
+                             "each arm's K best learning rates (without K: train.protocol.prune_sweeps.keep, "
+                             f"else {DEFAULT_KEEP}: the best and the one below it); edits the params file "
                              "and rewrites the grid file")
+    parser.add_argument("--add-seeds", type=int, nargs="?", const=FROM_PROTOCOL, metavar="N",
+                        help="once train.seeds have results, add N seeds (without N: "
+                             "train.protocol.add_seeds) at the learning rates and up to the budgets "
+                             "speedup.lr_policy chooses on their sweep; edits the params file and rewrites "
+                             "the grid file")
     parser.add_argument("--allow-untuned", action="store_true",
                         help="with --prune-sweeps or --add-seeds: go on where an arm's best learning rate "
                              "sits at an edge of its sweep (an untuned sweep), which they otherwise refuse")
@@ -108,9 +113,17 @@ def run(args: argparse.Namespace, params: Params) -> int:
     if args.extend_sweeps:
         return extend(args.params, args.root, plan_file, args.max_sweep)
     if args.prune_sweeps is not None:
-        return prune(args.params, args.root, plan_file, args.prune_sweeps, args.allow_untuned)
+        keep = args.prune_sweeps
+        if keep == FROM_PROTOCOL:
+            pruning = params.train.protocol.prune_sweeps
+            keep = pruning.keep if pruning else DEFAULT_KEEP
+        return prune(args.params, args.root, plan_file, keep, args.allow_untuned)
     if args.add_seeds is not None:
-        return seed(args.params, args.root, plan_file, args.add_seeds, args.allow_untuned)
+        seeds = params.train.protocol.add_seeds if args.add_seeds == FROM_PROTOCOL else args.add_seeds
+        if seeds is None:
+            raise ParamsError(f"ngptlab plan --add-seeds without N takes train.protocol.add_seeds, which "
+                              f"{args.params} does not set: give N")
+        return seed(args.params, args.root, plan_file, seeds, args.allow_untuned)
     if args.match_angles:
         return match(args.params, args.root, plan_file)
     if args.write:
