@@ -155,7 +155,7 @@ def shown_curve(results: Results, record: RunRecord, drawn: list[RunRecord]) -> 
 
 def two_losses(results: Results, cell: str) -> str:
     """Which validation loss a curve is and which the final one: two estimates on different tokens of the
-    split (train/data.py), which can differ by more than their standard errors: neither stands for the other."""
+    split (train/data.py) that can differ by more than their standard errors."""
     train = results.params.train
     context = results.cell_runs(cell)[0].spec.context
     final = (f"the whole validation split (up to its first {FINAL_EVAL_CAP_TOKENS:,} tokens)"
