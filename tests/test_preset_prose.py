@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ngptlab.bench.workflow import TARGET_JOBS, TARGETS_S, grid_jobs, lineage_jobs, target_s
 from ngptlab.config.load import load_params
 from ngptlab.models.arms import turns_like
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS, estimate_plan
@@ -103,3 +104,24 @@ def test_a_preset_with_angle_arms_waits_for_their_measured_angle(preset):
 def test_matching_the_angles_alone_is_priced_exactly():
     assert projection_bound(load_params(PRESETS["paper"])) == ""
     assert "at most" in projection_bound(load_params(PRESETS["settle"]))
+
+
+def test_the_workflows_cost_in_jobs_is_the_paper_grids():
+    """docs/provenance.md's jobs and targets for `snakemake -n` on the paper preset, from its grid and
+    `ngptlab bench workflow`'s own count; the seconds measured are the machine's, so the page states none."""
+    jobs = grid_jobs(load_params(PRESETS["paper"]))
+    text = " ".join((REPO / "docs" / "provenance.md").read_text().split())
+    stated = {
+        r"the paper preset plans ([\d,]+) jobs where it would plan ([\d,]+) without them":
+            (jobs + lineage_jobs(jobs), jobs),
+        r"their targets: (\d+) s and (\d+) s for ([\d,]+) jobs":
+            (*map(round, TARGETS_S.values()), TARGET_JOBS),
+        r"scaled to its ([\d,]+) jobs now \(([\d.]+) s and ([\d.]+) s":
+            (jobs, *(round(target_s(command, jobs), 1) for command in TARGETS_S)),
+    }
+    for pattern, numbers in stated.items():
+        found = re.search(pattern, text)
+        assert found, f"docs/provenance.md: no sentence matching {pattern!r}: state {numbers} so"
+        assert tuple(float(n.replace(",", "")) for n in found.groups()) == numbers, (
+            f"docs/provenance.md: '{found.group(0)}' should say {numbers} (`ngptlab bench workflow`)")
+    assert "7.5 s" not in text and not re.search(r"takes [\d.]+ s for them", text)
