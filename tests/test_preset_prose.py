@@ -12,7 +12,7 @@ import pytest
 
 from ngptlab.bench.workflow import TARGET_JOBS, TARGETS_S, grid_jobs, lineage_jobs, target_s
 from ngptlab.config.load import load_params
-from ngptlab.models.arms import turns_like
+from ngptlab.models.arms import table, turns_like
 from ngptlab.plan.estimate import MFU, PEAK_TFLOPS, estimate_plan
 from ngptlab.plan.printout import projection
 from ngptlab.plan.protocol import projection_bound
@@ -125,3 +125,32 @@ def test_the_workflows_cost_in_jobs_is_the_paper_grids():
         assert tuple(float(n.replace(",", "")) for n in found.groups()) == numbers, (
             f"docs/provenance.md: '{found.group(0)}' should say {numbers} (`ngptlab bench workflow`)")
     assert "7.5 s" not in text and not re.search(r"takes [\d.]+ s for them", text)
+
+
+def header_of(path: Path) -> str:
+    """A preset's header: its leading comment lines, '#' dropped, whitespace run together."""
+    lines = []
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#"))
+    return " ".join(" ".join(lines).split())
+
+
+# "every arm" as which arms a grid runs, not "for every arm" (each arm of the grid) nor "every arm's"
+EVERY_ARM = re.compile(r"(?<!for )\bevery arm(?!'s)\b")
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_a_presets_header_names_only_its_arms_and_every_arm_only_with_all_of_them(preset):
+    header, arms = header_of(PRESETS[preset]), set(load_params(PRESETS[preset]).train.arms)
+    named = {arm for arm in table() if re.search(rf"(?<![\w-]){re.escape(arm)}(?![\w-])", header)}
+    where = f"workflow/presets/{preset}.yaml's header"
+    assert named <= arms, f"{where} names {sorted(named - arms)}, not its arms"
+    if EVERY_ARM.search(header):
+        assert arms == set(table()), f"{where} says 'every arm' but lacks {sorted(set(table()) - arms)}"
+
+
+def test_every_arm_is_read_as_the_grids_arms_only_where_it_names_them():
+    assert EVERY_ARM.search("contexts 1k and 4k, every arm, three budgets")
+    assert not EVERY_ARM.search("the same for every arm") and not EVERY_ARM.search("every arm's runs")
