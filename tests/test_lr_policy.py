@@ -246,3 +246,10 @@ def test_a_diverged_run_ranks_its_learning_rate_last_but_does_not_empty_the_choi
     assert best_lr({1e-3: (1, 3.0), 2e-3: (0, 3.5), 4e-3: (0, 3.5)}) == 2e-3
     assert best_lr({1e-3: (1, 3.0), 2e-3: (1, 2.9)}) == 2e-3  # every one has a diverged run: the mean decides
     assert best_lr({1e-3: (2, math.inf)}) is None
+
+
+@pytest.mark.parametrize("rule", ["budget", "largest"])
+def test_the_method_names_the_rule_the_cell_was_estimated_under(rule):
+    params = grid(rule=rule)
+    doc = analyse_cell(Params.of(params), CELL, World().run(params))
+    assert f"(speedup.lr_policy {rule})" in doc["method"] and "lr_policy.rule" not in doc["method"]

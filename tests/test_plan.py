@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 
@@ -198,6 +199,26 @@ def test_plan_set_edits_dotted_keys_in_place_keeping_comments_and_rewrites_the_p
         assert params_file.read_bytes() == before  # nothing written
 
 
+def test_plan_set_changes_only_the_line_of_the_value_it_sets(tmp_path):
+    """A commented params file keeps every other line as written, a flow list wrapped over two lines
+    included, and the value set keeps its style and its comment."""
+    from ngptlab.cli import main
+
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(TEST_PARAMS.read_text())
+    original = params_file.read_text().splitlines()
+    budgets = next(i for i, line in enumerate(original) if line.lstrip().startswith("budgets:"))
+    assert original[budgets].split("#")[0].rstrip().endswith("]")  # a flow list with a comment after it
+    assert main(["plan", "--params", str(params_file), "--write", str(tmp_path / "plan.json"), "--root",
+                 str(REPO_ROOT), "--set", "train.budgets=[4096, 16384]"]) == 0
+    edited = params_file.read_text().splitlines()
+    changed = [i for i, (a, b) in enumerate(zip(original, edited, strict=False)) if a != b]
+    assert len(edited) == len(original) and changed == [budgets]
+    before, comment = original[budgets].split("#", 1)
+    assert edited[budgets] == f"{before.split('[')[0]}[4096, 16384]".ljust(len(before)) + "#" + comment
+    assert yaml.safe_load(params_file.read_text())["train"]["budgets"] == [4096, 16384]
+
+
 def _priced(params: dict) -> dict:
     from ngptlab.config.load import validate_params
     from ngptlab.plan.estimate import estimate_plan
@@ -295,3 +316,23 @@ def test_kept_trunk_states_take_disk_with_wsd_only(tmp_path):
     cosine = _priced(params)
     assert cosine["kept_states_peak_gb"] == 0 and cosine["trunks"] == []
     assert cosine["tokens_trained"] == cosine["tokens_without_sharing"] == 2 * 3 * sum(TINY_BUDGETS)
+
+
+def test_the_merge_keeps_the_files_lines_where_only_the_dump_relaid_them():
+    from ngptlab.plan.linemerge import merged
+
+    written = ["a: [1,\n", "   2]\n", "b: 3  # kept\n", "c: 4\n"]
+    base = ["a: [1, 2]\n", "b: 3  # kept\n", "c: 4\n"]  # the round trip joins a's wrapped list
+    assert merged(base, written, base) == written  # no edit: the file as it was
+    assert merged(base, written, [*base[:2], "c: 5\n"]) == [*written[:3], "c: 5\n"]
+    assert merged(base, written, [*base, "d: 6\n"]) == [*written, "d: 6\n"]  # an entry added at the end
+    assert merged(base, written, ["x: 0\n", *base]) == ["x: 0\n", *written]
+    assert merged(base, written, ["a: [7]\n", *base[1:]]) == ["a: [7]\n", *written[2:]]  # the edit wins
+    assert merged(base, base, ["b: 9\n"]) == ["b: 9\n"]
+    rng = random.Random(0)  # with nothing re-laid, the merge is the edit, whatever it deletes or inserts
+    for _ in range(500):
+        lines = [f"k{rng.randrange(6)}: 1\n" for _ in range(rng.randrange(8))]
+        edit = [line for line in lines if rng.random() > 0.3]
+        for _ in range(rng.randrange(3)):
+            edit.insert(rng.randrange(len(edit) + 1), f"n{rng.randrange(9)}: 2\n")
+        assert merged(lines, lines, edit) == edit and merged(lines, edit, lines) == edit

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pandas as pd
+from test_separation import CELL as SEPARATION_CELL
+from test_separation import planted_cell
 
-from ngptlab.report.kit.load import Results
-from ngptlab.report.sections import settle_evidence
+from ngptlab.cli import main
+from ngptlab.config.load import load_params
+from ngptlab.grid.enumeration import compared_runs
+from ngptlab.report.kit.load import Results, load_results
+from ngptlab.report.sections import settle, settle_evidence
+from ngptlab.results import train_dir
 from ngptlab.speedup.document import SpeedupDocument
+from ngptlab.speedup.reading import EFFECTIVE_LR, short
+from ngptlab.speedup.rivals import RATE_KINDS
+from ngptlab.speedup.separation import clause as separation_clause
 
 CELL = "cpu-4l-ctx64"
 KAPPA = "eff_attn_head_condition_median"
@@ -45,3 +56,38 @@ def test_the_tracking_table_without_bounds_lists_none():
                                         "gpt-orth": speedup(2.2), "ngpt": speedup(3.0)})
     table = settle_evidence.tracking_table(results, arm_rows, cross)
     assert dict(zip(table.columns, table.rows[0], strict=True))["bounds"] is None
+
+
+def angle_square_cell(tmp_path) -> Results:
+    """A planted cell that runs the angle square and logged its angular rate (test_separation's world, every
+    run turning its matrices at a planted rate), through the real `ngptlab speedup`."""
+    planted_cell(tmp_path, {"gpt-angle": 250.0, "ngpt-angle": 260.0})
+    params = load_params(tmp_path / "params.yaml")
+    for spec in compared_runs(params):
+        path = train_dir(tmp_path, spec) / "metrics.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for row in rows:
+            row["angular_rate"] = dict.fromkeys(RATE_KINDS, 0.01 * planted_speedup_of(spec.arm))
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["speedup", SEPARATION_CELL, "--params", str(tmp_path / "params.yaml"), "--root",
+                 str(tmp_path)]) == 0
+    return load_results(params, tmp_path)
+
+
+def planted_speedup_of(arm: str) -> float:
+    return {"ngpt": 4.0, "gpt-angle": 4.0}.get(arm, 1.0)
+
+
+def test_with_the_angle_square_the_effective_learning_rate_column_gives_the_squares_reading(tmp_path):
+    results = angle_square_cell(tmp_path)
+    doc = results.speedups[SEPARATION_CELL]
+    assert doc.rivals.primary.note is None and doc.reading.effective_lr_clause is None  # null by design
+    table = settle.primary_table(results)
+    said = dict(zip(table.columns, table.rows[0], strict=True))["confound"]
+    angle = doc.reading.accounts[EFFECTIVE_LR.name]["reading"]
+    assert "older" not in said and "rerun" not in said
+    assert said.startswith("tested by the angle square") and short(angle) in said
+    assert said.endswith(separation_clause(doc.separation))
+    # a file whose reading has no accounts (written before the angle square was read) is the older file
+    old = dataclasses.replace(doc, reading=dataclasses.replace(doc.reading, accounts={}))
+    assert "an older speed-up file" in settle.confound_text(old)

@@ -4,6 +4,7 @@ also carry a planted kappa of the layer 3-4 Q and K heads."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -18,8 +19,13 @@ from ngptlab.design.loss_model import loss_model
 from ngptlab.design.truths import Truth
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
+from ngptlab.models.arms import turns_like
+from ngptlab.models.registry import recipe_of
 from ngptlab.report.command import render_report, write_report
+from ngptlab.report.kit.load import load_results
+from ngptlab.report.sections.accounts import prior_angle_text
 from ngptlab.results import train_dir
+from ngptlab.settings import MatchedAngle
 from ngptlab.speedup.equivalence import NOT_RESOLVED
 from ngptlab.speedup.rivals import HEAD_KEYS
 from ngptlab.speedup.separation import CANNOT, DRIFTED, KEEPS, SEPARATES, arm_separation
@@ -101,17 +107,24 @@ def test_the_position_is_a_paired_t_interval_towards_the_arms_own_architecture()
     assert arm_separation(flat, "gpt-angle")["verdict"] == NOT_RESOLVED
 
 
+# Each arm's planted angle per step, x (0.01 rad for q, 0.02 for mlp_u): the angle arms, on the prior, short
+# of the arms they should match as on the smoke grid (gpt-angle x0.125 ngpt's, ngpt-angle x0.55 gpt's)
+TURNS = {"ngpt": 4.0, "gpt-angle": 0.5, "ngpt-angle": 0.55}
+
+
 def test_the_report_shows_the_separation_and_the_realised_against_the_target_angle(tmp_path):
     """The section "Which account" on a planted cell whose runs logged their angle per step: the separation
-    table, and a figure per kind of each angle arm's realised angle beside its target."""
+    table, a figure per kind of each angle arm's realised angle beside its target, and, the angle arms
+    having turned at the prior, that said plainly with their angle against the matched arm's."""
     doc = planted_cell(tmp_path, {"gpt-angle": 250.0, "ngpt-angle": 260.0})
     path = tmp_path / "params.yaml"
     params = load_params(path)
-    for spec in compared_runs(params):  # every row turns each kind by a planted 0.01 rad per step
+    for spec in compared_runs(params):  # every row turns each kind by its arm's planted angle
         rows_path = train_dir(tmp_path, spec) / "metrics.jsonl"
         rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
+        turns = TURNS.get(spec.arm, 1.0)
         for row in rows:
-            row["step_angle"] = {"q": 0.01, "mlp_u": 0.02}
+            row["step_angle"] = {"q": 0.01 * turns, "mlp_u": 0.02 * turns}
         rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     rendered = render_report(params, tmp_path, path)
     write_report(rendered, tmp_path / "reports")
@@ -121,3 +134,17 @@ def test_the_report_shows_the_separation_and_the_realised_against_the_target_ang
     svg = figure.read_text()
     assert ">q<" in svg and ">mlp_u<" in svg and "target θ(t) of the angle arm" in svg
     assert doc["separation"]["verdict"] == CANNOT
+    report = (tmp_path / "reports" / "report.md").read_text()
+    assert (f"{CELL}: gpt-angle at the prior, not at ngpt's measured angle: it turned x0.12 ngpt's angle per "
+            "step (mean over training and kinds); ngpt-angle at the prior, not at gpt's measured angle: it "
+            "turned x0.55 gpt's") in report
+    assert "`ngptlab plan --match-angles`" in report
+    angles = next(t for t in rendered.document.tables if t.id == "angles")
+    rows = {row[1]: dict(zip(angles.columns, row, strict=True)) for row in angles.rows}
+    assert rows["gpt-angle"]["target_from"] == "prior"  # train/angle_targets.py's word for it
+    assert rows["gpt-angle"]["to_matched"] == pytest.approx(0.125)
+    # measured angles (train.angles, as `ngptlab plan --match-angles` writes them): nothing to say
+    measured = {arm: MatchedAngle(1e-3, f"the-{like}-run", dict.fromkeys(recipe_of(arm).turned_kinds, 0.01))
+                for arm, like in turns_like().items()}
+    matched = dataclasses.replace(params, train=dataclasses.replace(params.train, angles={CELL: measured}))
+    assert prior_angle_text(load_results(matched, tmp_path)) == ""

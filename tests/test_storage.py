@@ -14,6 +14,7 @@ from ngptlab.config.load import load_params
 from ngptlab.errors import ParamsError
 from ngptlab.layout import REPO_ROOT
 from ngptlab.plan.estimate import estimate_plan
+from ngptlab.plan.protocol import projected_params
 from ngptlab.plan.storage import plan_storage, profile_jobs, storage_summary
 
 PRESETS = REPO_ROOT / "workflow" / "presets"
@@ -22,7 +23,19 @@ PAPER = PRESETS / "paper.yaml"
 
 @pytest.fixture(scope="module")
 def paper_plan() -> dict:
-    return estimate_plan(load_params(PAPER), mfu=0.4, peak_tflops=989.0)
+    """The paper preset's whole grid: its runs with the angle arms its protocol adds once their angles are
+    measured (train.protocol.match_angles)."""
+    return estimate_plan(projected_params(load_params(PAPER)), mfu=0.4, peak_tflops=989.0)
+
+
+def whole_paper(tmp_path) -> str:
+    """The paper preset without its protocol: every arm listed from the start, as `ngptlab plan` prints the
+    whole grid."""
+    params = yaml.safe_load(PAPER.read_text())
+    del params["train"]["protocol"]
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return str(path)
 
 
 def _profile(tmp_path, jobs) -> str:
@@ -92,7 +105,7 @@ def test_wsd_peak_adds_one_kept_state_per_trunk(tmp_path):
 def test_plan_prints_the_disk_lines_and_json_has_storage(tmp_path, capsys):
     from ngptlab.cli import main
 
-    assert main(["plan", "--params", str(PAPER), "--root", str(REPO_ROOT)]) == 0
+    assert main(["plan", "--params", whole_paper(tmp_path), "--root", str(REPO_ROOT)]) == 0
     out = capsys.readouterr().out
     assert "disk (decimal: 1 GB = 10^9 bytes, 1 TB = 10^12): final checkpoints 5 TB" in out
     assert "0.5B 1.6 TB, 1B 3.4 TB" in out

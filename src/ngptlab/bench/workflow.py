@@ -79,18 +79,32 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
     return elapsed, proc.stdout
 
 
+def grid_jobs(grid: Params) -> int:
+    """The grid's jobs, which the targets are per: train and condition per run, one per trunk segment,
+    speedup and evaluate per cell, prepare, report and `all`. Snakemake also plans one lineage job for each
+    but `all` (lineage_jobs)."""
+    return (2 * len(enumerate_runs(grid)) + len(enumerate_segments(grid)) + 2 * len(enumerate_cells(grid))
+            + 3)
+
+
+def lineage_jobs(jobs: int) -> int:
+    return jobs - 1
+
+
+def target_s(command: str, jobs: int) -> float:
+    """The time `command` may take to plan `jobs` jobs: its target per job times the jobs."""
+    return TARGETS_S[command] * jobs / TARGET_JOBS
+
+
 def run(args: argparse.Namespace, params: Params) -> int:
     bin_dir = Path(sys.executable).parent
     commands = {"snakemake -n": [str(bin_dir / "snakemake"), "--dry-run", "--nolock", "--quiet", "all"],
                 "dvc status": [str(bin_dir / "dvc"), "status"]}
     with tempfile.TemporaryDirectory(prefix="ngptlab-bench-workflow-") as tmp:
         work = scratch_copy(Path(tmp), args.preset)
-        grid = load_params(work / "params.yaml")
-        jobs = (2 * len(enumerate_runs(grid)) + len(enumerate_segments(grid)) + 2 * len(enumerate_cells(grid))
-                + 3)  # + prepare, report, all
-        # the grid's jobs, which the targets are per; Snakemake also plans one lineage job for each but `all`
-        print(f"preset {args.preset}: {jobs} jobs (and {jobs - 1} lineage jobs); scratch copy {work}, "
-              f"{args.repeat} runs each, median")
+        jobs = grid_jobs(load_params(work / "params.yaml"))
+        print(f"preset {args.preset}: {jobs} jobs (and {lineage_jobs(jobs)} lineage jobs); scratch copy "
+              f"{work}, {args.repeat} runs each, median")
         print(f"{'command':<14} {'median s':>9} {'ms/job':>7} {'target s':>9} {'ratio':>7}")
         for name, cmd in commands.items():
             times = []
@@ -98,7 +112,7 @@ def run(args: argparse.Namespace, params: Params) -> int:
                 elapsed, _ = timed(cmd, work)
                 times.append(elapsed)
             median = statistics.median(times)
-            target = TARGETS_S[name] * jobs / TARGET_JOBS
+            target = target_s(name, jobs)
             print(f"{name:<14} {median:>9.1f} {1000 * median / jobs:>7.1f} {target:>9.1f} "
                   f"{median / target:>7.2f}")
         stages = jobs  # every job but `all`, and the plan stage

@@ -12,6 +12,7 @@
                 --match-angles; and --check-tuning
   tuned.py      is each sweep's best learning rate interior: --check-tuning, the refusal to grow from an edge
   edit.py       the params file edited in place, never left invalid
+  linemerge.py  its lines merged, so that a line no edit changes stays as the file had it
   accept.py     --accept-code: a refactor accepted on bit-identical golden traces, recorded
   golden.py     golden traces: tiny deterministic runs through every path a grid trains, one process per tree
   extend.py prune.py seeds.py angles.py sweeps.py    the edits themselves and the finished runs they read

@@ -1,5 +1,7 @@
-"""Edit the params file in place, keeping its comments and layout (ruamel.yaml round trip), and never
-write one that does not validate. Used by `ngptlab plan --set` and `--extend-sweeps`."""
+"""Edit the params file in place, keeping its comments and layout (ruamel.yaml round trip, merged with the
+file's own lines so that a line the edit does not change stays as written), and never write one that does not
+validate. Used by `ngptlab plan --set`, `--extend-sweeps`, `--prune-sweeps`, `--add-seeds` and
+`--match-angles`."""
 
 from __future__ import annotations
 
@@ -13,21 +15,34 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ngptlab.config.load import validate_params
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_text_atomic
+from ngptlab.plan.linemerge import merged
 
 
-def edit_params_file(path: str | Path, edit: Callable[[CommentedMap], None]) -> None:
-    """Apply `edit` to the file's document and write it back, if the result is a valid params file."""
+def _round_trip() -> YAML:
     yaml = YAML()  # round trip: comments, order and flow style stay as the user wrote them
     yaml.preserve_quotes = True
     yaml.width = 4096
-    path = Path(path)
-    document = yaml.load(path.read_text())
-    edit(document)
+    return yaml
+
+
+def _dump(yaml: YAML, document: CommentedMap) -> list[str]:
     out = io.StringIO()
     yaml.dump(document, out)
-    text = out.getvalue()
-    validate_params(YAML(typ="safe").load(text), source=str(path))
-    write_text_atomic(path, text)
+    return out.getvalue().splitlines(keepends=True)
+
+
+def edit_params_file(path: str | Path, edit: Callable[[CommentedMap], None]) -> None:
+    """Apply `edit` to the file's document and write it back, if the result is a valid params file. Only the
+    lines the edit changes are written anew: ruamel's round trip alone re-lays some lines it did not touch
+    (a flow list wrapped over lines joins into one), so those keep the file's own text (merged)."""
+    yaml, path = _round_trip(), Path(path)
+    text = path.read_text()
+    document = yaml.load(text)
+    unedited = _dump(yaml, document)
+    edit(document)
+    edited = "".join(merged(unedited, text.splitlines(keepends=True), _dump(yaml, document)))
+    validate_params(YAML(typ="safe").load(edited), source=str(path))
+    write_text_atomic(path, edited)
 
 
 def parse_assignment(assignment: str, example: str = "train.budgets=[2048,8192]",
@@ -57,11 +72,23 @@ def set_value(document: CommentedMap, key: str, value: object) -> None:
         parts = parts[n:]
         path.append(name)
         if not parts:
-            node[name] = value
+            node[name] = styled(value, node.get(name))
         elif name not in node:
             raise ParamsError(f"--set {key}: no key {'.'.join(path)} in the params file")
         else:
             node = node[name]
+
+
+def styled(value: object, old: object) -> object:
+    """A list or mapping to set in place of `old`, in old's style: block where old was a block collection,
+    else flow, as the params files write lists (on the key's line, its comment after it)."""
+    if not isinstance(value, list | dict):
+        return value
+    block = isinstance(old, CommentedSeq | CommentedMap) and not old.fa.flow_style()
+    node = CommentedSeq(value) if isinstance(value, list) else CommentedMap(value)
+    if not block:
+        node.fa.set_flow_style()
+    return node
 
 
 def add_entries(document: CommentedMap, key: str, entries: list[dict], match: tuple[str, ...]) -> None:

@@ -14,7 +14,7 @@ import json
 from ngptlab.grid.enumeration import enumerate_cells
 from ngptlab.grid.sweeps import lopsided_sweeps
 from ngptlab.plan.estimate import estimate_plan, gpu_hours_text
-from ngptlab.plan.protocol import PROJECTION_BOUND, describe, has_protocol, projected_params
+from ngptlab.plan.protocol import describe, has_protocol, projected_params, projection_bound
 from ngptlab.plan.runtime import describe_runtimes
 from ngptlab.plan.sharing import sharing_lines
 from ngptlab.plan.storage import describe_storage, plan_storage
@@ -63,7 +63,7 @@ def print_plan(params: Params, params_file: str, root: str, mfu: float, peak_tfl
     if projected:
         print(f"projected over the whole protocol (train.protocol: {describe(params)}): "
               f"{projected['runs']} runs, {gpu_hours_text(projected['total_gpu_hours'])} GPU-hours"
-              f"{PROJECTION_BOUND.get(params.speedup.lr_policy, '')}")
+              f"{projection_bound(params)}")
     return 0
 
 

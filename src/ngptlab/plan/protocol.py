@@ -29,6 +29,16 @@ PROJECTION_BOUND = {"largest": "; which learning rates survive and where the see
                     "budget": " at least, with wsd: each distinct chosen rate adds a trunk per added seed"}
 
 
+def projection_bound(params: Params) -> str:
+    """What the projection is (PROJECTION_BOUND), where the choices still to come could change it: only the
+    pruning and the added seeds; the angle arms' runs cost the same at any angle, so matching the angles
+    alone projects exactly."""
+    protocol = params.train.protocol
+    if not (protocol.prune_sweeps or protocol.add_seeds):
+        return ""
+    return PROJECTION_BOUND.get(params.speedup.lr_policy, "")
+
+
 def has_protocol(train: Train) -> bool:
     return bool(train.protocol)
 

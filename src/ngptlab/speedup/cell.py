@@ -174,17 +174,20 @@ from ngptlab.speedup.separation import separation
 from ngptlab.speedup.tuning import sweep_edges, tuned_arms
 from ngptlab.stats import LEVEL
 
-METHOD = ("final validation loss at the learning rate chosen on the swept seeds' sweep (speedup.lr_policy: "
-          "lr_policy.rule), the same for every seed (diverged runs ignored); target = baseline's "
-          "loss at the reference budget N (speedup.reference_budget; between budgets interpolated along the "
-          "fitted law); tokens to target interpolated between bracketing budgets, bounds instead of "
-          "extrapolation; speed-up S = N / arm tokens, per seed; over the held-out seeds (every seed with "
-          "fewer than two) the geometric mean exp(mean ln S) with a 95% t-interval on ln S, exponentiated "
-          "(with seeds that are bounds, the censored-normal profile likelihood instead); a percentile "
-          f"bootstrap of mean ln S only with at least {BOOTSTRAP_MIN_SEEDS} seeds; arms compared by paired "
-          "differences of ln S; interpolated: the same on the swept seeds with each (arm, budget)'s loss "
-          "moved to the minimum of a parabola in ln(lr) through the best learning rate and its two "
-          "neighbours")
+
+def method(rule: str) -> str:
+    """How the cell is estimated, under speedup.lr_policy `rule` (its words: lr_policy in the document)."""
+    return ("final validation loss at the learning rate chosen on the swept seeds' sweep (speedup.lr_policy "
+            f"{rule}), the same for every seed (diverged runs ignored); target = baseline's loss at the "
+            "reference budget N (speedup.reference_budget; between budgets interpolated along the "
+            "fitted law); tokens to target interpolated between bracketing budgets, bounds instead of "
+            "extrapolation; speed-up S = N / arm tokens, per seed; over the held-out seeds (every seed with "
+            "fewer than two) the geometric mean exp(mean ln S) with a 95% t-interval on ln S, exponentiated "
+            "(with seeds that are bounds, the censored-normal profile likelihood instead); a percentile "
+            f"bootstrap of mean ln S only with at least {BOOTSTRAP_MIN_SEEDS} seeds; arms compared by paired "
+            "differences of ln S; interpolated: the same on the swept seeds with each (arm, budget)'s loss "
+            "moved to the minimum of a parabola in ln(lr) through the best learning rate and its two "
+            "neighbours")
 
 
 def output_path(root: str | Path, cell: str) -> Path:
@@ -234,7 +237,7 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}
     n_tokens = reference_tokens(reference, train.budgets)
     return {"cell": cell, "scale": scale, "context": context,
-            "estimand": estimand(cfg.lr_policy, first, n_tokens), "method": METHOD,
+            "estimand": estimand(cfg.lr_policy, first, n_tokens), "method": method(cfg.lr_policy),
             "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
                           "min_seeds": BOOTSTRAP_MIN_SEEDS},
             **estimate, **further, "factorial": effects,

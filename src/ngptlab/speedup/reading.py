@@ -168,6 +168,12 @@ def family_words(pattern_reading: str | None, primary: str, p_values: dict[str, 
     return pattern_reading
 
 
+def runs_angle_square(arms: Collection[str]) -> bool:
+    """Whether a cell of these arms runs the angle square: there the angle account's own test, not the
+    confound clause, reads the effective learning rate."""
+    return all(arm in arms for arm in ANGLE.arms)
+
+
 def primary_reading(factorial: dict | None, primary: str, margin: float, level: float = LEVEL,
                     confound: Mapping | None = None, arms: Mapping[str, Mapping] | None = None,
                     contrasts: list[Mapping] | None = None, baseline: str = BASELINE,
@@ -197,7 +203,7 @@ def primary_reading(factorial: dict | None, primary: str, margin: float, level: 
     out["pattern"] = out["accounts"][CONDITIONING.name]["pattern"]
     out["pattern_reading"] = out["accounts"][CONDITIONING.name]["reading"]
     # the angle account is read, and replaces the confound clause, only where the angle square runs
-    angle_square = all(arm in (arms or {}) for arm in ANGLE.arms)
+    angle_square = runs_angle_square(arms or {})
     said = [account for account in ACCOUNTS if account is not EFFECTIVE_LR or angle_square]
     words = "; ".join(account.sentence(out["accounts"][account.name]["reading"]) for account in said)
     effective_lr = None if angle_square else clause(confound or {})

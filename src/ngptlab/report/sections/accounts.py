@@ -97,41 +97,89 @@ def mean_step_angle(record: RunRecord) -> float | None:
 def angles_table(results: Results) -> Table:
     """Each arm of the angle square beside its angle per step and its conditioning: the run the report
     represents the arm by in the cell (the best run at the largest budget)."""
-    cols = ["cell", "arm", "run", "step_angle", "turns_like", "target", "kappa"]
+    cols = ["cell", "arm", "run", "step_angle", "turns_like", "target", "target_from", "to_matched", "kappa"]
     t = Table("angles", "The angle square: how far each arm's matrices turn per step, and their conditioning",
               cols, key=["cell", "arm"],
               headers={"step_angle": "angle per step, mean over training and kinds (rad)",
                        "turns_like": "set to the angle of", "target": "target at the peak (rad)",
+                       "target_from": "target from", "to_matched": "angle per step / the matched arm's",
                        "kappa": "κ attention (whole), median"},
               formats={"cell": fmt_text, "arm": fmt_text, "run": fmt_text, "turns_like": fmt_text,
-                       "step_angle": lambda x: fmt_num(x, 3), "target": lambda x: fmt_num(x, 3),
+                       "target_from": fmt_text, "step_angle": lambda x: fmt_num(x, 3),
+                       "target": lambda x: fmt_num(x, 3), "to_matched": lambda x: fmt_num(x, 3),
                        "kappa": lambda x: fmt_num(x, 3)},
               note="The angle per optimizer step is measured on the matrices the optimizer holds, W before "
                    "and after one step and the arm's constraint (observe/step_angle.py); it follows the "
                    "learning-rate schedule, so the mean over training sits below the peak. An angle arm's "
                    "target is the matched arm's angle at the schedule's peak, as train.angles holds it "
                    "(`ngptlab plan --match-angles`), or the prior before a measurement "
-                   "(train/angle_targets.py). If gpt-angle's κ moves to ngpt's, the angle square cannot "
-                   "separate the accounts.")
+                   "(train/angle_targets.py; target from: the measured run, or prior). If gpt-angle's κ "
+                   "moves to ngpt's, the angle square cannot separate the accounts.")
     for cell in results.speedups:
         for rep in views.representatives(results, cell):
             if rep.arm not in ANGLE.arms or rep.record is None:
                 continue
             spec, like = rep.record.spec, turns_like().get(rep.arm)
-            target = statistics.fmean(peak_targets(results, rep.record).values()) if like else None
+            targets, source = target_of(results, rep.record) if like else ({}, None)
             t.add({"cell": cell, "arm": rep.arm, "run": spec.name, "step_angle": mean_step_angle(rep.record),
-                   "turns_like": like, "target": target,
+                   "turns_like": like, "target": statistics.fmean(targets.values()) if targets else None,
+                   "target_from": source, "to_matched": angle_to_matched(results, cell, rep.record),
                    "kappa": headline_value(rep.record, "attn_condition_median")}, [spec.name])
     return t
 
 
-def peak_targets(results: Results, record: RunRecord) -> dict[str, float]:
-    """An angle arm's run's target angle per kind at the schedule's peak (train/angle_targets.py)."""
+def target_of(results: Results, record: RunRecord) -> tuple[dict[str, float], str]:
+    """An angle arm's run's target angle per kind at the schedule's peak, and where it comes from: the
+    measured run's name, or "prior" (train/angle_targets.py)."""
     train, spec = results.params.train, record.spec
     kinds = recipe_of(spec.arm).turned_kinds
-    angles, _ = angle_targets.targets(train, spec, run_shape(train, spec.scale), turns_like()[spec.arm],
-                                      kinds)
-    return angles
+    return angle_targets.targets(train, spec, run_shape(train, spec.scale), turns_like()[spec.arm], kinds)
+
+
+def peak_targets(results: Results, record: RunRecord) -> dict[str, float]:
+    """An angle arm's run's target angle per kind at the schedule's peak (train/angle_targets.py)."""
+    return target_of(results, record)[0]
+
+
+def measured(results: Results, record: RunRecord) -> bool:
+    """Whether an angle arm's run turned at its matched arm's measured angle: train.angles holds its target
+    in the cell, else it turned at the prior (train/angle_targets.py)."""
+    return results.params.train.angles.get(record.spec.cell, {}).get(record.spec.arm) is not None
+
+
+def angle_to_matched(results: Results, cell: str, record: RunRecord) -> float | None:
+    """An angle arm's run's angle per step over its matched arm's (each the run the report represents the arm
+    by, mean over training and kinds); None for another arm, or where either angle was not logged."""
+    like = turns_like().get(record.spec.arm)
+    matched = next((rep.record for rep in views.representatives(results, cell) if rep.arm == like), None)
+    mine, theirs = mean_step_angle(record), mean_step_angle(matched) if matched else None
+    return mine / theirs if mine is not None and theirs else None
+
+
+def prior_angle_text(results: Results) -> str:
+    """Where an angle arm turned at the prior, not at its matched arm's measured angle: said plainly, per
+    cell, with the angle it realised against the matched arm's, and how to match it; "" where none did."""
+    lines = []
+    for cell in results.speedups:
+        at_prior = []
+        for rep in views.representatives(results, cell):
+            like = turns_like().get(rep.arm)
+            if like is None or rep.record is None or measured(results, rep.record):
+                continue
+            ratio = angle_to_matched(results, cell, rep.record)
+            realised = ("its angle per step not logged" if ratio is None else
+                        f"it turned x{ratio:.2g} {like}'s angle per step (mean over training and kinds)")
+            at_prior.append(f"{rep.arm} at the prior, not at {like}'s measured angle: {realised}")
+        if at_prior:
+            lines.append(f"{cell}: {'; '.join(at_prior)}.")
+    if not lines:
+        return ""
+    return ("**The angle arms did not turn at the matched angle.** " + " ".join(lines) + " An angle arm "
+            "tests the effective-learning-rate account only at its matched arm's angle, so the angle "
+            "square's readings here rest on the prior (train/angle_targets.py), not on the account. Measure "
+            "the angles with `ngptlab plan --match-angles` once gpt's and ngpt's runs are in, and train the "
+            "angle arms again (docs/pipeline/grow.md); a grid that pays for its runs sets "
+            "`train.protocol.match_angles: true`, so they train once, at the measured angle.")
 
 
 def target_curve(results: Results, record: RunRecord, peak: float, tokens: list[float]) -> list[float]:
@@ -250,6 +298,9 @@ def section(doc: Document, results: Results) -> None:
             if too_small else readings_text(results))
     if text:
         doc.add(Text("**Readings.** " + text))
+    at_prior = prior_angle_text(results)
+    if at_prior:
+        doc.add(Text(at_prior))
     for table in (squares, None if too_small else accounts_table(results), angles, separation_table(results)):
         if table is not None and len(table):
             doc.add(TableBlock(table))

@@ -15,6 +15,7 @@ from ngptlab.report.kit.document import Callout, Document, Figure, FigureBlock, 
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.table import Table, fmt_loss, fmt_lr, fmt_text
 from ngptlab.schedule import branch_point, cooldown_fraction, shares_trunk, shares_trunks
+from ngptlab.train.data import FINAL_EVAL_CAP_TOKENS
 
 
 def section(doc: Document, results: Results) -> None:
@@ -153,16 +154,20 @@ def shown_curve(results: Results, record: RunRecord, drawn: list[RunRecord]) -> 
 
 
 def two_losses(results: Results, cell: str) -> str:
-    """Which validation loss a curve is and which the final one, in one sentence: they differ."""
+    """Which validation loss a curve is and which the final one: two estimates on different tokens of the
+    split (train/data.py) that can differ by more than their standard errors."""
     train = results.params.train
     context = results.cell_runs(cell)[0].spec.context
-    final = ("the whole validation split" if train.final_eval_tokens == "all"
-             else f"{int(train.final_eval_tokens):,} validation tokens")
-    return (f"A curve is the periodic evaluation, every {train.eval_every_tokens:,} tokens on the same "
-            f"{train.eval_windows} validation windows ({train.eval_windows * context:,} tokens, "
-            f"train.eval_windows); the final validation loss of the tables and the final-loss figure is "
-            f"the run's final evaluation on {final} (train.final_eval_tokens), so a curve's last point "
-            "differs from it by the windows' sampling noise.")
+    final = (f"the whole validation split (up to its first {FINAL_EVAL_CAP_TOKENS:,} tokens)"
+             if train.final_eval_tokens == "all"
+             else f"the validation split's first {int(train.final_eval_tokens):,} tokens")
+    return (f"A curve is the periodic evaluation, every {train.eval_every_tokens:,} tokens, on the same "
+            f"{train.eval_windows} validation windows ({train.eval_windows * context:,} tokens at positions "
+            f"drawn by train.eval_seed; train.eval_windows); the final validation loss of the tables and the "
+            f"final-loss figure is the run's final evaluation on {final}, in consecutive windows "
+            "(train.final_eval_tokens). They are two estimates of the loss on different tokens of the split, "
+            "so a curve's last point and the final loss can differ by more than either's standard error: "
+            "compare curves with curves and final losses with final losses.")
 
 
 def loss_caption(results: Results, cell: str) -> str:

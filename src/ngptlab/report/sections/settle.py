@@ -22,6 +22,8 @@ A grid below report.min_budget_for_claims concludes nothing, whatever the interv
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ngptlab.models.arms import arm as arm_row
 from ngptlab.report.kit import views
 from ngptlab.report.kit.crossarm import Analysis
@@ -50,8 +52,9 @@ from ngptlab.speedup.effect_records import Contrast
 from ngptlab.speedup.equivalence import CLAIMS, claim_words
 from ngptlab.speedup.factorial import CODING
 from ngptlab.speedup.inference import RESOLVE_RATIO, SIZE_KEYS
-from ngptlab.speedup.reading import ACCOUNTS
+from ngptlab.speedup.reading import ACCOUNTS, EFFECTIVE_LR, runs_angle_square, short
 from ngptlab.speedup.rivals import rule as confound_rule
+from ngptlab.speedup.separation import clause as separation_clause
 
 # The comparisons that separate the two accounts, each arm against the baseline, within a cell.
 COMPARISONS = (
@@ -255,9 +258,22 @@ def factorial_table(results: Results) -> Table:
     return t
 
 
+def angle_square_text(doc: SpeedupDocument, account: Mapping) -> str:
+    """What reads the effective learning rate in a cell that runs the angle square: the angle account's own
+    test, and whether the square can separate the accounts (speedup/reading.py, speedup/separation.py)."""
+    separated = separation_clause(doc.separation)
+    said = (f"tested by the angle square, not on this interval: the {EFFECTIVE_LR.name} account reads "
+            f"{short(account['reading'])} (section \"Which account\")")
+    return f"{said}; {separated}" if separated else said
+
+
 def confound_text(doc: SpeedupDocument) -> str:
     """Whether the effective learning rate confounds the primary effect: the speed-up file's verdict with the
-    interval it rests on (speedup/rivals.py, in the reading's words), or why there is none."""
+    interval it rests on (speedup/rivals.py, in the reading's words), or why there is none; in a cell that
+    runs the angle square, the square's reading, which replaces that verdict."""
+    angle = doc.reading.accounts.get(EFFECTIVE_LR.name) if doc.reading else None
+    if angle is not None and runs_angle_square(doc.arms):
+        return angle_square_text(doc, angle)
     if doc.rivals is None:
         return "not checked (a speed-up file without rivals: rerun the speedup stage)"
     if doc.rivals.primary.note is not None:
@@ -285,7 +301,8 @@ def primary_table(results: Results) -> Table:
                    "estimate: the cells differ in scale and context and the question is asked per cell. "
                    "Effective learning rate: the primary effect's factorial weights applied to ln angular "
                    f"rate per seed ({ANGULAR_HOW}), paired t over seeds, exponentiated; "
-                   f"{confound_rule(rule(results)['equivalence_margin'] or 1.25)}.")
+                   f"{confound_rule(rule(results)['equivalence_margin'] or 1.25)}. In a cell that runs the "
+                   "angle square, the square's own test of the effective-learning-rate account replaces it.")
     for row in primary_across_cells(results.speedups):
         r = row.reading
         lo, hi = r.effect.interval or (None, None)
