@@ -168,7 +168,7 @@ def example_commands() -> list[tuple[str, str]]:
         texts = [parser.epilog, parser.description, *(a.help for a in parser._actions)]
         for text in filter(None, texts):
             found += [(command, c) for pattern in (SPAN, CODE_LINE) for c in pattern.findall(text)]
-    return sorted({(where, " ".join(command.split("&&")[0].split())) for where, command in found})
+    return sorted({(where, " ".join(re.split(r"&&|\|\|", command)[0].split())) for where, command in found})
 
 
 def parsed(argv: list[str]) -> argparse.Namespace | None:
