@@ -1,7 +1,7 @@
-"""The end-to-end grid on a real Slurm cluster through `snakemake --cores 2 --profile slurm`, exactly as the
-README writes it, gives the same results as the local run; a scale with processes: 2 trains through
-torchrun (DDP, two processes) inside one Slurm job; and a scale with nodes: 2 trains as one Slurm job over
-two nodes, one torchrun agent per node.
+"""Training on a real Slurm cluster through `--profile slurm`, against the local run of the end-to-end grid: a
+scale with processes: 2 trains through torchrun (DDP, two processes) inside one Slurm job; and a scale with
+nodes: 2 trains as one Slurm job over two nodes, one torchrun agent per node. (Every rule through the profile,
+on settle's protocol in miniature, is tests/test_cluster_recipe.py's.)
 
 Needs the cluster that `.ci/setup-slurm.sh` starts (CI runs it before the tests): one node in the default
 partition, two in the partition `multi`. Skipped only where Slurm is not installed at all; an installed
@@ -11,11 +11,9 @@ Slurm that does not answer is a failure.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
-from safetensors import safe_open
 from support.workflow import (
     E2E_DIVERGING,
     REPO,
@@ -23,7 +21,6 @@ from support.workflow import (
     SLURM_PROFILE,
     copy_tokens,
     e2e_params,
-    job_counts,
     local_smoke_run,
     make_workdir,
     run,
@@ -31,15 +28,13 @@ from support.workflow import (
 )
 
 from ngptlab import layout
-from ngptlab.checkpoint import HASH_KEY
-from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import train_dir
 from ngptlab.settings import Params
 
 pytestmark = SLURM_MARKS
 
-SUMMARY_KEYS = ("status", "tokens", "steps", "final_val_loss")
 SLURM = SLURM_PROFILE
 
 
@@ -55,51 +50,6 @@ def read_json(path) -> dict:
 def slurm_logs(work, rule: str) -> list:
     """The sbatch logs the profile keeps (logs/slurm/rule_<rule>/<wildcards>/<slurm job id>.log)."""
     return sorted((work / "logs" / "slurm" / f"rule_{rule}").rglob("*.log"))
-
-
-def weights_sha256(path) -> str:
-    """The checkpoint's hash of its tensors alone (the file's header order may differ between writes)."""
-    with safe_open(str(path), "pt") as f:
-        return f.metadata()[HASH_KEY]
-
-
-def test_smoke_pipeline_through_the_slurm_profile_matches_the_local_run(smoke, tmp_path):
-    work = make_workdir(tmp_path / "slurm", e2e_params())
-    started = time.monotonic()
-    snakemake(work, "--cores", "2", *SLURM, timeout=3600)
-    print(f"end-to-end grid through --profile slurm: {time.monotonic() - started:.0f} s "
-          f"(local: {smoke.wall_s:.0f} s)")
-
-    params = Params.of(e2e_params())
-    runs, cells = enumerate_runs(params), enumerate_cells(params)
-    # Every job went through Slurm: one sbatch log per job, each ending with the job step's success.
-    expected = {"prepare": 1, "train": len(runs), "condition": len(runs), "speedup": len(cells),
-                "evaluate": len(cells), "report": 1}
-    for rule, count in expected.items():
-        logs = slurm_logs(work, rule)
-        assert len(logs) == count, rule
-        assert all("Finished jobid" in log.read_text() for log in logs), rule
-
-    # ... and computed exactly what the local run computed (same code, same threads, same seeds).
-    for spec in runs:
-        name = spec.name
-        summary = f"{layout.train_results_dir(spec.cell, name)}/summary.json"
-        here, local = read_json(work / summary), read_json(smoke.work / summary)
-        assert {k: here[k] for k in SUMMARY_KEYS} == {k: local[k] for k in SUMMARY_KEYS}, name
-        model = f"{layout.run_dir(spec.cell, name)}/model.safetensors"
-        assert weights_sha256(work / model) == weights_sha256(smoke.work / model), name
-        here = read_json(work / "results" / "conditioning" / f"{name}.json")
-        local = read_json(smoke.work / "results" / "conditioning" / f"{name}.json")
-        assert here["headline"] == local["headline"], name
-    for cell in cells:
-        here = read_json(work / "results" / "speedup" / f"{cell}.json")
-        local = read_json(smoke.work / "results" / "speedup" / f"{cell}.json")
-        assert here["arms"] == local["arms"], cell
-        here = read_json(work / "results" / "evaluate" / f"{cell}.json")
-        local = read_json(smoke.work / "results" / "evaluate" / f"{cell}.json")
-        assert here["runs"] == local["runs"], cell
-    assert (work / "reports" / "report.html").is_file()
-    assert job_counts(snakemake(work, "--dry-run").stdout) == {}  # nothing left to do
 
 
 def smallest_completing_run(params: dict) -> RunSpec:
