@@ -39,7 +39,7 @@ from ngptlab.grid.enumeration import enumerate_runs
 SSH_ENV = Path("/var/lib/ngptlab-sshd/remote.env")
 PAGE = REPO / "docs" / "cluster.md"
 
-pytestmark = [
+ON_THE_CLUSTER = [
     *SLURM_MARKS,
     pytest.mark.ssh,
     pytest.mark.skipif(not SSH_ENV.is_file(),
@@ -57,7 +57,13 @@ NOT_RUN = {
                      "settle's); `ngptlab design` on the presets is tests/test_design.py's",
 }
 ELSEWHERE = {"ngptlab bench gpu": "tests/test_bench_gpu.py", "ngptlab design": "tests/test_design.py",
+             "snakemake --cores": "tests/test_workflow.py",  # a local run of the whole DAG
              "hf download": None}  # None: runs nowhere here (no internet), said in NOT_RUN
+
+
+def verb(command: str) -> str:
+    """A command's program and subcommand, `make preset NAME=pilot` -> `make preset`."""
+    return " ".join(command.split()[:2])
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,27 @@ class Preemption:
             time.sleep(0.02)
 
 
+def test_every_command_of_the_page_runs_in_a_test():
+    """The recipe below runs every block but those NOT_RUN names; theirs must run there too (the same program
+    and subcommand, another preset) or in the test ELSEWHERE names."""
+    blocks = page_blocks(PAGE.read_text())
+    assert {b.heading for b in blocks} >= set(NOT_RUN), "NOT_RUN names a heading docs/cluster.md lacks"
+    ran = {verb(c) for b in blocks if b.heading not in NOT_RUN for c in b.commands}
+    for block in blocks:
+        for command in block.commands if block.heading in NOT_RUN else ():
+            covering = next((test for prefix, test in ELSEWHERE.items() if command.startswith(prefix)), "")
+            assert verb(command) in ran or covering is None or (covering and (REPO / covering).is_file()), \
+                f"docs/cluster.md, {block.heading}: `{command}` runs in no test"
+
+
+def on_the_cluster(test):
+    """Slurm's and the SSH server's marks, for the one test that needs them."""
+    for mark in ON_THE_CLUSTER:
+        test = mark(test)
+    return test
+
+
+@on_the_cluster
 def test_the_cluster_page_runs_as_written_on_the_rehearsal(tmp_path):
     ssh = dict(line.split("=", 1) for line in SSH_ENV.read_text().split())
     remote = f"{ssh['NGPTLAB_SSH_ROOT']}/{uuid.uuid4().hex}"
@@ -219,7 +246,6 @@ def test_the_cluster_page_runs_as_written_on_the_rehearsal(tmp_path):
         "export PRESET=settle": "export PRESET=rehearsal",
     }
     blocks = page_blocks(PAGE.read_text())
-    assert {b.heading for b in blocks} >= set(NOT_RUN), "NOT_RUN names a heading the page no longer has"
     shell = Shell(origin, tmp_path / "shell.env", substitutions)
     preempted, started = None, time.monotonic()
     try:
@@ -244,17 +270,6 @@ def test_the_cluster_page_runs_as_written_on_the_rehearsal(tmp_path):
              f"{ssh['NGPTLAB_SSH_USER']}@{ssh['NGPTLAB_SSH_HOST']}", f"rm -rf {remote}"], Path("/"),
             check=False)
     print(f"the cluster recipe on the rehearsal: {time.monotonic() - started:.0f} s")
-
-    # Every block ran but those NOT_RUN names, and theirs run here too or in the test it names.
-    ran_words = {" ".join(c.split()[:2]) for c in shell.ran}
-    for block in blocks:
-        if block.heading in NOT_RUN:
-            for command in block.commands:
-                words = " ".join(command.split()[:2])
-                covering = ELSEWHERE.get(words, "")
-                elsewhere = words in ELSEWHERE and (covering is None or (REPO / covering).is_file())
-                assert words in ran_words or elsewhere, \
-                    f"docs/cluster.md, {block.heading}: `{command}` runs in no test"
 
     # Settle's protocol, through Slurm: every run of the grown grid trained (or diverged) in a Slurm job.
     params = load_params(origin / "params.yaml")
