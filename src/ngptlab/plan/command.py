@@ -105,7 +105,7 @@ def run(args: argparse.Namespace, params: Params) -> int:
     if args.match_angles:
         return match(args.params, args.root, plan_file)
     if args.write:
-        return write_plan(params, args.write, args.root, args.within_grid)
+        return write_plan(params, args.params, args.write, args.root, args.within_grid)
     if args.check:
         check_grid_file(params, args.check, args.root)
         return 0
