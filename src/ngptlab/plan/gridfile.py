@@ -1,6 +1,8 @@
 """`ngptlab plan --write FILE`: the grid file (plan/grid.py) written, refusing a grid that changed inside a
 DVC run (`--within-grid`); outside one, where it is the plan dvc.yaml's plan stage makes, DVC's record of
-that stage updated with it (plan/dvclock.py), so that `dvc status` names what `snakemake -n` does."""
+that stage updated with it (plan/dvclock.py), so that `dvc status` names what `snakemake -n` does. Not after
+`--set`, which prepares a DVC experiment: that runs the plan stage itself, and a queued one must leave the
+workspace's dvc.lock as it was."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from ngptlab.plan.grid import read_grid_file, write_grid_file
 from ngptlab.settings import Params
 
 
-def write_plan(params: Params, params_file: str, path: str, root: str, within_grid: bool) -> int:
+def write_plan(params: Params, params_file: str, path: str, root: str, within_grid: bool,
+               record: bool = True) -> int:
     before = read_grid_file(path)
     write_grid_file(params, path, root)
     wrote = f"wrote {path}: {len(enumerate_runs(params))} runs, {len(enumerate_cells(params))} cells"
@@ -20,7 +23,7 @@ def write_plan(params: Params, params_file: str, path: str, root: str, within_gr
         if before is not None:
             refuse_grid_change(before, read_grid_file(path) or {}, path)
         return 0
-    recorded = is_dvc_plan(params_file, path, root) and commit_plan_stage(root, path)
+    recorded = record and is_dvc_plan(params_file, path, root) and commit_plan_stage(root, path)
     print(f"{wrote}{'; dvc.lock records the plan stage (dvc commit --force plan)' if recorded else ''}")
     return 0
 
