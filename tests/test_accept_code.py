@@ -21,8 +21,8 @@ import yaml
 import ngptlab
 from ngptlab.cli import main
 from ngptlab.config.load import load_params
-from ngptlab.plan.accept import commit_plan_stage
 from ngptlab.plan.closure import ACCEPTED, stage_code, stage_fingerprints
+from ngptlab.plan.dvclock import commit_plan_stage
 from ngptlab.plan.golden import golden_params, trace_trees
 from ngptlab.report.sections.provenance import accepted_table
 from ngptlab.settings.roles import PER_RUN
@@ -165,7 +165,7 @@ def test_a_grid_of_several_processes_is_traced_on_two(project, tmp_path):
 
 def test_in_a_dvc_repository_the_plan_stage_is_committed_up_to_date(tmp_path):
     dvc = str(Path(sys.executable).with_name("dvc"))
-    assert not commit_plan_stage(tmp_path)  # no DVC repository: nothing to do
+    assert not commit_plan_stage(tmp_path, "the plan")  # no DVC repository: nothing to do
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.py").write_text("x = 1\n")
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"plan": {
@@ -174,7 +174,7 @@ def test_in_a_dvc_repository_the_plan_stage_is_committed_up_to_date(tmp_path):
         subprocess.run([dvc, *command], cwd=tmp_path, check=True, capture_output=True)
     (tmp_path / "src" / "a.py").write_text("x = 1  # the code changed\n")
 
-    assert commit_plan_stage(tmp_path)
+    assert commit_plan_stage(tmp_path, "the plan")
     status = subprocess.run([dvc, "status", "--json"], cwd=tmp_path, check=True, capture_output=True,
                             text=True)
     assert json.loads(status.stdout) == {}

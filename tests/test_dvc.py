@@ -1,17 +1,30 @@
 """Sharing results through a real DVC remote on a real SSH server (127.0.0.1, key auth, `.ci/setup-sshd.sh`):
 after a Snakemake run, `dvc commit` + `dvc push` record and share it; a fresh clone re-renders the report
 from the committed results and the pulled spectra tables (no checkpoint downloaded, nothing retrained),
-byte-identical to the pushed one; and after a full `dvc pull`, `snakemake -n` has nothing to do.
-These are the README's documented paths, run as written.
+byte-identical to the pushed one; another, after a change of the report's settings, reruns exactly the plan
+and the report with `dvc repro --pull --allow-missing`, pulling only the spectra tables; and after a full
+`dvc pull`, `snakemake -n` has nothing to do. These are docs/cluster.md's documented paths, run as written.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from support.workflow import copy_run, default_params, dvc, git, job_counts, local_smoke_run, run, snakemake
+from support.workflow import (
+    copy_run,
+    default_params,
+    dvc,
+    git,
+    job_counts,
+    local_smoke_run,
+    ran_stages,
+    run,
+    set_params,
+    snakemake,
+)
 
 SSH_ENV = Path("/var/lib/ngptlab-sshd/remote.env")
 
@@ -69,9 +82,10 @@ def test_push_clone_pull_rerender_and_nothing_left_to_do(smoke, ssh, remote_path
     committed = git(origin, "ls-files").stdout.split()
     assert f"{tokens}/meta.json" in committed, \
         "meta.json must be committed: .gitignore /data/tokens/**, !/data/tokens/*/, !/data/tokens/*/meta.json"
-    # the report's headline numbers (reports/metrics.json, DVC metrics for `dvc exp show`) are small: in git
+    # the report's headline numbers (reports/metrics/<cell>/<arm>.json, DVC's metrics) are small: in git
+    assert any(path.startswith("reports/metrics/") for path in committed)
     assert not any(path.startswith(("runs/", "reports/")) or path.endswith((".bin", ".parquet"))
-                   for path in committed if path != "reports/metrics.json")
+                   for path in committed if not path.startswith("reports/metrics/"))
     git(origin, "commit", "-q", "-m", "smoke run")
     dvc(origin, "push")
     assert int(on_server(ssh, f"find {remote_path} -type f | wc -l")) > 0
@@ -93,6 +107,21 @@ def test_push_clone_pull_rerender_and_nothing_left_to_do(smoke, ssh, remote_path
     assert "tables/runs.csv" in rendered and "provenance.json" in rendered
     assert rendered == tree(origin / "reports"), "a fresh-clone re-render must be byte-identical"
     assert git(clone, "status", "--porcelain", "dvc.lock").stdout == "", "re-rendering changed dvc.lock"
+
+    # After a change, in another fresh clone: `dvc repro --pull --allow-missing` reruns what changed (the plan
+    # and the report) and pulls only the inputs of what it runs, the report's spectra tables, each of which
+    # the report stage names; the stages whose data alone is missing are skipped, no checkpoint is pulled.
+    fresh = tmp_path / "fresh"
+    git(tmp_path, "clone", "-q", str(origin), str(fresh))
+    set_params(fresh, "report.title=After a change")
+    out = dvc(fresh, "repro", "--pull", "--allow-missing", timeout=1800)
+    assert ran_stages(out.stdout) == Counter(plan=1, report=1), out.stdout[-3000:]
+    spectra = sorted(path.name for path in fresh.glob("results/conditioning/*.spectra.parquet"))
+    assert spectra == sorted(path.name for path in origin.glob("results/conditioning/*.spectra.parquet"))
+    assert not (fresh / "runs").exists() and not (fresh / tokens / "train.bin").exists()
+    assert "After a change" in (fresh / "reports" / "report.md").read_text()
+    out = dvc(fresh, "repro", "--pull", "--allow-missing")
+    assert ran_stages(out.stdout) == Counter(), out.stdout[-3000:]  # nothing left to run
 
     # Everything: the pulled files have new times, and still neither tool has anything to do.
     dvc(clone, "pull")

@@ -16,9 +16,10 @@ PAPER = REPO_ROOT / "workflow" / "presets" / "paper.yaml"
 
 
 def test_the_committed_plan_is_the_plan_of_the_committed_params_and_code():
-    """The one check of the committed results/plan.json: dvc.yaml reads it, so a fresh clone's `dvc repro`
-    must find it current for the researcher's params.yaml and this code. Every other test writes its own
-    plan (support.workflow.make_workdir) and passes whatever state the committed one is in."""
+    """The one check of the committed results/plan.json (and the grid's list in dvc.yaml written with it):
+    dvc.yaml reads it, so a fresh clone's `dvc repro` must find it current for the researcher's params.yaml
+    and this code. Every other test writes its own plan (support.workflow.make_workdir) and passes whatever
+    state the committed one is in."""
     from ngptlab.config.load import load_params
     from ngptlab.errors import ParamsError
     from ngptlab.plan.grid import check_grid_file
@@ -30,7 +31,45 @@ def test_the_committed_plan_is_the_plan_of_the_committed_params_and_code():
         stale = str(err)
     if stale:
         pytest.fail(f"the committed plan is stale: {stale}\nto fix: in {REPO_ROOT}, run "
-                    "`ngptlab plan --write results/plan.json` and commit results/plan.json", pytrace=False)
+                    "`ngptlab plan --write results/plan.json` and commit results/plan.json and dvc.yaml",
+                    pytrace=False)
+
+
+def test_the_plan_lists_each_runs_conditioning_files_in_the_report_stage_and_check_refuses_another_list(
+        tmp_path):
+    """DVC's templating cannot expand a list of paths, and `dvc repro --pull` pulls a stage's missing inputs
+    only where each is named (test_workflow): writing the plan dvc.yaml reads writes every run's conditioning
+    files between the report stage's marker lines (a plan written elsewhere leaves dvc.yaml alone), once, and
+    `--check` refuses a list that is not the grid's, naming the fix."""
+    from ngptlab import layout
+    from ngptlab.config.load import load_params
+    from ngptlab.errors import ParamsError
+    from ngptlab.grid.enumeration import enumerate_runs
+    from ngptlab.plan.dvcyaml import PLAN_FILE, check_report_inputs, write_report_inputs
+
+    dvc_yaml = tmp_path / "dvc.yaml"
+    committed = (REPO_ROOT / "dvc.yaml").read_text().splitlines(keepends=True)
+    begin, end = (next(i for i, line in enumerate(committed) if marker in line)
+                  for marker in ("# >>> every run's", "# <<< every run's"))
+    dvc_yaml.write_text("".join(committed[:begin + 1] + committed[end:]))  # an empty list
+    params = load_params(TEST_PARAMS)
+    files = [path for run in enumerate_runs(params) for path in layout.conditioning_files(run.name).values()]
+    plan = tmp_path / PLAN_FILE
+
+    assert not write_report_inputs(params, tmp_path / "elsewhere.json", tmp_path)
+    assert write_report_inputs(params, plan, tmp_path)
+    stage = yaml.safe_load(dvc_yaml.read_text())["stages"]["report"]
+    assert [dep for dep in stage["deps"] if dep.startswith("results/conditioning")] == files
+    written = dvc_yaml.read_text()
+    assert not write_report_inputs(params, plan, tmp_path) and dvc_yaml.read_text() == written
+    check_report_inputs(params, plan, tmp_path, "fix it")
+
+    dvc_yaml.write_text(written.replace(f"      - {files[-1]}\n", ""))  # one run's table left out
+    with pytest.raises(ParamsError, match=r"conditioning files are not the grid's .* fix it"):
+        check_report_inputs(params, plan, tmp_path, "fix it")
+    dvc_yaml.write_text(written.replace("# <<< every run's conditioning files", ""))
+    with pytest.raises(ParamsError, match="marker lines"):
+        write_report_inputs(params, plan, tmp_path)
 
 
 def test_plan_sizes_the_paper_grid_without_torch():

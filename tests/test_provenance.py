@@ -25,6 +25,8 @@ from dvc.repo import Repo
 from safetensors.numpy import save_file
 from support import new_arm
 from support.workflow import (
+    BIN,
+    REPO,
     copy_tokens,
     default_params,
     dvc,
@@ -34,6 +36,7 @@ from support.workflow import (
     snakemake,
     write_params,
 )
+from support.workflow import run as run_command
 
 from ngptlab import layout
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
@@ -68,15 +71,21 @@ def two_cell_params() -> dict:
     return params
 
 
+# What the report writes per cell and arm under reports/metrics/ (report/metrics.py), as placeholders.
+HEADLINE = {"best_val_loss": 3.25, "speedup": 1.5, "speedup_low": 1.25, "speedup_high": 1.75}
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A scratch clone of a two-cell grid in which every output exists and is recorded in dvc.lock."""
-    work = make_workdir(tmp_path_factory.mktemp("provenance") / "repo", two_cell_params())
+    """A scratch clone of a two-cell grid in which every output exists and is recorded in dvc.lock, and every
+    run's timing file (which training writes beside its outputs) exists too."""
+    params = two_cell_params()
+    work = make_workdir(tmp_path_factory.mktemp("provenance") / "repo", params)
     git(work, "init", "-q")
     for job in planned_jobs(snakemake(work, "--dry-run", "--forceall", "--nolock").stdout):
         for output in job.outputs:
             path = work / output
-            if output in ("reports/figures", "reports/tables"):  # directory outputs
+            if output.startswith("reports/") and not path.suffix:  # directory outputs
                 path.mkdir(parents=True, exist_ok=True)
                 path = path / "placeholder"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,8 +95,35 @@ def recorded(tmp_path_factory):
             path.write_text(json.dumps({"file": output, "final_val_loss": 3.25}) if output.endswith(".json")
                             else output)
     (work / "reports" / "figures" / "loss.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
+    if (work / "reports" / "metrics").is_dir():
+        (work / "reports" / "metrics" / "placeholder").unlink()
+        for cell in enumerate_cells(Params.of(params)):
+            for arm in params["train"]["arms"]:
+                (work / "reports" / "metrics" / cell).mkdir(parents=True, exist_ok=True)
+                (work / "reports" / "metrics" / cell / f"{arm}.json").write_text(json.dumps(HEADLINE))
+    for run in enumerate_runs(Params.of(params)):
+        timing = work / layout.timing_file(run.cell, run.name)
+        timing.parent.mkdir(parents=True, exist_ok=True)
+        timing.write_text(json.dumps({"run": run.name, "tokens_per_s": 336.0, "mfu": None}))
     dvc(work, "commit", "--force")
     return work
+
+
+def test_after_make_both_tools_have_nothing_to_do(recorded):
+    """`make` runs the pipeline through Snakemake and then, in a git repository with DVC, records it in
+    dvc.lock (`dvc commit --force`), so `dvc status`, like `snakemake -n`, names nothing: here its recipe on
+    a grid whose every job is done, from a dvc.lock that does not exist yet (a first `make`)."""
+    lock = recorded / "dvc.lock"
+    kept = lock.read_bytes()
+    lock.unlink()
+    venv = BIN.parent
+    try:
+        run_command(["make", "--no-print-directory", "-f", str(REPO / "Makefile"), f"VENV={venv}", "-o",
+             f"{venv}/.installed", "SNAKEMAKE_FILTER=cat", "CORES=1", "pipeline"], recorded)
+        assert lock.is_file(), "make left no dvc.lock"
+        assert dvc_work(recorded) == set() and snakemake_work(recorded) == set()
+    finally:
+        lock.write_bytes(kept)
 
 
 def test_after_dvc_commit_and_new_file_times_both_tools_have_nothing_to_do(recorded):
@@ -99,6 +135,21 @@ def test_after_dvc_commit_and_new_file_times_both_tools_have_nothing_to_do(recor
         os.utime(path, (later, later))
     assert snakemake_work(recorded) == set()
     assert dvc_work(recorded) == set()
+
+
+def test_a_runs_new_timing_makes_nothing_stale_in_either_tool(recorded):
+    """Measured speed is no result: training a run again rewrites its timing file (tokens/s, MFU differ from
+    one identical training to the next), which is an input or output of no stage in either tool, so neither
+    names any work for it (the report records which timing files it read: test_report)."""
+    run = next(iter(enumerate_runs(Params.of(two_cell_params()))))
+    timing = recorded / layout.timing_file(run.cell, run.name)
+    kept = timing.read_bytes()
+    timing.write_text(json.dumps({"run": run.name, "tokens_per_s": 367.0, "mfu": None}))
+    try:
+        assert dvc_work(recorded) == set()
+        assert snakemake_work(recorded) == set()
+    finally:
+        timing.write_bytes(kept)
 
 
 def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns_that_stage(recorded):
@@ -118,10 +169,12 @@ def test_edited_stage_code_without_a_new_plan_is_changed_and_refused_then_reruns
         out = dvc(recorded, "repro", "--force", "--single-item", f"speedup@{cell_key(cells[0])}", check=False)
         assert out.returncode != 0
         assert "results/plan.json: stale, the code of speedup, report changed" in out.stdout + out.stderr
-        write_params(recorded, params)  # the plan takes the code's new fingerprints (as `dvc repro` would)
+        # `ngptlab plan --write` (what `make` runs first): the plan takes the code's new fingerprints, and DVC
+        # records its plan stage as done, so both tools name the same stages
+        write_params(recorded, params)
         expected = {*(f"{stage}@{cell_key(cell)}" for cell in cells for stage in ("speedup", "evaluate")),
                     "report"}
-        assert dvc_work(recorded) == {"plan", *expected}
+        assert dvc_work(recorded) == expected
         assert snakemake_work(recorded) == expected
     finally:
         code.write_text(original)
@@ -164,7 +217,7 @@ def test_a_code_edit_reruns_exactly_the_jobs_whose_code_it_changes(recorded, edi
             expected |= {f"{stage}@{cell_key(cell)}" for cell in cells for stage in ("speedup", "evaluate")}
         expected |= {"report"} if expected else set()
         assert snakemake_work(recorded) == expected
-        assert dvc_work(recorded) == {"plan", *expected}  # the plan stage depends on all the code
+        assert dvc_work(recorded) == expected  # `ngptlab plan --write` recorded DVC's plan stage
     finally:
         for path, text in originals.items():
             path.unlink() if text is None else path.write_text(text)
@@ -291,21 +344,35 @@ def test_the_same_run_trained_twice_gives_the_same_bytes_and_readable_log_lines(
     assert lines[-1].startswith(f"ngptlab train: end {name}: completed 8 steps, final val loss ")
 
 
-def test_losses_and_speedups_are_dvc_metrics_and_the_figures_dvc_plots(recorded, tmp_path):
-    run = next(iter(enumerate_runs(Params.of(default_params()))))
-    summary = f"{layout.train_results_dir(run.cell, run.name)}/summary.json"
-    shown = json.loads(dvc(recorded, "metrics", "show", "--json").stdout)
-    metrics = next(iter(shown.values()))["data"]
-    assert metrics[summary]["data"]["final_val_loss"] == 3.25
-    cell = run.cell
-    assert f"results/speedup/{cell}.json" in metrics
+NUMBER = re.compile(r"^-?\d+(\.\d+)?(e[+-]?\d+)?$")
+
+
+def test_dvc_metrics_show_one_short_row_of_numbers_per_cell_and_arm_and_the_figures_dvc_plots(recorded,
+                                                                                                tmp_path):
+    """`dvc metrics show` reads the report's flat metrics, one file per cell and arm (the best final loss, the
+    speed-up and its interval's bounds): one row each, numbers only, lines a terminal shows whole; every other
+    result is a plain output."""
+    params = two_cell_params()
+    cells = enumerate_cells(Params.of(params))
+    lines = dvc(recorded, "metrics", "show").stdout.splitlines()
+    header, rows = lines[0].split(), [line.split() for line in lines[1:] if line.strip()]
+    assert max(len(line) for line in lines) < 200, max(len(line) for line in lines)
+    assert header == ["Path", *sorted(HEADLINE)]
+    assert sorted(row[0] for row in rows) == sorted(f"reports/metrics/{cell}/{arm}.json" for cell in cells
+                                                    for arm in params["train"]["arms"])
+    assert all(NUMBER.match(value) for row in rows for value in row[1:]), rows
 
     git(recorded, "add", "-A")
     git(recorded, "commit", "-q", "-m", "recorded")
-    (recorded / summary).write_text(json.dumps({"final_val_loss": 3.0}))
-    diff = json.loads(dvc(recorded, "metrics", "diff", "HEAD", "--json").stdout)
-    change = diff[summary]["final_val_loss"]
-    assert (change["old"], change["new"]) == (3.25, 3.0)
+    headline = f"reports/metrics/{cells[0]}/gpt.json"
+    (recorded / headline).write_text(json.dumps({**HEADLINE, "speedup": 1.25}))
+    try:
+        diff = json.loads(dvc(recorded, "metrics", "diff", "HEAD", "--json").stdout)
+        assert set(diff) == {headline}
+        change = diff[headline]["speedup"]
+        assert (change["old"], change["new"]) == (1.5, 1.25)
+    finally:
+        (recorded / headline).write_text(json.dumps(HEADLINE))
 
     out = dvc(recorded, "plots", "diff", "HEAD", "--out", str(tmp_path / "plots")).stdout
     assert (tmp_path / "plots" / "index.html").is_file(), out
@@ -323,7 +390,7 @@ def test_an_interrupted_snakemake_is_resumed_by_a_plain_snakemake(tmp_path, tmp_
     jobs), completes the grid and then has nothing to do. A training the signals stopped resumed from its
     checkpoint to the metrics log of a training that went through, byte for byte (tests/test_train_resume.py:
     more)."""
-    from support.workflow import BIN, e2e_params, environment
+    from support.workflow import e2e_params, environment
 
     from ngptlab.train.loop import train_run
 

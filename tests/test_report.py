@@ -24,7 +24,7 @@ from support import synthetic
 from support.figures import check_figure, labels_overlap
 from support.synthetic import settings_of
 
-from ngptlab import paper
+from ngptlab import layout, paper
 from ngptlab.cli import main
 from ngptlab.condition.reference import gaussian_condition
 from ngptlab.config.load import load_params
@@ -41,6 +41,7 @@ from ngptlab.report.sections.settle import compare_to_baseline
 from ngptlab.report.sections.settle_evidence import SETTLE_METRICS, settle_figure
 from ngptlab.results import train_dir
 from ngptlab.speedup.arm_records import Speedup
+from ngptlab.speedup.document import read_document
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
@@ -399,6 +400,32 @@ def test_compute_table_shows_each_cells_median_speed_from_the_timing_files(compl
     assert f"| {int(tokens_per_s):,} | {mfu:.1%} |" in md
 
 
+def test_the_report_says_which_timing_files_it_read_and_that_they_are_no_result(complete):
+    """Measured speed is no stage's input in either tool (a run trained again rewrites its timing file and
+    reruns nothing), so the report names the timing files its speeds come from: their number and digest, in
+    the compute table's note and provenance.json, and says so. A rewritten timing file changes both."""
+    root, params, params_path = complete
+    paths = sorted((root / "results" / "timing").rglob("*.json"))
+    lines = "".join(f"{p.relative_to(root).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}\n"
+                    for p in paths)
+    digest = hashlib.sha256(lines.encode()).hexdigest()
+    provenance = json.loads((root / "reports" / "provenance.json").read_text())
+    assert (provenance["timing"]["files"], provenance["timing"]["sha256"]) == (len(paths), digest)
+    md = (root / "reports" / "report.md").read_text()
+    assert f"Measured speeds are not part of the results' lineage: read from {len(paths)} timing files " \
+           f"(sha256 of their paths and hashes {digest[:12]};" in md
+    assert "a run trained again rewrites its timing file and reruns nothing" in md
+
+    kept = paths[0].read_text()
+    try:  # a run trained again: its speed differs
+        paths[0].write_text(json.dumps({**json.loads(kept), "tokens_per_s": 1.0}))
+        again = render_report(settings_of(params), root, params_path, code_revision=REVISION)
+    finally:
+        paths[0].write_text(kept)
+    changed = json.loads(again.files["provenance.json"])["timing"]["sha256"]
+    assert changed != digest and f"hashes {changed[:12]};" in again.files["report.md"].decode()
+
+
 def test_compute_table_tolerates_runs_without_timing_and_devices_without_a_peak(holes):
     root, _, _ = holes
     compute = {r["cell"]: r for r in read_csv(root / "reports" / "tables" / "compute.csv")}
@@ -519,15 +546,32 @@ def test_grid_table_states_the_protocol(complete):
     assert "## Calibration" not in md  # no calibration runs without WSD
 
 
+def finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
 def test_runs_trained_on_other_shards_are_named_in_a_warning_and_the_headline_metrics_are_written(complete):
     root, params, params_path = complete
     rendered = render_report(settings_of(params), root, params_path, code_revision=REVISION)
     assert "Trained on other data" not in rendered.files["report.md"].decode()
-    headline = json.loads(rendered.files["metrics.json"])
-    assert set(headline) == set(enumerate_cells(settings_of(params)))
-    for cell, arms in headline.items():
-        assert set(arms) == set(params["train"]["arms"]), cell
-        assert all(isinstance(arm["best_val_loss"], float) for arm in arms.values()), cell
+    # DVC's metrics: one flat file of numbers per cell and arm, the speed-up's the speedup stage's
+    cells = enumerate_cells(settings_of(params))
+    arms = params["train"]["arms"]
+    headline = {path: json.loads(body) for path, body in rendered.files.items()
+                if path.startswith("metrics/")}
+    assert set(headline) == {f"metrics/{cell}/{arm}.json" for cell in cells for arm in arms}
+    for cell in cells:
+        doc = read_document(root / layout.speedup_file(cell))
+        for arm in arms:
+            numbers = headline[f"metrics/{cell}/{arm}.json"]
+            assert set(numbers) <= {"best_val_loss", "speedup", "speedup_low", "speedup_high"}, numbers
+            assert all(type(value) is float for value in numbers.values()), numbers
+            assert "best_val_loss" in numbers, (cell, arm)
+            speedup = doc.arms[arm].speedup
+            low, high = speedup.interval or (None, None)
+            assert numbers.get("speedup") == finite(speedup.value), (cell, arm)
+            assert (numbers.get("speedup_low"), numbers.get("speedup_high")) == (finite(low), finite(high))
+    assert any("speedup_low" in numbers for numbers in headline.values())
 
     run = enumerate_runs(settings_of(params))[2]
     summary = train_dir(root, run) / "summary.json"

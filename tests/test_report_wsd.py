@@ -145,9 +145,9 @@ def test_calibration_runs_do_not_enter_the_headline(wsd):
     chosen = [r for per in views.best_runs(results, CELL).values() for r in per.values()]
     assert chosen and all(r.spec.schedule == "wsd" for r in chosen)
     assert all(rep.record.name.endswith("-wsd") for rep in views.representatives(results, CELL))
-    metrics = json.loads(before.files["metrics.json"])
+    metrics = {arm: json.loads(before.files[f"metrics/{CELL}/{arm}.json"]) for arm in params["train"]["arms"]}
     runs = summaries(root, params)
-    for arm, values in metrics[CELL].items():
+    for arm, values in metrics.items():
         best = [min(runs[s.name]["final_val_loss"] for s in enumerate_runs(settings_of(params))
                     if (s.arm, s.budget, s.seed, s.schedule) == (arm, LARGEST, seed, "wsd")
                     and runs[s.name]["status"] == "completed") for seed in params["train"]["seeds"]]
@@ -162,7 +162,8 @@ def test_calibration_runs_do_not_enter_the_headline(wsd):
         after = render_report(settings_of(params), root, params_path, code_revision=REVISION)
     finally:
         summary.write_text(good)
-    assert after.files["metrics.json"] == before.files["metrics.json"]
+    assert {path: body for path, body in after.files.items() if path.startswith("metrics/")} == \
+        {path: body for path, body in before.files.items() if path.startswith("metrics/")}
     for table in ("final_loss", "status", "speedup", "settle", "conditioning_effective"):
         assert after.files[f"tables/{table}.csv"] == before.files[f"tables/{table}.csv"], table
     assert after.files[f"figures/loss_{CELL}.svg"] == before.files[f"figures/loss_{CELL}.svg"]

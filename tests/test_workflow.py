@@ -114,6 +114,24 @@ def test_dvc_stages_run_the_same_jobs_with_the_same_outputs(scratch, dry_run):
             assert any(path == dep or path.startswith(dep.rstrip("/") + "/") for dep in deps), (name, path)
 
 
+def test_the_report_stage_names_each_cached_file_it_reads_so_repro_pull_can_fetch_it(scratch, dry_run):
+    """`dvc repro --pull --allow-missing` pulls a missing dependency of a stage it runs by the dependency's
+    path, which must be some stage's output: a directory that merely holds outputs (results/conditioning) is
+    not pulled. So the report depends on each run's conditioning result and spectra table (DVC-cached) one by
+    one, exactly the files Snakemake's report rule takes, and on no directory holding a cached output."""
+    params = load_params(scratch / "params.yaml")
+    stages = dvc_stages(scratch)
+    (report,) = [stage for stage in stages if stage[0] == "report"]
+    deps = report[3]
+    conditioning = [path for run in enumerate_runs(params)
+                    for path in layout.conditioning_files(run.name).values()]
+    assert [dep for dep in deps if dep.startswith("results/conditioning")] == conditioning
+    (job,) = [job for job in planned_jobs(dry_run) if job.rule == "report"]
+    assert {path for path in job.inputs if path.startswith("results/conditioning")} == set(conditioning)
+    cached = [out for stage in stages for out in stage[5] if out.endswith(".parquet")]
+    assert not [dep for dep in deps for out in cached if out.startswith(dep.rstrip("/") + "/")]
+
+
 def test_dvc_declares_the_lineage_keys_snakemake_names_its_key_files_by(scratch, dry_run):
     plan = json.loads((scratch / "results" / "plan.json").read_text())
     key_files = {path for job in planned_jobs(dry_run) if job.rule == "lineage" for path in job.outputs}
@@ -143,7 +161,7 @@ def test_dvc_cache_policy_large_outputs_cached_small_results_committed():
             # and the lineage key files, so that `dvc exp apply` restores a job's key folder exactly
             committed = ((path.startswith("results/") and not path.endswith(".parquet")
                           and not path.startswith("results/lineage/")) or path.endswith("/meta.json")
-                         or path == "reports/metrics.json")
+                         or path == "reports/metrics")
             assert opts.get("cache", True) == (not committed), (name, path)
 
 

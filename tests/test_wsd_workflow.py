@@ -112,7 +112,8 @@ def test_a_larger_budget_trains_only_the_new_trunk_part_and_branch_in_both_tools
         **{f"cpu-4l-ctx128-{arm}-lr0.003-s0-trunk-from6-to12": 6 * 512 for arm in ARMS},
         **{f"cpu-4l-ctx128-{arm}-t8192-lr0.003-s0-wsd": 4 * 512 for arm in ARMS}}
     assert_nothing_to_do(work)
-    git(work, "checkout", "-q", "--", "params.yaml", "results/plan.json", "dvc.lock")  # for the next test
+    # for the next test
+    git(work, "checkout", "-q", "--", "params.yaml", "results/plan.json", "dvc.yaml", "dvc.lock")
     dvc(work, "checkout", "--force")
 
 

@@ -17,16 +17,12 @@ The stages after the runs (speedup, evaluate, report) are cheap and have no gold
 from __future__ import annotations
 
 import io
-import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-
-import yaml
 
 from ngptlab.config.load import read_mapping
 from ngptlab.errors import NgptlabError, ParamsError
@@ -40,6 +36,7 @@ from ngptlab.plan.closure import (
     stage_code,
     stage_fingerprints,
 )
+from ngptlab.plan.dvclock import commit_plan_stage
 from ngptlab.plan.golden import golden_params, json_sha256, trace_trees
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.settings import Params
@@ -142,22 +139,6 @@ def record(root: Path, entries: list[dict]) -> Path:
     return path
 
 
-def commit_plan_stage(root: Path) -> bool:
-    """In a DVC repository whose dvc.lock holds the `plan` stage: `dvc commit --force plan`, DVC's way to
-    record that a stage's changed dependencies (its code) are up to date. False where there is none."""
-    lock = root / "dvc.lock"
-    if not lock.is_file() or "plan" not in ((yaml.safe_load(lock.read_text()) or {}).get("stages") or {}):
-        return False
-    beside = Path(sys.executable).with_name("dvc")  # this environment's, else the one on PATH
-    dvc = str(beside) if beside.is_file() else shutil.which("dvc") or "dvc"
-    done = subprocess.run([dvc, "commit", "--force", "plan"], cwd=root, capture_output=True, text=True)
-    if done.returncode:
-        why = ((done.stderr or done.stdout).strip().splitlines() or ["failed"])[-1]
-        raise NgptlabError(f"the record is written, but `dvc commit --force plan` failed in {root}: {why}; "
-                           "run it there")
-    return True
-
-
 def accept_code(params: Params, params_file: str | Path, root: str | Path = ".",
                 against: str = "HEAD") -> int:
     """Accept the working tree's code under root as equivalent to REV's, or refuse (NotAccepted)."""
@@ -217,6 +198,6 @@ def accepted(params: Params, root: Path, changed: list[Change], traces: dict, sh
     if plan_file.is_file():
         write_grid_file(params, plan_file, root)
         print(f"rewrote {plan_file}")
-    if commit_plan_stage(root):
+    if commit_plan_stage(root, "the record"):
         print("ran `dvc commit --force plan`: dvc.lock records the plan stage's new code")
     return 0

@@ -127,7 +127,9 @@ def run(args: argparse.Namespace, params: Params) -> int:
     if args.match_angles:
         return match(args.params, args.root, plan_file)
     if args.write:
-        return write_plan(params, args.write, args.root, args.within_grid)
+        # `--set` prepares a DVC experiment, which runs the plan stage itself (and a queued one must leave
+        # dvc.lock as it was): only `--write` records the plan stage
+        return write_plan(params, args.params, args.write, args.root, args.within_grid, record=not args.set)
     if args.check:
         check_grid_file(params, args.check, args.root)
         return 0

@@ -1,7 +1,9 @@
 """The resolved grid as a file, results/plan.json: dvc.yaml iterates over it (`foreach: ${runs}`), because a
 DVC matrix cannot express learning-rate lists that differ per scale and arm, and its stages declare their
 lineage keys (ngptlab.plan.lineage) from it. It is derived from params.yaml and the code, so it carries
-what it was made from, `--check` refuses a stale one, and dvc.yaml's first stage, `plan`, rewrites it.
+what it was made from, `--check` refuses a stale one, and dvc.yaml's first stage, `plan`, rewrites it. It is
+written with the one list of the grid that dvc.yaml spells out, the report's conditioning files
+(plan/dvcyaml.py).
 
 Runs, trunk segments and cells are mappings keyed by their names, so DVC names its stages `train@<run>`,
 `trunk@<segment>`, `speedup@<cell>`:
@@ -26,6 +28,7 @@ from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment, branch_segment, by_end, enumerate_segments, segment_before
 from ngptlab.plan.closure import accepted_digest, stage_fingerprints
+from ngptlab.plan.dvcyaml import check_report_inputs, write_report_inputs
 from ngptlab.plan.lineage import PER_CELL, PER_SCHEDULE, key_of, made_from
 from ngptlab.schedule import shares_trunk
 from ngptlab.settings import Params
@@ -95,7 +98,10 @@ def resolved_grid(params: Params, root: str | Path = ".") -> dict:
 
 
 def write_grid_file(params: Params, path: str | Path, root: str | Path = ".") -> None:
+    """The grid file, and where it is the plan root's dvc.yaml reads, that dvc.yaml's list of the grid's
+    conditioning files (plan/dvcyaml.py)."""
     write_text_atomic(path, json.dumps(resolved_grid(params, root), indent=1) + "\n")
+    write_report_inputs(params, path, root)
 
 
 def read_grid_file(path: str | Path) -> dict | None:
@@ -137,3 +143,4 @@ def check_grid_file(params: Params, path: str | Path, root: str | Path = ".") ->
                           f"{fix}")
     if any(written.get(k) != v for k, v in expected.items()):
         raise ParamsError(f"{path}: stale, it no longer matches the params file; {fix}")
+    check_report_inputs(params, path, root, fix)

@@ -1,20 +1,30 @@
 """`ngptlab plan --write FILE`: the grid file (plan/grid.py) written, refusing a grid that changed inside a
-DVC run (`--within-grid`)."""
+DVC run (`--within-grid`); outside one, where it is the plan dvc.yaml's plan stage makes, DVC's record of
+that stage updated with it (plan/dvclock.py), so that `dvc status` names what `snakemake -n` does. Not after
+`--set`, which prepares a DVC experiment: that runs the plan stage itself, and a queued one must leave the
+workspace's dvc.lock as it was."""
 
 from __future__ import annotations
 
 from ngptlab.errors import ParamsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.plan.dvclock import commit_plan_stage, is_dvc_plan
 from ngptlab.plan.grid import read_grid_file, write_grid_file
 from ngptlab.settings import Params
 
 
-def write_plan(params: Params, path: str, root: str, within_grid: bool) -> int:
+def write_plan(params: Params, params_file: str, path: str, root: str, within_grid: bool,
+               record: bool = True) -> int:
     before = read_grid_file(path)
     write_grid_file(params, path, root)
-    print(f"wrote {path}: {len(enumerate_runs(params))} runs, {len(enumerate_cells(params))} cells")
-    if within_grid and before is not None:
-        refuse_grid_change(before, read_grid_file(path) or {}, path)
+    wrote = f"wrote {path}: {len(enumerate_runs(params))} runs, {len(enumerate_cells(params))} cells"
+    if within_grid:  # dvc.yaml's plan stage itself: DVC records it
+        print(wrote)
+        if before is not None:
+            refuse_grid_change(before, read_grid_file(path) or {}, path)
+        return 0
+    recorded = record and is_dvc_plan(params_file, path, root) and commit_plan_stage(root, path)
+    print(f"{wrote}{'; dvc.lock records the plan stage (dvc commit --force plan)' if recorded else ''}")
     return 0
 
 

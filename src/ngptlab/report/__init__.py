@@ -1,5 +1,5 @@
 """The `report` stage: results/ + params + data meta -> reports/report.md, report.html, figures, tables,
-provenance.json, metrics.json. Read top to bottom:
+provenance.json, metrics/<cell>/<arm>.json. Read top to bottom:
 
   kit/                 what every section builds on: loading, views, the document model, tables, plots,
                        rendering (kit/__init__.py lists its modules)
@@ -8,6 +8,6 @@ provenance.json, metrics.json. Read top to bottom:
                        conditioning, settle it, caveats, provenance
   build.py             the table of contents: one call per section, in the report's order
   provenance.py        reports/provenance.json: the runs and hashes behind every number
-  metrics.py           reports/metrics.json: the headline numbers for `dvc metrics`
+  metrics.py           reports/metrics/<cell>/<arm>.json: the headline numbers, DVC's metrics
   command.py           `ngptlab report`: render in memory, then write atomically
 """

@@ -1,13 +1,14 @@
 """`ngptlab report`: render reports/report.md, reports/report.html (self-contained), reports/figures/*.svg,
-reports/tables/*.csv and reports/provenance.json from results/, params and data/tokens/<source>/meta.json.
+reports/tables/*.csv, reports/provenance.json and reports/metrics/<cell>/<arm>.json from results/, params and
+data/tokens/<source>/meta.json.
 
 No checkpoint is read, so after a `dvc pull` of the small files alone the report re-renders, byte for byte
 (nothing in it depends on the time or on the machine; the code revision is an input like the others).
 
 Everything is rendered in memory first; only then is each file written to a temporary name in its
 directory and renamed into place, report.html last. A bad input therefore leaves the previous report as it
-was. Figures and tables of an earlier render that this one no longer produces are removed, so the folder
-holds exactly one report.
+was. Figures, tables and metrics files of an earlier render that this one no longer produces are removed, so
+the folder holds exactly one report.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def render_report(params: Params, root: str | Path = ".", params_path: str | Pat
         files[f"tables/{table.id}.csv"] = table.to_csv().encode()
     record = provenance.build_provenance(results, doc, revision)
     files["provenance.json"] = provenance.to_json(record).encode()
-    files["metrics.json"] = metrics.to_json(metrics.headline_metrics(results)).encode()
+    files.update(metrics.files(metrics.headline_metrics(results)))
     files["report.md"] = render.to_markdown(doc).encode()
     files["report.html"] = render.to_html(doc).encode()
     return Rendered(files, time.perf_counter() - started, doc)
@@ -72,9 +73,9 @@ def write_report(rendered: Rendered, out: str | Path) -> list[Path]:
     for rel in order:
         write_bytes_atomic(out / rel, rendered.files[rel])
         written.append(out / rel)
-    for sub, suffix in (("figures", ".svg"), ("tables", ".csv")):
-        for path in sorted((out / sub).glob(f"*{suffix}")):
-            if f"{sub}/{path.name}" not in rendered.files:
+    for sub, suffix in (("figures", ".svg"), ("tables", ".csv"), (metrics.DIRECTORY, ".json")):
+        for path in sorted((out / sub).rglob(f"*{suffix}")):
+            if path.relative_to(out).as_posix() not in rendered.files:
                 path.unlink()
     return written
 

@@ -7,6 +7,9 @@ Layout:
   data        {source, meta_sha256, splits{train, val: {tokens, documents, sha256}}} (null when meta.json is
               missing)
   inputs      {relative path: sha256} of every file the report read
+  timing      {files, sha256, note}: of those, the timing files (results/timing/) the compute table's speeds
+              come from, and the sha256 of their "<path> <sha256>" lines: measured speed is no stage's input
+              in either tool, so a run trained again rewrites it without rerunning the report
   runs        {run: {status, spec, checkpoint_sha256, data{source, train_sha256, val_sha256}, params (the
               run's resolved train params), code_revision, summary_sha256, conditioning_sha256}}
   tables      {table id: {title, csv, columns, key}}   key = the columns whose values name a row in number ids
@@ -96,6 +99,7 @@ def build_provenance(results: Results, doc: Document, code_revision: str) -> dic
             "conditioning_sha256": r.conditioning_sha256,
         }
     params_file = results.params_path
+    timing_files, timing_sha256 = results.timing_digest()
     return {
         "report": {"title": results.params.report.title,
                    "params_file": _relative(params_file, results.root) if params_file else None,
@@ -105,6 +109,9 @@ def build_provenance(results: Results, doc: Document, code_revision: str) -> dic
         "params": asdict(results.params),  # every key, defaults filled in
         "data": data,
         "inputs": results.inputs,
+        "timing": {"files": timing_files, "sha256": timing_sha256,
+                   "note": "measured speed, not part of the results' lineage: no stage of Snakemake or DVC "
+                           "depends on it, so a run trained again rewrites it and reruns nothing"},
         "runs": runs,
         "tables": {t.id: {"title": t.title, "csv": f"tables/{t.id}.csv", "columns": t.columns, "key": t.key}
                    for t in doc.tables},

@@ -106,7 +106,10 @@ class Grid:
     # Files
 
     def train_outputs(self, run: str, cell: str | None = None) -> dict[str, str]:
-        """A run's train outputs; with "{run}" and "{cell}" the train rule's output patterns."""
+        """A run's train outputs; with "{run}" and "{cell}" the train rule's output patterns. Not its timing
+        file (layout.timing_file), which the job writes too: measured speed differs from one identical
+        training to the next, so it is no job's output or input, in Snakemake as in DVC (the report reads
+        it and records its digest)."""
         cell = cell or self.run(run).cell
         run_dir, results_dir = layout.run_dir(cell, run), layout.train_results_dir(cell, run)
         return {
@@ -114,8 +117,6 @@ class Grid:
             "config": f"{run_dir}/config.json",
             "summary": f"{results_dir}/summary.json",
             "metrics": f"{results_dir}/metrics.jsonl",
-            # measured speed, varies per training: the report reads it
-            "timing": layout.timing_file(cell, run),
         }
 
     def damaged(self, root: str | Path = ".") -> str | None:

@@ -5,8 +5,12 @@ the grid is looked up and recorded as present or missing, never assumed:
 - results/train/<cell>/<run>/summary.json + metrics.jsonl (train stage; status "completed" | "diverged"; the
   validation curve, and the angular update rate and condition numbers over training)
 - results/conditioning/<run>.json + <run>.spectra.parquet (condition stage)
-- results/timing/<cell>/<run>.json                     (train stage; measured tokens/s and MFU; absent for
-                                                        runs trained before timing files existed: blank)
+- results/timing/<cell>/<run>.json                     (written by a run's training, and by a WSD trunk
+                                                        segment's: measured tokens/s and MFU; absent for runs
+                                                        trained before timing files existed: blank). No
+                                                        stage's output or input in either tool: measured speed
+                                                        is no result, so the report says which timing files it
+                                                        read (Results.timing_digest)
 - results/speedup/<cell>.json                          (speedup stage; only written when every run of its cell
                                                         has finished, so a hole in a cell means no speed-up;
                                                         read by ngptlab.speedup.document)
@@ -18,6 +22,7 @@ Every file read is hashed (sha256) so the provenance can name exactly what each 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +32,7 @@ from ngptlab.errors import ResultsError
 from ngptlab.files import read_json, sha256_file
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.results import read_metrics, read_summary, train_dir
 from ngptlab.settings import Params
 from ngptlab.speedup.document import SpeedupDocument, read_document
@@ -81,6 +87,8 @@ class Results:
     speedups: dict[str, SpeedupDocument | None]  # cell -> its speed-up document, or None when missing
     meta: dict | None  # data/tokens/<source>/meta.json, or None when missing
     inputs: dict[str, str] = field(default_factory=dict)  # relative path -> sha256 of every file read
+    segment_timing: dict[str, dict] = field(default_factory=dict)  # a WSD trunk segment's timing, by name
+    timing_files: list[str] = field(default_factory=list)  # of inputs, the timing files (runs', segments')
 
     @property
     def source(self) -> str:
@@ -104,6 +112,13 @@ class Results:
         calibration runs are not among them: they only calibrate WSD against cosine (the calibration
         section)."""
         return [r for r in self.cell_runs(cell) if r.spec.schedule == self.schedule]
+
+    def timing_digest(self) -> tuple[int, str | None]:
+        """(how many, sha256) of the timing files read: the sha256 of their "<path> <sha256>" lines in path
+        order (None: none read). Measured speed is no stage's input in either tool, so a run trained again
+        changes it without rerunning the report: this names the speeds the report shows."""
+        timing = [f"{path} {self.inputs[path]}\n" for path in sorted(self.timing_files)]
+        return len(timing), hashlib.sha256("".join(timing).encode()).hexdigest() if timing else None
 
     def missing(self, what: str) -> list[str]:
         """Names whose `what` (train | conditioning | speedup) output is absent."""
@@ -143,9 +158,16 @@ def load_results(params: Params, root: str | Path = ".", params_path: str | Path
     root = Path(root)
     inputs: dict[str, str] = {}
 
+    timing_files: list[str] = []
+
     def note(path: Path) -> str:
         inputs[path.relative_to(root).as_posix()] = digest = sha256_file(path)
         return digest
+
+    def note_timing(path: Path) -> dict:
+        timing_files.append(path.relative_to(root).as_posix())
+        note(path)
+        return read_json(path, ResultsError)
 
     runs: dict[str, RunRecord] = {}
     for spec in enumerate_runs(params):
@@ -168,9 +190,8 @@ def load_results(params: Params, root: str | Path = ".", params_path: str | Path
                 record.stale_conditioning = True
         timing = root / layout.timing_file(spec.cell, spec.name)
         if timing.is_file():
-            record.timing = read_json(timing, ResultsError)
+            record.timing = note_timing(timing)
             _check_timing(timing, record.timing, spec)
-            note(timing)
         spectra = root / cond_files["spectra"]
         if spectra.is_file():
             record.spectra_path = spectra
@@ -186,6 +207,12 @@ def load_results(params: Params, root: str | Path = ".", params_path: str | Path
             _check_speedup(path, speedups[cell], cell, params.speedup.baselines[1:])
             note(path)
 
+    segment_timing: dict[str, dict] = {}
+    for segment in enumerate_segments(params):  # WSD: what each trunk segment trained, once for its branches
+        path = root / layout.timing_file(segment.trunk.cell, segment.name)
+        if path.is_file():
+            segment_timing[segment.name] = note_timing(path)
+
     meta = None
     meta_path = root / layout.tokens_dir(params.train.source) / "meta.json"
     if meta_path.is_file():
@@ -194,4 +221,5 @@ def load_results(params: Params, root: str | Path = ".", params_path: str | Path
 
     params_path = Path(params_path) if params_path else None
     return Results(root=root, params=params, params_path=params_path, runs=runs, speedups=speedups,
-                   meta=meta, inputs=dict(sorted(inputs.items())))
+                   meta=meta, inputs=dict(sorted(inputs.items())), segment_timing=segment_timing,
+                   timing_files=timing_files)

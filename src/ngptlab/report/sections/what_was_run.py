@@ -19,8 +19,6 @@ import statistics
 
 from ngptlab import layout
 from ngptlab import weight_dtype as weight_dtypes
-from ngptlab.errors import ResultsError
-from ngptlab.files import read_json
 from ngptlab.grid.sweeps import held_back, lr_sweep, pruning_of
 from ngptlab.grid.trunks import enumerate_segments
 from ngptlab.paper import WSD_CITATION
@@ -166,9 +164,19 @@ def fmt_mfu(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1%}"
 
 
+def timing_note(results: Results) -> str:
+    """What the compute table's speeds were read from. Measured speed comes from results/timing/, which is no
+    stage's input or output in either tool: timings differ between two trainings of the same run, so they
+    must make nothing stale, and the report names the files it read instead."""
+    count, digest = results.timing_digest()
+    read = (f"read from {count} timing files (sha256 of their paths and hashes {fmt_sha(digest)}; "
+            "provenance.json lists each)" if count else "no timing file read")
+    return (f"Measured speeds are not part of the results' lineage: {read}. No stage of either tool depends "
+            "on them, so a run trained again rewrites its timing file and reruns nothing, and these figures "
+            "change only when the report renders again.")
+
+
 def compute_table(results: Results) -> Table:
-    # Measured speed comes from results/timing/, which only the report reads: timings differ between two
-    # trainings of the same run, and the report is the last stage, so nothing downstream reruns for them.
     summed = ["completed", "diverged", "missing", "tokens", "train_flops"]
     cols = ["cell", *summed, "tokens_per_s", "mfu"]
     t = Table("compute", "Compute spent per cell", cols, key=["cell"],
@@ -185,7 +193,7 @@ def compute_table(results: Results) -> Table:
                    "median over the cell's runs with a timing file. MFU is against the exact GPU model's "
                    "dense bf16 peak, n/a for an unlisted model or a CPU (train.peak_tflops declares one); "
                    "its FLOP count includes the full T x T attention square, about twice what a causal "
-                   "kernel computes at long contexts.")
+                   "kernel computes at long contexts. " + timing_note(results))
     rows = []
     for cell in results.cells:
         records = results.cell_runs(cell)
@@ -216,9 +224,8 @@ def compute_spent(results: Results, cell: str, done: list[RunRecord]) -> tuple[i
         tokens += trained
         flops += float(record.summary.get("train_flops") or 0) * (trained / budget if budget else 0)
     for segment in enumerate_segments(results.params):
-        path = results.root / layout.timing_file(cell, segment.name)
-        if segment.trunk.cell == cell and path.is_file():
-            timing = read_json(path, ResultsError)
+        timing = results.segment_timing.get(segment.name)
+        if segment.trunk.cell == cell and timing is not None:
             tokens += int(timing["trained_tokens"])
             flops += float(timing.get("flops_per_token") or 0) * timing["trained_tokens"]
     return tokens, flops
