@@ -109,7 +109,6 @@ class Shell:
     def __init__(self, cwd: Path, state: Path, substitutions: dict[str, str]) -> None:
         self.cwd, self.state, self.substitutions = cwd, state, substitutions
         state.write_text("")
-        self.ran: list[str] = []
 
     def script(self, command: str) -> str:
         for placeholder, value in self.substitutions.items():
@@ -127,7 +126,6 @@ class Shell:
         next_state = Path(f"{self.state}.next")
         self.state.write_text(next_state.read_text())
         self.cwd = Path(Path(f"{self.state}.cwd").read_text().strip())
-        self.ran.append(command)
         return out
 
     def __call__(self, command: str, timeout: float = 1800) -> str:
@@ -187,7 +185,8 @@ class Preemption:
             return -1
 
     def _job(self) -> str | None:
-        logs = [p for p in (self.work / "logs" / "slurm" / "rule_train").rglob("*.log") if self.run in str(p)]
+        logs = [p for p in (self.work / "logs" / "slurm" / "rule_train").rglob("*.log")
+                if p.parent.name.endswith(f"_{self.run}")]  # not its WSD namesake, <run>-wsd
         return max(logs, key=lambda p: int(p.stem)).stem if logs else None
 
     def _watch(self) -> None:
