@@ -20,7 +20,7 @@ SIZES = {
     "train.source", "train.shapes", "train.scales", "train.contexts", "train.budgets", "train.learning_rates",
     "train.batch_sequences", "train.micro_batch_tokens", "train.eval_every_tokens", "train.eval_windows",
     "train.final_eval_tokens", "train.vocab_multiple", "train.device", "train.compile",
-    "train.checkpoint_every_tokens", "train.resources", "train.calibrate.budgets",
+    "train.checkpoint_every_tokens", "train.step_angle_every", "train.resources", "train.calibrate.budgets",
     "train.protocol.prune_sweeps.after_budget", "train.protocol.add_seeds",
     "condition.sample_rows",
     "evaluate.tasks", "evaluate.limit", "evaluate.device",
