@@ -24,7 +24,7 @@ SNAKEMAKE_FILTER ?= $(BIN)/python workflow/scripts/progress_filter.py
 # on a machine set up that way; errors, a failed resolve among them, still show. PIP_QUIET=-q shows warnings.
 PIP_QUIET ?= -qq
 
-.PHONY: all pipeline test lint lock preset docs docs-pictures clean-results
+.PHONY: all pipeline test test-recipe lint lock preset docs docs-pictures clean-results
 
 all: pipeline
 
@@ -53,6 +53,11 @@ pipeline: $(INSTALLED)
 
 test: $(INSTALLED)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -n $(TEST_WORKERS) --no-loadscope-reorder $(PYTEST_ARGS)
+
+# The cluster page's recipe on the rehearsal preset (tests/test_cluster_recipe.py), through the Slurm and SSH
+# server that .ci/setup-slurm.sh and .ci/setup-sshd.sh start: ~45 minutes on two cores, so not in `make test`.
+test-recipe: $(INSTALLED)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -m recipe tests/test_cluster_recipe.py $(PYTEST_ARGS)
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check src tests

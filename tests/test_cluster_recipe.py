@@ -40,6 +40,7 @@ SSH_ENV = Path("/var/lib/ngptlab-sshd/remote.env")
 PAGE = REPO / "docs" / "cluster.md"
 
 ON_THE_CLUSTER = [
+    pytest.mark.recipe,  # not in `make test`: ~45 minutes of Slurm jobs on two cores (`make test-recipe`)
     *SLURM_MARKS,
     pytest.mark.ssh,
     pytest.mark.skipif(not SSH_ENV.is_file(),
