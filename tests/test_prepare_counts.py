@@ -250,12 +250,16 @@ def test_a_hub_builder_hash_is_the_commit():
 
 
 def test_presets_reading_openwebtext_pin_a_revision_and_its_full_count():
-    """The parquet export holds about an eighth of OpenWebText: every preset that reads it must ask for all
-    8,013,769 documents (or all of its cap), so that prepare refuses the export rather than train on it."""
+    """The Hub's parquet export holds about an eighth of OpenWebText: a preset that reads it from the Hub pins
+    its revision and asks for all it caps, and one that reads the whole corpus from disk (step 0 of
+    docs/cluster.md) asks for all 8,013,769 documents, so that prepare refuses a partial source."""
     sources = {p.stem: yaml.safe_load(p.read_text())["prepare"]["source"]
                for p in sorted((REPO / "workflow" / "presets").glob("*.yaml"))}
-    owt = {name: s for name, s in sources.items() if s.get("dataset") == "Skylion007/openwebtext"}
-    assert {"paper", "pilot", "settle", "small"} <= set(owt)
-    for name, source in owt.items():
+    hub = {name: s for name, s in sources.items() if s.get("dataset") == "Skylion007/openwebtext"}
+    disk = {name: s for name, s in sources.items() if s["kind"] == "local" and s["name"] == "openwebtext"}
+    assert set(hub) == {"small"} and set(disk) == {"paper", "pilot", "settle"}
+    for name, source in hub.items():
         assert source.get("revision"), name
         assert source.get("min_documents") == source.get("max_documents", 8_013_769), name
+    for name, source in disk.items():
+        assert source["min_documents"] == 8_013_769 and source["format"] == "parquet", name
