@@ -29,14 +29,13 @@ from pathlib import Path
 
 import pytest
 from safetensors import safe_open
-from support.workflow import DOWNLOAD_CACHE, REPO, SLURM_MARKS, environment, run
+from support.workflow import DOWNLOAD_CACHE, REPO, SLURM_MARKS, SSH_ENV, environment, on_server, run, tree
 
 from ngptlab import layout
 from ngptlab.checkpoint import HASH_KEY
 from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import enumerate_runs
 
-SSH_ENV = Path("/var/lib/ngptlab-sshd/remote.env")
 PAGE = REPO / "docs" / "cluster.md"
 
 ON_THE_CLUSTER = [
@@ -131,10 +130,6 @@ class Shell:
 
     def __call__(self, command: str, timeout: float = 1800) -> str:
         return self.finish(command, self.start(command), timeout)
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def tensors_sha256(path: Path) -> str:
@@ -265,10 +260,7 @@ def test_the_cluster_page_runs_as_written_on_the_rehearsal(tmp_path):
                     assert {k: after.get(k) for k in before} == before, f"`{command}` retrained a run"
                 check_after(command, out, shell.cwd, origin)
     finally:
-        run(["ssh", "-i", ssh["NGPTLAB_SSH_KEY"], "-p", ssh["NGPTLAB_SSH_PORT"], "-o", "BatchMode=yes",
-             "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-             f"{ssh['NGPTLAB_SSH_USER']}@{ssh['NGPTLAB_SSH_HOST']}", f"rm -rf {remote}"], Path("/"),
-            check=False)
+        on_server(ssh, f"rm -rf {remote}", check=False)
     print(f"the cluster recipe on the rehearsal: {time.monotonic() - started:.0f} s")
 
     # Settle's protocol, through Slurm: every run of the grown grid trained (or diverged) in a Slurm job.

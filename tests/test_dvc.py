@@ -10,23 +10,22 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from support.workflow import (
+    SSH_ENV,
     copy_run,
     default_params,
     dvc,
     git,
     job_counts,
     local_smoke_run,
+    on_server,
     ran_stages,
-    run,
     set_params,
     snakemake,
+    tree,
 )
-
-SSH_ENV = Path("/var/lib/ngptlab-sshd/remote.env")
 
 pytestmark = [
     pytest.mark.ssh,
@@ -48,23 +47,12 @@ def smoke(tmp_path_factory):
 
 
 
-def on_server(ssh: dict, command: str) -> str:
-    login = f"{ssh['NGPTLAB_SSH_USER']}@{ssh['NGPTLAB_SSH_HOST']}"
-    return run(["ssh", "-i", ssh["NGPTLAB_SSH_KEY"], "-p", ssh["NGPTLAB_SSH_PORT"], "-o", "BatchMode=yes",
-                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", login, command],
-               Path("/")).stdout
-
-
 @pytest.fixture
 def remote_path(ssh):
     """A fresh directory on the server for this test's remote, removed afterwards (checkpoints, ~1 GB)."""
     path = f"{ssh['NGPTLAB_SSH_ROOT']}/{uuid.uuid4().hex}"
     yield path
     on_server(ssh, f"rm -rf {path}")
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def test_push_clone_pull_rerender_and_nothing_left_to_do(smoke, ssh, remote_path, tmp_path):

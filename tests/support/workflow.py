@@ -270,3 +270,22 @@ def ran_stages(output: str) -> Counter:
 def set_params(work: Path, *assignments: str) -> None:
     """The documented way to change params.yaml and its plan before DVC resolves its stages."""
     run([str(BIN / "ngptlab"), "plan", *sum((["--set", a] for a in assignments), [])], work)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The SSH server `.ci/setup-sshd.sh` starts, a DVC remote for the sharing tests (test_dvc, the cluster recipe)
+
+SSH_ENV = Path("/var/lib/ngptlab-sshd/remote.env")
+
+
+def on_server(ssh: dict, command: str, check: bool = True) -> str:
+    """Run a shell command on the SSH server (`ssh`: the variables of SSH_ENV)."""
+    login = f"{ssh['NGPTLAB_SSH_USER']}@{ssh['NGPTLAB_SSH_HOST']}"
+    return run(["ssh", "-i", ssh["NGPTLAB_SSH_KEY"], "-p", ssh["NGPTLAB_SSH_PORT"], "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", login, command],
+               Path("/"), check=check).stdout
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under root, by relative path, with its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
