@@ -166,7 +166,7 @@ def test_dvc_cache_policy_large_outputs_cached_small_results_committed():
 
 
 def test_presets_are_complete_params_files():
-    assert PRESETS == ["first-light", "paper", "pilot", "settle", "small"], (
+    assert PRESETS == ["first-light", "paper", "pilot", "rehearsal", "settle", "small"], (
         f"workflow/presets/ holds {PRESETS}: name each preset in this list and in the parametrize of the "
         "time-limit tests below (tests/test_workflow.py)")
     for preset in PRESETS:
@@ -207,7 +207,7 @@ def assert_time_limits_of_the_plan(work, dry_run: str) -> None:
     assert all(j["jobs"] >= math.ceil(j["estimate_min"] / limit) for j in jobs)
 
 
-@pytest.mark.parametrize("preset", ["first-light", "pilot", "settle"])  # small and paper: the test below
+@pytest.mark.parametrize("preset", ["first-light", "pilot", "rehearsal", "settle"])  # small, paper: below
 def test_every_job_of_a_preset_asks_slurm_for_the_time_the_plan_gives_it(preset, tmp_path):
     work = make_workdir(tmp_path / "repo")
     apply_preset(work, preset)

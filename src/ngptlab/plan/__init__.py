@@ -8,6 +8,8 @@
   lineage.py    every job's lineage key: its settings (by the schema's classes), code and upstream keys
   grid.py       results/plan.json, the resolved grid and keys dvc.yaml reads
   gridfile.py   writing it (--write)
+  dvcyaml.py    the report stage's per-run inputs, written into dvc.yaml between its markers
+  dvclock.py    the plan stage recorded in dvc.lock where `plan` rewrote its output
   growth.py     edits that change the grid: --set, --extend-sweeps, --prune-sweeps, --add-seeds,
                 --match-angles; and --check-tuning
   tuned.py      is each sweep's best learning rate interior: --check-tuning, the refusal to grow from an edge
