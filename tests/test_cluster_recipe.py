@@ -249,9 +249,9 @@ def test_the_cluster_page_runs_as_written_on_the_rehearsal(tmp_path):
                 continue
             protocol = "$PRESET" in " ".join(block.commands)  # settle's steps
             for command in block.commands:
-                trains = protocol and command.startswith("snakemake --profile slurm")
-                before = results_of_runs(origin)
-                if trains and preempted is None:
+                trains = protocol and "snakemake --profile slurm" in command  # alone or in the tuning loop
+                before, began = results_of_runs(origin), time.monotonic()
+                if trains and preempted is None:  # the first: `snakemake --profile slurm $SLURM_ARGS`
                     preempted = preempt_during(shell, command, origin)
                     continue
                 out = shell(command)
@@ -259,6 +259,7 @@ def test_the_cluster_page_runs_as_written_on_the_rehearsal(tmp_path):
                     after = results_of_runs(origin)
                     assert {k: after.get(k) for k in before} == before, f"`{command}` retrained a run"
                 check_after(command, out, shell.cwd, origin)
+                print(f"{time.monotonic() - began:6.0f} s  {command[:100]}", flush=True)
     finally:
         on_server(ssh, f"rm -rf {remote}", check=False)
     print(f"the cluster recipe on the rehearsal: {time.monotonic() - started:.0f} s")
