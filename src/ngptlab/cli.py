@@ -4,9 +4,9 @@ report) plus `plan` (validate params, list the runs), `design` (check a design o
 
 Each verb lives in `ngptlab/<verb>/command.py`, which provides `configure(parser)` for its own options and
 `run(args, params) -> int`. This module only loads and validates the params file and dispatches, so every
-subcommand takes `--params FILE` and fails the same way on bad input: one line naming what is wrong. A
-command module that sets `VALIDATES_PARAMS = False` gets None for params and reads its file itself: `doctor`
-must run where the validation's own dependency (jsonschema) does not import.
+subcommand takes `--params FILE` and fails the same way on bad input: one line naming what is wrong. But
+`doctor` gets None for params and reads its file itself: it must run where the validation's own dependency
+(jsonschema) does not import.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import importlib
 import importlib.metadata
 import os
 import sys
+from typing import TYPE_CHECKING
 
 # PyTorch's CPU allocator returns every large tensor to the OS when it is freed, so each training step
 # faults in its logits (tokens x 50k vocabulary, hundreds of MB) page by page again. With transparent huge
@@ -27,6 +28,9 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 from ngptlab import options  # noqa: E402
 from ngptlab.errors import NgptlabError  # noqa: E402
 from ngptlab.jobclock import mark_resumable  # noqa: E402
+
+if TYPE_CHECKING:
+    from ngptlab.settings import Params
 
 VERBS = {
     "prepare": "tokenize a text source into uint16 GPT-2 BPE shards under data/tokens/<source>/",
@@ -40,6 +44,7 @@ VERBS = {
     "bench": "speed benchmarks, printed as ratios measured side by side",
     "doctor": "what this machine runs ngptlab with: torch, Python, GPUs, missing packages, MFU's peak, SDPA",
 }
+UNVALIDATED = {"doctor"}  # verbs whose run() gets params None: they read the file themselves, if at all
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
@@ -71,7 +76,7 @@ def _command_module(verb: str):
     return importlib.import_module(f"ngptlab.{verb}.command")
 
 
-def load_params(path: str):
+def load_params(path: str) -> Params:
     """The validated params file. Imported here, not at the top: the validation needs jsonschema, which
     `ngptlab doctor` reports on where it is missing rather than failing to start."""
     from ngptlab.config.load import load_params as load
@@ -83,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
     try:
-        command = _command_module(args.verb)
-        params = load_params(args.params) if getattr(command, "VALIDATES_PARAMS", True) else None
-        code = int(command.run(args, params) or 0)
+        params = None if args.verb in UNVALIDATED else load_params(args.params)
+        code = int(_command_module(args.verb).run(args, params) or 0)
         mark_resumable(code)
         return code
     except NgptlabError as err:

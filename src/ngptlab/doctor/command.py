@@ -19,7 +19,6 @@ from ngptlab import options
 from ngptlab.doctor import packages
 from ngptlab.layout import REPO_ROOT
 
-VALIDATES_PARAMS = False  # cli.py: the params file is read here as YAML, for its shapes only
 PRESETS = REPO_ROOT / "workflow" / "presets"
 
 
@@ -34,6 +33,7 @@ def line(label: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace, params: None) -> int:
+    """The lines; params is None (cli.UNVALIDATED): the file is read as YAML, for its shapes only."""
     declared = packages.declared()
     failed: list[str] = []
     try:
