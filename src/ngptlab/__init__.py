@@ -9,10 +9,10 @@ The stages, one package each, in the order the data flows (the Snakemake rule, d
   evaluate/   zero-shot accuracy of a cell's selected runs
   report/     everything, rendered
 Beside them: plan/ (`ngptlab plan`: costs, lineage keys, growing grids), design/ (planted worlds), bench/
-(speed benchmarks), workflow/ (the grid as Snakemake's rules see it), cli.py (the `ngptlab` command),
-options.py (the options verbs share, each defined once), progress_lines.py (a long verb's progress on
-stderr), docs_reference.py (the guide's reference pages, generated from the schema and the parsers; no
-stage's code).
+(speed benchmarks), doctor/ (what a machine runs ngptlab with), workflow/ (the grid as Snakemake's rules see
+it), cli.py (the `ngptlab` command), options.py (the options verbs share, each defined once),
+progress_lines.py (a long verb's progress on stderr), docs_reference.py (the guide's reference pages,
+generated from the schema and the parsers; no stage's code).
 
 What they share, from the bottom floor up:
   errors.py files.py layout.py jobclock.py device.py   errors; atomic files; every path; a job's clock; the

@@ -1,10 +1,12 @@
 """`ngptlab <verb>`: one subcommand per pipeline stage (prepare, train, condition, evaluate, speedup,
-report) plus `plan` (validate params, list the runs), `design` (check a design on planted worlds) and `bench`
-(speed benchmarks).
+report) plus `plan` (validate params, list the runs), `design` (check a design on planted worlds), `bench`
+(speed benchmarks) and `doctor` (what this machine runs ngptlab with).
 
 Each verb lives in `ngptlab/<verb>/command.py`, which provides `configure(parser)` for its own options and
 `run(args, params) -> int`. This module only loads and validates the params file and dispatches, so every
-subcommand takes `--params FILE` and fails the same way on bad input: one line naming what is wrong.
+subcommand takes `--params FILE` and fails the same way on bad input: one line naming what is wrong. But
+`doctor` gets None for params and reads its file itself: it must run where the validation's own dependency
+(jsonschema) does not import.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import importlib
 import importlib.metadata
 import os
 import sys
+from typing import TYPE_CHECKING
 
 # PyTorch's CPU allocator returns every large tensor to the OS when it is freed, so each training step
 # faults in its logits (tokens x 50k vocabulary, hundreds of MB) page by page again. With transparent huge
@@ -23,9 +26,11 @@ import sys
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from ngptlab import options  # noqa: E402
-from ngptlab.config.load import load_params  # noqa: E402
 from ngptlab.errors import NgptlabError  # noqa: E402
 from ngptlab.jobclock import mark_resumable  # noqa: E402
+
+if TYPE_CHECKING:
+    from ngptlab.settings import Params
 
 VERBS = {
     "prepare": "tokenize a text source into uint16 GPT-2 BPE shards under data/tokens/<source>/",
@@ -37,7 +42,9 @@ VERBS = {
     "plan": "validate the params file and list the runs it describes",
     "design": "check a design on planted worlds: how often its reading is right, before paying for it",
     "bench": "speed benchmarks, printed as ratios measured side by side",
+    "doctor": "what this machine runs ngptlab with: torch, Python, GPUs, missing packages, MFU's peak, SDPA",
 }
+UNVALIDATED = {"doctor"}  # verbs whose run() gets params None: they read the file themselves, if at all
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
@@ -69,11 +76,19 @@ def _command_module(verb: str):
     return importlib.import_module(f"ngptlab.{verb}.command")
 
 
+def load_params(path: str) -> Params:
+    """The validated params file. Imported here, not at the top: the validation needs jsonschema, which
+    `ngptlab doctor` reports on where it is missing rather than failing to start."""
+    from ngptlab.config.load import load_params as load
+
+    return load(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
     try:
-        params = load_params(args.params)
+        params = None if args.verb in UNVALIDATED else load_params(args.params)
         code = int(_command_module(args.verb).run(args, params) or 0)
         mark_resumable(code)
         return code

@@ -20,7 +20,9 @@
 # Time: NGPTLAB_JOB_STARTED (seconds since the epoch) is set once, here, unless an enclosing launch set it,
 # so the run's own clock (train.max_job_minutes, src/ngptlab/jobclock.py) counts from the job's start across
 # torchrun restarts and nodes. On SIGTERM torchrun gives its processes NGPTLAB_SHUTDOWN_TIMEOUT seconds
-# (train.signal_lead_s: enough for a checkpoint; default 120) to checkpoint and exit before it kills them.
+# (train.signal_lead_s: enough for a checkpoint; default 120) to checkpoint and exit before it kills them,
+# where its torch has --shutdown-timeout (2.13 has, 2.11 has not: there it gives them its fixed 30 s; the
+# option is passed only where torchrun parses it, src/ngptlab/train/torchrun_args.py).
 # Slurm signals every process of the step at once, this script included: it ignores SIGTERM and waits for its
 # agent, and since a signalled agent exits 1 whatever its processes did, it exits 75 where they stopped with a
 # checkpoint (they say so in NGPTLAB_RESUMABLE_MARK, src/ngptlab/jobclock.py), so the job reads as resumable.
@@ -50,10 +52,14 @@ fi
 shutdown=${NGPTLAB_SHUTDOWN_TIMEOUT:-120}
 
 agent() {  # torchrun ARGS...: this node's agent, waited for; exit 75 where its processes stopped resumably
-    local mark status=0
+    local mark status=0 answer optional
+    # the options not every torch's torchrun has, kept where this one has them (python: the environment's,
+    # whose bin/ holds torchrun)
+    answer=$(python -m ngptlab.train.torchrun_args --shutdown-timeout "$shutdown")
+    read -ra optional <<< "$answer"
     mark=$(mktemp)
     trap '' TERM
-    NGPTLAB_RESUMABLE_MARK=$mark torchrun "$@" || status=$?
+    NGPTLAB_RESUMABLE_MARK=$mark torchrun "${optional[@]}" "$@" || status=$?
     if [ "$status" -ne 0 ] && [ -s "$mark" ]; then
         status=$(cat "$mark")
     fi
@@ -65,13 +71,12 @@ if [ "$nodes" -eq 1 ] && [ "$processes" -eq 1 ]; then
     exec ngptlab "$@"
 fi
 if [ "$nodes" -eq 1 ]; then
-    agent --standalone --nproc_per_node "$processes" --max-restarts "$restarts" \
-        --shutdown-timeout "$shutdown" -m ngptlab.cli "$@"
+    agent --standalone --nproc_per_node "$processes" --max-restarts "$restarts" -m ngptlab.cli "$@"
 fi
 if [ -n "${NGPTLAB_RDZV_ENDPOINT:-}" ]; then  # one node's agent
     agent --nnodes "$nodes" --nproc_per_node "$processes" --rdzv_backend c10d \
         --rdzv_endpoint "$NGPTLAB_RDZV_ENDPOINT" --rdzv_id "${NGPTLAB_RDZV_ID:-ngptlab}" \
-        --max-restarts "$restarts" --shutdown-timeout "$shutdown" -m ngptlab.cli "$@"
+        --max-restarts "$restarts" -m ngptlab.cli "$@"
 fi
 
 if [ -z "${SLURM_JOB_ID:-}" ]; then

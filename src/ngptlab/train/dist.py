@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -34,13 +36,25 @@ def ddp(module: torch.nn.Module, topology: Topology, n_params: int) -> Distribut
     """DDP around the (compiled) model, for the hot loop: gradient buckets sized from the model (a quarter of
     its fp32 gradients, within 25..100 MiB: few all-reduces, yet several to overlap with the backward pass),
     gradients as views into the buckets (no copy between them, one gradient's memory less), and no buffer
-    broadcast before each forward (forward_sync_buffers=False, torch 2.13's name for broadcast_buffers=False;
-    it still syncs them once at start): the only buffers are the RoPE tables, identical on every rank."""
+    broadcast before each forward (no_buffer_sync): the only buffers are the RoPE tables, identical on every
+    rank."""
     bucket_mib = min(100.0, max(25.0, n_params * 4 / 2**20 / 4))
     cuda = topology.device.type == "cuda"
     return DistributedDataParallel(module, device_ids=[topology.local_rank] if cuda else None,
                                    bucket_cap_mb=bucket_mib, gradient_as_bucket_view=True,
-                                   forward_sync_buffers=False)
+                                   **no_buffer_sync())
+
+
+def no_buffer_sync(init: Callable | None = None) -> dict[str, bool]:
+    """DDP's keyword for "no buffer broadcast before each forward", in the spelling the installed torch's DDP
+    accepts (read from its signature, not its version string, so a patched or nightly build is judged by
+    what it takes): forward_sync_buffers=False where it has one (torch 2.13, which deprecates the old name
+    with a warning on every construction), else broadcast_buffers=False (torch 2.11). The two differ only at
+    start, where the old one also skips the initial buffer sync; the RoPE tables need none."""
+    parameters = inspect.signature(init or DistributedDataParallel.__init__).parameters
+    if "forward_sync_buffers" in parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
 
 
 def setup(device_setting: str) -> Topology:
