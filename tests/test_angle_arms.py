@@ -1,6 +1,7 @@
 """The angle arms (gpt-angle, ngpt-angle): built by the registry, their angles set from params or the prior
 (train/angle_targets.py), they turn their matrices by the target angle per step, gpt-angle's directions keep
-their norm while their conditioning moves, and ngpt-angle stays nGPT (unit rows)."""
+their norm while their conditioning moves, and ngpt-angle stays nGPT (unit rows); in bf16 the plan counts
+their matrices' float32 master copies."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from ngptlab.grid.runs import RunSpec
 from ngptlab.models import rotational
 from ngptlab.models.registry import build
 from ngptlab.models.scales import Scale
+from ngptlab.models.size import rotational_parameters
 from ngptlab.observe.step_angle import StepAngles
+from ngptlab.plan.memory import training_memory
 from ngptlab.train import angle_targets
 
 torch.set_num_threads(1)
@@ -119,3 +122,20 @@ def test_ngpt_angle_turns_near_its_target_and_stays_on_unit_rows():
     q = model.get_submodule(next(i.name for i in model.matrices() if i.kind == "q")).weight.detach()
     assert torch.allclose(q.norm(dim=-1), torch.ones(q.shape[0]), atol=1e-5) or torch.allclose(
         q.norm(dim=0), torch.ones(q.shape[1]), atol=1e-5)
+
+
+@pytest.mark.parametrize("arm", ["gpt-angle", "ngpt-angle"])
+def test_the_plan_counts_a_float32_master_per_rotational_parameter_in_bf16(arm):
+    """The closed form of the rotational matrices' size is what the built arm turns; with bf16 weights
+    their float32 master copies add 4 bytes each to the planned memory, fp32 weights nothing."""
+    model, recipe = build(arm, SHAPE, VOCAB, CONTEXT)
+    recipe = angle_targets.with_targets(recipe, settings(), spec(arm), SHAPE)
+    groups = rotational.param_groups(recipe, model, LR)
+    turned = sum(p.numel() for g in groups if g.get("rotational") for p in g["params"])
+    assert turned == rotational_parameters(arm, SHAPE, VOCAB) > 0
+    n = sum(p.numel() for p in model.parameters())
+    fp32 = training_memory(arm, SHAPE, n, VOCAB, 512, bf16=True)
+    bf16 = training_memory(arm, SHAPE, n, VOCAB, 512, bf16=True, weight_bytes=2)
+    assert (fp32.weights_optimizer, bf16.weights_optimizer) == (16 * n, 8 * n + 4 * turned)
+    assert rotational_parameters("gpt", SHAPE, VOCAB) == 0
+    assert training_memory("gpt", SHAPE, n, VOCAB, 512, bf16=True, weight_bytes=2).weights_optimizer == 8 * n

@@ -1,16 +1,19 @@
 """The rotational step (models/rotational.py), measured with the per-step angle (observe/step_angle.py): tiny
 models training on random tokens turn their rotational matrices by the target angle, keep their norms, leave
 every other parameter to AdamW, and round-trip through a checkpoint; a run with them resumes byte for byte.
+In bf16 a matrix turns as its float32 master copy, so that turns below bf16's rounding accumulate.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
 from dataclasses import dataclass, field
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from support.train import (
     StopsAfter3Steps,
     make_params,
@@ -21,8 +24,9 @@ from support.train import (
     write_shards,
 )
 
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.errors import ParamsError
-from ngptlab.grid.enumeration import find_run
+from ngptlab.grid.enumeration import enumerate_runs, find_run
 from ngptlab.models import registry, rotational
 from ngptlab.models.gpt_scalar import GPTScalar, ScalarRecipe
 from ngptlab.models.registry import build
@@ -44,10 +48,12 @@ ANGLES = {"embed_in": 0.004, "q": 0.01, "k": 0.01, "v": 0.01, "o": 0.01, "mlp_u"
 FACTORS = [1.0 - 0.05 * t for t in range(12)]  # a decaying schedule: the angle follows it
 
 
-def tiny(beta: float, seed: int = 0) -> tuple[GPTScalar, torch.optim.Optimizer]:
-    """gpt-scalar's model (W = s W~, the scalars on AdamW) with the ANGLES matrices rotational."""
+def tiny(beta: float, seed: int = 0, dtype: str = "fp32") -> tuple[GPTScalar, torch.optim.Optimizer]:
+    """gpt-scalar's model (W = s W~, the scalars on AdamW) with the ANGLES matrices rotational, its weights
+    stored in `dtype` (train.weight_dtype)."""
     torch.manual_seed(seed)
     model = GPTScalar(SHAPE, VOCAB, CONTEXT)
+    weight_dtypes.store(model, dtype)
     recipe = ScalarRecipe(rotation=dict(ANGLES), rotation_beta=beta)
     groups = rotational.param_groups(recipe, model, 3e-3)
     for group in groups:
@@ -57,7 +63,9 @@ def tiny(beta: float, seed: int = 0) -> tuple[GPTScalar, torch.optim.Optimizer]:
 
 def backward(model: torch.nn.Module, step: int) -> None:
     tokens = torch.randint(0, VOCAB, (4, CONTEXT + 1), generator=torch.Generator().manual_seed(step))
-    _, loss = model(tokens[:, :-1], tokens[:, 1:])
+    bf16 = next(model.parameters()).dtype == torch.bfloat16  # bf16 weights compute under autocast
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        _, loss = model(tokens[:, :-1], tokens[:, 1:])
     loss.backward()
 
 
@@ -143,8 +151,11 @@ def test_every_other_parameter_gets_exactly_adamws_update():
         assert not all(torch.equal(p, q) for p, q in zip(model.parameters(), twin.parameters(), strict=True))
 
 
-def test_the_state_round_trips_through_a_checkpoint_and_the_next_step_is_the_same(tmp_path):
-    model, optimizer = tiny(beta=0.9)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_state_round_trips_through_a_checkpoint_and_the_next_step_is_the_same(tmp_path, dtype):
+    """fp32 weights keep AdamW's state and two scalars per rotational matrix, as before; bf16 weights add
+    each rotational matrix's float32 master copy, saved as float32 and restored as float32."""
+    model, optimizer = tiny(beta=0.9, dtype=dtype)
     for step in range(3):
         backward(model, step)
         scheduled(optimizer, FACTORS[step])
@@ -153,7 +164,12 @@ def test_the_state_round_trips_through_a_checkpoint_and_the_next_step_is_the_sam
     config = {"arm": "gpt-scalar", "scale": "tiny", "vocab_size": VOCAB, "context": CONTEXT}
     state.save_state(tmp_path, model, optimizer, config, Progress(step=3, identity={"arm": "gpt-scalar"}),
                      IntervalStart(3))
-    other, restored = tiny(beta=0.9, seed=1)
+    saved = load_file(next(tmp_path.glob("ckpt-*")) / "optimizer.safetensors")
+    masters = {key: value.dtype for key, value in saved.items() if key.endswith(".master")}
+    rotating = sum(len(g["params"]) for g in optimizer.param_groups if g.get("rotational"))
+    assert masters == ({} if dtype == "fp32" else {key: torch.float32 for key in masters})
+    assert len(masters) == (0 if dtype == "fp32" else rotating)
+    other, restored = tiny(beta=0.9, seed=1, dtype=dtype)
     state.load_state(tmp_path, other, restored, {"arm": "gpt-scalar"})
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), other.parameters(), strict=True))
     params = [(p, q) for g, h in zip(optimizer.param_groups, restored.param_groups, strict=True)
@@ -200,6 +216,65 @@ def test_the_measured_angle_is_exact_for_a_planted_rotation():
 
 
 # ----------------------------------------------------------------------------------------------------------
+# bf16 weights: the turn of a float32 master copy
+
+
+def turning_bf16(theta: float, n: int = 512) -> tuple[torch.nn.Parameter, rotational.RotationalAdamW]:
+    """An n x n bf16 matrix of Frobenius norm ~sqrt(n), turned by `theta` per step (no running average)."""
+    g = torch.Generator().manual_seed(0)
+    p = torch.nn.Parameter(torch.randn(n, n, generator=g).mul(n**-0.5).to(torch.bfloat16))
+    p.grad = torch.randn(n, n, generator=g).to(torch.bfloat16)  # the same every step: one plane of turns
+    # eps as large as the gradient's entries: Adam's update then differs in size between entries (with a
+    # tiny eps it is +-1 everywhere, and bf16's grid rounds every entry of a binade alike, a bias of a few
+    # per cent in the angle between two bf16 matrices that no number of steps averages out)
+    group = {"params": [p], "rotational": True, "rotation_beta": 0.0, "lr": theta, "weight_decay": 0.0,
+             "fused": False}
+    return p, rotational.RotationalAdamW([group], betas=(0.9, 0.95), eps=1.0)
+
+
+def test_bf16_weights_turn_by_the_target_angle_through_a_float32_master():
+    """Written straight into the bf16 parameter, a turn of 1e-4 rad rounded mostly away: on this 512 x 512
+    matrix, before the master copy, its first 20 steps realised 0.22 of it on average and 200 steps 0.175 of
+    200 x 1e-4 (1024 x 1024, random gradients: 0.26 at 1e-4, 0.44 at 3e-4, 0.78 at 1e-3). Now every step
+    turns the float32 master by the target, and the bf16 parameter, its rounding, follows: after 200 steps
+    its angle from the start is 200 x 1e-4 to within bf16's own rounding (~1.7e-3 rad at random, in
+    quadrature: 0.4%). A single step's angle between bf16 parameters says little at this size: the entries
+    that cross a rounding boundary jump by a whole ulp (3.4 x the target here, on average)."""
+    theta, steps = 1e-4, 200
+    p, optimizer = turning_bf16(theta)
+    first = p.detach().float()
+    turns = []
+    for _ in range(steps):
+        before = optimizer.state[p]["master"].clone() if optimizer.state[p] else p.detach().float()
+        optimizer.step()
+        master = optimizer.state[p]["master"]
+        assert master.dtype == torch.float32 and torch.equal(master.to(torch.bfloat16), p.detach())
+        turns.append(step_angle_(before, master).item())
+    assert p.dtype == torch.bfloat16
+    assert sum(turns[:20]) / 20 == pytest.approx(theta, rel=1e-2)
+    assert max(abs(t / theta - 1) for t in turns) < 1e-3  # every step, float32 round-off only
+    assert step_angle_(first.clone(), p.detach()).item() == pytest.approx(steps * theta, rel=1e-2)
+    assert step_angle_(first, master).item() == pytest.approx(steps * theta, rel=1e-4)
+
+
+def test_a_bf16_parameter_written_outside_the_optimizer_carries_its_master_along():
+    """nGPT's renormalisation (ngpt-angle) writes the parameter after each step: the entries it changed
+    take the parameter's value before the next turn, the others keep their float32 digits."""
+    p, optimizer = turning_bf16(1e-4, n=64)
+    for _ in range(3):
+        optimizer.step()
+    with torch.no_grad():
+        p[0] = -p[0]  # a write the master cannot have made
+    written = p[0].float()
+    optimizer.step()
+    master = optimizer.state[p]["master"]
+    assert torch.equal(master.to(torch.bfloat16), p.detach())
+    # the row turned from where the write left it (by ~1e-4 of its norm), not from the master's old row
+    assert torch.linalg.vector_norm(p[0].float() - written) < 1e-2 * torch.linalg.vector_norm(written)
+    assert not torch.equal(master[1:], master[1:].to(torch.bfloat16).float())  # below bf16's digits kept
+
+
+# ----------------------------------------------------------------------------------------------------------
 # In a training run
 
 
@@ -241,3 +316,34 @@ def test_a_run_with_rotational_matrices_turns_them_and_resumes_byte_for_byte(tmp
         for kind, peak in TurningRecipe().rotation.items():
             assert row["step_angle"][kind] == pytest.approx(peak * sum(factors) / len(factors), rel=1e-3)
         assert row["step_angle"]["k"] != pytest.approx(row["step_angle"]["q"], rel=1e-2)  # k: AdamW's
+
+
+def test_a_bf16_run_with_rotational_matrices_resumes_byte_for_byte(tmp_path, monkeypatch):
+    """The same run with its weights in bf16: its checkpoints carry the float32 master copies, so a run
+    stopped every 3 steps ends with the bytes of one that ran through (re-seeded from the bf16 weights at
+    each start instead, it would not)."""
+    recipe_of = registry.recipe_of
+    monkeypatch.setattr(registry, "recipe_of",
+                        lambda arm: TurningRecipe() if arm == "gpt-scalar" else recipe_of(arm))
+    params = make_params(arms=["gpt-scalar"], budgets=[8 * 512], batch_sequences=16, micro_batch_tokens=512,
+                         learning_rates={"cpu-4l": {"gpt-scalar": [3e-3]}}, eval_every_tokens=4 * 512,
+                         checkpoint_every_tokens=2 * 512, weight_dtype="bf16")
+    (spec,) = enumerate_runs(Params.of(params))
+    assert spec.weight_dtype == "bf16"
+    train = Params.of(params).train
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    write_shards(whole)
+    assert train_run(spec, train, root=whole, progress=False) == 0
+    write_shards(split)
+    monkeypatch.setattr(loop, "JobLimit", StopsAfter3Steps)
+    saved = []
+    while (code := train_run(spec, train, root=split, progress=False)) != 0:
+        assert code == loop.EXIT_RESUMABLE
+        state_dir = run_dir(split, spec.name) / "state"
+        ckpt = state_dir / json.loads((state_dir / state.LATEST).read_text())["checkpoint"]
+        saved.append(load_file(ckpt / "optimizer.safetensors"))
+    assert saved and all({v.dtype for k, v in s.items() if k.endswith(".master")} == {torch.float32}
+                         for s in saved)
+    for path in (run_dir(whole, spec.name) / "model.safetensors",
+                 results_dir(whole, spec.name) / "metrics.jsonl"):
+        assert path.read_bytes() == (split / path.relative_to(whole)).read_bytes(), path

@@ -26,6 +26,15 @@ rotational group's "lr" is its angle in radians, so the trainer's schedule (grou
 scales it as it scales any learning rate.
 The last rescaling only removes float32 rounding (the turn keeps the norm exactly in real arithmetic).
 
+A matrix stored below float32 (train.weight_dtype bf16) is turned as a float32 master copy W~_32 kept in the
+optimizer's state, and the parameter gets its rounding, W~ = bf16(W~_32): written back directly, a turn
+smaller than half a bf16 ulp (~2^-9 relative) would round away, so that a 1024 x 1024 matrix realised 0.26
+of a 1e-4 rad step (0.44 at 3e-4, 0.78 at 1e-3); turning W~_32 instead, step after step, accumulates the
+turns exactly and the parameter follows them to its rounding. Where a step outside the optimizer wrote the
+parameter since (ngpt-angle's renormalisation, Section 2.6), the entries it changed no longer are the
+rounding of W~_32: those take the parameter's value, W~_32 <- where(bf16(W~_32) = W~, W~_32, W~), and the
+others keep their float32 digits.
+
 An arm declares its rotational matrices on its Recipe (models/gpt.py): `rotation`, a mapping from matrix
 kind (MATRIX_KINDS, as model.matrices() and the observers name them) to its peak angle per step, and
 `rotation_beta`; or overrides `rotation_angles(lr)` to tie the angles to the run's learning rate (e.g.
@@ -33,8 +42,9 @@ equilibrium_angle). param_groups moves those matrices (each Matrix's `weight`, W
 it) out of the recipe's groups into one group per kind, flagged rotational, without weight decay; adamw
 builds a RotationalAdamW for them, plain AdamW (as before) where no group is rotational. Every other
 parameter gets exactly AdamW's update. The optimizer's state is AdamW's per-parameter state plus two float32
-scalars per rotational matrix (s_t, r), saved and restored like AdamW's (train/state.py), and no step reads
-a device value on the host.
+scalars per rotational matrix (s_t, r) and, for a matrix stored below float32, its float32 master copy
+("master"; none for float32 weights, whose state and checkpoints are those of before), saved and restored
+like AdamW's (train/state.py), and no step reads a device value on the host.
 """
 
 from __future__ import annotations
@@ -51,7 +61,8 @@ from ngptlab.models.layers import MATRIX_KINDS
 if TYPE_CHECKING:
     from ngptlab.models.gpt import Recipe
 
-FLOAT32_STATE = ("tangent_sq", "norm")  # kept float32 whatever the parameter's dtype (bf16 weights)
+# kept float32 whatever the parameter's dtype (bf16 weights); "master" exists only below float32
+FLOAT32_STATE = ("tangent_sq", "norm", "master")
 TINY = 1e-30  # a zero tangent update (no gradient) turns by 0, not by 0 / 0
 
 
@@ -123,6 +134,8 @@ class RotationalAdamW(torch.optim.AdamW):
             state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             state["tangent_sq"] = torch.zeros((), dtype=torch.float32, device=p.device)
             state["norm"] = torch.linalg.vector_norm(p.float())  # r, kept from here on
+            if p.dtype != torch.float32:  # W~_32: bf16 widens exactly, so it starts as the parameter
+                state["master"] = p.float()
         beta1, beta2 = group["betas"]
         beta = group["rotation_beta"]
         state["step"] += 1
@@ -132,7 +145,11 @@ class RotationalAdamW(torch.optim.AdamW):
         state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         denominator = (state["exp_avg_sq"].float() / (1 - beta2**t)).sqrt_().add_(group["eps"])
         update = (state["exp_avg"].float() / (1 - beta1**t)).div_(denominator).flatten()
-        w = p.float().flatten()
+        master = state.get("master")
+        if master is not None:  # entries written outside the optimizer since its last step follow them;
+            # a new tensor: the sums below then round alike whatever the alignment of a checkpoint's copy
+            master = torch.where(master.to(p.dtype) == p, master, p.float())
+        w = (p.float() if master is None else master).flatten()
         ww = torch.dot(w, w)
         tangent = update.addcmul_(w, -torch.dot(update, w) / ww)
         size_sq = torch.dot(tangent, tangent)
@@ -142,11 +159,13 @@ class RotationalAdamW(torch.optim.AdamW):
         along = -torch.sin(phi) * ww.sqrt() / size_sq.sqrt().clamp(min=TINY)  # sin(phi) ||W~|| / ||u||
         turned = (w * torch.cos(phi)).addcmul_(tangent, along)
         turned.mul_(state["norm"] / torch.linalg.vector_norm(turned))
+        if master is not None:  # W~_32 turned, W~ = bf16(W~_32) (round to nearest, as the check above)
+            state["master"] = turned.view_as(p)
         p.copy_(turned.view_as(p))
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """AdamW's, but FLOAT32_STATE stays float32 where the parameters are bf16 (torch casts every
-        per-parameter tensor but the step count to the parameter's dtype)."""
+        """AdamW's, but FLOAT32_STATE (with the master copies) stays float32 where the parameters are bf16
+        (torch casts every per-parameter tensor but the step count to the parameter's dtype)."""
         kept = {index: {key: per_param[key] for key in FLOAT32_STATE if key in per_param}
                 for index, per_param in state_dict["state"].items()}
         super().load_state_dict(state_dict)

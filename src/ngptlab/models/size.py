@@ -35,6 +35,24 @@ def block_matrix_parameters(s: Scale) -> int:
     return 4 * s.d_model**2 + 3 * s.d_model * s.d_mlp
 
 
+def matrix_parameters(s: Scale, vocab: int) -> dict[str, int]:
+    """The parameters of each kind of matrix (models/layers.py's MATRIX_KINDS), all blocks together; every
+    arm has these shapes."""
+    d, blocks = s.d_model, s.n_layer
+    return {"embed_in": vocab * d, "embed_out": vocab * d, "q": blocks * d * d, "k": blocks * d * d,
+            "v": blocks * d * d, "o": blocks * d * d, "mlp_u": blocks * d * s.d_mlp,
+            "mlp_v": blocks * d * s.d_mlp, "mlp_o": blocks * s.d_mlp * d}
+
+
+def rotational_parameters(arm: str, s: Scale, vocab: int) -> int:
+    """The parameters of the matrices `arm` turns with the rotational step (models/rotational.py): an angle
+    arm's (arms.yaml: turns_like) every kind but its not_turned; none for any other arm."""
+    train = arms.arm(arm).train
+    if train.turns_like is None:
+        return 0
+    return sum(n for kind, n in matrix_parameters(s, vocab).items() if kind not in train.not_turned)
+
+
 def gpt_parameters(s: Scale, vocab: int) -> int:
     blocks = s.n_layer * (block_matrix_parameters(s) + 2 * s.d_model)  # + the two RMSNorm gains
     return 2 * vocab * s.d_model + blocks + s.d_model  # + the final RMSNorm gain

@@ -2,7 +2,9 @@
 
     peak = 16 N                      fp32 weights (4 N), gradients (4 N), AdamW's two moments (8 N);
                                      bf16 autocast casts on the fly and keeps the fp32 master weights;
-                                     8 N where train.weight_dtype stores all four in bf16 (2 bytes each)
+                                     8 N where train.weight_dtype stores all four in bf16 (2 bytes each),
+                                     + 4 N_rot, the float32 master copy of an angle arm's N_rot rotational
+                                     parameters (models/rotational.py), which bf16 would round the turns of
          + 4 N                       the previous evaluation point's effective matrices, float32, for the
                                      angular update rate (observe/angular.py; on rank 0, counted for all)
          + tokens x L x A d x b      the tensors each block saves for backward, for one micro-batch
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 
 from ngptlab.models import arms
 from ngptlab.models.scales import Scale
+from ngptlab.models.size import rotational_parameters
 from ngptlab.settings import Train
 
 GPU_MEMORY_GB = 80.0  # default per-GPU memory: an H100 SXM's 80 GB (an H200 has 141, an A100 40 or 80)
@@ -57,14 +60,17 @@ class Memory:
 def training_memory(arm: str, shape: Scale, n_params: int, vocab_rows: int, micro_tokens: int, bf16: bool,
                     checkpointing: bool = False, weight_bytes: int = 4) -> Memory:
     """The peak bytes of one process training `arm` at `shape` on micro-batches of `micro_tokens`, its
-    weights, gradients and AdamW moments stored at `weight_bytes` each (ngptlab.weight_dtype.BYTES)."""
+    weights, gradients and AdamW moments stored at `weight_bytes` each (ngptlab.weight_dtype.BYTES), the
+    rotational matrices' float32 master copies with them below 4."""
     saved = arms.arm(arm).saved_per_block * shape.d_model * (3 if bf16 else 4)
     if checkpointing:
         per_token = shape.n_layer * 4 * shape.d_model + saved
     else:
         per_token = shape.n_layer * saved
     head = micro_tokens * vocab_rows * (18 if bf16 else 16)
-    return Memory(4.0 * weight_bytes * n_params, float(micro_tokens * per_token), float(head), 4.0 * n_params)
+    masters = 4.0 * rotational_parameters(arm, shape, vocab_rows) if weight_bytes < 4 else 0.0
+    return Memory(4.0 * weight_bytes * n_params + masters, float(micro_tokens * per_token), float(head),
+                  4.0 * n_params)
 
 
 def micro_tokens(train: Train, context: int, world_size: int) -> int:

@@ -3,7 +3,8 @@
 Layout under runs/<cell>/<run>/state/:
     latest.json                    {"checkpoint": "ckpt-00000040-<ns>", "step": 40}   (the commit point)
     ckpt-00000040-<ns>/model.safetensors       weights + run config (ngptlab.checkpoint format)
-    ckpt-00000040-<ns>/optimizer.safetensors   AdamW moments and step counts, torch RNG states
+    ckpt-00000040-<ns>/optimizer.safetensors   AdamW moments and step counts, torch RNG states (and the
+                                               rotational step's state: models/rotational.py)
     ckpt-00000040-<ns>/state.json              the job's progress record (train/progress.py), the
                                                optimizer's scalars and parameter groups
     ckpt-00000040-<ns>/interval.safetensors    where the angular update rate's interval starts: its step
@@ -204,7 +205,7 @@ def _restore_optimizer(path: Path, optimizer: torch.optim.Optimizer, tensors: di
         if index >= len(params):
             raise CheckpointError(f"{path}: optimizer state for parameter {index}, "
                                   f"but the model has {len(params)}")
-        for name in ("exp_avg", "exp_avg_sq"):
+        for name in ("exp_avg", "exp_avg_sq", "master"):  # master: a bf16 rotational matrix's
             if name in per_param and per_param[name].shape != params[index].shape:
                 raise CheckpointError(f"{path}: {name} of parameter {index} has shape "
                                       f"{list(per_param[name].shape)}, "
