@@ -1,5 +1,6 @@
-"""Memory: plan's closed-form peak against a measured CPU training step, its warning, and activation
-checkpointing (the same loss and gradients for less memory)."""
+"""Memory: plan's closed-form peak against a measured CPU training step, each arm's saved activations against
+torch's saved-tensor hooks, the warning and its remedy, and activation checkpointing (the same loss and
+gradients for less memory)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import torch
 from support.train import make_params
 
 from ngptlab.layout import REPO_ROOT
+from ngptlab.models import arms, saved_tensors
 from ngptlab.models.registry import build
-from ngptlab.models.scales import Scale
+from ngptlab.models.scales import SCALES, Scale
+from ngptlab.plan.memory import fitting_micro_tokens, training_memory
 
 # One process: build, two AdamW steps at 512 tokens, the 50k vocabulary, fp32 (as `ngptlab train` on a CPU);
 # the peak resident set above its size before the build, against plan/memory.py's estimate.
@@ -54,6 +57,58 @@ def test_memory_estimate_is_within_a_factor_2_of_a_measured_cpu_peak(arm, checkp
     got = json.loads(result.stdout)
     # measured here: 578 MB against 532 estimated (gpt, cpu-4l, 512 tokens; the LM head is most of it)
     assert 0.5 <= got["measured_mb"] / got["estimate_mb"] <= 2.0, got
+
+
+# A width the fit does not use (models/saved_tensors.py: d 64 and 128, 4 heads), another head count, context
+CHECK_SHAPE, CHECK_CONTEXT = Scale(n_layer=2, d_model=96, n_head=3), 48
+
+
+@pytest.mark.parametrize("bf16", [True, False], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("arm", arms.names())
+def test_each_arms_planned_activations_are_what_the_saved_tensor_hooks_measure(arm, bf16):
+    measured, _ = saved_tensors.block_bytes(arm, CHECK_SHAPE.d_model, CHECK_SHAPE.mlp_ratio, bf16,
+                                            CHECK_CONTEXT, CHECK_SHAPE.n_head)
+    tokens = 4 * CHECK_CONTEXT
+    planned = training_memory(arm, CHECK_SHAPE, 10**6, 64, tokens, bf16).activations
+    per_token_block = planned / CHECK_SHAPE.n_layer / tokens
+    assert abs(per_token_block / measured - 1) <= 0.10, (
+        f"{arm} {'bf16' if bf16 else 'fp32'}: planned {per_token_block / CHECK_SHAPE.d_model:.1f} d bytes "
+        f"saved per token per block, measured {measured / CHECK_SHAPE.d_model:.1f} d; regenerate its "
+        f"saved_bytes in {arms._where(arm)}: {saved_tensors.REGENERATE}")
+
+
+def test_the_saved_bytes_have_no_context_term_and_the_casts_are_two_bytes_a_parameter():
+    # torch's CPU attention keeps no T x T scores, as the flash kernels on a GPU: per token, 32 or 64 long
+    short, casts = saved_tensors.block_bytes("gpt", 64, 4, True, context=32)
+    long, _ = saved_tensors.block_bytes("gpt", 64, 4, True, context=64)
+    assert short == long == 66.375 * 64  # 34 d + 8 d_mlp + 24 (the heads' log-sum-exp, the 1/rms)
+    assert casts == 2 * (4 * 64 * 64 + 3 * 64 * 256)  # a block's bf16 matrices, plan's 2 N
+    assert saved_tensors.block_bytes("gpt", 64, 4, False)[1] == 0  # fp32: no copies
+
+
+def test_the_measured_table_at_4_d_of_mlp():
+    per_d = {name: arms.arm(name).saved_per_token(True, 1, 4) for name in arms.names()}
+    assert (per_d["gpt"], per_d["gpt-orth"], per_d["gpt-rownorm"], per_d["gpt-qknorm"]) == (66, 58, 58, 82)
+    assert (per_d["gpt-scalar"], per_d["gpt-angle"], per_d["gpt-lrm"], per_d["ngpt"]) == (92, 92, 142, 90)
+
+
+def test_paper_1b_at_8k_tokens_per_pass_plans_gpt_lrm_far_above_gpt():
+    shape, n = SCALES["1B"], 1_200_000_000
+    lrm, gpt = (training_memory(arm, shape, n, 50304, 8192, bf16=True) for arm in ("gpt-lrm", "gpt"))
+    # 36 blocks x 8,192 tokens x 142 d (gpt-lrm) or 66 d (gpt) bytes, d 1280: the 24 d x 3 bytes once planned
+    # for both put gpt-lrm at 52 GB, where it needs ~77 on an H100 eager
+    assert round(lrm.activations / 2**30, 1) == 49.9 and round(gpt.activations / 2**30, 1) == 23.2
+
+
+def test_the_largest_micro_batch_that_fits_is_whole_sequences_under_the_limit():
+    shape, n, context = SCALES["1B"], 1_200_000_000, 1024
+    limit = 60 * 2**30
+    tokens = fitting_micro_tokens("gpt-lrm", shape, n, 50304, context, True, limit)
+    assert tokens == 4 * context
+    assert training_memory("gpt-lrm", shape, n, 50304, tokens, True).total <= limit
+    assert training_memory("gpt-lrm", shape, n, 50304, tokens + context, True).total > limit
+    assert fitting_micro_tokens("gpt-lrm", shape, n, 50304, 8192, True, limit) == 0
+    assert fitting_micro_tokens("gpt-lrm", shape, n, 50304, 8192, True, limit, checkpointing=True) == 3 * 8192
 
 
 @pytest.mark.parametrize("arm", ["gpt", "ngpt"])
@@ -106,6 +161,31 @@ def test_plan_prints_the_memory_warning(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "warning: cpu-4l ctx128: runs need up to 0.5" in out
     assert "more than the 0.391 GB of one process" in out
+    # the remedy: 512 tokens of the 50k head need ~0.1 GB each 128; 2 sequences of 128 fit in 0.391 GB
+    assert "train.micro_batch_tokens 256 fits them (2 sequences per pass)" in out
+    params["train"]["micro_batch_tokens"] = 256
+    assert main(["plan", "--params", str(write_params(tmp_path, params))]) == 0
+    assert "warning:" not in capsys.readouterr().out
+
+
+def test_plan_names_activation_checkpointing_where_not_one_sequence_fits(tmp_path, capsys):
+    from support.train import write_params
+
+    from ngptlab.cli import main
+
+    # deep and narrow, so that a block's saved tensors, not the 50k head, fill one 4k sequence's memory
+    params = make_params(contexts=[4096], micro_batch_tokens=4096, budgets=[65536])
+    train = params["train"]
+    train["shapes"] = {"cpu-deep": {"n_layer": 32, "d_model": 256, "n_head": 4, "mlp_ratio": 4}}
+    train["scales"], train["learning_rates"] = ["cpu-deep"], {"cpu-deep": train["learning_rates"]["cpu-4l"]}
+    train["resources"] = {"cpu-deep": {**train["resources"]["cpu-4l"], "mem_mb": 6000}}
+    assert main(["plan", "--params", str(write_params(tmp_path, params))]) == 0
+    out = capsys.readouterr().out
+    assert "warning: cpu-deep ctx4096: runs need up to" in out
+    assert "not one sequence per pass fits; set train.activation_checkpointing (up to" in out
+    params["train"]["activation_checkpointing"] = True
+    assert main(["plan", "--params", str(write_params(tmp_path, params))]) == 0
+    assert "warning:" not in capsys.readouterr().out
 
 
 PRESETS = sorted((REPO_ROOT / "workflow" / "presets").glob("*.yaml"))

@@ -19,7 +19,7 @@ from ngptlab.grid.trunks import Segment, enumerate_segments, job_tokens
 from ngptlab.models.arms import warms_up
 from ngptlab.models.scales import Scale
 from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
-from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
+from ngptlab.plan.memory import GPU_MEMORY_GB, fitting_micro_tokens, micro_tokens, training_memory
 from ngptlab.plan.runtime import JobTime, stage_runtimes, train_job
 from ngptlab.plan.sharing import sharing_summary
 from ngptlab.schedule import branch_point, shares_trunk, trunk_warmup, warmup_steps
@@ -119,20 +119,34 @@ def estimate_plan(params: Params, mfu: float, peak_tflops: float,
 def _memory(train: Train, run: RunSpec, shape: Scale, n_params: int, vocab_rows: int,
             gpu_memory_gb: float) -> dict:
     """Estimated peak memory of one of the run's processes (plan/memory.py) against what it has: a GPU's
-    memory (declared, default an H100's 80 GB) on a GPU scale, its share of the node's mem_mb on a CPU."""
+    memory (declared, default an H100's 80 GB) on a GPU scale, its share of the node's mem_mb on a CPU.
+    A run that does not fit gets its remedies: the largest micro-batch that fits as it is, and where
+    checkpointing is off, the peak with it and the largest micro-batch that fits with it (0: none)."""
     layout = scale_layout(train, run.scale)
     on_gpu = layout.gpus_per_node > 0
     precision = train.precision
     # bf16 weights compute under bf16 autocast on either device (train/trainer.py)
     bf16 = precision == "bf16" or (on_gpu and precision == "auto") or run.weight_dtype == weight_dtypes.BF16
     tokens = micro_tokens(train, run.context, layout.world_size)
-    memory = training_memory(run.arm, shape, n_params, vocab_rows, tokens, bf16,
-                             bool(train.activation_checkpointing),
-                             weight_dtypes.BYTES[run.weight_dtype])
+    checkpointing, weight_bytes = bool(train.activation_checkpointing), weight_dtypes.BYTES[run.weight_dtype]
+    memory = training_memory(run.arm, shape, n_params, vocab_rows, tokens, bf16, checkpointing, weight_bytes)
     mem_mb = train.resources[run.scale].mem_mb
     limit = gpu_memory_gb if on_gpu else mem_mb / 1024 / layout.processes_per_node
-    return {"memory_gb": memory.total / 2**30, "memory_limit_gb": limit,
-            "memory_on": "gpu" if on_gpu else "cpu", "fits": memory.total / 2**30 <= limit}
+    row = {"memory_gb": memory.total / 2**30, "memory_limit_gb": limit,
+           "memory_on": "gpu" if on_gpu else "cpu", "fits": memory.total / 2**30 <= limit}
+    if row["fits"]:
+        return row
+
+    def fitting(checkpointed: bool) -> int:
+        return fitting_micro_tokens(run.arm, shape, n_params, vocab_rows, run.context, bf16, limit * 2**30,
+                                    checkpointed, weight_bytes)
+
+    row["fitting_micro_tokens"] = fitting(checkpointing)
+    if not checkpointing:
+        row["checkpointed_gb"] = training_memory(run.arm, shape, n_params, vocab_rows, tokens, bf16, True,
+                                                 weight_bytes).total / 2**30
+        row["checkpointed_micro_tokens"] = fitting(True)
+    return row
 
 
 def _placement(train: Train, scale: str, gpu_hours: float, job: JobTime) -> dict:

@@ -123,13 +123,40 @@ def print_segments(segments: list[dict]) -> None:
 
 
 def memory_warnings(rows: list[dict]) -> list[str]:
-    """One line per (scale, context) whose runs need more memory than one process has."""
-    worst: dict[tuple[str, int], dict] = {}
+    """One line per (scale, context) whose runs need more memory than one process has, with its remedy: the
+    largest train.micro_batch_tokens at which every one of them fits (the same runs, no more compute), else
+    train.activation_checkpointing (about a third more compute) and the largest micro-batch with it."""
+    groups: dict[tuple[str, int], list[dict]] = {}
     for r in rows:
-        key = (r["scale"], r["context"])
-        if not r["fits"] and (key not in worst or r["memory_gb"] > worst[key]["memory_gb"]):
-            worst[key] = r
-    return [f"{scale} ctx{context}: runs need up to {r['memory_gb']:.3g} GB per process ({r['arm']}), more "
-            f"than the {r['memory_limit_gb']:.3g} GB of one {'GPU' if r['memory_on'] == 'gpu' else 'process'}"
-            f" (--gpu-memory-gb, train.resources); lower train.micro_batch_tokens or set "
-            f"train.activation_checkpointing" for (scale, context), r in worst.items()]
+        if not r["fits"]:
+            groups.setdefault((r["scale"], r["context"]), []).append(r)
+    lines = []
+    for (scale, context), over in groups.items():
+        r = max(over, key=lambda row: row["memory_gb"])
+        lines.append(f"{scale} ctx{context}: runs need up to {r['memory_gb']:.3g} GB per process "
+                     f"({r['arm']}), more than the {r['memory_limit_gb']:.3g} GB of one "
+                     f"{'GPU' if r['memory_on'] == 'gpu' else 'process'} (--gpu-memory-gb, train.resources); "
+                     f"{_memory_remedy(over, context)}")
+    return lines
+
+
+def _memory_remedy(over: list[dict], context: int) -> str:
+    """What makes every one of a (scale, context)'s runs that do not fit fit, the cheapest first."""
+    tokens = min(r["fitting_micro_tokens"] for r in over)
+    if tokens:
+        sequences = tokens // context
+        return (f"train.micro_batch_tokens {tokens:,} fits them ({sequences} sequence{'s' * (sequences > 1)} "
+                f"per pass)")
+    if "checkpointed_gb" not in over[0]:  # checkpointing on already
+        return ("not even one sequence per pass fits, with train.activation_checkpointing: more memory per "
+                "process (a larger GPU, fewer processes per node on a CPU)")
+    tokens = min(r["checkpointed_micro_tokens"] for r in over)
+    if not tokens:
+        return ("not even one sequence per pass fits, with train.activation_checkpointing or without: more "
+                "memory per process (a larger GPU, fewer processes per node on a CPU)")
+    worst = max(r["checkpointed_gb"] for r in over)
+    if worst <= over[0]["memory_limit_gb"]:
+        return (f"not one sequence per pass fits; set train.activation_checkpointing (up to {worst:.3g} GB, "
+                f"about a third more compute)")
+    return (f"not one sequence per pass fits; set train.activation_checkpointing (about a third more "
+            f"compute) and train.micro_batch_tokens {tokens:,}")
