@@ -4,8 +4,11 @@ gradients for less memory)."""
 
 from __future__ import annotations
 
+import collections
 import copy
+import dataclasses
 import json
+import math
 import subprocess
 import sys
 
@@ -13,10 +16,12 @@ import pytest
 import torch
 from support.train import make_params
 
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.layout import REPO_ROOT
 from ngptlab.models import arms, saved_tensors
 from ngptlab.models.registry import build
 from ngptlab.models.scales import SCALES, Scale
+from ngptlab.plan.checkpointing import ESTIMATE_MARGIN, run_checkpoints, run_memory
 from ngptlab.plan.memory import fitting_micro_tokens, training_memory
 
 # One process: build, two AdamW steps at 512 tokens, the 50k vocabulary, fp32 (as `ngptlab train` on a CPU);
@@ -208,5 +213,86 @@ def test_every_preset_fits_its_gpus_by_the_memory_estimate(preset, capsys):
     # a run is planned against the memory it asks for: a GPU's, or one process's share of mem_mb on CPU
     on_gpus = {name: res.gpus > 0 for name, res in params.train.resources.items()}
     assert {r["memory_on"] for r in rows} == {"gpu" if any(on_gpus.values()) else "cpu"}
+    for r in rows:  # the estimate of what the run will do: checkpointing as the trainer decides it
+        dtype = weight_dtypes.of_record(r)
+        memory = run_memory(params.train, r["arm"], r["scale"], r["context"], dtype)
+        assert r["checkpointing"] == run_checkpoints(params.train, r["arm"], r["scale"], r["context"], dtype)
+        assert r["memory_gb"] == memory.peak(r["checkpointing"]).total / 2**30, r["run"]
     worst = max(rows, key=lambda r: r["memory_gb"])
     assert worst["memory_gb"] * MEASURED_GAP <= worst["memory_limit_gb"], worst["run"]
+
+
+def estimate_with(params, checkpointing: bool | str) -> list[dict]:
+    from ngptlab.grid.enumeration import enumerate_runs
+    from ngptlab.plan.estimate import estimate_runs
+
+    train = dataclasses.replace(params.train, activation_checkpointing=checkpointing)
+    return estimate_runs(train, enumerate_runs(params), mfu=0.4, peak_tflops=989.0)
+
+
+def test_auto_checkpoints_exactly_the_paper_runs_that_do_not_fit_an_h100_without_it(capsys):
+    from ngptlab.cli import main
+    from ngptlab.config.load import load_params
+
+    paper = REPO_ROOT / "workflow" / "presets" / "paper.yaml"
+    params = load_params(paper)
+    assert params.train.activation_checkpointing == "auto"
+    rows = estimate_with(params, "auto")
+    counts = collections.Counter((r["scale"], r["context"], r["arm"]) for r in rows if r["checkpointing"])
+    # gpt-lrm at 1B: 78.8 GB without, over 80 / 1.15; 31.7 with. The rest stay at most 61.2 (gpt-scalar)
+    assert counts == {("1B", context, "gpt-lrm"): 24 for context in (1024, 4096, 8192)}
+    lrm = [r for r in rows if r["checkpointing"]]
+    assert {round(r["memory_gb"], 1) for r in lrm} == {31.7}
+    assert round(max(r["memory_gb"] for r in rows if not r["checkpointing"]), 1) == 61.2
+    assert all(r["fits"] for r in rows)
+    # without auto the same runs get the warning; true checkpoints every run
+    assert {r["run"] for r in estimate_with(params, False) if not r["fits"]} == {r["run"] for r in lrm}
+    assert all(r["checkpointing"] for r in estimate_with(params, True))
+    assert main(["plan", "--params", str(paper)]) == 0
+    assert ("activation checkpointing (auto), where a run does not fit without it: 72 of 1296 runs "
+            "(1B ctx1024 gpt-lrm 24, 1B ctx4096 gpt-lrm 24, 1B ctx8192 gpt-lrm 24)") in capsys.readouterr()[0]
+
+
+def test_auto_checkpoints_the_small_presets_gpt_lrm():
+    from ngptlab.config.load import load_params
+
+    params = load_params(REPO_ROOT / "workflow" / "presets" / "small.yaml")
+    rows = estimate_with(params, "auto")
+    # gpt-lrm on gpu-small: 71.5 GB without, over 80 / 1.15; 36.0 with
+    checkpointed = {(r["context"], r["arm"]) for r in rows if r["checkpointing"]}
+    assert checkpointed == {(1024, "gpt-lrm"), (4096, "gpt-lrm")}
+    assert sum(r["checkpointing"] for r in rows) == 18 and len(rows) == 162
+    assert {round(r["memory_gb"], 1) for r in rows if r["checkpointing"]} == {36.0}
+    assert all(r["fits"] for r in rows)
+
+
+def test_auto_trains_with_checkpointing_exactly_where_the_plan_says_it_does_not_fit(tmp_path):
+    from support.train import metrics, run_name, summary, write_shards
+
+    from ngptlab.grid.enumeration import find_run
+    from ngptlab.settings import Params
+    from ngptlab.train.loop import train_run
+
+    # plan sizes the run with the 50k vocabulary's head: 0.318 GiB with checkpointing, 0.323 without
+    memory = run_memory(Params.of(make_params()).train, "gpt", "cpu-4l", 32, "fp32")
+    tight = math.ceil(memory.peak(True).total / 2**20 * ESTIMATE_MARGIN)  # MiB: fits checkpointed only
+    assert tight < memory.peak(False).total / 2**20 * ESTIMATE_MARGIN
+    assert tight == 375
+    runs = {}
+    for mem_mb in (2000, tight):
+        root = tmp_path / str(mem_mb)
+        write_shards(root)
+        params = make_params(activation_checkpointing="auto", budgets=[4096])
+        params["train"]["resources"]["cpu-4l"]["mem_mb"] = mem_mb
+        settings = Params.of(params)
+        assert train_run(find_run(settings, run_name("gpt", 4096)), settings.train, root=root,
+                         progress=False) == 0
+        runs[mem_mb] = summary(root, run_name("gpt", 4096)), metrics(root, run_name("gpt", 4096))
+    (ample, ample_rows), (short, short_rows) = runs[2000], runs[tight]
+    assert ample["params"]["activation_checkpointing"] is False
+    assert short["params"]["activation_checkpointing"] is True
+    # recomputing a block on a CPU in fp32 repeats the same kernels on the same inputs: the same bits
+    losses = [[(r["step"], r.get("train_loss"), r.get("val_loss"), r.get("grad_norm")) for r in rows]
+              for rows in (ample_rows, short_rows)]
+    assert len(losses[0]) >= 8 and losses[0] == losses[1]
+    assert ample["final_val_loss"] == short["final_val_loss"]

@@ -13,6 +13,7 @@ import json
 
 from ngptlab.grid.enumeration import enumerate_cells
 from ngptlab.grid.sweeps import lopsided_sweeps
+from ngptlab.plan.checkpointing import AUTO, ESTIMATE_MARGIN
 from ngptlab.plan.estimate import estimate_plan, gpu_hours_text
 from ngptlab.plan.protocol import describe, has_protocol, projected_params, projection_bound
 from ngptlab.plan.runtime import describe_runtimes
@@ -48,6 +49,8 @@ def print_plan(params: Params, params_file: str, root: str, mfu: float, peak_tfl
         print_segments(segments)
         print("state-GB: the training state the segment keeps at its end, which branches start from")
     for line in describe_runtimes(params, rows, segments, plan["stages"]):
+        print(line)
+    for line in checkpointing_lines(params, rows):
         print(line)
     for line in memory_warnings(rows):
         print(f"warning: {line}")
@@ -122,6 +125,23 @@ def print_segments(segments: list[dict]) -> None:
         for s in segments])
 
 
+def checkpointing_lines(params: Params, rows: list[dict]) -> list[str]:
+    """Under train.activation_checkpointing auto, which runs checkpoint (plan/checkpointing.py): their count
+    per (scale, context, arm), or that none does."""
+    if params.train.activation_checkpointing != AUTO:
+        return []
+    counts: dict[tuple[str, int, str], int] = {}
+    for r in rows:
+        if r["checkpointing"]:
+            key = (r["scale"], r["context"], r["arm"])
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return ["activation checkpointing (auto): no run needs it"]
+    which = ", ".join(f"{scale} ctx{context} {arm} {n}" for (scale, context, arm), n in counts.items())
+    return [f"activation checkpointing (auto), where a run does not fit without it: {sum(counts.values())} "
+            f"of {len(rows)} runs ({which}); mem-GB is theirs with it"]
+
+
 def memory_warnings(rows: list[dict]) -> list[str]:
     """One line per (scale, context) whose runs need more memory than one process has, with its remedy: the
     largest train.micro_batch_tokens at which every one of them fits (the same runs, no more compute), else
@@ -134,7 +154,8 @@ def memory_warnings(rows: list[dict]) -> list[str]:
     for (scale, context), over in groups.items():
         r = max(over, key=lambda row: row["memory_gb"])
         lines.append(f"{scale} ctx{context}: runs need up to {r['memory_gb']:.3g} GB per process "
-                     f"({r['arm']}), more than the {r['memory_limit_gb']:.3g} GB of one "
+                     f"({r['arm']}), with the estimate's {ESTIMATE_MARGIN - 1:.0%} margin more than the "
+                     f"{r['memory_limit_gb']:.3g} GB of one "
                      f"{'GPU' if r['memory_on'] == 'gpu' else 'process'} (--gpu-memory-gb, train.resources); "
                      f"{_memory_remedy(over, context)}")
     return lines
