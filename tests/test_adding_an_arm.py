@@ -81,7 +81,7 @@ def test_the_schema_and_the_styles_take_the_new_arm_from_its_row(probed):
 def test_its_parameter_count_and_memory_follow_its_row(probed):
     counted, built = probed["parameters"]
     assert counted == built  # `parameters: "0"`: gpt's count, as its model has
-    assert probed["memory"][0] == probed["memory"][1]  # saved_per_block 24, as gpt's
+    assert probed["memory"][0] == probed["memory"][1]  # saved_bytes as gpt's
 
 
 def test_a_square_and_the_accounts_follow_the_table(probed):

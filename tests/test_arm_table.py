@@ -51,8 +51,10 @@ def table_at(tmp_path, monkeypatch):
     ('style: {color: "tab10:5", marker: s}', 'style: {color: "tab10:6", marker: s}', "share the colour"),
     ('parameters: "7 * n_layer"', 'parameters: "7 * __import__(0)"', "integer expression"),
     ('squares: {conditioning: "10"}', 'squares: {conditioning: "11"}', "square 'conditioning'"),
-    ('saved_per_block: 24\n  style: {color: "tab10:5"', 'saved_per_blok: 24\n  style: {color: "tab10:5"',
-     "unknown field"),
+    # gpt-rownorm's row holds the first saved_bytes of 26 d (bf16) and of 32 d (fp32)
+    ('saved_bytes: {bf16: "26', 'saved_byte: {bf16: "26', "unknown field"),
+    ('8 * d_mlp", fp32: "32', '8 * head", fp32: "32', "saved_bytes.bf16"),
+    (', fp32: "32 * d_model + 16 * d_mlp"}', '}', "saved_bytes must"),
     ('model: "ngptlab.models.gpt_rownorm:GPTRowNorm"', 'model: "gpt_rownorm.GPTRowNorm"', "train.model"),
 ])
 def test_a_broken_row_is_one_error_naming_the_file_line_and_field(table_at, old, new, says):

@@ -12,6 +12,7 @@ from support.workflow import default_params
 
 from ngptlab.grid.enumeration import enumerate_runs
 from ngptlab.grid.trunks import enumerate_segments
+from ngptlab.plan.checkpointing import run_checkpoints
 from ngptlab.plan.grid import cell_key, lineage_keys
 from ngptlab.plan.lineage import PER_SCHEDULE, made_from
 from ngptlab.settings import Params, filled
@@ -154,6 +155,23 @@ def test_speed_knobs_and_key_order_change_no_key():
     shapes = edited["train"]["shapes"]
     edited["train"]["shapes"] = {name: dict(reversed(list(shape.items()))) for name, shape in shapes.items()}
     assert keys(params) == keys(edited)
+
+
+@pytest.mark.parametrize("grid", ["cosine", "wsd"])
+def test_activation_checkpointing_true_false_or_auto_changes_no_key(grid):
+    """auto decides per run from plan's memory estimate; whichever way, the run is the same up to rounding."""
+    params = wsd_params() if grid == "wsd" else default_params()
+    train = params["train"]
+    train["resources"][train["scales"][0]]["mem_mb"] = 300  # under plan's estimate: auto checkpoints
+    before = keys(params)
+    for value in (True, False, "auto"):
+        edited = copy.deepcopy(params)
+        edited["train"]["activation_checkpointing"] = value
+        assert keys(edited) == before, value
+    train["activation_checkpointing"] = "auto"
+    settings = Params.of(params)
+    assert all(run_checkpoints(settings.train, run.arm, run.scale, run.context, run.weight_dtype)
+               for run in enumerate_runs(settings))
 
 
 def test_each_stage_key_follows_its_own_settings_and_code():

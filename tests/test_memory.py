@@ -1,10 +1,14 @@
-"""Memory: plan's closed-form peak against a measured CPU training step, its warning, and activation
-checkpointing (the same loss and gradients for less memory)."""
+"""Memory: plan's closed-form peak against a measured CPU training step, each arm's saved activations against
+torch's saved-tensor hooks, the warning and its remedy, and activation checkpointing (the same loss and
+gradients for less memory)."""
 
 from __future__ import annotations
 
+import collections
 import copy
+import dataclasses
 import json
+import math
 import subprocess
 import sys
 
@@ -12,9 +16,13 @@ import pytest
 import torch
 from support.train import make_params
 
+from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.layout import REPO_ROOT
+from ngptlab.models import arms, saved_tensors
 from ngptlab.models.registry import build
-from ngptlab.models.scales import Scale
+from ngptlab.models.scales import SCALES, Scale
+from ngptlab.plan.checkpointing import ESTIMATE_MARGIN, run_checkpoints, run_memory
+from ngptlab.plan.memory import fitting_micro_tokens, training_memory
 
 # One process: build, two AdamW steps at 512 tokens, the 50k vocabulary, fp32 (as `ngptlab train` on a CPU);
 # the peak resident set above its size before the build, against plan/memory.py's estimate.
@@ -54,6 +62,58 @@ def test_memory_estimate_is_within_a_factor_2_of_a_measured_cpu_peak(arm, checkp
     got = json.loads(result.stdout)
     # measured here: 578 MB against 532 estimated (gpt, cpu-4l, 512 tokens; the LM head is most of it)
     assert 0.5 <= got["measured_mb"] / got["estimate_mb"] <= 2.0, got
+
+
+# A width the fit does not use (models/saved_tensors.py: d 64 and 128, 4 heads), another head count, context
+CHECK_SHAPE, CHECK_CONTEXT = Scale(n_layer=2, d_model=96, n_head=3), 48
+
+
+@pytest.mark.parametrize("bf16", [True, False], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("arm", arms.names())
+def test_each_arms_planned_activations_are_what_the_saved_tensor_hooks_measure(arm, bf16):
+    measured, _ = saved_tensors.block_bytes(arm, CHECK_SHAPE.d_model, CHECK_SHAPE.mlp_ratio, bf16,
+                                            CHECK_CONTEXT, CHECK_SHAPE.n_head)
+    tokens = 4 * CHECK_CONTEXT
+    planned = training_memory(arm, CHECK_SHAPE, 10**6, 64, tokens, bf16).activations
+    per_token_block = planned / CHECK_SHAPE.n_layer / tokens
+    assert abs(per_token_block / measured - 1) <= 0.10, (
+        f"{arm} {'bf16' if bf16 else 'fp32'}: planned {per_token_block / CHECK_SHAPE.d_model:.1f} d bytes "
+        f"saved per token per block, measured {measured / CHECK_SHAPE.d_model:.1f} d; regenerate its "
+        f"saved_bytes in {arms._where(arm)}: {saved_tensors.REGENERATE}")
+
+
+def test_the_saved_bytes_have_no_context_term_and_the_casts_are_two_bytes_a_parameter():
+    # torch's CPU attention keeps no T x T scores, as the flash kernels on a GPU: per token, 32 or 64 long
+    short, casts = saved_tensors.block_bytes("gpt", 64, 4, True, context=32)
+    long, _ = saved_tensors.block_bytes("gpt", 64, 4, True, context=64)
+    assert short == long == 66.375 * 64  # 34 d + 8 d_mlp + 24 (the heads' log-sum-exp, the 1/rms)
+    assert casts == 2 * (4 * 64 * 64 + 3 * 64 * 256)  # a block's bf16 matrices, plan's 2 N
+    assert saved_tensors.block_bytes("gpt", 64, 4, False)[1] == 0  # fp32: no copies
+
+
+def test_the_measured_table_at_4_d_of_mlp():
+    per_d = {name: arms.arm(name).saved_per_token(True, 1, 4) for name in arms.names()}
+    assert (per_d["gpt"], per_d["gpt-orth"], per_d["gpt-rownorm"], per_d["gpt-qknorm"]) == (66, 58, 58, 82)
+    assert (per_d["gpt-scalar"], per_d["gpt-angle"], per_d["gpt-lrm"], per_d["ngpt"]) == (92, 92, 142, 90)
+
+
+def test_paper_1b_at_8k_tokens_per_pass_plans_gpt_lrm_far_above_gpt():
+    shape, n = SCALES["1B"], 1_200_000_000
+    lrm, gpt = (training_memory(arm, shape, n, 50304, 8192, bf16=True) for arm in ("gpt-lrm", "gpt"))
+    # 36 blocks x 8,192 tokens x 142 d (gpt-lrm) or 66 d (gpt) bytes, d 1280: the 24 d x 3 bytes once planned
+    # for both put gpt-lrm at 52 GB, where it needs ~77 on an H100 eager
+    assert round(lrm.activations / 2**30, 1) == 49.9 and round(gpt.activations / 2**30, 1) == 23.2
+
+
+def test_the_largest_micro_batch_that_fits_is_whole_sequences_under_the_limit():
+    shape, n, context = SCALES["1B"], 1_200_000_000, 1024
+    limit = 60 * 2**30
+    tokens = fitting_micro_tokens("gpt-lrm", shape, n, 50304, context, True, limit)
+    assert tokens == 4 * context
+    assert training_memory("gpt-lrm", shape, n, 50304, tokens, True).total <= limit
+    assert training_memory("gpt-lrm", shape, n, 50304, tokens + context, True).total > limit
+    assert fitting_micro_tokens("gpt-lrm", shape, n, 50304, 8192, True, limit) == 0
+    assert fitting_micro_tokens("gpt-lrm", shape, n, 50304, 8192, True, limit, checkpointing=True) == 3 * 8192
 
 
 @pytest.mark.parametrize("arm", ["gpt", "ngpt"])
@@ -106,6 +166,31 @@ def test_plan_prints_the_memory_warning(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "warning: cpu-4l ctx128: runs need up to 0.5" in out
     assert "more than the 0.391 GB of one process" in out
+    # the remedy: 512 tokens of the 50k head need ~0.1 GB each 128; 2 sequences of 128 fit in 0.391 GB
+    assert "train.micro_batch_tokens 256 fits them (2 sequences per pass)" in out
+    params["train"]["micro_batch_tokens"] = 256
+    assert main(["plan", "--params", str(write_params(tmp_path, params))]) == 0
+    assert "warning:" not in capsys.readouterr().out
+
+
+def test_plan_names_activation_checkpointing_where_not_one_sequence_fits(tmp_path, capsys):
+    from support.train import write_params
+
+    from ngptlab.cli import main
+
+    # deep and narrow, so that a block's saved tensors, not the 50k head, fill one 4k sequence's memory
+    params = make_params(contexts=[4096], micro_batch_tokens=4096, budgets=[65536])
+    train = params["train"]
+    train["shapes"] = {"cpu-deep": {"n_layer": 32, "d_model": 256, "n_head": 4, "mlp_ratio": 4}}
+    train["scales"], train["learning_rates"] = ["cpu-deep"], {"cpu-deep": train["learning_rates"]["cpu-4l"]}
+    train["resources"] = {"cpu-deep": {**train["resources"]["cpu-4l"], "mem_mb": 6000}}
+    assert main(["plan", "--params", str(write_params(tmp_path, params))]) == 0
+    out = capsys.readouterr().out
+    assert "warning: cpu-deep ctx4096: runs need up to" in out
+    assert "not one sequence per pass fits; set train.activation_checkpointing (up to" in out
+    params["train"]["activation_checkpointing"] = True
+    assert main(["plan", "--params", str(write_params(tmp_path, params))]) == 0
+    assert "warning:" not in capsys.readouterr().out
 
 
 PRESETS = sorted((REPO_ROOT / "workflow" / "presets").glob("*.yaml"))
@@ -128,5 +213,86 @@ def test_every_preset_fits_its_gpus_by_the_memory_estimate(preset, capsys):
     # a run is planned against the memory it asks for: a GPU's, or one process's share of mem_mb on CPU
     on_gpus = {name: res.gpus > 0 for name, res in params.train.resources.items()}
     assert {r["memory_on"] for r in rows} == {"gpu" if any(on_gpus.values()) else "cpu"}
+    for r in rows:  # the estimate of what the run will do: checkpointing as the trainer decides it
+        dtype = weight_dtypes.of_record(r)
+        memory = run_memory(params.train, r["arm"], r["scale"], r["context"], dtype)
+        assert r["checkpointing"] == run_checkpoints(params.train, r["arm"], r["scale"], r["context"], dtype)
+        assert r["memory_gb"] == memory.peak(r["checkpointing"]).total / 2**30, r["run"]
     worst = max(rows, key=lambda r: r["memory_gb"])
     assert worst["memory_gb"] * MEASURED_GAP <= worst["memory_limit_gb"], worst["run"]
+
+
+def estimate_with(params, checkpointing: bool | str) -> list[dict]:
+    from ngptlab.grid.enumeration import enumerate_runs
+    from ngptlab.plan.estimate import estimate_runs
+
+    train = dataclasses.replace(params.train, activation_checkpointing=checkpointing)
+    return estimate_runs(train, enumerate_runs(params), mfu=0.4, peak_tflops=989.0)
+
+
+def test_auto_checkpoints_exactly_the_paper_runs_that_do_not_fit_an_h100_without_it(capsys):
+    from ngptlab.cli import main
+    from ngptlab.config.load import load_params
+
+    paper = REPO_ROOT / "workflow" / "presets" / "paper.yaml"
+    params = load_params(paper)
+    assert params.train.activation_checkpointing == "auto"
+    rows = estimate_with(params, "auto")
+    counts = collections.Counter((r["scale"], r["context"], r["arm"]) for r in rows if r["checkpointing"])
+    # gpt-lrm at 1B: 78.8 GB without, over 80 / 1.15; 31.7 with. The rest stay at most 61.2 (gpt-scalar)
+    assert counts == {("1B", context, "gpt-lrm"): 24 for context in (1024, 4096, 8192)}
+    lrm = [r for r in rows if r["checkpointing"]]
+    assert {round(r["memory_gb"], 1) for r in lrm} == {31.7}
+    assert round(max(r["memory_gb"] for r in rows if not r["checkpointing"]), 1) == 61.2
+    assert all(r["fits"] for r in rows)
+    # without auto the same runs get the warning; true checkpoints every run
+    assert {r["run"] for r in estimate_with(params, False) if not r["fits"]} == {r["run"] for r in lrm}
+    assert all(r["checkpointing"] for r in estimate_with(params, True))
+    assert main(["plan", "--params", str(paper)]) == 0
+    assert ("activation checkpointing (auto), where a run does not fit without it: 72 of 1296 runs "
+            "(1B ctx1024 gpt-lrm 24, 1B ctx4096 gpt-lrm 24, 1B ctx8192 gpt-lrm 24)") in capsys.readouterr()[0]
+
+
+def test_auto_checkpoints_the_small_presets_gpt_lrm():
+    from ngptlab.config.load import load_params
+
+    params = load_params(REPO_ROOT / "workflow" / "presets" / "small.yaml")
+    rows = estimate_with(params, "auto")
+    # gpt-lrm on gpu-small: 71.5 GB without, over 80 / 1.15; 36.0 with
+    checkpointed = {(r["context"], r["arm"]) for r in rows if r["checkpointing"]}
+    assert checkpointed == {(1024, "gpt-lrm"), (4096, "gpt-lrm")}
+    assert sum(r["checkpointing"] for r in rows) == 18 and len(rows) == 162
+    assert {round(r["memory_gb"], 1) for r in rows if r["checkpointing"]} == {36.0}
+    assert all(r["fits"] for r in rows)
+
+
+def test_auto_trains_with_checkpointing_exactly_where_the_plan_says_it_does_not_fit(tmp_path):
+    from support.train import metrics, run_name, summary, write_shards
+
+    from ngptlab.grid.enumeration import find_run
+    from ngptlab.settings import Params
+    from ngptlab.train.loop import train_run
+
+    # plan sizes the run with the 50k vocabulary's head: 0.318 GiB with checkpointing, 0.323 without
+    memory = run_memory(Params.of(make_params()).train, "gpt", "cpu-4l", 32, "fp32")
+    tight = math.ceil(memory.peak(True).total / 2**20 * ESTIMATE_MARGIN)  # MiB: fits checkpointed only
+    assert tight < memory.peak(False).total / 2**20 * ESTIMATE_MARGIN
+    assert tight == 375
+    runs = {}
+    for mem_mb in (2000, tight):
+        root = tmp_path / str(mem_mb)
+        write_shards(root)
+        params = make_params(activation_checkpointing="auto", budgets=[4096])
+        params["train"]["resources"]["cpu-4l"]["mem_mb"] = mem_mb
+        settings = Params.of(params)
+        assert train_run(find_run(settings, run_name("gpt", 4096)), settings.train, root=root,
+                         progress=False) == 0
+        runs[mem_mb] = summary(root, run_name("gpt", 4096)), metrics(root, run_name("gpt", 4096))
+    (ample, ample_rows), (short, short_rows) = runs[2000], runs[tight]
+    assert ample["params"]["activation_checkpointing"] is False
+    assert short["params"]["activation_checkpointing"] is True
+    # recomputing a block on a CPU in fp32 repeats the same kernels on the same inputs: the same bits
+    losses = [[(r["step"], r.get("train_loss"), r.get("val_loss"), r.get("grad_norm")) for r in rows]
+              for rows in (ample_rows, short_rows)]
+    assert len(losses[0]) >= 8 and losses[0] == losses[1]
+    assert ample["final_val_loss"] == short["final_val_loss"]

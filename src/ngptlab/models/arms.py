@@ -18,6 +18,8 @@ import yaml
 
 TABLE = Path(__file__).with_name("arms.yaml")
 SHAPE_NAMES = ("n_layer", "d_model", "d_mlp", "head_dim", "vocab")  # the names `parameters` may use
+SAVED_NAMES = ("d_model", "d_mlp")  # the names `saved_bytes` may use: a block's saved bytes scale with
+PRECISIONS = ("bf16", "fp32")  # `saved_bytes`' keys: under bf16 autocast, in fp32
 SQUARE_CORNERS = ("00", "10", "01", "11")
 COLORMAPS = {"tab10": 10, "tab20": 20}
 
@@ -51,7 +53,7 @@ class Arm:
     conditioning: str  # DESIGN.md's "conditioning" column
     summary: str
     parameters: str  # what it adds to gpt's parameter count, in closed form (models/size.py)
-    saved_per_block: int  # A of plan/memory.py
+    saved_bytes: dict[str, str]  # precision -> bytes a block saves per token, of d_model and d_mlp
     color: tuple[str, int]  # (colormap, index)
     marker: str
     squares: dict[str, str]  # square -> corner "ab"
@@ -59,6 +61,11 @@ class Arm:
     def extra_parameters(self, **shape: int) -> int:
         """`parameters` evaluated at a shape (SHAPE_NAMES as keywords)."""
         return _evaluate(ast.parse(self.parameters, mode="eval").body, shape)
+
+    def saved_per_token(self, bf16: bool, d_model: int, d_mlp: int) -> int:
+        """The bytes one block saves for the backward pass per token (`saved_bytes` at a shape)."""
+        expression = self.saved_bytes["bf16" if bf16 else "fp32"]
+        return _evaluate(ast.parse(expression, mode="eval").body, {"d_model": d_model, "d_mlp": d_mlp})
 
 
 def _evaluate(node: ast.AST, names: dict[str, int]) -> int:
@@ -72,7 +79,7 @@ def _evaluate(node: ast.AST, names: dict[str, int]) -> int:
         if isinstance(node.op, ast.Add):
             return left + right
         return left - right if isinstance(node.op, ast.Sub) else left * right
-    raise ArmTableError(f"not an integer expression of {', '.join(SHAPE_NAMES)}: {ast.unparse(node)!r}")
+    raise ArmTableError(f"not an integer expression of {', '.join(names)}: {ast.unparse(node)!r}")
 
 
 _LINES: dict[str, int] = {}  # arm -> the line of its row in TABLE
@@ -102,7 +109,7 @@ def _reference(name: str, field: str, value: Any) -> str:
 def _arm(name: str, row: Any) -> Arm:
     if not isinstance(row, dict):
         raise ArmTableError(f"{_where(name)}: arm {name!r} is not a mapping")
-    known = {"train", "architecture", "norms", "conditioning", "summary", "parameters", "saved_per_block",
+    known = {"train", "architecture", "norms", "conditioning", "summary", "parameters", "saved_bytes",
              "style", "squares"}
     if set(row) - known:
         raise ArmTableError(f"{_where(name)}: arm {name!r}: unknown field {sorted(set(row) - known)[0]!r}")
@@ -124,13 +131,27 @@ def _arm(name: str, row: Any) -> Arm:
                             f"{', '.join(SQUARE_CORNERS)}, got {squares!r}")
     arm = Arm(name, training, _field(row, name, "architecture", str), _field(row, name, "norms", str),
               _field(row, name, "conditioning", str), _field(row, name, "summary", str),
-              str(_field(row, name, "parameters", (str, int))), _field(row, name, "saved_per_block", int),
+              str(_field(row, name, "parameters", (str, int))), _saved_bytes(name, row),
               (colormap, int(index)), str(_field(style, name, "marker", str)), dict(squares))
     try:
         arm.extra_parameters(**dict.fromkeys(SHAPE_NAMES, 1))
     except (ArmTableError, SyntaxError) as error:
         raise ArmTableError(f"{_where(name)}: arm {name!r}: parameters: {error}") from None
     return arm
+
+
+def _saved_bytes(name: str, row: dict) -> dict[str, str]:
+    """`saved_bytes`: one integer expression of SAVED_NAMES per precision, checked by evaluating it."""
+    saved = _field(row, name, "saved_bytes", dict)
+    if sorted(saved) != sorted(PRECISIONS):
+        raise ArmTableError(f"{_where(name)}: arm {name!r}: saved_bytes must have the keys "
+                            f"{', '.join(PRECISIONS)}, got {sorted(saved)}")
+    for precision, expression in saved.items():
+        try:
+            _evaluate(ast.parse(str(expression), mode="eval").body, dict.fromkeys(SAVED_NAMES, 1))
+        except (ArmTableError, SyntaxError) as error:
+            raise ArmTableError(f"{_where(name)}: arm {name!r}: saved_bytes.{precision}: {error}") from None
+    return {precision: str(saved[precision]) for precision in PRECISIONS}
 
 
 def _checked(arms: dict[str, Arm]) -> dict[str, Arm]:

@@ -2,6 +2,7 @@
 
   command.py    the command                     printout.py   the plan printed
   estimate.py   each job's size and cost        memory.py     peak memory of a training process
+  checkpointing.py  which runs checkpoint activations (train.activation_checkpointing), for plan and train
   runtime.py    every job's Slurm time limit    storage.py    what a grid keeps on disk
   sharing.py    what WSD trunks save            protocol.py   the projected cost of train.protocol
   closure.py    a stage's code: the import closure of its command, fingerprinted

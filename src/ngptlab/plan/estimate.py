@@ -9,7 +9,6 @@ that several budgets share is counted once.
 
 from __future__ import annotations
 
-from ngptlab import weight_dtype as weight_dtypes
 from ngptlab.batch import steps_per_run, tokens_per_step
 from ngptlab.checkpoint_cost import state_bytes
 from ngptlab.grid.enumeration import enumerate_runs
@@ -19,13 +18,13 @@ from ngptlab.grid.trunks import Segment, enumerate_segments, job_tokens
 from ngptlab.models.arms import warms_up
 from ngptlab.models.scales import Scale
 from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
-from ngptlab.plan.memory import GPU_MEMORY_GB, micro_tokens, training_memory
+from ngptlab.plan.checkpointing import VOCAB_SIZE, checkpoints, run_memory
+from ngptlab.plan.memory import GPU_MEMORY_GB
 from ngptlab.plan.runtime import JobTime, stage_runtimes, train_job
 from ngptlab.plan.sharing import sharing_summary
 from ngptlab.schedule import branch_point, shares_trunk, trunk_warmup, warmup_steps
 from ngptlab.settings import Params, Train
 
-VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
 MFU = 0.4  # the model FLOPs utilisation assumed unless a command is told otherwise
 PEAK_TFLOPS = 989.0  # H100/H200 dense bf16
 
@@ -71,7 +70,7 @@ def estimate_runs(train: Train, runs: list[RunSpec], mfu: float, peak_tflops: fl
                      "warmup_steps": warmup, "branch_point": start, "trained_tokens": trained,
                      "train_flops": flops,
                      **_placement(train, run.scale, gpu_hours, job),
-                     **_memory(train, run, shape, n_params, vocab_rows, gpu_memory_gb)})
+                     **_memory(train, run, gpu_memory_gb)})
     return rows
 
 
@@ -116,23 +115,28 @@ def estimate_plan(params: Params, mfu: float, peak_tflops: float,
             **sharing_summary(train, runs, trunks)}
 
 
-def _memory(train: Train, run: RunSpec, shape: Scale, n_params: int, vocab_rows: int,
-            gpu_memory_gb: float) -> dict:
-    """Estimated peak memory of one of the run's processes (plan/memory.py) against what it has: a GPU's
-    memory (declared, default an H100's 80 GB) on a GPU scale, its share of the node's mem_mb on a CPU."""
-    layout = scale_layout(train, run.scale)
-    on_gpu = layout.gpus_per_node > 0
-    precision = train.precision
-    # bf16 weights compute under bf16 autocast on either device (train/trainer.py)
-    bf16 = precision == "bf16" or (on_gpu and precision == "auto") or run.weight_dtype == weight_dtypes.BF16
-    tokens = micro_tokens(train, run.context, layout.world_size)
-    memory = training_memory(run.arm, shape, n_params, vocab_rows, tokens, bf16,
-                             bool(train.activation_checkpointing),
-                             weight_dtypes.BYTES[run.weight_dtype])
-    mem_mb = train.resources[run.scale].mem_mb
-    limit = gpu_memory_gb if on_gpu else mem_mb / 1024 / layout.processes_per_node
-    return {"memory_gb": memory.total / 2**30, "memory_limit_gb": limit,
-            "memory_on": "gpu" if on_gpu else "cpu", "fits": memory.total / 2**30 <= limit}
+def _memory(train: Train, run: RunSpec, gpu_memory_gb: float) -> dict:
+    """Estimated peak memory of one of the run's processes (plan/memory.py) as it will train, checkpointing
+    or not (plan/checkpointing.py), against what it has: a GPU's memory (declared, default an H100's 80 GB)
+    on a GPU scale, its share of the node's mem_mb on a CPU, less the estimate's margin. A run that does not
+    fit gets its remedies: the largest micro-batch that fits as it is, and where it does not checkpoint, the
+    peak with checkpointing and the largest micro-batch that fits with it (0: none)."""
+    memory = run_memory(train, run.arm, run.scale, run.context, run.weight_dtype, gpu_memory_gb)
+    # auto decides against the memory the trainer assumes (the default GPU's), which --gpu-memory-gb does not
+    # reach: the plan prints what the run will do
+    decided = memory if gpu_memory_gb == GPU_MEMORY_GB else run_memory(train, run.arm, run.scale, run.context,
+                                                                       run.weight_dtype)
+    checkpointing = checkpoints(train, decided)
+    row = {"memory_gb": memory.peak(checkpointing).total / 2**30, "memory_limit_gb": memory.limit_gb,
+           "memory_on": "gpu" if memory.on_gpu else "cpu", "checkpointing": checkpointing,
+           "fits": memory.fits(checkpointing)}
+    if row["fits"]:
+        return row
+    row["fitting_micro_tokens"] = memory.fitting_micro_tokens(checkpointing)
+    if not checkpointing:
+        row["checkpointed_gb"] = memory.peak(True).total / 2**30
+        row["checkpointed_micro_tokens"] = memory.fitting_micro_tokens(True)
+    return row
 
 
 def _placement(train: Train, scale: str, gpu_hours: float, job: JobTime) -> dict:

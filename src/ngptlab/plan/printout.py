@@ -13,6 +13,7 @@ import json
 
 from ngptlab.grid.enumeration import enumerate_cells
 from ngptlab.grid.sweeps import lopsided_sweeps
+from ngptlab.plan.checkpointing import AUTO, ESTIMATE_MARGIN
 from ngptlab.plan.estimate import estimate_plan, gpu_hours_text
 from ngptlab.plan.protocol import describe, has_protocol, projected_params, projection_bound
 from ngptlab.plan.runtime import describe_runtimes
@@ -48,6 +49,8 @@ def print_plan(params: Params, params_file: str, root: str, mfu: float, peak_tfl
         print_segments(segments)
         print("state-GB: the training state the segment keeps at its end, which branches start from")
     for line in describe_runtimes(params, rows, segments, plan["stages"]):
+        print(line)
+    for line in checkpointing_lines(params, rows):
         print(line)
     for line in memory_warnings(rows):
         print(f"warning: {line}")
@@ -122,14 +125,59 @@ def print_segments(segments: list[dict]) -> None:
         for s in segments])
 
 
-def memory_warnings(rows: list[dict]) -> list[str]:
-    """One line per (scale, context) whose runs need more memory than one process has."""
-    worst: dict[tuple[str, int], dict] = {}
+def checkpointing_lines(params: Params, rows: list[dict]) -> list[str]:
+    """Under train.activation_checkpointing auto, which runs checkpoint (plan/checkpointing.py): their count
+    per (scale, context, arm), or that none does."""
+    if params.train.activation_checkpointing != AUTO:
+        return []
+    counts: dict[tuple[str, int, str], int] = {}
     for r in rows:
-        key = (r["scale"], r["context"])
-        if not r["fits"] and (key not in worst or r["memory_gb"] > worst[key]["memory_gb"]):
-            worst[key] = r
-    return [f"{scale} ctx{context}: runs need up to {r['memory_gb']:.3g} GB per process ({r['arm']}), more "
-            f"than the {r['memory_limit_gb']:.3g} GB of one {'GPU' if r['memory_on'] == 'gpu' else 'process'}"
-            f" (--gpu-memory-gb, train.resources); lower train.micro_batch_tokens or set "
-            f"train.activation_checkpointing" for (scale, context), r in worst.items()]
+        if r["checkpointing"]:
+            key = (r["scale"], r["context"], r["arm"])
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return ["activation checkpointing (auto): no run needs it"]
+    which = ", ".join(f"{scale} ctx{context} {arm} {n}" for (scale, context, arm), n in counts.items())
+    return [f"activation checkpointing (auto), where a run does not fit without it: {sum(counts.values())} "
+            f"of {len(rows)} runs ({which}); mem-GB is theirs with it"]
+
+
+def memory_warnings(rows: list[dict]) -> list[str]:
+    """One line per (scale, context) whose runs need more memory than one process has, with its remedy: the
+    largest train.micro_batch_tokens at which every one of them fits (the same runs, no more compute), else
+    train.activation_checkpointing (about a third more compute) and the largest micro-batch with it."""
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        if not r["fits"]:
+            groups.setdefault((r["scale"], r["context"]), []).append(r)
+    lines = []
+    for (scale, context), over in groups.items():
+        r = max(over, key=lambda row: row["memory_gb"])
+        lines.append(f"{scale} ctx{context}: runs need up to {r['memory_gb']:.3g} GB per process "
+                     f"({r['arm']}), with the estimate's {ESTIMATE_MARGIN - 1:.0%} margin more than the "
+                     f"{r['memory_limit_gb']:.3g} GB of one "
+                     f"{'GPU' if r['memory_on'] == 'gpu' else 'process'} (--gpu-memory-gb, train.resources); "
+                     f"{_memory_remedy(over, context)}")
+    return lines
+
+
+def _memory_remedy(over: list[dict], context: int) -> str:
+    """What makes every one of a (scale, context)'s runs that do not fit fit, the cheapest first."""
+    tokens = min(r["fitting_micro_tokens"] for r in over)
+    if tokens:
+        sequences = tokens // context
+        return (f"train.micro_batch_tokens {tokens:,} fits them ({sequences} sequence{'s' * (sequences > 1)} "
+                f"per pass)")
+    if "checkpointed_gb" not in over[0]:  # checkpointing on already
+        return ("not even one sequence per pass fits, with train.activation_checkpointing: more memory per "
+                "process (a larger GPU, fewer processes per node on a CPU)")
+    tokens = min(r["checkpointed_micro_tokens"] for r in over)
+    if not tokens:
+        return ("not even one sequence per pass fits, with train.activation_checkpointing or without: more "
+                "memory per process (a larger GPU, fewer processes per node on a CPU)")
+    worst = max(r["checkpointed_gb"] for r in over)
+    if worst <= over[0]["memory_limit_gb"]:
+        return (f"not one sequence per pass fits; set train.activation_checkpointing (up to {worst:.3g} GB, "
+                f"about a third more compute)")
+    return (f"not one sequence per pass fits; set train.activation_checkpointing (about a third more "
+            f"compute) and train.micro_batch_tokens {tokens:,}")

@@ -162,7 +162,7 @@ class Train:
     diverge_loss: float
     device: Literal["auto", "cpu", "cuda"]
     compile: bool
-    activation_checkpointing: bool
+    activation_checkpointing: bool | Literal["auto"]
     vocab_multiple: int
     precision: Literal["auto", "bf16", "fp32"]
     peak_tflops: float | None

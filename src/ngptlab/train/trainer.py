@@ -18,6 +18,7 @@ from ngptlab.grid.trunks import TrunkSpec
 from ngptlab.models import rotational
 from ngptlab.models.registry import build_seeded
 from ngptlab.models.size import train_flops_per_token
+from ngptlab.plan.checkpointing import run_checkpoints
 from ngptlab.schedule import Schedule, WarmupStable, WarmupStableDecay
 from ngptlab.settings import Train
 from ngptlab.train import angle_targets, dist, final_eval
@@ -58,7 +59,9 @@ class Trainer:
         self.recipe = angle_targets.with_targets(self.recipe, train, spec, self.shape)  # angle arms only
         self.model.to(self.device)
         weight_dtypes.store(self.model, spec.weight_dtype)  # bf16: AdamW's moments follow the parameters
-        self.model.activation_checkpointing = bool(train.activation_checkpointing)
+        # auto: as plan decided it, from the run's memory estimate (plan/checkpointing.py)
+        self.model.activation_checkpointing = run_checkpoints(train, spec.arm, spec.scale, spec.context,
+                                                              spec.weight_dtype)
         groups = rotational.param_groups(self.recipe, self.model, spec.lr)  # the recipe's, if none rotate
         for group in groups:
             group["base_lr"] = group["lr"]  # the schedule scales every group's own lr (multipliers kept)
