@@ -55,7 +55,7 @@ test: $(INSTALLED)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -n $(TEST_WORKERS) --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The cluster page's recipe on the rehearsal preset (tests/test_cluster_recipe.py), through the Slurm and SSH
-# server that .ci/setup-slurm.sh and .ci/setup-sshd.sh start: ~45 minutes on two cores, so not in `make test`.
+# server that .ci/setup-slurm.sh and .ci/setup-sshd.sh start: an hour or more on two cores (docs/tests.md), so not in `make test`.
 test-recipe: $(INSTALLED)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -m recipe tests/test_cluster_recipe.py $(PYTEST_ARGS)
 

@@ -39,7 +39,7 @@ from ngptlab.grid.enumeration import enumerate_runs
 PAGE = REPO / "docs" / "cluster.md"
 
 ON_THE_CLUSTER = [
-    pytest.mark.recipe,  # not in `make test`: ~45 minutes of Slurm jobs on two cores (`make test-recipe`)
+    pytest.mark.recipe,  # not in `make test`: an hour or more of Slurm jobs on two cores (docs/tests.md)
     *SLURM_MARKS,
     pytest.mark.ssh,
     pytest.mark.skipif(not SSH_ENV.is_file(),

@@ -10,6 +10,7 @@ import copy
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import torch
@@ -284,18 +285,18 @@ class TurningRecipe(ScalarRecipe):
     rotation_beta: float = 0.0
 
 
-def test_a_run_with_rotational_matrices_turns_them_and_resumes_byte_for_byte(tmp_path, monkeypatch):
-    """gpt-scalar with q and mlp_u rotational (no running average), evaluations every 5 steps: each row's
-    step angle of those kinds is the mean of the schedule's angles over its interval; a run stopped every 3
-    steps, checkpoints between evaluation points, ends with the bytes of one that ran through."""
+@pytest.fixture
+def turning_gpt_scalar(monkeypatch):
+    """gpt-scalar with TurningRecipe's rotational matrices."""
     recipe_of = registry.recipe_of
     monkeypatch.setattr(registry, "recipe_of",
                         lambda arm: TurningRecipe() if arm == "gpt-scalar" else recipe_of(arm))
-    params = make_params(arms=["gpt-scalar"], budgets=[16 * 512], batch_sequences=16, micro_batch_tokens=512,
-                         learning_rates={"cpu-4l": {"gpt-scalar": [3e-3]}}, eval_every_tokens=5 * 512,
-                         checkpoint_every_tokens=2 * 512, step_angle_every=1)
-    spec = find_run(Params.of(params), run_name("gpt-scalar", 16 * 512))
-    train = Params.of(params).train
+
+
+def whole_and_split(spec, train, tmp_path: Path, monkeypatch,
+                    each_stop=lambda split: None) -> tuple[Path, Path]:
+    """The run trained straight through (tmp_path/whole) and stopped every 3 steps until done
+    (tmp_path/split, `each_stop` called after each stop)."""
     whole, split = tmp_path / "whole", tmp_path / "split"
     write_shards(whole)
     assert train_run(spec, train, root=whole, progress=False) == 0
@@ -303,6 +304,21 @@ def test_a_run_with_rotational_matrices_turns_them_and_resumes_byte_for_byte(tmp
     monkeypatch.setattr(loop, "JobLimit", StopsAfter3Steps)
     while (code := train_run(spec, train, root=split, progress=False)) != 0:
         assert code == loop.EXIT_RESUMABLE
+        each_stop(split)
+    return whole, split
+
+
+def test_a_run_with_rotational_matrices_turns_them_and_resumes_byte_for_byte(tmp_path, monkeypatch,
+                                                                             turning_gpt_scalar):
+    """gpt-scalar with q and mlp_u rotational (no running average), evaluations every 5 steps: each row's
+    step angle of those kinds is the mean of the schedule's angles over its interval; a run stopped every 3
+    steps, checkpoints between evaluation points, ends with the bytes of one that ran through."""
+    params = make_params(arms=["gpt-scalar"], budgets=[16 * 512], batch_sequences=16, micro_batch_tokens=512,
+                         learning_rates={"cpu-4l": {"gpt-scalar": [3e-3]}}, eval_every_tokens=5 * 512,
+                         checkpoint_every_tokens=2 * 512, step_angle_every=1)
+    spec = find_run(Params.of(params), run_name("gpt-scalar", 16 * 512))
+    train = Params.of(params).train
+    whole, split = whole_and_split(spec, train, tmp_path, monkeypatch)
     for path in (run_dir(whole, spec.name) / "model.safetensors",
                  results_dir(whole, spec.name) / "metrics.jsonl"):
         assert path.read_bytes() == (split / path.relative_to(whole)).read_bytes(), path
@@ -318,30 +334,25 @@ def test_a_run_with_rotational_matrices_turns_them_and_resumes_byte_for_byte(tmp
         assert row["step_angle"]["k"] != pytest.approx(row["step_angle"]["q"], rel=1e-2)  # k: AdamW's
 
 
-def test_a_bf16_run_with_rotational_matrices_resumes_byte_for_byte(tmp_path, monkeypatch):
+def test_a_bf16_run_with_rotational_matrices_resumes_byte_for_byte(tmp_path, monkeypatch,
+                                                                   turning_gpt_scalar):
     """The same run with its weights in bf16: its checkpoints carry the float32 master copies, so a run
     stopped every 3 steps ends with the bytes of one that ran through (re-seeded from the bf16 weights at
     each start instead, it would not)."""
-    recipe_of = registry.recipe_of
-    monkeypatch.setattr(registry, "recipe_of",
-                        lambda arm: TurningRecipe() if arm == "gpt-scalar" else recipe_of(arm))
     params = make_params(arms=["gpt-scalar"], budgets=[8 * 512], batch_sequences=16, micro_batch_tokens=512,
                          learning_rates={"cpu-4l": {"gpt-scalar": [3e-3]}}, eval_every_tokens=4 * 512,
                          checkpoint_every_tokens=2 * 512, weight_dtype="bf16")
     (spec,) = enumerate_runs(Params.of(params))
     assert spec.weight_dtype == "bf16"
     train = Params.of(params).train
-    whole, split = tmp_path / "whole", tmp_path / "split"
-    write_shards(whole)
-    assert train_run(spec, train, root=whole, progress=False) == 0
-    write_shards(split)
-    monkeypatch.setattr(loop, "JobLimit", StopsAfter3Steps)
     saved = []
-    while (code := train_run(spec, train, root=split, progress=False)) != 0:
-        assert code == loop.EXIT_RESUMABLE
+
+    def keep_optimizer_state(split: Path) -> None:
         state_dir = run_dir(split, spec.name) / "state"
         ckpt = state_dir / json.loads((state_dir / state.LATEST).read_text())["checkpoint"]
         saved.append(load_file(ckpt / "optimizer.safetensors"))
+
+    whole, split = whole_and_split(spec, train, tmp_path, monkeypatch, keep_optimizer_state)
     assert saved and all({v.dtype for k, v in s.items() if k.endswith(".master")} == {torch.float32}
                          for s in saved)
     for path in (run_dir(whole, spec.name) / "model.safetensors",
