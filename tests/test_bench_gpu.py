@@ -247,3 +247,26 @@ def test_the_first_light_preset_fits_10_gpu_minutes_and_its_header_states_its_pl
                                          f"plan's total as `ngptlab plan` prints it: '{total}'")
     params = yaml.safe_load(preset.read_text())
     assert params["prepare"]["source"]["kind"] == "embedded"  # prepares with no internet (data/cache/pip)
+
+
+def test_past_the_deadline_no_check_begins_and_each_is_not_proven_saying_so(tmp_path, capsys):
+    code, doc, _ = bench(tmp_path, capsys, "--no-compile", "--deadline-s", "0")
+    assert code == EXIT_NOT_PROVEN and doc["complete"]
+    assert doc["past_deadline"] == ["steps", "train", "condition"]  # path and ddp wait on train's run
+    notes = {v["check"]: v["note"] for v in doc["checks"]}
+    assert all("past --deadline-s" in notes[check] for check in ("steps", "train", "condition"))
+    assert {v["status"] for v in doc["checks"]} == {NOT_PROVEN}
+
+
+def test_the_json_is_written_after_each_check_so_a_call_cut_short_keeps_it(tmp_path, capsys, monkeypatch):
+    from ngptlab.bench import gpu_runs
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the call cut short during the train check
+
+    monkeypatch.setattr(gpu_runs, "train_check", killed)
+    with pytest.raises(KeyboardInterrupt):
+        bench(tmp_path, capsys, "--no-compile", "--skip", "condition")
+    kept = json.loads((tmp_path / "gpu.json").read_text())
+    assert kept["complete"] is False and "train" not in kept
+    assert [r["arm"] for r in kept["steps"]["rows"]] == ["gpt", "ngpt"]

@@ -1,8 +1,8 @@
 """`bench gpu`'s verdicts: every measurement against a stated threshold, as pass, FAIL or not proven.
 
-Not proven is neither: a check skipped (--skip, past the step-time budget, DDP on fewer than 2 GPUs) or one
-whose threshold does not apply where it ran (on a CPU: compiled-vs-eager speed, MFU and the memory peak,
-unless a threshold is given on the command line). The exit status says which:
+Not proven is neither: a check skipped (--skip, --deadline-s, past the step-time budget, DDP on fewer than
+2 GPUs) or one whose threshold does not apply where it ran (on a CPU: compiled-vs-eager speed, MFU and the
+memory peak, unless a threshold is given on the command line). The exit status says which:
 
     0  every check passed
     1  a check failed (whatever else was not proven)
@@ -242,13 +242,15 @@ def judge_path(p: dict, t: Thresholds) -> list[dict]:
 
 def judge(doc: dict, t: Thresholds) -> list[dict]:
     """Every verdict of a bench document; a pure function of its measurements and the thresholds."""
-    skip = set(doc.get("skip", []))
-    out = judge_steps(doc["steps"], t) if "steps" in doc else [_skipped("steps", "--skip steps")]
-    out += judge_train(doc["train"], t) if "train" in doc else [_skipped("train", "--skip train")]
+    skip, late = set(doc.get("skip", [])), set(doc.get("past_deadline", []))
+    why = lambda check: "past --deadline-s" if check in late else f"--skip {check}"  # noqa: E731
+    out = judge_steps(doc["steps"], t) if "steps" in doc else [_skipped("steps", why("steps"))]
+    out += judge_train(doc["train"], t) if "train" in doc else [_skipped("train", why("train"))]
     if "path" in doc:
         out += judge_path(doc["path"], t)
     else:
-        out.append(_skipped("path", "--skip path" if "path" in skip else "needs the train check's run"))
+        ran_without = "path" not in skip | late
+        out.append(_skipped("path", "needs the train check's run" if ran_without else why("path")))
     ddp = doc.get("ddp", {"skipped": "needs the train check's run"})
     out.append(_skipped("ddp", ddp["skipped"]) if "skipped" in ddp else
                _at_most("ddp", f"{ddp['processes']} processes ({ddp['backend']}) vs 1",
@@ -259,7 +261,7 @@ def judge(doc: dict, t: Thresholds) -> list[dict]:
                      t.condition_max_s, "seconds")
         out.append(v if c["finite"] else v | {"status": FAIL, "note": "headline not finite"})
     else:
-        out.append(_skipped("condition", "--skip condition"))
+        out.append(_skipped("condition", why("condition")))
     return out
 
 

@@ -1,8 +1,9 @@
 """`ngptlab bench gpu`: the GPU path proven in one call, and the same checks at tiny shapes on a CPU.
 
-Five checks, one JSON file (--out), a printed table, and a verdict per measurement against a stated
-threshold (bench/checks.py: the thresholds, and the exit status: 0 all passed, 1 a check failed, 2 it could
-not run, 3 none failed but some were not proven):
+Five checks, one JSON file (--write, written after every check: a call cut short keeps what it measured;
+--deadline-s: no check begins past it, those left are not proven), a printed table, and a verdict per
+measurement against a stated threshold (bench/checks.py: the thresholds, and the exit status: 0 all passed,
+1 a check failed, 2 it could not run, 3 none failed but some were not proven):
 
 1. steps (bench/gpu_steps.py): every arm's training step (forward, backward, clipping, AdamW fused on CUDA,
    the arm's post-step hook) at one shape and several contexts, eager and torch.compile'd, under bf16
@@ -89,6 +90,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare-steps", type=int, default=5, help="first steps compared bf16 vs fp32")
     parser.add_argument("--ddp-cpu", action="store_true", help="on a CPU, run the DDP check with gloo")
     parser.add_argument("--skip", nargs="+", default=[], choices=CHECKS, help="checks not run (not proven)")
+    parser.add_argument("--deadline-s", type=float, help="seconds from the start after which no further "
+                        "check begins: those left are skipped (not proven); the JSON is written after every "
+                        "check, so a call cut short keeps what it measured")
     parser.add_argument("--write", default="results/bench/gpu.json", metavar="FILE",
                         help="the JSON file written (default: results/bench/gpu.json)")
     checks.configure(parser)
@@ -109,7 +113,8 @@ def no_gpu() -> str:
             "CPU rehearsal at tiny shapes")
 
 
-def run_bench(args: argparse.Namespace, params: dict) -> dict:
+def run_bench(args: argparse.Namespace, params: dict, save=lambda doc: None) -> dict:
+    """The bench document; `save(doc)` after each check, with what it holds so far."""
     from ngptlab.bench.gpu_path import path_checks
     from ngptlab.bench.gpu_runs import bench_params, condition_check, ddp_check, train_check
     from ngptlab.device import resolve_device
@@ -129,8 +134,19 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
     doc: dict = {"format": "ngptlab.bench-gpu/2", "device": device.type, "torch": torch.__version__,
                  "threads": torch.get_num_threads(), **peak.as_dict(), "skip": list(args.skip),
                  "cuda_devices": torch.cuda.device_count() if torch.cuda.is_available() else 0}
+    doc["past_deadline"] = []
+
+    def due(check: str) -> bool:
+        """Whether `check` runs: not skipped, and begun before --deadline-s (else recorded as past it)."""
+        if check in args.skip:
+            return False
+        if args.deadline_s is not None and time.perf_counter() - started > args.deadline_s:
+            doc["past_deadline"].append(check)
+            return False
+        return True
+
     step_shape = None
-    if "steps" not in args.skip:
+    if due("steps"):
         name, shape = _shape(pick(args.scale, "scale"), params)
         scale = shape or run_shape(of_section("train", params["train"]), name)
         contexts, batch = pick(args.contexts, "contexts"), pick(args.batch_tokens, "batch_tokens")
@@ -145,34 +161,39 @@ def run_bench(args: argparse.Namespace, params: dict) -> dict:
             pick(args.warmup, "warmup"), peak.flops, args.compile_all,
             ("eager",) if args.no_compile else ("eager", "compiled"), doc["steps"]["budget_s"])
     doc["thresholds"] = checks.resolve(args, device.type, peak.device_name, step_shape).as_dict()
+    save(doc)
     compiled = not args.no_compile
     with tempfile.TemporaryDirectory(prefix="ngptlab-bench-gpu-") as tmp:
         work = Path(tmp)
-        if "train" not in args.skip:
+        if due("train"):
             name, shape = _shape(d["train_scale"], params)
             steps = {"gpt": pick(args.train_steps, "train_steps"), "ngpt": args.trajectory_steps}
             p = {arm: bench_params(params, name, shape, d["train_context"], d["train_sequences"], n,
                                    d["train_lr"], device.type, arms=(arm,)) for arm, n in steps.items()}
             doc["train"] = train_check(p, tokens, args.compare_steps, work, compiled)
+            save(doc)
             reference = doc["train"]["arms"]["gpt"]
-            if "path" not in args.skip:
+            if due("path"):
                 doc["path"] = path_checks(p["gpt"], tokens, work, reference, compiled, device,
                                           args.compare_steps)
+                save(doc)
             two_gpus = device.type == "cuda" and torch.cuda.device_count() >= 2
             backend = "nccl" if two_gpus else "gloo" if device.type == "cpu" and args.ddp_cpu else None
-            if "ddp" in args.skip:
-                doc["ddp"] = {"skipped": "--skip ddp"}
+            if not due("ddp"):
+                doc["ddp"] = {"skipped": "--skip ddp" if "ddp" in args.skip else "past --deadline-s"}
             elif backend is None:
                 doc["ddp"] = {"skipped": f"needs 2+ GPUs, {doc['cuda_devices']} visible"
                               + (" (--ddp-cpu runs it with gloo)" if device.type == "cpu" else "")}
             else:
                 doc["ddp"] = ddp_check(p["gpt"], work / "train-gpt-fp32", reference_run(p["gpt"]),
                                        work / "ddp", tokens, backend)
-        if "condition" not in args.skip:
+                save(doc)
+        if due("condition"):
             name, shape = _shape(d["condition_scale"], params)
             p = bench_params(params, name, shape, d["condition_context"], 1, 1, d["train_lr"], device.type,
                              arms=("gpt",))
             doc["condition"] = condition_check(p, tokens, device, work)
+            save(doc)
     doc["wall_s"] = time.perf_counter() - started
     return doc
 
@@ -187,7 +208,10 @@ def run(args: argparse.Namespace, params: Params) -> int:
     from ngptlab.bench.gpu_report import format_report
 
     # the benchmark's grids are variants of the params document, each typed where the stages' code reads it
-    doc = run_bench(args, read_mapping(args.params))
+    # written after every check (complete: false), so that a call cut short keeps what it measured
+    doc = run_bench(args, read_mapping(args.params),
+                    save=lambda partial: write_json_atomic(args.write, {**partial, "complete": False}))
+    doc["complete"] = True
     thresholds = checks.Thresholds(**doc["thresholds"])
     doc["checks"] = checks.judge(doc, thresholds)
     doc["exit_code"] = checks.exit_code(doc["checks"])
