@@ -9,13 +9,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 from support import TEST_PARAMS, fixture_params
 from support.prepare import REPO, SMALL_DOCS, prepare_cache, prepare_section, write_jsonl  # noqa: F401
+from support.workflow import tree
 
 from ngptlab.errors import DataError
 from ngptlab.prepare.export import BLOCK_NAME, RECORD_NAME, ROWS_PER_FILE, export_source
@@ -31,10 +31,6 @@ def section(source: dict) -> dict:
 
 def source_of(source: dict):
     return of_section("prepare", section(source)).source
-
-
-def tree(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
 def test_the_export_reads_back_as_the_same_shards(tmp_path, prepare_cache):

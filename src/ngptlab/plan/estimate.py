@@ -120,7 +120,7 @@ def _memory(train: Train, run: RunSpec, gpu_memory_gb: float) -> dict:
     or not (plan/checkpointing.py), against what it has: a GPU's memory (declared, default an H100's 80 GB)
     on a GPU scale, its share of the node's mem_mb on a CPU, less the estimate's margin. A run that does not
     fit gets its remedies: the largest micro-batch that fits as it is, and where it does not checkpoint, the
-    peak with checkpointing and the largest micro-batch that fits with it (0: none)."""
+    peak with checkpointing, whether it fits so, and the largest micro-batch that fits with it (0: none)."""
     memory = run_memory(train, run.arm, run.scale, run.context, run.weight_dtype, gpu_memory_gb)
     # auto decides against the memory the trainer assumes (the default GPU's), which --gpu-memory-gb does not
     # reach: the plan prints what the run will do
@@ -135,6 +135,7 @@ def _memory(train: Train, run: RunSpec, gpu_memory_gb: float) -> dict:
     row["fitting_micro_tokens"] = memory.fitting_micro_tokens(checkpointing)
     if not checkpointing:
         row["checkpointed_gb"] = memory.peak(True).total / 2**30
+        row["checkpointed_fits"] = memory.fits(True)
         row["checkpointed_micro_tokens"] = memory.fitting_micro_tokens(True)
     return row
 

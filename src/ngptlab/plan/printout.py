@@ -10,6 +10,7 @@ resume state, DVC's cache and remote) is plan/storage.py's, also from the rows.
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from ngptlab.grid.enumeration import enumerate_cells
 from ngptlab.grid.sweeps import lopsided_sweeps
@@ -130,11 +131,7 @@ def checkpointing_lines(params: Params, rows: list[dict]) -> list[str]:
     per (scale, context, arm), or that none does."""
     if params.train.activation_checkpointing != AUTO:
         return []
-    counts: dict[tuple[str, int, str], int] = {}
-    for r in rows:
-        if r["checkpointing"]:
-            key = (r["scale"], r["context"], r["arm"])
-            counts[key] = counts.get(key, 0) + 1
+    counts = Counter((r["scale"], r["context"], r["arm"]) for r in rows if r["checkpointing"])
     if not counts:
         return ["activation checkpointing (auto): no run needs it"]
     which = ", ".join(f"{scale} ctx{context} {arm} {n}" for (scale, context, arm), n in counts.items())
@@ -175,8 +172,8 @@ def _memory_remedy(over: list[dict], context: int) -> str:
     if not tokens:
         return ("not even one sequence per pass fits, with train.activation_checkpointing or without: more "
                 "memory per process (a larger GPU, fewer processes per node on a CPU)")
-    worst = max(r["checkpointed_gb"] for r in over)
-    if worst <= over[0]["memory_limit_gb"]:
+    if all(r["checkpointed_fits"] for r in over):  # with the margin, as `fits`: no warning once it is set
+        worst = max(r["checkpointed_gb"] for r in over)
         return (f"not one sequence per pass fits; set train.activation_checkpointing (up to {worst:.3g} GB, "
                 f"about a third more compute)")
     return (f"not one sequence per pass fits; set train.activation_checkpointing (about a third more "
