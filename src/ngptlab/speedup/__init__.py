@@ -13,6 +13,7 @@ factorial.py    the 2x2 read as a factorial: conditioning, norm and interaction 
 reading.py      what the pre-specified primary effect says of the conditioning account
 rivals.py       the effective learning rate beside the speed-up: does it confound the reading
 separation.py   whether the angle square can separate the accounts: the angle arms' kappa against both
+dose_response.py each account as a line over the arms' measured kappa or angle per step, and its reading
 multiplicity.py Holm's adjustment
 loss_law.py     the fitted law a target is interpolated along
 crossing.py     where a loss curve crosses a target (tokens to target), and the loss at given tokens

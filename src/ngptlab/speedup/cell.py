@@ -132,6 +132,19 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    whether the angle square can separate the accounts: each angle arm's ln
                                    kappa (layer 3-4 Q, K heads) against gpt's and ngpt's, paired t over
                                    seeds (speedup/separation.py); null without angle arms
+  dose_response{method, level, resamples, seed, margin, rule, points [{arm, seed, y, x_kappa, x_angle}],
+                accounts {<conditioning | effective learning rate>: {account, claim, predictor,
+                          predicted_sign, n_arms, slope {estimate, interval}, fitted_arms,
+                          excluded [{arm, reason}],
+                          arms {<arm>: {n_seeds, x {mean, interval}, y {mean, interval}, prediction,
+                                        residual {mean, interval}, status}}, note, reading, words}},
+                distinguishable {verdict, r, threshold, max_gap {arm, ln}, reason}, note}
+                                   each account's line ln S = b (x - x_baseline) over the arms' measured ln
+                                   kappa or ln angular rate (arm means over the estimate seeds), percentile
+                                   bootstrap over seeds within arms; reading consistent | inconsistent |
+                                   cannot tell the accounts apart | not resolved | no fit; an arm's status
+                                   on the line | departs | not resolved | kappa = 1 costs capacity | baseline
+                                   (speedup/dose_response.py); beside the label-based reading above
   by_baseline{<baseline>: {targets, arms {<arm>: {speedup, per_seed}}, contrasts}}
                                    only when speedup.baseline names several arms: for each but the first
                                    (the primary, whose speed-ups are the fields above), the same fields as
@@ -163,6 +176,7 @@ from ngptlab.grid.sweeps import lr_sweep, pruning_of
 from ngptlab.results import RunResult, read_run_result, write_json
 from ngptlab.settings import Params
 from ngptlab.speedup.crossing import reference_tokens
+from ngptlab.speedup.dose_response import dose_response
 from ngptlab.speedup.estimator import estimate_cell, seed_speedups
 from ngptlab.speedup.factorial import ANGLE, factorial
 from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
@@ -246,6 +260,8 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
                                        arms=estimate["arms"], contrasts=estimate["contrasts"],
                                        baseline=first, separation=separated),
             "rivals": rival, "separation": separated,
+            # beside the label-based reading: each account's predictions from the arms' measured mechanisms
+            "dose_response": dose_response(results, estimate, margin, seed=seed),
             "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
 
 

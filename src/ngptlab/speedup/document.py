@@ -49,6 +49,7 @@ class SpeedupDocument:
     reading: Reading | None
     rivals: Rivals | None
     separation: Mapping | None  # speedup/separation.py: whether the angle square separates the accounts
+    dose_response: Mapping | None  # speedup/dose_response.py: each account's line over measured mechanisms
     runs: tuple[RunEntry, ...]
     tuning: tuple[TuningEdge, ...] | None
     by_baseline: Mapping[str, SpeedupDocument] = field(default_factory=dict)
@@ -67,7 +68,7 @@ class SpeedupDocument:
             factorial=optional("factorial", Factorial.from_dict),
             angle_factorial=optional("angle_factorial", Factorial.from_dict),
             reading=optional("reading", Reading.from_dict), rivals=optional("rivals", Rivals.from_dict),
-            separation=d.get("separation"),
+            separation=d.get("separation"), dose_response=d.get("dose_response"),
             runs=tuple(RunEntry.from_dict(r) for r in d.get("runs") or ()),
             tuning=optional("tuning", lambda t: tuple(TuningEdge.from_dict(e) for e in t["edges"])))
         further = {baseline: dataclasses.replace(primary, baseline=baseline, **_against_one_baseline(view))
