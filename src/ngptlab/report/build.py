@@ -19,6 +19,7 @@ from ngptlab.report.sections import (
     calibration,
     caveats,
     conditioning,
+    dose_response,
     loss,
     provenance,
     rivals,
@@ -52,6 +53,7 @@ def _build(results: Results, analysis: Analysis, code_revision: str) -> Document
     rivals.section(doc, results)  # conditioning and the angular update rate over training
     settle.section(doc, results, analysis, comparisons)
     accounts.section(doc, results)  # the accounts' patterns over both squares
+    dose_response.section(doc, results)  # the accounts as lines over the measured mechanisms
     caveats.section(doc, results, long)
     provenance.section(doc, results, code_revision)
     return doc

@@ -1,0 +1,212 @@
+"""Each account read as a prediction from measured mechanisms (speedup/dose_response.py): planted worlds
+through the real `ngptlab speedup`, whose arms' speed-ups follow a planted law of their measured kappa or
+angle per step, and the intervals' coverage on a pure planted line."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import yaml
+from test_lr_policy_drift import BUDGETS, CELL, params_file, write_result
+
+from ngptlab.cli import main
+from ngptlab.config.load import load_params
+from ngptlab.design.loss_model import loss_model
+from ngptlab.design.truths import Truth
+from ngptlab.design.world import World
+from ngptlab.grid.enumeration import compared_runs
+from ngptlab.report.command import render_report, write_report
+from ngptlab.report.kit import plot
+from ngptlab.results import train_dir
+from ngptlab.speedup.dose_response import (
+    CANNOT_TELL,
+    CAPACITY,
+    CONSISTENT,
+    DEPARTS,
+    INCONSISTENT,
+    NO_FIT,
+    ON_LINE,
+    PREDICTORS,
+    fit_account,
+)
+from ngptlab.speedup.rivals import HEAD_KEYS, RATE_KINDS
+
+ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt", "gpt-angle", "ngpt-angle"]
+KAPPA_ACCOUNT, ANGLE_ACCOUNT = (p.account for p in PREDICTORS)
+GPT_KAPPA, RATE = 1800.0, 0.01  # gpt's planted head kappa and angle per step (rad)
+
+
+@dataclass(frozen=True)
+class Planted(Truth):
+    """A world whose every arm runs at a planted speed-up over gpt."""
+
+    speedups: tuple[tuple[str, float], ...] = ()
+
+    def speedup(self, arm: str) -> float:
+        return dict(self.speedups)[arm]
+
+
+def plant_mechanisms(root, spec, kappa: float, rate: float) -> None:
+    """Every metrics row turns each kind by `rate` per step; the last observes `kappa` as every layer 3-4 Q
+    and K head median."""
+    path = train_dir(root, spec) / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        row["angular_rate"] = dict.fromkeys(RATE_KINDS, rate)
+    rows[-1]["kappa"] = dict.fromkeys(HEAD_KEYS, kappa)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def planted_cell(tmp_path, kappas: dict[str, float], angles: dict[str, float], speedups: dict[str, float],
+                 arms=ARMS, seeds=(0, 1, 2, 3)) -> dict:
+    """The cell's dose_response through `ngptlab speedup`: each arm at its planted speed-up (the design's loss
+    model with its seed and run noise), its runs' kappa and angle per step at the planted values times a
+    seed's noise (sd 0.1 and 0.05 in ln)."""
+    path = params_file(tmp_path, "crossing", arms=list(arms), seeds=list(seeds), design={})
+    params = load_params(path)
+    truth = Planted("dose", 1.0, speedups=tuple(speedups.items()))
+    world = World(loss_model(params), truth, params.train.eval_every_tokens, np.random.default_rng(7))
+    noise = np.random.default_rng(3)
+    drawn: dict[tuple[str, int], tuple[float, float]] = {}
+    for spec in compared_runs(params):
+        write_result(tmp_path, world.result_of(spec))
+        k, a = drawn.setdefault((spec.arm, spec.seed), tuple(noise.standard_normal(2)))
+        plant_mechanisms(tmp_path, spec, kappas[spec.arm] * math.exp(0.1 * k),
+                         RATE * angles[spec.arm] * math.exp(0.05 * a))
+    assert main(["speedup", CELL, "--params", str(path), "--root", str(tmp_path)]) == 0
+    return json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())
+
+
+def on_kappa_line(kappas: dict[str, float], slope: float = -0.5) -> dict[str, float]:
+    """S = (kappa / gpt's)^slope: the conditioning account's dose-response."""
+    return {arm: (k / GPT_KAPPA) ** slope for arm, k in kappas.items()}
+
+
+def statuses(account: dict) -> dict[str, str]:
+    return {arm: e["status"] for arm, e in account["arms"].items()}
+
+
+# gpt-angle turned at ngpt's angle and conditioned like ngpt (as on the smoke grid: its head kappa x0.355 of
+# gpt's); ngpt-angle keeps ngpt's conditioning at gpt's angle
+KAPPAS = {"gpt": GPT_KAPPA, "gpt-rownorm": 900.0, "gpt-orth": 30.0, "ngpt": 220.0, "gpt-angle": 640.0,
+          "ngpt-angle": 260.0}
+ANGLES = {"gpt": 1.0, "gpt-rownorm": 1.5, "gpt-orth": 1.2, "ngpt": 4.0, "gpt-angle": 4.0, "ngpt-angle": 1.0}
+
+
+def test_a_conditioning_world_reads_consistent_with_conditioning_where_gpt_angle_is_conditioned_and_fast(
+        tmp_path):
+    """S follows kappa, ngpt on the line, gpt-angle conditioned towards ngpt and fast: the measured account
+    is consistent, where the label-based reading (gpt-angle predicted as slow as gpt) reads inconsistent."""
+    doc = planted_cell(tmp_path, KAPPAS, ANGLES, on_kappa_line(KAPPAS))
+    found = doc["dose_response"]
+    kappa, angle = found["accounts"][KAPPA_ACCOUNT], found["accounts"][ANGLE_ACCOUNT]
+    assert kappa["reading"] == CONSISTENT, kappa["words"]
+    assert set(statuses(kappa).values()) == {"baseline", ON_LINE}
+    lo, hi = kappa["slope"]["interval"]
+    assert lo < -0.5 < hi < 0 and kappa["slope"]["estimate"] == pytest.approx(-0.5, abs=0.05)
+    assert kappa["fitted_arms"] == sorted(a for a in ARMS if a != "gpt") and not kappa["excluded"]
+    # the angle account: ngpt-angle at gpt's angle and gpt-orth at about it, both fast, depart from its line
+    assert angle["reading"] == INCONSISTENT and statuses(angle)["ngpt-angle"] == DEPARTS
+    assert "ngpt-angle x" in angle["words"]
+    assert found["distinguishable"]["verdict"] is True
+    assert found["level"] == 0.95 and "bootstrap" in found["method"] and "arm means" in found["method"]
+    assert len(found["points"]) == 6 * 4
+    # the failure the measured reading answers: by labels, gpt-angle should have been as slow as gpt
+    assert doc["reading"]["accounts"]["conditioning"]["reading"].startswith("inconsistent")
+
+
+def test_an_angle_world_reads_consistent_with_the_angle_and_inconsistent_with_conditioning(tmp_path):
+    """S follows the angle per step (S = angle^0.75), kappa varied independently of it."""
+    kappas = {**KAPPAS, "gpt-angle": 1500.0}  # gpt-angle keeps gpt's conditioning
+    speedups = {arm: a ** 0.75 for arm, a in ANGLES.items()}
+    found = planted_cell(tmp_path, kappas, ANGLES, speedups)["dose_response"]
+    kappa, angle = found["accounts"][KAPPA_ACCOUNT], found["accounts"][ANGLE_ACCOUNT]
+    assert angle["reading"] == CONSISTENT, angle["words"]
+    assert angle["slope"]["interval"][0] > 0 and angle["slope"]["estimate"] == pytest.approx(0.75, abs=0.08)
+    assert kappa["reading"] == INCONSISTENT and statuses(kappa)["gpt-angle"] == DEPARTS
+    assert "gpt-angle x" in kappa["words"]
+
+
+def test_kappa_and_angle_moving_together_cannot_tell_the_accounts_apart(tmp_path):
+    """Every arm's angle per step is a power of its kappa (ln angle = -0.5 ln(kappa / gpt's)), S follows
+    both: each line fits, and neither says more than the other."""
+    kappas = {**KAPPAS, "gpt-angle": 400.0, "ngpt-angle": 600.0}
+    angles = {arm: (k / GPT_KAPPA) ** -0.5 for arm, k in kappas.items()}
+    found = planted_cell(tmp_path, kappas, angles, on_kappa_line(kappas, -0.25))["dose_response"]
+    apart = found["distinguishable"]
+    assert apart["verdict"] is False and apart["r"] < -0.95
+    assert "move together" in apart["reason"] and "gpt-orth (" in apart["reason"]
+    for name in (KAPPA_ACCOUNT, ANGLE_ACCOUNT):
+        account = found["accounts"][name]
+        assert account["reading"] == CANNOT_TELL, account["words"]
+        assert account["words"].startswith(CANNOT_TELL) and "would have to move by more than x" in \
+            account["words"]
+
+
+def test_a_slow_gpt_orth_at_kappa_one_reads_as_capacity_and_the_line_is_fitted_without_it(tmp_path):
+    kappas = {**KAPPAS, "gpt-orth": 1.0}
+    speedups = {**on_kappa_line(kappas), "gpt-orth": 1.0}  # as slow as gpt: the line predicts x42
+    found = planted_cell(tmp_path, kappas, ANGLES, speedups)["dose_response"]
+    kappa = found["accounts"][KAPPA_ACCOUNT]
+    assert statuses(kappa)["gpt-orth"] == CAPACITY
+    assert "gpt-orth" not in kappa["fitted_arms"]
+    assert kappa["excluded"][0]["arm"] == "gpt-orth" and "fitted without it" in kappa["excluded"][0]["reason"]
+    assert kappa["reading"] == CONSISTENT, kappa["words"]
+    assert kappa["slope"]["estimate"] == pytest.approx(-0.5, abs=0.05)
+
+
+def test_fewer_than_three_arms_give_no_fit(tmp_path):
+    found = planted_cell(tmp_path, KAPPAS, ANGLES, on_kappa_line(KAPPAS), arms=["gpt", "ngpt"],
+                         seeds=(0, 1))["dose_response"]
+    for name in (KAPPA_ACCOUNT, ANGLE_ACCOUNT):
+        account = found["accounts"][name]
+        assert account["reading"] == NO_FIT and account["slope"]["estimate"] is None
+        assert "2 arm(s)" in account["words"]
+
+
+def test_the_intervals_cover_a_planted_line_about_as_stated():
+    """200 planted cells of a pure line ln S = -0.5 (ln kappa - ln kappa_gpt), 5 arms x 4 seeds, ln kappa
+    measured with sd 0.15 and ln S with sd 0.1 per seed: the slope's 95% interval covers -0.5 in 0.96 of
+    them, ngpt's residual interval 0 in 0.905 (the module docstring's figures)."""
+    rng = np.random.default_rng(1)
+    true = {"gpt": GPT_KAPPA, "gpt-rownorm": 900.0, "ngpt": 220.0, "gpt-angle": 250.0, "ngpt-angle": 600.0}
+    slope_hits = residual_hits = 0
+    for draw in range(200):
+        pts = [{"arm": arm, "seed": s, "x_kappa": math.log(k) + rng.normal(0, 0.15), "x_angle": None,
+                "y": 0.0 if arm == "gpt" else -0.5 * math.log(k / GPT_KAPPA) + rng.normal(0, 0.1)}
+               for arm, k in true.items() for s in range(4)]
+        fit = fit_account(pts, PREDICTORS[0], "gpt", 1.25, seed=draw)
+        lo, hi = fit["slope"]["interval"]
+        slope_hits += lo <= -0.5 <= hi
+        lo, hi = fit["arms"]["ngpt"]["residual"]["interval"]
+        residual_hits += lo <= 0 <= hi
+    assert 0.93 <= slope_hits / 200 <= 0.99
+    assert 0.87 <= residual_hits / 200 <= 0.95
+
+
+def test_the_report_draws_each_cells_dose_response_and_tables_the_slopes(tmp_path):
+    """The report's section on a planted conditioning world: a figure per cell (both predictors, every arm,
+    ngpt ringed, the lines and their bands), the slopes' table with each account's reading."""
+    planted_cell(tmp_path, KAPPAS, ANGLES, on_kappa_line(KAPPAS))
+    path = tmp_path / "params.yaml"
+    grid = yaml.safe_load(path.read_text())
+    grid["report"]["min_budget_for_claims"] = BUDGETS[0]  # the tiny grid may be read: the readings are shown
+    path.write_text(yaml.safe_dump(grid, sort_keys=False))
+    with plot.capture() as figures:
+        rendered = render_report(load_params(path), tmp_path, path)
+    write_report(rendered, tmp_path / "reports")
+    figure = next(f for f in rendered.document.figures if f.id == f"dose_response_{CELL}")
+    svg = figure.svg.decode()
+    assert "ngpt (ringed)" in svg and all(f">{arm}<" in svg for arm in ARMS)
+    drawn = next(f for f in figures if any("ln kappa" in ax.get_xlabel() for ax in f.axes))
+    kappa_ax = next(ax for ax in drawn.axes if "ln kappa" in ax.get_xlabel())
+    assert kappa_ax.get_title() == f"{KAPPA_ACCOUNT}: {CONSISTENT}" and kappa_ax.collections  # the band
+    table = (tmp_path / "reports" / "tables" / "dose_response.csv").read_text()
+    assert table.count(CELL) >= 2 and "consistent with the account that conditioning" in table
+    report = (tmp_path / "reports" / "report.md").read_text()
+    assert "The accounts as dose-responses" in report
+    assert f"{CELL}: consistent with the account that conditioning explains" in report
