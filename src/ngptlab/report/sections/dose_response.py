@@ -18,7 +18,7 @@ from ngptlab.report.kit.table import Table, fmt_text
 from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.dose_response import NGPT, PREDICTORS
 
-AXES = {p.account: f"{p.label}, against the baseline's" for p in PREDICTORS}
+AXES = {p.account: f"{p.label.split(' (')[0]} − the baseline's" for p in PREDICTORS}
 
 
 def interval_text(estimate: float | None, interval: list[float] | None) -> str | None:
@@ -70,11 +70,12 @@ def dose_figure(cell: str, doc: SpeedupDocument) -> Figure | None:
     if not fits:
         return None
     arms = [arm for arm in doc.arms_order if any(arm in a["arms"] for a in fits)]
-    with plot.panels(len(fits), 2, width=3.8, height=3.0) as (fig, axes):
+    with plot.panels(len(fits), 2, width=4.2, height=3.2) as (fig, axes):
         for ax, account in zip(axes, fits, strict=True):
-            xs = [e["x"]["mean"] for e in account["arms"].values()]
-            span = max(abs(x) for x in xs) * 1.1 or 1.0
-            grid = [-span + 2 * span * i / 40 for i in range(41)]
+            xs = [0.0, *(e["x"]["mean"] for e in account["arms"].values())]
+            pad = 0.1 * (max(xs) - min(xs)) or 0.5
+            lo, hi = min(xs) - pad, max(xs) + pad  # the line over the arms' range only
+            grid = [lo + (hi - lo) * i / 40 for i in range(41)]
             b, interval = account["slope"]["estimate"], account["slope"]["interval"]
             ax.plot(grid, [b * x for x in grid], color=plot.KEY_COLOR, lw=1)
             if interval is not None:
