@@ -278,6 +278,9 @@ def test_the_default_parts_fit_8_minutes_of_one_h100_by_the_estimate():
     assert sum(seconds[p] for p in DEFAULT_PARTS) < H100_BUDGET_S == 480
     assert DEFAULT_PARTS == PARTS[:5] and all(s > 0 for p, s in seconds.items() if p != "ddp")  # ddp: 1 GPU
     assert sizes.work("steps").cold_graphs == 2  # gpt and ngpt compiled at 0.5B, context 1k
+    docs = (REPO / "docs" / "gpus.md").read_text()  # the totals docs/gpus.md quotes
+    assert f"come to about {sum(seconds[p] for p in DEFAULT_PARTS):.0f} s" in docs
+    assert f"path and condition add about {seconds['path'] + seconds['condition']:.0f} s" in docs
 
 
 def test_a_part_whose_estimate_does_not_fit_the_deadline_is_not_begun(tmp_path, capsys):
