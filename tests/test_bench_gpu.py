@@ -18,6 +18,7 @@ from support.train import REPO, SOURCE, make_params, write_params, write_shards
 
 from ngptlab.bench import checks
 from ngptlab.bench.checks import EXIT_FAILED, EXIT_NOT_PROVEN, EXIT_PASSED, FAIL, NOT_PROVEN, PASS
+from ngptlab.bench.gpu_parts import DEFAULT_PARTS, H100_BUDGET_S, PARTS
 from ngptlab.cli import main
 
 
@@ -54,7 +55,7 @@ def full(tmp_path_factory, one_torch_thread):
     out = root / "gpu.json"
     code = main(["bench", "gpu", "--params", str(params), "--device", "cpu", "--arms", "gpt", "ngpt",
                  "--contexts", "32", "--batch-tokens", "64", "--vocab-size", "256", "--steps", "2",
-                 "--peak-tflops", "1",
+                 "--peak-tflops", "1", "--parts", ",".join(PARTS),
                  "--ddp-cpu", "--tokens", str(root / "data" / "tokens" / SOURCE), "--write", str(out)])
     return code, json.loads(out.read_text())
 
@@ -78,7 +79,8 @@ def test_a_cpu_rehearsal_runs_every_check_and_exits_3_for_what_a_cpu_cannot_prov
     by_check: dict[str, set[str]] = {}
     for v in doc["checks"]:
         by_check.setdefault(v["check"], set()).add(v["status"])
-    passing = ("finite", "agreement", "falls", "trajectory", "path ddp", "path resume", "ddp", "condition")
+    passing = ("finite", "agreement", "falls", "trajectory", "bf16", "angles", "path ddp", "path resume",
+               "ddp", "condition")
     for check in passing:
         assert by_check[check] == {PASS}, (check, doc["checks"])
     assert by_check["compile"] == by_check["mfu"] == by_check["memory"] == {NOT_PROVEN}
@@ -87,9 +89,22 @@ def test_a_cpu_rehearsal_runs_every_check_and_exits_3_for_what_a_cpu_cannot_prov
     assert [(r["mode"], r["arm"]) for r in rows] == [("eager", "gpt"), ("eager", "ngpt"),
                                                      ("compiled", "gpt"), ("compiled", "ngpt")]
     assert all(r["memory_estimate_mb"] > 0 and r["reserved_memory_mb"] is None for r in rows)
-    t = doc["train"]
+    assert all((r["compile_s"] is None) == (r["mode"] == "eager") for r in rows)  # compiled rows: seconds
+    assert all(r["first_step_s"] > r["compile_s"] for r in rows if r["mode"] == "compiled")
+    assert [p for p, v in doc["parts"].items() if v["status"] == "measured"] == list(PARTS)
+    assert set(doc["estimate"]["parts"]) == set(PARTS) and doc["estimate"]["constants"]["compile_cold_s"] > 0
+    memory = doc["memory"]["rows"]  # every preset arm at 3 cells, gpt-lrm checkpointed where paper's does
+    assert {r["arm"] for r in memory} >= {"gpt", "ngpt", "gpt-lrm", "gpt-angle", "ngpt-angle"}
+    assert len(memory) == 3 * len({r["arm"] for r in memory}) and not any(r["out_of_memory"] for r in memory)
+    assert {(r["arm"], r["cell"]) for r in memory if r["checkpointing"]} == {("gpt-lrm", "1B-ctx8192")}
+    assert set(doc["bf16"]["arms"]) == {"gpt", "ngpt"}
+    for arm, a in doc["angles"]["arms"].items():  # every turned kind near the target (gpt-angle: 8, ngpt: 9)
+        assert len(a["realised_rad"]) == {"gpt-angle": 8, "ngpt-angle": 9}[arm]
+        assert a["max_relative_error"] < 0.05
+    t = doc["first-light"]
     assert t["bf16_compiled"] and t["arms"]["gpt"]["steps"] == 12 and t["arms"]["ngpt"]["steps"] == 100
     assert {a["grad_accum_steps"] for a in t["arms"].values()} == {2}
+    assert all(a["compile_s"] is not None for a in t["arms"].values())
     p = doc["path"]
     assert p["ddp"]["backend"] == "gloo" and p["ddp"]["world_size"] == 1 and p["ddp"]["grad_accum_steps"] == 2
     assert p["resume"]["first_exit"] == 75 and p["resume"]["resumed_from"] == [6]
@@ -196,16 +211,17 @@ def test_device_auto_without_a_gpu_exits_2_with_one_line(capsys):
 
 
 def test_a_failed_threshold_exits_1_naming_it(tmp_path, capsys):
-    code, doc, printed = bench(tmp_path, capsys, "--no-compile", "--before", "--skip", "train", "path",
-                               "condition", "--mfu-floor", "1e9")
+    code, doc, printed = bench(tmp_path, capsys, "--no-compile", "--before", "--parts", "steps",
+                               "--mfu-floor", "1e9")
     assert code == EXIT_FAILED and doc["exit_code"] == EXIT_FAILED
     assert [r["arm"] for r in doc["steps"]["rows"]] == ["gpt", "ngpt", "ngpt@before"]
     assert "FAILED: mfu gpt ctx 32 eager" in printed and "-> exit 1" in printed
-    assert {v["check"]: v["status"] for v in doc["checks"]}["train"] == NOT_PROVEN  # --skip train
+    assert {v["check"]: v["status"] for v in doc["checks"]}["first-light"] == NOT_PROVEN  # not asked for
+    assert "ngpt/gpt eager" in printed and "reference on H200: 1.95x" in printed
 
 
 def test_bench_gpu_orders_compilations_so_a_budget_cuts_the_least_needed():
-    from ngptlab.bench.gpu_steps import step_jobs
+    from ngptlab.bench.gpu_sizes import step_jobs
 
     jobs = step_jobs(["gpt", "ngpt", "gpt-orth"], [1024, 4096], ("eager", "compiled"), compile_all=False)
     assert jobs == [(1024, "eager", "gpt"), (1024, "eager", "ngpt"), (1024, "eager", "gpt-orth"),
@@ -249,24 +265,59 @@ def test_the_first_light_preset_fits_10_gpu_minutes_and_its_header_states_its_pl
     assert params["prepare"]["source"]["kind"] == "embedded"  # prepares with no internet (data/cache/pip)
 
 
-def test_past_the_deadline_no_check_begins_and_each_is_not_proven_saying_so(tmp_path, capsys):
-    code, doc, _ = bench(tmp_path, capsys, "--no-compile", "--deadline-s", "0")
-    assert code == EXIT_NOT_PROVEN and doc["complete"]
-    assert doc["past_deadline"] == ["steps", "train", "condition"]  # path and ddp wait on train's run
-    notes = {v["check"]: v["note"] for v in doc["checks"]}
-    assert all("past --deadline-s" in notes[check] for check in ("steps", "train", "condition"))
-    assert {v["status"] for v in doc["checks"]} == {NOT_PROVEN}
+def test_the_default_parts_fit_8_minutes_of_one_h100_by_the_estimate():
+    import argparse
+
+    from ngptlab.bench import gpu
+    from ngptlab.config.load import read_mapping
+
+    parser = argparse.ArgumentParser()
+    gpu.configure(parser)
+    sizes = gpu.sizes_of(parser.parse_args([]), read_mapping(REPO / "params.yaml"), gpu=True)
+    seconds = {part: sizes.work(part).seconds() for part in PARTS}
+    assert sum(seconds[p] for p in DEFAULT_PARTS) < H100_BUDGET_S == 480
+    assert DEFAULT_PARTS == PARTS[:5] and all(s > 0 for p, s in seconds.items() if p != "ddp")  # ddp: 1 GPU
+    assert sizes.work("steps").cold_graphs == 2  # gpt and ngpt compiled at 0.5B, context 1k
+    docs = (REPO / "docs" / "gpus.md").read_text()  # the totals docs/gpus.md quotes
+    assert f"come to about {sum(seconds[p] for p in DEFAULT_PARTS):.0f} s" in docs
+    assert f"path and condition add about {seconds['path'] + seconds['condition']:.0f} s" in docs
 
 
-def test_the_json_is_written_after_each_check_so_a_call_cut_short_keeps_it(tmp_path, capsys, monkeypatch):
+def test_a_part_whose_estimate_does_not_fit_the_deadline_is_not_begun(tmp_path, capsys):
+    code, doc, printed = bench(tmp_path, capsys, "--parts", "steps,angles", "--deadline-s", "60")
+    assert "estimate on one H100 SXM" in printed.splitlines()[0]  # printed before it starts
+    steps = doc["parts"]["steps"]  # two graphs compiled: 80 s by the estimate
+    assert steps["status"] == "not run" and "does not fit the" in steps["why"] and "steps" not in doc
+    assert doc["parts"]["angles"]["status"] == "measured" and code == EXIT_NOT_PROVEN and doc["complete"]
+    notes = {v["check"]: v["note"] for v in doc["checks"] if v["status"] == NOT_PROVEN}
+    assert "--deadline-s 60" in notes["steps"] and "--parts path" in notes["path"]
+
+
+def test_later_calls_add_their_parts_to_the_json_and_refuse_one_from_elsewhere(tmp_path, capsys):
+    bench(tmp_path, capsys, "--parts", "angles")
+    code, doc, _ = bench(tmp_path, capsys, "--parts", "steps,path", "--no-compile")
+    assert "angles" in doc and "steps" in doc and doc["parts"]["angles"]["status"] == "measured"
+    assert "needs first-light" in doc["parts"]["path"]["why"]  # path compares with first-light's run
+    first = doc["angles"]
+    _, again, _ = bench(tmp_path, capsys, "--parts", "angles")
+    assert again["replaced"][0] == {"part": "angles", "measured": first, "status": doc["parts"]["angles"]}
+    elsewhere = {**again, "torch": "0.0"}
+    (tmp_path / "gpu.json").write_text(json.dumps(elsewhere))
+    assert main(["bench", "gpu", "--params", str(TEST_PARAMS), "--device", "cpu", "--parts", "angles",
+                 "--write", str(tmp_path / "gpu.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "torch 0.0" in err[0] and "cannot be merged" in err[0]
+
+
+def test_the_json_is_written_after_each_part_so_a_call_cut_short_keeps_it(tmp_path, capsys, monkeypatch):
     from ngptlab.bench import gpu_runs
 
     def killed(*args, **kwargs):
-        raise KeyboardInterrupt  # the call cut short during the train check
+        raise KeyboardInterrupt  # the call cut short during first-light
 
     monkeypatch.setattr(gpu_runs, "train_check", killed)
     with pytest.raises(KeyboardInterrupt):
-        bench(tmp_path, capsys, "--no-compile", "--skip", "condition")
+        bench(tmp_path, capsys, "--no-compile", "--parts", "steps,first-light")
     kept = json.loads((tmp_path / "gpu.json").read_text())
-    assert kept["complete"] is False and "train" not in kept
+    assert kept["complete"] is False and "first-light" not in kept
     assert [r["arm"] for r in kept["steps"]["rows"]] == ["gpt", "ngpt"]

@@ -1,18 +1,22 @@
-"""`bench gpu`, checks 2-4: short real runs through the train and condition stages' own code.
+"""`bench gpu`, parts first-light, bf16, ddp and condition: short real runs through the train and condition
+stages' own code.
 
-train: gpt and ngpt trained through train_run on the token shards in bf16 (compiled, with gradient
+first-light: gpt and ngpt trained through train_run on the token shards in bf16 (compiled, with gradient
 accumulation over 2 micro-batches, as the presets train) and again in fp32 eager, same seed and batches;
 nGPT for 100 steps, so that its bf16 trajectory is compared with fp32's beyond the first steps.
-ddp: the fp32 run again under torchrun, 2 processes (nccl on GPUs, gloo on CPUs).
+bf16: gpt and ngpt with bf16 weights and AdamW state against fp32 master weights (train.weight_dtype).
+ddp: first-light's fp32 gpt run again under torchrun, 2 processes (nccl on GPUs, gloo on CPUs).
 condition: condition_run on a checkpoint of the condition scale trained one step.
 """
-
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
+import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -84,6 +88,27 @@ def max_diff(a: list[float], b: list[float]) -> float | None:
     return max(abs(x - y) for x, y in zip(a, b, strict=True))
 
 
+@contextlib.contextmanager
+def step_clock(times: list[float]):
+    """Append the time of every optimizer step's end to `times` (any optimizer), while open."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    handle = register_optimizer_step_post_hook(lambda opt, args, kwargs: times.append(time.perf_counter()))
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def first_step_above_steady(started: float, times: list[float]) -> float | None:
+    """The first optimizer step's seconds from the run's start above the median step's: with a compiled
+    model, the compile (torch.compile is lazy: the first forward and backward build the graphs), plus the
+    run's start-up."""
+    if len(times) < 3:
+        return None
+    return times[0] - started - statistics.median(b - a for a, b in itertools.pairwise(times))
+
+
 def train(params: dict, root: Path, arm: str, expect: int = 0, **settings) -> dict:
     """Train the grid's run of `arm` in-process with train settings overridden: the run, its exit code,
     seconds and (on a GPU) peak allocated MiB. An exit code other than `expect` is an error."""
@@ -98,11 +123,14 @@ def train(params: dict, root: Path, arm: str, expect: int = 0, **settings) -> di
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
+    times: list[float] = []
     started = time.perf_counter()
-    code = train_run(spec, of_section("train", train_settings), root=root, progress=False)
+    with step_clock(times):
+        code = train_run(spec, of_section("train", train_settings), root=root, progress=False)
     if code != expect:
         raise RuntimeError(f"bench gpu: training {spec.name} exited {code}, expected {expect}")
     return {"run": spec, "code": code, "seconds": time.perf_counter() - started,
+            "first_step_above_steady_s": first_step_above_steady(started, times),
             "peak_mb": (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else None}
 
 
@@ -132,6 +160,7 @@ def train_check(params: dict[str, dict], tokens: Path, compare_steps: int, work:
                             "max_abs_diff_first_steps": max_diff(bf16[:n], fp32[:n]),
                             "loss_drop": bf16[0] - bf16[-1],
                             "bf16_s": bf16_run["seconds"], "fp32_eager_s": fp32_run["seconds"],
+                            "compile_s": bf16_run["first_step_above_steady_s"] if compiled else None,
                             "bf16_peak_mb": bf16_run["peak_mb"],
                             "weights_sha256": weights_sha256(roots["bf16"])}
         if arm in TRAJECTORY_ARMS:
@@ -139,8 +168,10 @@ def train_check(params: dict[str, dict], tokens: Path, compare_steps: int, work:
     return out
 
 
-def ddp_check(params: dict, single_root: Path, run: RunSpec, root: Path, tokens: Path, backend: str) -> dict:
-    """The fp32 run again under torchrun, 2 processes (nccl on GPUs, gloo on CPUs): the same losses."""
+def ddp_check(params: dict, single: list[float], run: RunSpec, root: Path, tokens: Path,
+              backend: str) -> dict:
+    """The fp32 run again under torchrun, 2 processes (nccl on GPUs, gloo on CPUs): the same losses as
+    the single process's, `single` (first-light's fp32 eager gpt run)."""
     import yaml
 
     link_tokens(root, params["train"]["source"], tokens)
@@ -156,7 +187,7 @@ def ddp_check(params: dict, single_root: Path, run: RunSpec, root: Path, tokens:
     if result.returncode != 0:
         raise RuntimeError(f"bench gpu: torchrun exited {result.returncode}: {result.stderr[-2000:]}")
     return {"backend": backend, "processes": 2, "seconds": time.perf_counter() - started,
-            "max_abs_loss_diff": max_diff(losses(single_root, run), losses(root, run))}
+            "max_abs_loss_diff": max_diff(single, losses(root, run))}
 
 
 def condition_check(params: dict, tokens: Path, device: torch.device, work: Path) -> dict:
@@ -177,3 +208,33 @@ def condition_check(params: dict, tokens: Path, device: torch.device, work: Path
             "seconds": time.perf_counter() - started, "train_one_step_s": one["seconds"],
             "matrices": len(doc["matrices"]), "attn_condition_median": median,
             "finite": median is not None and math.isfinite(median)}
+
+
+def bf16_check(params: dict[str, dict], tokens: Path, compare_steps: int, work: Path) -> dict:
+    """gpt and ngpt with their weights and AdamW state stored in bf16 (train.weight_dtype: bf16, as the
+    paper's reference code trains) against fp32 master weights, both under bf16 autocast, eager, same seed
+    and batches: the first steps agree, and each run's loss falls; the gap at the end is recorded."""
+    gpt = params["gpt"]["train"]
+    out: dict = {"scale": gpt["scales"][0], "context": gpt["contexts"][0], "compare_steps": compare_steps,
+                 "window": WINDOW, "arms": {}}
+    for arm in TRAIN_ARMS:
+        got = {}
+        for dtype in ("bf16", "fp32"):
+            p = copy.deepcopy(params[arm])
+            p["train"]["weight_dtype"] = dtype
+            root = work / f"bf16-{arm}-{dtype}"
+            link_tokens(root, p["train"]["source"], tokens)
+            run = train(p, root, arm, precision="bf16", compile=False)["run"]
+            got[dtype] = losses(root, run)
+        n = min(compare_steps, len(got["fp32"]))
+        out["arms"][arm] = {"steps": len(got["fp32"]), "bf16_weights_losses": got["bf16"],
+                            "fp32_master_losses": got["fp32"],
+                            "max_abs_diff_first_steps": max_diff(got["bf16"][:n], got["fp32"][:n]),
+                            "loss_drop": got["bf16"][0] - got["bf16"][-1],
+                            "last_window_gap": windows(got["bf16"])[-1] - windows(got["fp32"])[-1]}
+    return out
+
+
+def reference_run(params: dict) -> RunSpec:
+    """The grid's gpt run: what the ddp part trains again under torchrun."""
+    return next(r for r in enumerate_runs(Params.of(params)) if r.arm == "gpt")

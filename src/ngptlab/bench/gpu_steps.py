@@ -1,5 +1,6 @@
-"""`bench gpu`, check 1: every arm's training step timed eager and compiled, with its peak memory beside the
-plan's estimate of it (plan/memory.py).
+"""`bench gpu`, part steps: the training step of gpt and ngpt (and any arm asked for) timed eager and
+compiled, the compile's seconds (the first step's time above a steady one's) apart from the median step,
+with its peak memory beside the plan's estimate of it (plan/memory.py).
 
 Peak memory is measured above the level before the arm was built, so weights, optimizer state and the
 step's activations alike: on a GPU torch.cuda.max_memory_allocated and max_memory_reserved (what the
@@ -16,10 +17,9 @@ from pathlib import Path
 
 import torch
 
+from ngptlab.bench.gpu_sizes import step_jobs
 from ngptlab.errors import ParamsError
 from ngptlab.models.scales import Scale, resolve_scale
-
-ALWAYS_COMPILED = ("gpt", "ngpt", "ngpt@before")  # compiled at every context; other arms at the first only
 
 
 def _proc_kb(field: str) -> int | None:
@@ -80,18 +80,6 @@ def estimate_mb(arm: str, scale: Scale, vocab_size: int, batch_tokens: int, bf16
     return training_memory(base, scale, n_params, vocab_size, batch_tokens, bf16).total / 2**20
 
 
-def step_jobs(arms: list[str], contexts: list[int], modes: tuple[str, ...], compile_all: bool) -> list[tuple]:
-    """(context, mode, arm) in the order they run: every eager step first, then the compiled gpt and nGPT at
-    every context, then the other arms compiled at the first context (every context with compile_all), so
-    that a time budget cuts the least needed compilations."""
-    jobs = [(c, "eager", a) for c in contexts for a in arms] if "eager" in modes else []
-    if "compiled" in modes:
-        jobs += [(c, "compiled", a) for c in contexts for a in arms if a in ALWAYS_COMPILED]
-        jobs += [(c, "compiled", a) for c in (contexts if compile_all else contexts[:1]) for a in arms
-                 if a not in ALWAYS_COMPILED]
-    return jobs
-
-
 def time_steps(arms: list[str], scale: Scale | str, contexts: list[int], batch_tokens: int, vocab_size: int,
                device: torch.device, steps: int, warmup: int, peak_flops: float | None,
                compile_all: bool, modes: tuple[str, ...] = ("eager", "compiled"),
@@ -116,11 +104,13 @@ def time_steps(arms: list[str], scale: Scale | str, contexts: list[int], batch_t
         memory.start()
         runner = _Arm(arm, scale, vocab_size, context, batch_tokens // context, device, mode == "compiled",
                       bf16=True)
-        for _ in range(warmup):
-            runner.step()
-        median = statistics.median(runner.step() for _ in range(steps))
+        times = [runner.step() for _ in range(warmup + steps)]
+        median = statistics.median(times[warmup:] or times)
         tokens_per_s = batch_tokens / median
+        # the first call compiles (torch.compile is lazy): its time above a steady step's
+        compile_s = times[0] - median if mode == "compiled" else None
         rows.append({"context": context, "mode": mode, "arm": arm, "median_ms": median * 1e3,
+                     "first_step_s": times[0], "compile_s": compile_s,
                      "tokens_per_s": tokens_per_s,
                      "mfu": mfu_of(runner.flops_per_token, tokens_per_s, peak_flops),
                      "peak_memory_mb": memory.peak_mb(), "reserved_memory_mb": memory.reserved_mb(),
