@@ -230,7 +230,7 @@ def test_rank_0_alone_reads_the_checkpoint_of_an_interrupted_run_and_every_rank_
     assert f"all 2 ranks start at step {stopped}" in err
     for rank in (0, 1):
         line = rf"ngptlab train: host \S+ rank {rank}/2 local rank {rank}: CUDA_VISIBLE_DEVICES=\S+, "
-        assert re.search(line + r"(no GPU|\d+ GPUs? visible), on cpu\n", err), err[:2000]
+        assert re.search(line + r"(no GPU|\d+ GPUs? visible), on cpu; ", err), err[:2000]
     here, uninterrupted = summary(root, NAME), summary(reference["one-node"], NAME)
     assert here["resumed_from"] == [stopped]
     assert tensors_sha256(root) == tensors_sha256(reference["one-node"])

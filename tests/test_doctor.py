@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 from ngptlab.cli import main
 from ngptlab.doctor import command, packages
 from ngptlab.doctor.packages import Requirement
+from ngptlab.train import dist
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -153,3 +155,36 @@ def test_the_wheels_are_asked_for_every_manylinux_tag_up_to_this_glibc(monkeypat
 
 def test_the_presets_the_doctor_reads_are_the_repositorys():
     assert command.PRESETS == REPO / "workflow" / "presets" and len(list(command.PRESETS.glob("*.yaml"))) >= 5
+
+
+def test_the_nccl_line_names_the_collective_settings_that_are_set_and_the_network_keys_that_are_not(
+        capsys, monkeypatch):
+    for key in [k for k in os.environ if k.startswith(("NCCL_", "TORCH_NCCL_", "GLOO_"))]:
+        monkeypatch.delenv(key)
+    _, lines = doctor(capsys, "--params", str(REPO / "params.yaml"))
+    [unset] = labelled(lines, "nccl")
+    assert unset.startswith("no NCCL_*/TORCH_NCCL_*/GLOO_* set; NCCL_SOCKET_IFNAME and NCCL_IB_HCA unset: "
+                            "NCCL chooses by itself")
+    names = [name for _, name in socket.if_nameindex()]
+    assert unset.endswith(f" (interfaces here: {', '.join(names)})") and "lo" in names
+
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "=eth0")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth0")
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    _, lines = doctor(capsys, "--params", str(REPO / "params.yaml"))
+    [line] = labelled(lines, "nccl")
+    assert line.startswith("GLOO_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO NCCL_SOCKET_IFNAME==eth0; "
+                           "NCCL_IB_HCA unset: NCCL chooses by itself (interfaces here: ")
+
+    monkeypatch.setenv("NCCL_IB_HCA", "mlx5_0,mlx5_1")
+    _, lines = doctor(capsys, "--params", str(REPO / "params.yaml"))
+    assert labelled(lines, "nccl")[0].startswith(
+        "GLOO_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO NCCL_IB_HCA=mlx5_0,mlx5_1 NCCL_SOCKET_IFNAME==eth0 "
+        "(interfaces")
+
+
+def test_each_rank_s_log_line_ends_with_the_collective_settings(monkeypatch):
+    topology = dist.Topology(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ib0")
+    monkeypatch.setenv("NCCL_IB_HCA", "mlx5_0")
+    assert dist.visibility(topology).endswith(", on cpu; NCCL_IB_HCA=mlx5_0 NCCL_SOCKET_IFNAME=ib0")

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ngptlab.models.gpt_orth import (
     TOLERANCE,
@@ -183,3 +184,32 @@ def test_init_is_orthogonal_deterministic_for_a_seed_and_only_checked_by_the_bui
     OrthRecipe().post_step(fresh)
     for name, m in orth_modules(fresh).items():
         assert torch.equal(m.weight, drawn[name]), name
+
+
+class QrDevices(TorchDispatchMode):
+    """The devices of every QR factorisation run under it (torch's own dispatch, no stand-in)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.devices: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops.aten.linalg_qr:
+            self.devices.append(args[0].device.type)
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_init_factorises_on_the_requested_device_and_a_cpu_build_keeps_its_bytes():
+    torch.manual_seed(0)
+    reference, _ = build_seeded("gpt-orth", "cpu-4l", VOCAB, CONTEXT, seed=0)
+    with QrDevices() as seen:
+        on_cpu, _ = build_seeded("gpt-orth", "cpu-4l", VOCAB, CONTEXT, seed=0,
+                                 init_device=torch.device("cpu"))
+    assert seen.devices and set(seen.devices) == {"cpu"}
+    for (name, x), (_, y) in zip(reference.state_dict().items(), on_cpu.state_dict().items(), strict=True):
+        assert torch.equal(x, y), name
+    # asked for another device, the QR runs there (the draws stay on the CPU generator); a meta tensor has
+    # no values to copy back, which is where the build stops
+    with QrDevices() as seen, pytest.raises(NotImplementedError, match="meta"):
+        build_seeded("gpt-orth", "cpu-4l", VOCAB, CONTEXT, seed=0, init_device=torch.device("meta"))
+    assert seen.devices == ["meta"]

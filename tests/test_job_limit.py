@@ -14,7 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from support.train import (
+    REPO,
     cli_env,
     make_params,
     results_dir,
@@ -25,10 +27,11 @@ from support.train import (
     write_shards,
 )
 
+from ngptlab.cli import main
 from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import find_run
 from ngptlab.jobclock import EXIT_RESUMABLE, STARTED_ENV, JobClock, job_clock
-from ngptlab.plan.runtime import JobTime, job_time, retries, signal_lead_s
+from ngptlab.plan.runtime import JobTime, job_time, kill_wait_warning, retries, signal_lead_s
 from ngptlab.settings import of_section
 from ngptlab.train.loop import train_run
 
@@ -71,6 +74,26 @@ def test_the_signal_lead_covers_twice_the_checkpoint_write():
     assert signal_lead_s(train, 5_000_000_000, limit_min=4) == 120  # at most half the job
     assert signal_lead_s(train, 5_000_000_000, limit_min=2) == 0  # Slurm may signal a minute early
     assert signal_lead_s(replace(train, signal_lead_s=900), 1) == 900
+
+
+def test_the_plan_warns_where_the_checkpoint_write_outlasts_the_stated_kill_wait(tmp_path, capsys):
+    train = of_section("train", make_params()["train"])
+    assert train.kill_wait_s is None and kill_wait_warning(train, "1B", 26.0) is None  # nothing stated
+    assert kill_wait_warning(replace(train, kill_wait_s=30), "1B", 26.0) is None
+    warning = kill_wait_warning(replace(train, kill_wait_s=20), "1B", 25.8)
+    assert warning.startswith("warning: checkpoint 1B: the write (~26 s) outlasts train.kill_wait_s = 20 s")
+    assert "KillWait (plus the partition's GraceTime) of at least 26 s" in warning
+    # the paper preset's 1B resume state (12.9 GB at 0.5 GB/s: ~26 s) against a stated KillWait of 20 s
+    preset = yaml.safe_load((REPO / "workflow" / "presets" / "paper.yaml").read_text())
+    preset["train"]["kill_wait_s"] = 20
+    (tmp_path / "paper.yaml").write_text(yaml.safe_dump(preset))
+    assert main(["plan", "--params", str(tmp_path / "paper.yaml"), "--root", str(REPO)]) == 0
+    warned = [line for line in capsys.readouterr().out.splitlines() if "outlasts train.kill_wait_s" in line]
+    assert [line.split(":")[1] for line in warned] == [" checkpoint 1B"]
+    preset["train"]["kill_wait_s"] = 0
+    (tmp_path / "paper.yaml").write_text(yaml.safe_dump(preset))
+    assert main(["plan", "--params", str(tmp_path / "paper.yaml"), "--root", str(REPO)]) != 0
+    assert "train.kill_wait_s: 0 must be >= 1" in capsys.readouterr().err
 
 
 def run_root(base, name, **train):

@@ -30,6 +30,8 @@ from ngptlab.condition.reference import gaussian_condition
 from ngptlab.config.load import load_params
 from ngptlab.errors import ResultsError
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
+from ngptlab.grid.resources import run_shape
+from ngptlab.models.size import causal_flops_per_token
 from ngptlab.report.command import Rendered, render_report, write_report
 from ngptlab.report.kit import plot
 from ngptlab.report.kit.crossarm import arm_table, cross_arm_table
@@ -386,7 +388,7 @@ def test_holes_are_shown_as_such(holes):
 
 
 def test_compute_table_shows_each_cells_median_speed_from_the_timing_files(complete):
-    root, _, _ = complete
+    root, params, _ = complete
     (row,) = [r for r in read_csv(root / "reports" / "tables" / "compute.csv") if r["cell"] != "all"]
     timings = [json.loads(p.read_text()) for p in sorted((root / "results" / "timing").glob("*/*.json"))]
     assert len(timings) == int(row["completed"]) and len({t["tokens_per_s"] for t in timings}) > 2
@@ -395,9 +397,14 @@ def test_compute_table_shows_each_cells_median_speed_from_the_timing_files(compl
     # MFU = tokens/s x FLOPs per token / peak, so its median sits at the median tokens/s
     mfu = tokens_per_s * timings[0]["flops_per_token"] / (PEAK_TFLOPS * 1e12)
     assert float(row["mfu"]) == pytest.approx(mfu, rel=1e-12)
+    # beside it the causal MFU: the attention term counted half (6 N + 6 L d T), every run of the cell alike
+    full = timings[0]["flops_per_token"]
+    causal = mfu * causal_flops_per_token(full, run_shape(settings_of(params).train, "cpu-4l"), 1024) / full
+    assert row["cell"] == "cpu-4l-ctx1024" and float(row["mfu_causal"]) == pytest.approx(causal, rel=1e-12)
+    assert causal < mfu
     md = (root / "reports" / "report.md").read_text()
-    assert "| tokens/s (median) | MFU (median) |" in md
-    assert f"| {int(tokens_per_s):,} | {mfu:.1%} |" in md
+    assert "| tokens/s (median) | MFU (median) | causal MFU (median) |" in md
+    assert f"| {int(tokens_per_s):,} | {mfu:.1%} | {causal:.1%} |" in md
 
 
 def test_the_report_says_which_timing_files_it_read_and_that_they_are_no_result(complete):

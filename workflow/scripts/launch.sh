@@ -10,7 +10,7 @@
 # - N x P, N > 1, inside a Slurm allocation of N nodes: `srun` starts one torchrun agent per node (this
 #   script again, with NGPTLAB_RDZV_ENDPOINT set); the agents meet at a c10d rendezvous on the allocation's
 #   first node (its NodeAddr, a port derived from the job id so that two jobs sharing a node do not
-#   collide), with the job id as the rendezvous id.
+#   collide, below the ephemeral port range: rdzv_port.sh), with the job id as the rendezvous id.
 # - N x P with NGPTLAB_RDZV_ENDPOINT=HOST:PORT (and NGPTLAB_RDZV_ID) set: this node's torchrun agent; start
 #   one on each of the N nodes (or N times on one machine, to try a multi-node run without Slurm).
 # torchrun gives ngptlab RANK (global over all nodes: rank 0 alone writes outputs), LOCAL_RANK and
@@ -96,7 +96,9 @@ if [ "$allocated" != "$nodes" ]; then
 fi
 first=$(scontrol show hostnames "$nodelist" | head -n 1)
 address=$(scontrol show node "$first" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
-export NGPTLAB_RDZV_ENDPOINT="${address:-$first}:$((20000 + SLURM_JOB_ID % 20000))"
+# The port below this machine's ephemeral range (the allocation's nodes are taken to share the kernel setting).
+port=$(bash "$(dirname "${BASH_SOURCE[0]}")/rdzv_port.sh" "$SLURM_JOB_ID")
+export NGPTLAB_RDZV_ENDPOINT="${address:-$first}:$port"
 export NGPTLAB_RDZV_ID=$SLURM_JOB_ID
 for var in $(compgen -e); do
     case $var in

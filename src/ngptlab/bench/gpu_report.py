@@ -9,6 +9,10 @@ def _mb(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f}"
 
 
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
 def _diff(value: float | None) -> str:
     return "steps differ" if value is None else f"{value:.2e}"
 
@@ -16,13 +20,14 @@ def _diff(value: float | None) -> str:
 def format_steps(s: dict) -> list[str]:
     lines = [f"steps: {s['scale']} {s['shape']}, {s['batch_tokens']} tokens/step, vocab {s['vocab_size']}, "
              f"{s['precision']}, fused AdamW {s['fused_adamw']}; memory = {s['memory']}",
-             "| ctx | mode | arm | median step (ms) | compile s | x gpt | tokens/s | MFU | peak MB | "
-             "reserved MB | estimate MB |", "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| ctx | mode | arm | median step (ms) | compile s | x gpt | tokens/s | MFU | MFU causal | "
+             "peak MB | reserved MB | estimate MB |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in s["rows"]:
-        util = "n/a" if r["mfu"] is None else f"{r['mfu']:.1%}"
+        util, causal = (_percent(r.get(key)) for key in ("mfu", "mfu_causal"))
         compile_s = "" if r.get("compile_s") is None else f"{r['compile_s']:.1f}"
         lines.append(f"| {r['context']} | {r['mode']} | {r['arm']} | {r['median_ms']:.2f} | {compile_s} | "
-                     f"{r['ratio_vs_gpt']:.2f} | {r['tokens_per_s']:,.0f} | {util} | "
+                     f"{r['ratio_vs_gpt']:.2f} | {r['tokens_per_s']:,.0f} | {util} | {causal} | "
                      f"{_mb(r['peak_memory_mb'])} | {_mb(r['reserved_memory_mb'])} | "
                      f"{_mb(r['memory_estimate_mb'])} |")
     if s["skipped"]:

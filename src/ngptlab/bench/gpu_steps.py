@@ -84,9 +84,11 @@ def time_steps(arms: list[str], scale: Scale | str, contexts: list[int], batch_t
                device: torch.device, steps: int, warmup: int, peak_flops: float | None,
                compile_all: bool, modes: tuple[str, ...] = ("eager", "compiled"),
                budget_s: float | None = None) -> tuple[list[dict], list[str]]:
-    """One row per (context, mode, arm): median step time, tokens/s, MFU, peak memory and its estimate,
-    ratio to gpt at the same context and mode; and the jobs skipped because the time budget ran out."""
+    """One row per (context, mode, arm): median step time, tokens/s, MFU and mfu_causal, peak memory and its
+    estimate, ratio to gpt at the same context and mode; and the jobs skipped because the time budget ran
+    out."""
     from ngptlab.bench.step import _Arm
+    from ngptlab.models.size import causal_flops_per_token
     from ngptlab.train.throughput import mfu_of
 
     arms = ["gpt", *[a for a in arms if a != "gpt"]]
@@ -113,6 +115,9 @@ def time_steps(arms: list[str], scale: Scale | str, contexts: list[int], batch_t
                      "first_step_s": times[0], "compile_s": compile_s,
                      "tokens_per_s": tokens_per_s,
                      "mfu": mfu_of(runner.flops_per_token, tokens_per_s, peak_flops),
+                     # beside MFU's full attention square: the half a causal kernel computes
+                     "mfu_causal": mfu_of(causal_flops_per_token(runner.flops_per_token, shape, context),
+                                          tokens_per_s, peak_flops),
                      "peak_memory_mb": memory.peak_mb(), "reserved_memory_mb": memory.reserved_mb(),
                      "memory_estimate_mb": estimate_mb(arm, shape, vocab_size, batch_tokens, True),
                      "loss": runner.last_loss.item()})

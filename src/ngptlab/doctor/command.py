@@ -1,6 +1,7 @@
 """`ngptlab doctor`: one line a fact about this machine, in the order a first contact needs them: torch and
-its build, Python, the GPUs, pyproject's dependencies that do not import (and the pip commands that carry
-them as wheels), the peak FLOP/s of the MFU, and the attention kernel at the presets' shapes.
+its build, Python, the GPUs, the NCCL settings of the environment, pyproject's dependencies that do not
+import (and the pip commands that carry them as wheels), the peak FLOP/s of the MFU, and the attention
+kernel at the presets' shapes.
 
 Exit status 0, or 1 where a declared dependency does not import or is outside its declared version, or this
 Python is outside requires-python: the lines starting `missing`, `version` and `python` say which. It runs
@@ -11,6 +12,7 @@ imported only after the declared list is read, each under its own check.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import shlex
 from pathlib import Path
@@ -58,6 +60,9 @@ def run(args: argparse.Namespace, params: None) -> int:
             line(f"gpu {index}", gpu)
         if not gpus:
             line("gpu", "none (torch sees no CUDA device)")
+        from ngptlab.train import nccl_env
+
+        line("nccl", nccl_env.doctor_text(os.environ, nccl_env.interfaces()))
 
     problems = packages.problems(declared.requirements)
     for problem in problems:

@@ -61,6 +61,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ngptlab.models import init_device
 from ngptlab.models.gpt import GPT
 from ngptlab.models.gpt_lrm import MultiplierRecipe
 from ngptlab.models.gpt_scalar import ScaledLinear
@@ -241,10 +242,11 @@ def project_orthogonal_(weights: Sequence[Tensor], names: Sequence[str] | None =
 
 def orthogonal_init_(weight: Tensor) -> None:
     """Q of the thin QR of a Gaussian matrix (float32; R's diagonal made positive, so Q is unique and
-    Haar-distributed), drawn from torch's global generator: deterministic for a seed."""
+    Haar-distributed), drawn from torch's global generator: deterministic for a seed. The QR runs on the
+    build's init device (models/init_device.py: the run's GPU, not one CPU thread per rank at 1B)."""
     tall = _tall(weight)
     g = torch.randn(tall.shape, dtype=torch.float32, device=weight.device)
-    q, r = torch.linalg.qr(g)
+    q, r = torch.linalg.qr(g.to(init_device.device_for(weight)))
     q *= torch.where(torch.diagonal(r) < 0, -1.0, 1.0)  # flip columns whose R_jj < 0
     tall.copy_(q)
 

@@ -15,6 +15,7 @@ from torch import nn
 from ngptlab.errors import ParamsError
 from ngptlab.models import arms
 from ngptlab.models.gpt import GPT, Recipe
+from ngptlab.models.init_device import init_on
 from ngptlab.models.scales import Scale, resolve_scale
 
 
@@ -38,29 +39,34 @@ def recipe_of(name: str) -> Recipe:
 
 
 def build(arm: str, scale: Scale | str, vocab_size: int, context: int,
-          vocab_multiple: int = 1) -> tuple[GPT, Recipe]:
+          vocab_multiple: int = 1, init_device: torch.device | None = None) -> tuple[GPT, Recipe]:
     """A freshly initialised model (post_step already applied) and its optimizer recipe.
 
     `scale` is a shape or the name of a named one (models/scales.py). Builds on torch's default device.
     `vocab_multiple` pads the embedding and LM-head rows to a multiple of it (params train.vocab_multiple).
+    `init_device`: where the initialisation's factorisations run (models/init_device.py; the draws stay on
+    the default generator, so a CPU build's bytes do not depend on it).
     """
     training = lookup_arm(arm).train
     shape = resolve_scale(scale) if isinstance(scale, str) else scale
     for key, value in (("vocab_size", vocab_size), ("context", context), ("vocab_multiple", vocab_multiple)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ParamsError(f"{key} must be a positive integer, got {value!r}")
-    model = load(training.model)(shape, vocab_size, context, vocab_multiple)
+    with init_on(init_device):
+        model = load(training.model)(shape, vocab_size, context, vocab_multiple)
     recipe = recipe_of(arm)
     recipe.post_step(model)  # start on the arm's constraint set (unit rows, orthogonal matrices)
     return model, recipe
 
 
 def build_seeded(arm: str, scale: Scale | str, vocab_size: int, context: int,
-                 seed: int, vocab_multiple: int = 1) -> tuple[GPT, Recipe]:
+                 seed: int, vocab_multiple: int = 1,
+                 init_device: torch.device | None = None) -> tuple[GPT, Recipe]:
     """The model a run starts from: torch.manual_seed(seed), then build. The train stage starts every run
-    from it and the condition stage rebuilds the same step-0 weights from it as its reference."""
+    from it and the condition stage rebuilds the same step-0 weights from it as its reference (on a GPU
+    run, equal up to the QR's rounding where train factorised on the GPU and condition on a CPU)."""
     torch.manual_seed(seed)
-    return build(arm, scale, vocab_size, context, vocab_multiple)
+    return build(arm, scale, vocab_size, context, vocab_multiple, init_device)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -244,4 +244,19 @@ def describe_runtimes(params: Params, runs: list[dict], segments: list[dict], st
         gbps, size_gb = write_gbps(train), state_bytes(n_params) / 1e9
         lines.append(f"checkpoint {scale}: a resume checkpoint ({size_gb:.3g} GB) writes in ~{write_s:.0f} s "
                      f"at {gbps:g} GB/s; {signal}")
+        if (warning := kill_wait_warning(train, scale, write_s)) is not None:
+            lines.append(warning)
     return lines
+
+
+def kill_wait_warning(train: Train, scale: str, write_s: float) -> str | None:
+    """A warning where the checkpoint write of `scale` outlasts train.kill_wait_s (Slurm's KillWait, plus a
+    preemptible partition's GraceTime): a cancelled or preempted job is killed mid-write and loses the work
+    since its last checkpoint. None where it fits or no KillWait is stated."""
+    if train.kill_wait_s is None or write_s <= train.kill_wait_s:
+        return None
+    return (f"warning: checkpoint {scale}: the write (~{write_s:.0f} s) outlasts train.kill_wait_s = "
+            f"{train.kill_wait_s} s, the grace between SIGTERM and SIGKILL on a cancel or preemption: such a "
+            f"job is killed mid-write and loses the work since its last checkpoint; ask for KillWait (plus "
+            f"the partition's GraceTime) of at least {math.ceil(write_s)} s, or bound the loss with "
+            "train.checkpoint_every_tokens (docs/cluster.md, 'Preemption')")

@@ -170,6 +170,7 @@ class Train:
     max_job_minutes: float | None
     checkpoint_write_gbps: float
     signal_lead_s: int | None
+    kill_wait_s: int | None
     max_restarts: int
     resources: Mapping[str, Resources]
 

@@ -14,6 +14,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from ngptlab.device import resolve_device
+from ngptlab.train import nccl_env
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,14 @@ def setup(device_setting: str) -> Topology:
 
 
 def visibility(topology: Topology) -> str:
-    """One line for the log: this process's host, ranks, and the GPUs it sees."""
+    """One line for the log: this process's host, ranks, the GPUs it sees, and the collective libraries'
+    settings (the network NCCL takes), which can differ between nodes."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     count = torch.cuda.device_count()
     gpus = f"{count} GPU{'s' if count > 1 else ''} visible" if count else "no GPU"
     return (f"host {socket.gethostname()} rank {topology.rank}/{topology.world_size} local rank "
             f"{topology.local_rank}: CUDA_VISIBLE_DEVICES={'unset' if visible is None else repr(visible)}, "
-            f"{gpus}, on {topology.device}")
+            f"{gpus}, on {topology.device}; {nccl_env.describe(os.environ)}")
 
 
 def teardown(topology: Topology) -> None:

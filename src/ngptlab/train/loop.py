@@ -28,6 +28,7 @@ from ngptlab.files import write_text_atomic
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.trunks import Segment
 from ngptlab.jobclock import EXIT_RESUMABLE
+from ngptlab.models.size import causal_flops_per_token
 from ngptlab.observe.angular import IntervalStart
 from ngptlab.observe.observer import Observer, restart_points
 from ngptlab.prepare.shards import load_meta
@@ -205,6 +206,9 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
     observer = Observer(trainer.model, step, ctx.condition, train.condition_every_evals,
                         restart_points(train, spec), interval, train.step_angle_every) if main else None
     diagnostics, loss, grad_norm = None, math.nan, math.nan  # nan: no step here (resumed at the end)
+    # the log's causal MFU beside MFU: the FLOPs a causal kernel computes over those MFU counts
+    causal_flops = causal_flops_per_token(trainer.flops_per_token, trainer.shape, spec.context)
+    causal_share = causal_flops / trainer.flops_per_token
     bar = tqdm(total=plan.steps * batch_tokens, initial=step * batch_tokens, unit="tok", unit_scale=True,
                desc=job.name, disable=not (main and ctx.show_progress), dynamic_ncols=True, file=sys.stderr)
     if main:
@@ -285,7 +289,7 @@ def _loop(ctx: RunContext, trainer: Trainer, config: dict, progress: Progress, m
                     events.flush()
                     elapsed = time.perf_counter() - started
                     rate = (step - first_step) * batch_tokens / elapsed if elapsed > 0 else 0.0
-                    say(eval_line(job.name, step, plan, row, rate))
+                    say(eval_line(job.name, step, plan, row, rate, causal_share))
             progress.metrics_rows += 1
             if diagnostics:
                 break

@@ -55,7 +55,7 @@ class Trainer:
         self.shape = run_shape(train, spec.scale)
         # seeded: the same initial weights on every rank (DDP also broadcasts rank 0's) and in `condition`
         self.model, self.recipe = build_seeded(spec.arm, self.shape, shards.vocab_size, spec.context,
-                                               spec.seed, vocab_multiple(train))
+                                               spec.seed, vocab_multiple(train), init_device=self.device)
         self.recipe = angle_targets.with_targets(self.recipe, train, spec, self.shape)  # angle arms only
         self.model.to(self.device)
         weight_dtypes.store(self.model, spec.weight_dtype)  # bf16: AdamW's moments follow the parameters

@@ -19,8 +19,10 @@ import statistics
 
 from ngptlab import layout
 from ngptlab import weight_dtype as weight_dtypes
+from ngptlab.grid.resources import run_shape
 from ngptlab.grid.sweeps import held_back, lr_sweep, pruning_of
 from ngptlab.grid.trunks import enumerate_segments
+from ngptlab.models.size import causal_flops_per_token
 from ngptlab.paper import WSD_CITATION
 from ngptlab.report.kit import views
 from ngptlab.report.kit.crossarm import arm_design
@@ -160,6 +162,17 @@ def _median_timing(records: list[RunRecord], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _median_causal_mfu(records: list[RunRecord], train: Train) -> float | None:
+    """The median causal MFU: each run's recorded MFU times its causal over its counted FLOPs per token."""
+    values = []
+    for r in records:
+        if r.timing and r.timing.get("mfu") is not None and r.timing.get("flops_per_token"):
+            counted = float(r.timing["flops_per_token"])
+            causal = causal_flops_per_token(counted, run_shape(train, r.spec.scale), r.spec.context)
+            values.append(float(r.timing["mfu"]) * causal / counted)
+    return statistics.median(values) if values else None
+
+
 def fmt_mfu(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1%}"
 
@@ -178,12 +191,13 @@ def timing_note(results: Results) -> str:
 
 def compute_table(results: Results) -> Table:
     summed = ["completed", "diverged", "missing", "tokens", "train_flops"]
-    cols = ["cell", *summed, "tokens_per_s", "mfu"]
+    cols = ["cell", *summed, "tokens_per_s", "mfu", "mfu_causal"]
     t = Table("compute", "Compute spent per cell", cols, key=["cell"],
               headers={"train_flops": "train FLOPs", "tokens": "tokens trained",
-                       "tokens_per_s": "tokens/s (median)", "mfu": "MFU (median)"},
+                       "tokens_per_s": "tokens/s (median)", "mfu": "MFU (median)",
+                       "mfu_causal": "causal MFU (median)"},
               formats={"cell": fmt_text, "completed": fmt_int, "diverged": fmt_int, "missing": fmt_int,
-                       "tokens": fmt_int, "tokens_per_s": fmt_int, "mfu": fmt_mfu},
+                       "tokens": fmt_int, "tokens_per_s": fmt_int, "mfu": fmt_mfu, "mfu_causal": fmt_mfu},
               note="tokens/s and MFU: each run's timed steps only (results/timing/: timed_steps of steps), "
                    "from forward to update, without evaluations or checkpoints: CUDA events on a GPU, "
                    "time.perf_counter on a CPU (timing_method). Left out, and counted by reason in "
@@ -192,9 +206,11 @@ def compute_table(results: Results) -> Table:
                    "non-finite loss. tokens/s is of all the run's processes together; each figure is the "
                    "median over the cell's runs with a timing file. MFU is against the exact GPU model's "
                    "dense bf16 peak, n/a for an unlisted model or a CPU (train.peak_tflops declares one); "
-                   "its FLOP count includes the full T x T attention square, about twice what a causal "
-                   "kernel computes at long contexts. " + timing_note(results))
-    rows = []
+                   "its FLOP count includes the full T x T attention square (PaLM's count, the reference "
+                   "implementations' convention), about twice what a causal kernel computes; causal MFU "
+                   "counts the attention term half (6 N + 6 L d T, models/size.py), from the same timing "
+                   "files. " + timing_note(results))
+    rows, train = [], results.params.train
     for cell in results.cells:
         records = results.cell_runs(cell)
         done = [r for r in records if r.summary]
@@ -202,7 +218,7 @@ def compute_table(results: Results) -> Table:
         tokens, flops = compute_spent(results, cell, done)  # a shared WSD trunk counted once
         rows.append(({"cell": cell, **counts, "tokens": tokens, "train_flops": flops,
                       "tokens_per_s": _median_timing(done, "tokens_per_s"),
-                      "mfu": _median_timing(done, "mfu")},
+                      "mfu": _median_timing(done, "mfu"), "mfu_causal": _median_causal_mfu(done, train)},
                      [r.name for r in done]))
     for values, runs in rows:
         t.add(values, runs)
@@ -210,7 +226,8 @@ def compute_table(results: Results) -> Table:
         done = [r for r in results.runs.values() if r.summary]
         total = {c: sum(v[c] for v, _ in rows) for c in summed}
         t.add({"cell": "all", **total, "tokens_per_s": _median_timing(done, "tokens_per_s"),
-               "mfu": _median_timing(done, "mfu")}, [r for _, runs in rows for r in runs])
+               "mfu": _median_timing(done, "mfu"), "mfu_causal": _median_causal_mfu(done, train)},
+              [r for _, runs in rows for r in runs])
     return t
 
 
