@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ngptlab.bench.checks import ANCHOR
 from ngptlab.bench.gpu_report import format_steps
 from ngptlab.bench.gpu_steps import time_steps
 from ngptlab.models.scales import resolve_scale
@@ -52,7 +53,7 @@ def test_bench_gpu_rows_and_table_carry_the_causal_mfu_beside_mfu(one_torch_thre
     assert 0 < row["mfu_causal"] < row["mfu"]
     table = format_steps({"scale": "cpu-4l", "shape": "", "batch_tokens": 64, "vocab_size": 256,
                           "precision": "fp32", "fused_adamw": False, "memory": "", "rows": rows,
-                          "skipped": skipped})
+                          "skipped": skipped, "anchor": ANCHOR})
     assert "| tokens/s | MFU | MFU causal | peak MB |" in table[1]
     assert f"| {row['mfu']:.1%} | {row['mfu_causal']:.1%} |" in table[3]
 
