@@ -82,7 +82,11 @@ class MuonAdamW(torch.optim.AdamW):
                 p.grad = grad
         self._muon.step()
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        """AdamW's (which rebuilds the groups and the state), then Muon shares them again."""
-        super().load_state_dict(state_dict)
+    def __setstate__(self, state: dict) -> None:
+        """AdamW's (load_state_dict's last step, which replaces the groups and the state), the Muon
+        matrices' state set aside meanwhile (AdamW expects a step count in each); then Muon shares them."""
+        muon = {id(p) for group in state["param_groups"] if group.get("muon") for p in group["params"]}
+        held = {p: state["state"].pop(p) for p in list(state["state"]) if id(p) in muon}
+        super().__setstate__(state)
+        self.state.update(held)
         self._share()
