@@ -16,13 +16,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from support.train import (
-    StopsAfter3Steps,
     make_params,
     metrics,
     results_dir,
     run_dir,
     run_name,
-    write_shards,
+    whole_and_split,
 )
 
 from ngptlab import weight_dtype as weight_dtypes
@@ -35,9 +34,8 @@ from ngptlab.models.scales import Scale
 from ngptlab.observe.angular import IntervalStart
 from ngptlab.observe.step_angle import StepAngles, step_angle_
 from ngptlab.settings import Params
-from ngptlab.train import loop, state
+from ngptlab.train import state
 from ngptlab.train.jobs import make_job
-from ngptlab.train.loop import train_run
 from ngptlab.train.progress import Progress
 
 torch.set_num_threads(1)
@@ -291,21 +289,6 @@ def turning_gpt_scalar(monkeypatch):
     recipe_of = registry.recipe_of
     monkeypatch.setattr(registry, "recipe_of",
                         lambda arm: TurningRecipe() if arm == "gpt-scalar" else recipe_of(arm))
-
-
-def whole_and_split(spec, train, tmp_path: Path, monkeypatch,
-                    each_stop=lambda split: None) -> tuple[Path, Path]:
-    """The run trained straight through (tmp_path/whole) and stopped every 3 steps until done
-    (tmp_path/split, `each_stop` called after each stop)."""
-    whole, split = tmp_path / "whole", tmp_path / "split"
-    write_shards(whole)
-    assert train_run(spec, train, root=whole, progress=False) == 0
-    write_shards(split)
-    monkeypatch.setattr(loop, "JobLimit", StopsAfter3Steps)
-    while (code := train_run(spec, train, root=split, progress=False)) != 0:
-        assert code == loop.EXIT_RESUMABLE
-        each_stop(split)
-    return whole, split
 
 
 def test_a_run_with_rotational_matrices_turns_them_and_resumes_byte_for_byte(tmp_path, monkeypatch,

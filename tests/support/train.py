@@ -136,3 +136,20 @@ class StopsAfter3Steps:
 
     def reason(self) -> str:
         return "3 steps"
+
+
+def whole_and_split(spec, train, tmp_path: Path, monkeypatch,
+                    each_stop=lambda split: None) -> tuple[Path, Path]:
+    """The run trained straight through (tmp_path/whole) and stopped every 3 steps until done
+    (tmp_path/split, `each_stop` called after each stop)."""
+    from ngptlab.train import loop
+
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    write_shards(whole)
+    assert loop.train_run(spec, train, root=whole, progress=False) == 0
+    write_shards(split)
+    monkeypatch.setattr(loop, "JobLimit", StopsAfter3Steps)
+    while (code := loop.train_run(spec, train, root=split, progress=False)) != 0:
+        assert code == loop.EXIT_RESUMABLE
+        each_stop(split)
+    return whole, split

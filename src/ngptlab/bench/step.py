@@ -1,7 +1,8 @@
 """`ngptlab bench step`: median training-step time of each arm against gpt at the same shape, in one run.
 
 A step is what the train stage does per optimizer step: forward and backward (bf16 autocast on GPU),
-gradient clipping, AdamW (with the arm's rotational matrices: models/rotational.py), and the arm's
+gradient clipping, the optimizer its recipe builds (AdamW, with the arm's rotational matrices:
+models/rotational.py; Muon on gpt-muon's hidden matrices: models/muon.py), and the arm's
 post-step hook (nGPT's renormalisation, gpt-orth's polar projection...). All arms are built up front and
 timed round-robin, one step of each arm in turn, so a slow patch of a shared machine hits every arm alike;
 the ratios are what to read, the absolute times vary with the machine.
@@ -87,7 +88,7 @@ class _Arm:
         self.forward = torch.compile(self.model) if compile_model else self.model
         fused = {"fused": True} if device.type == "cuda" else {}
         groups = rotational.param_groups(self.recipe, self.model, 1e-4)
-        self.optimizer = rotational.adamw(groups, betas=self.recipe.betas, eps=self.recipe.eps, **fused)
+        self.optimizer = self.recipe.optimizer(groups, betas=self.recipe.betas, eps=self.recipe.eps, **fused)
         self.angles = StepAngles(self.model, every=1) if variant == STEP_ANGLE else None
         generator = torch.Generator().manual_seed(0)
         tokens = torch.randint(0, vocab_size, (seqs, context + 1), generator=generator).to(device)

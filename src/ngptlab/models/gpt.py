@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from ngptlab.models import rotational
 from ngptlab.models.layers import (
     Attention,
     Embedding,
@@ -181,6 +183,11 @@ class Recipe:
             {"name": "vectors", "params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
         ]
         return [dict(group, lr=lr) for group in groups if group["params"]]
+
+    def optimizer(self, groups: list[dict], **adamw: Any) -> torch.optim.Optimizer:
+        """The optimizer over `groups` (param_groups, its rotational matrices moved out by
+        rotational.param_groups): AdamW, turning the rotational ones; `adamw`: AdamW's keyword arguments."""
+        return rotational.adamw(groups, **adamw)
 
     def rotation_angles(self, lr: float) -> dict[str, float]:
         """The peak angle per step of each rotational kind in a run at learning rate `lr`: `rotation`,

@@ -50,16 +50,13 @@ like AdamW's (train/state.py), and no step reads a device value on the host.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor, nn
 
 from ngptlab.errors import ParamsError
 from ngptlab.models.layers import MATRIX_KINDS
-
-if TYPE_CHECKING:
-    from ngptlab.models.gpt import Recipe
 
 # kept float32 whatever the parameter's dtype (bf16 weights); "master" exists only below float32
 FLOAT32_STATE = ("tangent_sq", "norm", "master")
@@ -71,7 +68,18 @@ def equilibrium_angle(lr: float, weight_decay: float, beta1: float) -> float:
     return math.sqrt(2 * lr * weight_decay * (1 - beta1) / (1 + beta1))
 
 
-def param_groups(recipe: Recipe, model: nn.Module, lr: float) -> list[dict]:
+class Rotating(Protocol):
+    """What param_groups reads of an arm's recipe (models/gpt.py's Recipe, which builds its optimizer with
+    `adamw` below, so this module does not import it back)."""
+
+    rotation_beta: float
+
+    def rotation_angles(self, lr: float) -> dict[str, float]: ...
+
+    def param_groups(self, model: nn.Module, lr: float) -> list[dict]: ...
+
+
+def param_groups(recipe: Rotating, model: nn.Module, lr: float) -> list[dict]:
     """The recipe's AdamW groups at learning rate `lr`, its rotational matrices moved out of them into one
     group per kind (in MATRIX_KINDS order), whose "lr" is the kind's peak angle; the recipe's groups
     unchanged where it declares none."""

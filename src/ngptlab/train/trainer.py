@@ -1,5 +1,6 @@
-"""The trainer of one job: the seeded model, AdamW with the arm's recipe (its rotational matrices turned by
-their angle: models/rotational.py), one step, the eval windows.
+"""The trainer of one job: the seeded model, the optimizer its recipe builds (AdamW, its rotational matrices
+turned by their angle: models/rotational.py; gpt-muon's hidden matrices on Muon: models/muon.py), one step,
+the eval windows.
 
 The loop (train/loop.py) drives it step by step; it knows nothing of checkpoints, outputs or stopping.
 """
@@ -66,8 +67,8 @@ class Trainer:
         for group in groups:
             group["base_lr"] = group["lr"]  # the schedule scales every group's own lr (multipliers kept)
         fused = {"fused": True} if self.device.type == "cuda" else {}
-        self.optimizer = rotational.adamw(groups, lr=spec.lr, betas=tuple(self.recipe.betas),
-                                          eps=self.recipe.eps, **fused)
+        self.optimizer = self.recipe.optimizer(groups, lr=spec.lr, betas=tuple(self.recipe.betas),
+                                               eps=self.recipe.eps, **fused)
         self.schedule = schedule  # the job's (train/jobs.py)
         self.eval_offsets = eval_offsets(len(shards.val), spec.context, train.eval_windows,
                                          train.eval_seed)
@@ -119,8 +120,8 @@ class Trainer:
         return loss, norm, stop > 0
 
     def update(self, step: int) -> float:
-        """Apply the step's learning rate (a rotational group's angle: models/rotational.py), step AdamW, then
-        the arm's constraint (renorm, polar...)."""
+        """Apply the step's learning rate (a rotational group's angle: models/rotational.py) to every group,
+        step the optimizer, then the arm's constraint (renorm, polar...)."""
         factor = self.schedule.factor(step)
         for group in self.optimizer.param_groups:
             group["lr"] = group["base_lr"] * factor
