@@ -1,5 +1,5 @@
-"""gpt-pc1, gpt-pc2, gpt-pc4: the baseline GPT whose attention and MLP matrices pass through a PC layer, a dial
-on their conditioning between gpt (level 0) and gpt-orth's kappa = 1 (the level's limit).
+"""gpt-pc1, gpt-pc2, gpt-pc4: the baseline GPT whose attention and MLP matrices pass through a PC layer, a
+dial on their conditioning between gpt (level 0) and gpt-orth's kappa = 1 (the level's limit).
 
 Design role: gpt-orth fixes kappa = 1 exactly, which confounds "conditioning helps" with "kappa = 1 costs
 capacity". The PC layer (arXiv 2606.06470) improves the conditioning by a set amount and leaves the norm free:
