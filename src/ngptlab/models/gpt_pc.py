@@ -69,11 +69,28 @@ def pc_weight(weight: Tensor, level: int) -> Tensor:
         x = w if w.shape[0] >= w.shape[1] else w.T  # tall: the Gram X^T X is the smaller square
         norm = torch.linalg.matrix_norm(x)
         y = x / norm.clamp_min(TINY)
-        for _ in range(level):
-            y = torch.addmm(y, y, y.T @ y, beta=PC_A, alpha=-PC_B)  # Y <- A Y - B Y (Y^T Y) = Y p(Y^T Y)
+        if x.shape[0] >= 2 * x.shape[1] and level >= 2:
+            y = y @ _gram_polynomial(y.T @ y, level)  # the MLP's 4:1 matrices: n x n work per level
+        else:
+            for _ in range(level):
+                y = torch.addmm(y, y, y.T @ y, beta=PC_A, alpha=-PC_B)  # Y <- A Y - B Y (Y^T Y) = Y p(Y^T Y)
         y = y * (norm / torch.linalg.matrix_norm(y).clamp_min(TINY))  # gamma: ||W_eff||_F = ||W||_F
         out = y if w.shape[0] >= w.shape[1] else y.T
     return out.to(weight.dtype)
+
+
+def _gram_polynomial(gram: Tensor, level: int) -> Tensor:
+    """P with X P = the `level`-fold map of X, from G = X^T X alone (n x n). Every iterate is X_j = X P_j,
+    P_j = M_0 ... M_j-1, M_j = p(G_j) = A I - B G_j, G_j+1 = X_j+1^T X_j+1 = M_j G_j M_j (polynomials in G, so
+    they commute): 3 n^3 a level instead of 4 m n^2 on the tall X, m >= 2n."""
+    eye = torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device)
+    m = torch.add(PC_A * eye, gram, alpha=-PC_B)
+    p = m
+    for _ in range(level - 1):
+        gram = m @ gram @ m
+        m = torch.add(PC_A * eye, gram, alpha=-PC_B)
+        p = p @ m
+    return p
 
 
 class PCLinear(Linear):
