@@ -219,3 +219,14 @@ def test_the_condition_stage_reads_w_eff_and_the_raw_matrix():
     torch.testing.assert_close(m.weight, pc_weight(block.attn.k.weight, 2).detach())
     assert torch.equal(m.underlying, block.attn.k.weight)
     assert kappa(m.weight) < kappa(m.underlying)
+
+
+def test_bench_step_times_the_levels_against_gpt():
+    from ngptlab.bench.step import format_table, run_step_bench
+    from ngptlab.models.scales import Scale
+
+    rows = run_step_bench(list(ARMS), Scale(n_layer=2, d_model=32, n_head=2), 16, 64, torch.device("cpu"),
+                          steps=1, warmup=1, vocab_size=96)
+    assert [r["arm"] for r in rows] == ["gpt", *ARMS]
+    assert all(r["ratio_vs_gpt"] > 0 for r in rows)
+    assert "| gpt-pc4 |" in format_table(rows)
