@@ -35,6 +35,12 @@ gpt's matrices have a decaying spectrum), kappa(W_eff) at level 0, 1, 2, 3, 4 (i
     d 128, alpha 1.0: 128.0, 101.7, 71.7, 47.9, 31.8
 so levels 1, 2, 4 lower kappa by ~8-20%, ~20-44% and ~55-75%: a visible dial at the CPU grid's widths
 (levels 1, 2, 3 would give only 8-20%, 20-44%, 35-63%). tests/test_gpt_pc.py asserts these numbers.
+
+Cost: recomputed every forward pass whatever its tokens, so it weighs most at small micro-batches. The MLP's
+4:1 matrices iterate in Gram space from level 2 (`_gram_polynomial`), which cut the PC layer's forward and
+backward per cpu-8l step from 136 to 99 ms at level 2 and from 291 to 217 ms at level 4 (one thread, a shared
+CPU, min of 15). `ngptlab bench step --scale cpu-8l --arms gpt-pc1 gpt-pc2 gpt-pc4` (512 tokens a step, one
+thread, median of 30): 1.06x, 1.04x and 1.17x gpt's step (gpt-orth beside them 1.06x; +-5% noise there).
 """
 
 from __future__ import annotations
