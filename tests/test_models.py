@@ -529,7 +529,9 @@ def test_matrices_report_every_effective_matrix(arm):
             assert i.name.startswith(f"layers.{i.layer}.")
         model.get_submodule(i.name)  # the name is the module path
         has_underlying = {"gpt-lrm": i.kind != "embed_out", "gpt-scalar": i.kind != "embed_out",
-                          "gpt-angle": i.kind != "embed_out", "gpt-orth": i.layer is not None}.get(arm, False)
+                          "gpt-angle": i.kind != "embed_out", "gpt-orth": i.layer is not None,
+                          "gpt-pc1": i.layer is not None, "gpt-pc2": i.layer is not None,
+                          "gpt-pc4": i.layer is not None}.get(arm, False)
         assert (i.underlying is not None) == has_underlying, i.name
         if i.underlying is not None:
             assert i.underlying.shape == i.weight.shape
@@ -628,7 +630,7 @@ def test_unit_helper_and_normalization_are_fp32():
     torch.testing.assert_close(unit(x), F.normalize(x.float(), dim=-1))
 
 
-@pytest.mark.parametrize("arm", ["ngpt", "gpt-lrm"])
+@pytest.mark.parametrize("arm", ["ngpt", "gpt-lrm", "gpt-pc2"])
 def test_forward_compiles_as_one_graph(arm):
     # torch.compile(fullgraph=True) fails on any graph break (data-dependent Python control flow)
     model, _ = tiny(arm)

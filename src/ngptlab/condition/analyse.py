@@ -8,7 +8,8 @@ layer, weight, underlying, norm_dim, n_heads). Each matrix is analysed in up to 
                   dimension, condition/metrics.py; the paper's Fig. 10 dotted lines), computed for every arm
                   so the table is uniform: it shows how far renormalizing after the fact goes toward nGPT's
                   conditioning;
-- "underlying":   the raw parameter (every arm; for gpt-lrm, gpt-scalar and gpt-orth before its multipliers).
+- "underlying":   the raw parameter (every arm; for gpt-lrm, gpt-scalar and gpt-orth before its multipliers,
+                  for gpt-pc before its PC layer).
 
 The per-head and covariance records and the headline numbers are those a training run's observer computes
 too (observe/kappa.py, observe/headline.py). Layer numbering: `layer` in records and in the spectra table is

@@ -5,9 +5,9 @@ The effective matrix of a weight is the linear map the forward pass applies to i
     W_eff = diag(s_out) · W · diag(g)
 
 - W: the matrix the module multiplies by, as the arm parametrises it (the module's `effective_weight`:
-  gpt-lrm diag(r) W~ diag(c), gpt-scalar and gpt-orth s W~, the plain parameter otherwise), recomputed from
-  the parameters in float64 so a product of multipliers adds no float32 rounding (an error of ~kappa x 1.2e-7
-  would be percent level at kappa 1e6);
+  gpt-lrm diag(r) W~ diag(c), gpt-scalar and gpt-orth s W~, gpt-pc its PC layer's ||W|| Y / ||Y||, the plain
+  parameter otherwise), recomputed from the parameters in float64 so a product of multipliers adds no float32
+  rounding (an error of ~kappa x 1.2e-7 would be percent level at kappa 1e6);
 - g: the gain of the RMSNorm in front of the matrix, whose output x / rms(x) is the normalised input
   (q, k, v: the block's norm_attn; mlp u, v: norm_mlp; the LM head: norm_out). nGPT has no norm layer: its
   hidden state is already unit norm, g = 1;
