@@ -249,7 +249,7 @@ def test_auto_checkpoints_exactly_the_paper_runs_that_do_not_fit_an_h100_without
     assert {r["run"] for r in estimate_with(params, False) if not r["fits"]} == {r["run"] for r in lrm}
     assert all(r["checkpointing"] for r in estimate_with(params, True))
     assert main(["plan", "--params", str(paper)]) == 0
-    assert ("activation checkpointing (auto), where a run does not fit without it: 72 of 1296 runs "
+    assert ("activation checkpointing (auto), where a run does not fit without it: 72 of 1872 runs "
             "(1B ctx1024 gpt-lrm 24, 1B ctx4096 gpt-lrm 24, 1B ctx8192 gpt-lrm 24)") in capsys.readouterr()[0]
 
 

@@ -47,7 +47,7 @@ gpt-hyperball:
   summary: "gpt whose block matrices are rescaled to their initial Frobenius norm after each step"
   parameters: "0"
   saved_bytes: {bf16: "34 * d_model + 8 * d_mlp", fp32: "40 * d_model + 16 * d_mlp"}  # gpt's
-  style: {color: "tab20:1", marker: v}
+  style: {color: "tab20:19", marker: v}
 '''
 
 

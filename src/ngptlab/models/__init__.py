@@ -3,6 +3,7 @@
   arms.yaml arms.py  the table of arms, one row each, and its reader (torch-free): what every other part of
                      the project knows of an arm
   registry.py     the one way to build an arm, loading its classes from its row
+  init_device.py  where a build's initialisation runs (gpt-orth's QR on the run's device)
   layers.py       what every arm shares
   gpt.py          the paper's baseline GPT                      ngpt.py      the normalized transformer
   <arm>.py        one module per other arm (its row of arms.yaml names it): only how it differs from gpt

@@ -4,6 +4,7 @@ Modules, from the bottom up:
 
 data.py        token shards, training batches and validation windows
 dist.py        the process topology: one process, or one of several under torchrun
+nccl_env.py    the NCCL, torch-NCCL and gloo settings a rank sees, for its log line
 torchrun_args.py  the torchrun options launch.sh passes where the installed torch's torchrun has them
 threads.py     the CPU threads a training process computes with
 progress.py    how far a job has come: the record a checkpoint stores
