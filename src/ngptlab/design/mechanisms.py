@@ -16,7 +16,7 @@ Where an arm sits (ln kappa of the layer 3-4 Q and K heads, ln angle per step; r
   gpt-pc<L>    ln K / (1 + L), ln R            the PC layer at level L: level 0 is gpt, the limit gpt-orth
                                                (kappa = 1); the angle gpt's
   gpt-muon     ln K / 3 (well conditioned) or ln K (ill conditioned), ln R + ln sqrt 2
-  any other    gpt's, at gpt's speed
+  any other    its architecture's (models/arms.yaml: gpt's or ngpt's), at the speed the line gives it
 The speed-up follows the world's account as a line through gpt (ngpt on it at DIAL_NGPT):
   conditioning   ln S = beta (ln kappa - ln K),   beta  = ln DIAL_NGPT / (ln k - ln K) < 0
   angle          ln S = gamma (ln angle - ln R),  gamma = ln DIAL_NGPT / ln 2 > 0
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ngptlab.design.truths import Truth
+from ngptlab.models import arms as arm_table
 from ngptlab.speedup.dose_response import (
     CAPACITY,
     CONSISTENT,
@@ -90,7 +91,13 @@ class DoseWorld(Truth):
                 "ngpt": (LN_k, LN_R + math.log(NGPT_TURN)),
                 "gpt-angle": (LN_K + self.conditioned * (LN_k - LN_K), LN_R + math.log(NGPT_TURN)),
                 "ngpt-angle": (LN_k, LN_R),
-                MUON: (self.muon_kappa, LN_R + math.log(ROW_TURN))}.get(arm, (LN_K, LN_R))
+                MUON: (self.muon_kappa, LN_R + math.log(ROW_TURN))}.get(arm) or self._kin(arm)
+
+    def _kin(self, arm: str) -> tuple[float, float]:
+        """Where an arm with no place of its own sits: at its architecture's (models/arms.yaml), gpt's for an
+        arm the table does not have."""
+        kin = arm_table.arm(arm).architecture if arm in arm_table.names() else "gpt"
+        return (LN_k, LN_R + math.log(NGPT_TURN)) if kin == "ngpt" else (LN_K, LN_R)
 
     def speedup(self, arm: str) -> float:
         off = dict(self.off_line)
