@@ -57,7 +57,8 @@ def dose_lines(dose: dict) -> list[str]:
     for scenario in dose["scenarios"]:
         for cell, accounts in scenario["cells"].items():
             lines.append(f"{scenario['world']} — {cell}, x{scenario['noise']} seed noise "
-                         f"({scenario['worlds']} worlds; S follows the {scenario['line']} line)")
+                         f"({scenario['worlds']} world{'s' * (scenario['worlds'] != 1)}; S follows the "
+                         f"{scenario['line']} line)")
             for name, a in accounts.items():
                 slope = a["slope"]
                 covered = ("" if slope is None else
