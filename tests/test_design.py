@@ -192,7 +192,7 @@ def test_design_command_prints_the_table_as_json(tmp_path, capsys):
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(small_params(protocol=False), sort_keys=False))
     assert main(["design", "--params", str(params_file), "--worlds", "1", "--jobs", "1", "--json",
-                 "--loss-model", "seed_sd=0.003"]) == 0
+                 "--loss-model", "seed_sd=0.003", "--only", "labels"]) == 0  # dose-response: test_design_dose
     out, err = capsys.readouterr()
     doc = json.loads(out)  # stdout is the JSON alone: the progress lines go to stderr, one per truth
     said, first = err.splitlines(), doc["scenarios"][0]["truth"]

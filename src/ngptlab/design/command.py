@@ -18,8 +18,10 @@ from dataclasses import asdict
 
 from ngptlab import options
 from ngptlab.config.load import read_mapping, validate_params
+from ngptlab.design.dose_table import NOISES, dose_table, scaled_noise
 from ngptlab.design.loss_model import DESIGN_KEYS, loss_model
 from ngptlab.design.measured_noise import pooled_log_variance, seed_sd_from
+from ngptlab.design.mechanisms import dose_worlds
 from ngptlab.design.policies import (
     CANDIDATES,
     MAX_GAP,
@@ -44,6 +46,9 @@ from ngptlab.speedup.estimator import reference_tokens
 from ngptlab.stats import LEVEL
 
 LOSS_MODEL = "--loss-model"
+LABELS, DOSE = "labels", "dose-response"
+ONLY = (LABELS, DOSE)
+DOSE_STREAM = 1  # the dose-response worlds' draws: [seed, DOSE_STREAM, noise, world, w] (design/simulate.py)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +74,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resolution", action="store_true",
                         help="also scan ngpt's planted speed-up upward for the smallest the design reads "
                              "right (design/resolution.py), the figure a preset states")
+    parser.add_argument("--only", choices=ONLY,
+                        help="play only the label-based truths (design/truths.py) or only the dose-response "
+                             "worlds (design/mechanisms.py); default: both")
     parser.add_argument("--noise-from", metavar="DIR",
                         help="set seed_sd from the one-sided 80%% upper confidence bound of a pilot's sd of "
                              "ln S over seeds, pooled over DIR/results/speedup/*.json "
@@ -95,15 +103,33 @@ def gpu_hours(params: Params) -> dict:
             "projected": None if projected is None else projected["total_gpu_hours"]}
 
 
+def dose_document(params: Params, worlds: int, seed: int, jobs: int | None = None,
+                  say: Callable[[str], None] | None = None) -> dict | None:
+    """The dose-response worlds' table (design/dose_table.py) at each noise level; None where the grid's
+    arms hold none of them."""
+    planted = dose_worlds(params.train.arms)
+    if not planted:
+        return None
+    model, outcomes = loss_model(params), {}
+    for noise in NOISES:
+        def played(i: int, noise: int = noise) -> None:
+            say(f"dose-response world {i + 1}/{len(planted)} at x{noise} seed noise ({planted[i].label}): "
+                f"{worlds} world{'s' * (worlds != 1)} played")
+        outcomes[noise], _ = simulate(params, scaled_noise(model, noise), planted, worlds, seed, jobs,
+                                      played if say else None, stream=(DOSE_STREAM, noise))
+    return {"kappa_sd": model.kappa_sd, "angle_sd": model.angle_sd, **dose_table(outcomes, planted)}
+
+
 def design_document(params: Params, params_file: str, worlds: int | None = None, seed: int | None = None,
-                    jobs: int | None = None, say: Callable[[str], None] | None = None) -> dict:
+                    jobs: int | None = None, say: Callable[[str], None] | None = None,
+                    only: str | None = None) -> dict:
     """The table of the module docstring, with the settings it was made under; `say`: a progress line per
-    planted truth played."""
+    planted truth played; only: LABELS or DOSE plays only those (default: both)."""
     design = params.design
     worlds = worlds or design.worlds
     seed = design.seed if seed is None else seed
     model = loss_model(params)
-    planted = truths(planted_speedups(params), params.train.arms)
+    planted = truths(planted_speedups(params), params.train.arms) if only != DOSE else []
     primary = params.speedup.primary_contrast
     margin = float(params.speedup.equivalence_margin)
 
@@ -115,9 +141,11 @@ def design_document(params: Params, params_file: str, worlds: int | None = None,
     for scenario, played in zip(table["scenarios"], noise_free, strict=True):
         # what the protocol trains in this truth: its seeds go where the policy sends them
         scenario["protocol_gpu_hours"] = estimate_plan(played["params"], MFU, PEAK_TFLOPS)["total_gpu_hours"]
+    dose = dose_document(params, worlds, seed, jobs, say) if only != LABELS else None
     return {"params_file": params_file, "worlds": worlds, "seed": seed, "level": LEVEL,
             "model": asdict(model), "lr_policy": params.speedup.lr_policy, "schedule": params.train.schedule,
-            "primary": primary, "margin": margin, "gpu_hours": gpu_hours(params), **table}
+            "primary": primary, "margin": margin, "gpu_hours": gpu_hours(params), **table,
+            "dose_response": dose, "passed": table["passed"] and (dose is None or dose["passed"])}
 
 
 def measured_seed_sd(params: Params, root: str) -> dict:
@@ -143,7 +171,8 @@ def run(args: argparse.Namespace, params: Params) -> int:
     say = ProgressLines("design", shown=not args.no_progress)  # stderr: stdout is the table's (or JSON's)
     if args.compare_policies:
         documents = {name: design_document(under_policy(params, name), args.params, args.worlds, args.seed,
-                                           args.jobs, lambda line, name=name: say(f"{name}: {line}"))
+                                           args.jobs, lambda line, name=name: say(f"{name}: {line}"),
+                                           only=LABELS)  # the policies' gaps are the label truths'
                      for name in CANDIDATES}
         rows = comparison_rows(documents)
         if args.json:
@@ -152,7 +181,7 @@ def run(args: argparse.Namespace, params: Params) -> int:
         else:
             print("\n".join(comparison_lines(rows)))
         return 0
-    document = {**design_document(params, args.params, args.worlds, args.seed, args.jobs, say),
+    document = {**design_document(params, args.params, args.worlds, args.seed, args.jobs, say, args.only),
                 "noise_from": measured}
     if args.resolution:
         document["resolution"] = smallest_resolved(params, loss_model(params), document["worlds"],

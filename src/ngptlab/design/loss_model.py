@@ -29,6 +29,12 @@ The within-run validation curve (RunResult.curve, which the speed-up stage's che
 same law at the evaluation points before T plus an anneal offset g (1 - t / T) (illustrative g = 0.05): a
 mid-schedule loss sits above what the annealed run reaches at that token count.
 
+The dose-response worlds (design/mechanisms.py) also plant each arm's ln kappa and ln angle per step; a run
+measures them with seed noise shared by every run of an (arm, seed): sd kappa_sd = 0.15 in ln kappa (the
+sd the dose-response reading's coverage was measured at, speedup/dose_response.py, is 0.15 too) and
+angle_sd = 0.05 in ln angle (illustrative: the angle is a mean over a whole run and seven matrix kinds, so it
+moves less between seeds than one checkpoint's kappa).
+
 Every parameter is the params file's `design:` section (config/schema.yaml, defaults there); lr_optimum null
 is the geometric centre of the (primary) baseline's sweep and lr_reference_tokens null the geometric mean of
 the smallest and largest budget, so the optimum starts inside the sweep and drifts through it.
@@ -80,6 +86,8 @@ class LossModel:
     trunk_sd: float
     run_sd: float
     anneal_gap: float
+    kappa_sd: float  # the dose-response worlds' seed noise in ln kappa (design/mechanisms.py)
+    angle_sd: float  # and in ln angle per step
 
     def lr_star(self, tokens: float, arm: LrLaw = SAME_LAW) -> float:
         """ln lr*(T) = ln (o lr*_0) - d b ln(T / T_0), o and d the arm's (gpt's: 1)."""

@@ -4,12 +4,16 @@ All on the log scale: an arm's ln S (its speed-up's log mean and its interval, l
 effect and each paired contrast (ln S_a - ln S_b), each with the planted value it estimates; the primary
 effect's claim (held_claim of its p-values: exceeds, falls_short, equivalent, or None) and the reading.
 with_estimand adds, beside each planted value, the estimand's value: what the noise-free world estimates.
+Where the truth plants kappa and the angle (design/mechanisms.py), also the dose-response reading of each
+account (read_fits) and each account's slope as an estimate ("slope <account>"), its planted value the slope
+the planted values themselves give (expected_fits).
 """
 
 from __future__ import annotations
 
 import math
 
+from ngptlab.design.mechanisms import expected_fits, read_fits
 from ngptlab.design.truths import Truth
 from ngptlab.speedup.arm_records import Interval
 from ngptlab.speedup.document import SpeedupDocument
@@ -22,8 +26,10 @@ def _logged(interval: Interval | None) -> list[float] | None:
 
 def cell_outcome(doc: SpeedupDocument, truth: Truth, holm_reading: str | None = None) -> dict:
     """{reading, accounts {account: its reading}, arms (the cell's), claim, holm_reading, estimates {name:
-    {estimate, interval, planted}}} of one cell's document (reading: the conditioning account's); names:
-    "primary", "arm <arm>", "effect <name>", "contrast <label>"."""
+    {estimate, interval, planted}}, and where the truth plants mechanisms dose_response and dose_expected
+    {account: read_fits' entry}: the world's reading and the planted values'} of one cell's document
+    (reading: the conditioning account's); estimate names: "primary", "arm <arm>", "effect <name>",
+    "contrast <label>", "slope <account>"."""
     reading = doc.reading
     planted = {arm: math.log(truth.speedup(arm)) for arm in doc.arms_order}
     estimates = {"primary": {"estimate": reading.effect.log_estimate, "interval": reading.effect.log_interval,
@@ -39,11 +45,21 @@ def cell_outcome(doc: SpeedupDocument, truth: Truth, holm_reading: str | None = 
         estimates[f"contrast {contrast.label}"] = {"estimate": contrast.log_mean,
                                                    "interval": contrast.log_interval,
                                                    "planted": planted[contrast.a] - planted[contrast.b]}
-    return {"reading": reading.pattern_words or reading.words,
-            "accounts": {name: account["reading"] for name, account in reading.accounts.items()},
-            "arms": list(doc.arms_order),
-            "claim": held_claim(reading.effect.p_values, reading.effect.level),
-            "holm_reading": holm_reading, "estimates": estimates}
+    record = {"reading": reading.pattern_words or reading.words,
+              "accounts": {name: account["reading"] for name, account in reading.accounts.items()},
+              "arms": list(doc.arms_order),
+              "claim": held_claim(reading.effect.p_values, reading.effect.level),
+              "holm_reading": holm_reading, "estimates": estimates}
+    dose = doc.dose_response
+    if dose is not None and truth.mechanism(doc.baseline) is not None:
+        record["dose_response"] = read_fits(dose["accounts"])
+        expected = expected_fits(truth, tuple(doc.arms_order), doc.baseline, dose["margin"])
+        record["dose_expected"] = expected
+        for name, read in record["dose_response"].items():
+            if read["slope"] is not None and expected[name]["slope"] is not None:
+                estimates[f"slope {name}"] = {"estimate": read["slope"], "interval": read["interval"],
+                                              "planted": expected[name]["slope"]}
+    return record
 
 
 def world_outcome(analysed: dict, truth: Truth) -> dict[str, dict]:

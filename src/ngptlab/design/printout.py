@@ -50,6 +50,35 @@ def scenario_lines(scenario: dict, primary: str) -> list[str]:
     return lines
 
 
+def dose_lines(dose: dict) -> list[str]:
+    """The dose-response worlds' block (design/dose_table.py): per world, noise level, cell and account."""
+    lines = [f"dose-response worlds (design/mechanisms.py; seed sd in ln kappa {dose['kappa_sd']:g}, in ln "
+             f"angle {dose['angle_sd']:g}, and the loss's, at x{' and x'.join(map(str, dose['noises']))}):"]
+    for scenario in dose["scenarios"]:
+        for cell, accounts in scenario["cells"].items():
+            lines.append(f"{scenario['world']} — {cell}, x{scenario['noise']} seed noise "
+                         f"({scenario['worlds']} world{'s' * (scenario['worlds'] != 1)}; S follows the "
+                         f"{scenario['line']} line)")
+            for name, a in accounts.items():
+                slope = a["slope"]
+                covered = ("" if slope is None else
+                           f"   slope planted {log_value(slope['planted'])} estimand "
+                           f"{log_value(slope['estimand'])} coverage {_p(slope['coverage'])}")
+                lines.append(f"  {name} account, expected {a['expected_label']}: correct {_p(a['correct'])}"
+                             f"   consistent {_p(a['consistent'])}{covered}")
+                lines += [f"    {_p(v)}  {words}" for words, v in a["readings"].items()]
+    lines.append("")
+    return lines
+
+
+def threshold_line(c: dict) -> str:
+    interval = c.get("monte_carlo_interval")
+    shown = _p(c["value"]) + ("" if interval is None else f" [{interval[0]:.1%}, {interval[1]:.1%}]")
+    where = (f"{c['truth']}, {c['cell']}" if "truth" in c
+             else f"{c['world']}, x{c['noise']} seed noise, {c['cell']}")
+    return f"  {'PASS' if c['passed'] else 'FAIL'}  {c['check']} {c['bound']}: {shown} ({where})"
+
+
 def table_lines(document: dict) -> list[str]:
     """The whole printout of `ngptlab design`."""
     model = ", ".join(f"{k} {v:g}" for k, v in document["model"].items())
@@ -72,12 +101,11 @@ def table_lines(document: dict) -> list[str]:
                  f"{document['schedule']}); "
                  "gap = estimand - planted, what the policy costs; bias and coverage are against the "
                  "estimand, 'of planted' against the planted law")
+    dose = document.get("dose_response")
+    if dose:
+        lines += dose_lines(dose)
     lines.append("thresholds:")
-    for c in document["thresholds"]:
-        interval = c.get("monte_carlo_interval")
-        shown = _p(c["value"]) + ("" if interval is None else f" [{interval[0]:.1%}, {interval[1]:.1%}]")
-        lines.append(f"  {'PASS' if c['passed'] else 'FAIL'}  {c['check']} {c['bound']}: {shown} "
-                     f"({c['truth']}, {c['cell']})")
+    lines += [threshold_line(c) for c in [*document["thresholds"], *(dose["thresholds"] if dose else [])]]
     cost = document["gpu_hours"]
     projected = ("" if cost["projected"] is None
                  else f"; projected over the whole protocol at most {gpu_hours_text(cost['projected'])}")

@@ -1,7 +1,8 @@
 """Every planted truth (design/truths.py) over design.worlds worlds each, spread over processes.
 
-World w of truth i draws from numpy's generator seeded [design.seed, i, w], so its runs are the same
-whichever process plays it and however many there are.
+World w of truth i draws from numpy's generator seeded [design.seed, *stream, i, w], so its runs are the
+same whichever process plays it and however many there are; `stream` (none for the label-based truths) keeps
+another set of truths, the dose-response worlds at each noise level, from drawing the same numbers.
 
 Each truth also plays one noise-free world (seed, trunk and run sd 0) through the same protocol: what its
 documents estimate is the estimand's value in that truth, the speed-up at the learning rates the policy
@@ -30,22 +31,24 @@ _shared: dict = {}  # a worker's params, model and truths (set once per process,
 
 
 def planted_world(params: Params, model: LossModel, truth: Truth, seed: int, truth_index: int,
-                  world_index: int) -> World:
-    """World world_index of truth truth_index: its generator seeded [seed, truth_index, world_index]."""
-    rng = np.random.default_rng([seed, truth_index, world_index])
+                  world_index: int, stream: tuple[int, ...] = ()) -> World:
+    """World world_index of truth truth_index: its generator seeded [seed, *stream, truth_index,
+    world_index]."""
+    rng = np.random.default_rng([seed, *stream, truth_index, world_index])
     return World(model, truth, params.train.eval_every_tokens, rng)
 
 
 def _play(task: tuple[int, int]) -> tuple[int, dict]:
     truth_index, world_index = task
-    params, model, truths, seed = (_shared[k] for k in ("params", "model", "truths", "seed"))
+    params, model, truths, seed, stream = (_shared[k] for k in ("params", "model", "truths", "seed",
+                                                                "stream"))
     truth = truths[truth_index]
-    world = planted_world(params, model, truth, seed, truth_index, world_index)
+    world = planted_world(params, model, truth, seed, truth_index, world_index, stream)
     return truth_index, world_outcome(analysed_world(params, world), truth)
 
 
-def _share(params: Params, model: LossModel, truths: list[Truth], seed: int) -> None:
-    _shared.update(params=params, model=model, truths=truths, seed=seed)
+def _share(params: Params, model: LossModel, truths: list[Truth], seed: int, stream: tuple[int, ...]) -> None:
+    _shared.update(params=params, model=model, truths=truths, seed=seed, stream=stream)
 
 
 def _collect(played: Iterable[tuple[int, dict]], n_truths: int, worlds: int,
@@ -60,22 +63,24 @@ def _collect(played: Iterable[tuple[int, dict]], n_truths: int, worlds: int,
 
 def noise_free_world(params: Params, model: LossModel, truth: Truth, seed: int) -> World:
     """The truth's world without seed, trunk or run noise: what it estimates is the estimand."""
-    noise_free = dataclasses.replace(model, seed_sd=0.0, trunk_sd=0.0, run_sd=0.0)
+    noise_free = dataclasses.replace(model, seed_sd=0.0, trunk_sd=0.0, run_sd=0.0, kappa_sd=0.0, angle_sd=0.0)
     return World(noise_free, truth, params.train.eval_every_tokens, np.random.default_rng(seed))
 
 
 def simulate(params: Params, model: LossModel, truths: list[Truth], worlds: int, seed: int,
              jobs: int | None = None, on_truth: Callable[[int], None] | None = None,
-             ) -> tuple[list[list[dict]], list[dict]]:
+             stream: tuple[int, ...] = ()) -> tuple[list[list[dict]], list[dict]]:
     """([truth index][world] -> world_outcome, [truth index] -> its noise-free world's analysed_world); jobs
-    processes (default: the CPUs this process may use); on_truth(i) once truth i's worlds are all played."""
+    processes (default: the CPUs this process may use); on_truth(i) once truth i's worlds are all played;
+    stream: the module docstring's."""
     tasks = [(i, w) for i in range(len(truths)) for w in range(worlds)]
     jobs = min(jobs or len(os.sched_getaffinity(0)), len(tasks))
     if jobs <= 1:
-        _share(params, model, truths, seed)
+        _share(params, model, truths, seed, stream)
         outcomes = _collect(map(_play, tasks), len(truths), worlds, on_truth)
     else:
-        with multiprocessing.get_context("fork").Pool(jobs, _share, (params, model, truths, seed)) as pool:
+        shared = (params, model, truths, seed, stream)
+        with multiprocessing.get_context("fork").Pool(jobs, _share, shared) as pool:
             # in task order, truth after truth: a truth is done when its last world comes back
             outcomes = _collect(pool.imap(_play, tasks, chunksize=4), len(truths), worlds, on_truth)
     played_noise_free = []

@@ -74,6 +74,11 @@ class Truth:
         base = self.account if self.account == "null" else f"{self.account}, ngpt x{self.ngpt:g}"
         return base + "".join(f", {arm} {law.label}" for arm, law in self.lr_laws)
 
+    def mechanism(self, arm: str) -> tuple[float, float] | None:
+        """(ln kappa, ln angle per step) planted for the arm; None: these worlds plant only speed-ups (the
+        dose-response worlds plant both, design/mechanisms.py)."""
+        return None
+
     def lr_law(self, arm: str) -> LrLaw:
         """The arm's learning-rate law (gpt's unless this truth plants another)."""
         return dict(self.lr_laws).get(arm, SAME_LAW)

@@ -17,6 +17,7 @@ from ngptlab.design.truths import Truth
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import RunResult
 from ngptlab.schedule import shares_trunk
+from ngptlab.speedup.rivals import HEAD_KEYS, RATE_KINDS
 
 
 class World:
@@ -26,11 +27,24 @@ class World:
         self.model, self.truth, self.eval_every, self.rng = model, truth, eval_every_tokens, rng
         self.noise: dict[tuple, float] = {}
         self.results: dict[RunSpec, RunResult] = {}
+        self.mechanism_rng = rng.spawn(1)[0]  # spawning leaves rng's own stream as it was
 
-    def _draw(self, key: tuple, sd: float) -> float:
+    def _draw(self, key: tuple, sd: float, rng: np.random.Generator | None = None) -> float:
         if key not in self.noise:
-            self.noise[key] = float(self.rng.normal(0.0, sd)) if sd > 0 else 0.0
+            self.noise[key] = float((rng or self.rng).normal(0.0, sd)) if sd > 0 else 0.0
         return self.noise[key]
+
+    def observed(self, spec: RunSpec) -> dict:
+        """The run's kappa and angular-rate rows where the truth plants them (module docstring), else none."""
+        planted = self.truth.mechanism(spec.arm)
+        if planted is None:
+            return {}
+        m, key = self.model, (spec.cell, spec.arm, spec.seed)
+        ln_kappa = planted[0] + self._draw(("kappa", *key), m.kappa_sd, self.mechanism_rng)
+        ln_angle = planted[1] + self._draw(("angle", *key), m.angle_sd, self.mechanism_rng)
+        at = float(spec.budget)
+        return {"kappa": [(at, dict.fromkeys(HEAD_KEYS, math.exp(ln_kappa)))],
+                "angular_rate": [(at, dict.fromkeys(RATE_KINDS, math.exp(ln_angle)))]}
 
     def run_noise(self, spec: RunSpec) -> float:
         """Seed, trunk and run noise of one run (module docstring)."""
@@ -49,5 +63,5 @@ class World:
             losses = self.model.curve(self.truth.speedup(spec.arm), spec.lr, spec.budget, np.array(points),
                                       self.run_noise(spec), self.truth.lr_law(spec.arm))
             curve = [(float(t), float(loss)) for t, loss in zip(points, losses, strict=True)]
-            self.results[spec] = RunResult(spec, "completed", curve[-1][1], curve)
+            self.results[spec] = RunResult(spec, "completed", curve[-1][1], curve, self.observed(spec))
         return self.results[spec]

@@ -236,6 +236,8 @@ class Design:
     trunk_sd: float
     run_sd: float
     anneal_gap: float
+    kappa_sd: float
+    angle_sd: float
     ngpt_speedups: tuple[float, ...] | None
     worlds: int
     seed: int

@@ -270,7 +270,8 @@ def distinguishable(fits: Mapping[str, Mapping], margin: float) -> dict:
     widest = max(gaps, key=lambda a: abs(gaps[a]))
     out.update(r=r, max_gap={"arm": widest, "ln": gaps[widest]})
     band, b_k = math.log(margin), kap["slope"]["estimate"]
-    move = f"x{math.exp(band / abs(b_k)):.3g}" if b_k else "any amount"
+    # a slope near 0 asks a move past any float (exp overflows beyond ~709): that is any amount too
+    move = f"x{math.exp(band / abs(b_k)):.3g}" if b_k and band / abs(b_k) < 700 else "any amount"
     positions = ", ".join(f"{a} ({kap['arms'][a]['x']['mean']:+.2f}, {ang['arms'][a]['x']['mean']:+.2f})"
                           for a in both)
     tell = (f"an arm's kappa would have to move by more than {move} without its angle (or its angle without "
