@@ -27,9 +27,11 @@ def interval_text(estimate: float | None, interval: list[float] | None) -> str |
     return f"{estimate:+.3g}" + ("" if interval is None else f" [{interval[0]:+.3g}, {interval[1]:+.3g}]")
 
 
-def slopes_table(results: Results) -> Table:
-    """Each account's slope and reading per cell."""
-    cols = ["cell", "account", "predictor", "predicted", "slope", "fitted", "excluded", "reading", "apart"]
+def slopes_table(results: Results, readings: bool = True) -> Table:
+    """Each account's slope per cell and, with `readings`, what it reads (without: the measurements only, as
+    where the grid is too small to read anything)."""
+    cols = ["cell", "account", "predictor", "predicted", "slope", "fitted", "excluded"]
+    cols += ["reading", "apart"] if readings else []
     t = Table("dose_response", "Each account's line over the arms' measured mechanisms", cols,
               key=["cell", "account"], formats=dict.fromkeys(cols, fmt_text),
               headers={"predicted": "predicted slope", "slope": "slope [interval]", "fitted": "arms fitted",
@@ -51,8 +53,9 @@ def slopes_table(results: Results) -> Table:
                    "slope": interval_text(slope["estimate"], slope["interval"]),
                    "fitted": ", ".join(account["fitted_arms"]),
                    "excluded": "; ".join(e["reason"] for e in account["excluded"]) or None,
-                   "reading": account["words"],
-                   "apart": {True: "yes", False: apart["reason"], None: None}[apart["verdict"]]},
+                   **({"reading": account["words"],
+                       "apart": {True: "yes", False: apart["reason"], None: None}[apart["verdict"]]}
+                      if readings else {})},
                   [r for arm in account["arms"] for r in arm_runs(doc, arm)])
     return t
 
@@ -62,9 +65,10 @@ def _errors(entry: dict, axis: str) -> list[float]:
     return [0.0, 0.0] if interval is None else [mean - interval[0], interval[1] - mean]
 
 
-def dose_figure(cell: str, doc: SpeedupDocument) -> Figure | None:
-    """ln S against each account's predictor, every arm a point with its intervals, the line and its band;
-    None where neither account has a line."""
+def dose_figure(cell: str, doc: SpeedupDocument, readings: bool = True) -> Figure | None:
+    """ln S against each account's predictor, every arm a point with its intervals, the line and its band,
+    each panel titled with the account and, with `readings`, what it reads; None where neither account has a
+    line."""
     found = doc.dose_response or {}
     fits = [a for a in found.get("accounts", {}).values() if a["slope"]["estimate"] is not None]
     if not fits:
@@ -90,7 +94,8 @@ def dose_figure(cell: str, doc: SpeedupDocument) -> Figure | None:
                 if arm == NGPT:
                     ax.plot([e["x"]["mean"]], [e["y"]["mean"]], marker="o", ms=14, mfc="none",
                             color=plot.arm_color(arm), lw=0)
-            ax.set_title(f"{account['account']}: {account['reading']}")
+            # the reading on a line of its own: two panels' titles side by side must not run into each other
+            ax.set_title(account["account"] + (f"\n{account['reading']}" if readings else ""), fontsize=9)
             ax.set_xlabel(AXES[account["account"]])
             ax.set_ylabel("ln S (speed-up over the baseline)")
         plot.legend(fig, [*(plot.arm_handle(arm, line=False) for arm in arms),
@@ -124,10 +129,10 @@ def section(doc: Document, results: Results) -> None:
         "None, by design: the grid's largest budget is below report.min_budget_for_claims." if too_small else
         " ".join(f"{cell}: " + "; ".join(a["words"] for a in d.dose_response["accounts"].values()) + "."
                  for cell, d in cells.items()))))
-    table = slopes_table(results)
-    if len(table) and not too_small:
+    table = slopes_table(results, readings=not too_small)
+    if len(table):
         doc.add(TableBlock(table))
     for cell, d in cells.items():
-        figure = dose_figure(cell, d)
+        figure = dose_figure(cell, d, readings=not too_small)
         if figure is not None:
             doc.add(FigureBlock(figure))
