@@ -204,7 +204,7 @@ def test_the_report_draws_each_cells_dose_response_and_tables_the_slopes(tmp_pat
     assert "ngpt (ringed)" in svg and all(f">{arm}<" in svg for arm in ARMS)
     drawn = next(f for f in figures if any("ln kappa" in ax.get_xlabel() for ax in f.axes))
     kappa_ax = next(ax for ax in drawn.axes if "ln kappa" in ax.get_xlabel())
-    assert kappa_ax.get_title() == f"{KAPPA_ACCOUNT}: {CONSISTENT}" and kappa_ax.collections  # the band
+    assert kappa_ax.get_title() == f"{KAPPA_ACCOUNT}\n{CONSISTENT}" and kappa_ax.collections  # the band
     table = (tmp_path / "reports" / "tables" / "dose_response.csv").read_text()
     assert table.count(CELL) >= 2 and "consistent with the account that conditioning" in table
     report = (tmp_path / "reports" / "report.md").read_text()
