@@ -40,7 +40,11 @@ Cost: recomputed every forward pass whatever its tokens, so it weighs most at sm
 4:1 matrices iterate in Gram space from level 2 (`_gram_polynomial`), which cut the PC layer's forward and
 backward per cpu-8l step from 136 to 99 ms at level 2 and from 291 to 217 ms at level 4 (one thread, a shared
 CPU, min of 15). `ngptlab bench step --scale cpu-8l --arms gpt-pc1 gpt-pc2 gpt-pc4` (512 tokens a step, one
-thread, median of 30): 1.06x, 1.04x and 1.17x gpt's step (gpt-orth beside them 1.06x; +-5% noise there).
+thread, median of 30): 1.06x, 1.04x and 1.17x gpt's step (gpt-orth beside them 1.06x; +-5% noise there);
+on two threads, an idle machine, median of 20: 1.19x, 1.22x and 1.38x (gpt-orth 1.14x, gpt-muon 1.14x): the
+layer's small matmuls gain little from a second thread. By FLOPs, level 4 adds ~6.7 GFLOP a cpu-8l step
+(forward and backward) to gpt's ~25 at 512 tokens; the cost is per forward pass, not per token, so it falls
+with the micro-batch (negligible at a GPU's thousands of tokens per micro-batch).
 """
 
 from __future__ import annotations
