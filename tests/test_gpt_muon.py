@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 from support.train import make_params, metrics, results_dir, run_dir, run_name, whole_and_split
 from torch.optim._muon import _zeropower_via_newtonschulz  # the Newton-Schulz iteration torch's Muon runs
 
+from ngptlab.checkpoint import atomic_save_tensors, tensors_sha256
 from ngptlab.condition.run import condition_run
+from ngptlab.errors import CheckpointError
 from ngptlab.grid.enumeration import find_run
 from ngptlab.models.gpt_muon import MuonRecipe, hidden_matrices
 from ngptlab.models.layers import MATRIX_KINDS
@@ -189,3 +192,21 @@ def test_a_run_lowers_its_loss_and_is_measured_like_every_arm(trained):
                                           .matrices()]
     headline = document["headline"]["effective"]
     assert 1 < headline["layer3_q_condition"] < math.inf and 1 < headline["attn_condition_median"] < math.inf
+
+
+def test_a_momentum_buffer_of_another_shape_is_refused_naming_it(tmp_path):
+    model, optimizer = tiny()
+    train_steps(model, optimizer, range(1))
+    config = {"arm": "gpt-muon", "scale": "tiny", "vocab_size": VOCAB, "context": CONTEXT}
+    state.save_state(tmp_path, model, optimizer, config, Progress(step=1, identity={"arm": "gpt-muon"}),
+                     IntervalStart(1))
+    path = next(tmp_path.glob("ckpt-*")) / "optimizer.safetensors"
+    tensors = load_file(path)
+    key = next(k for k in tensors if k.endswith(".momentum_buffer") and len(set(tensors[k].shape)) == 2)
+    tensors[key] = tensors[key].T.contiguous()  # another matrix's buffer, its file's hash consistent
+    with safe_open(path, "pt") as f:
+        metadata = f.metadata()
+    atomic_save_tensors(path, tensors, {**metadata, "tensors_sha256": tensors_sha256(tensors)})
+    other, restored = tiny(seed=1)
+    with pytest.raises(CheckpointError, match=r"momentum_buffer of parameter \d+ has shape"):
+        state.load_state(tmp_path, other, restored, {"arm": "gpt-muon"})

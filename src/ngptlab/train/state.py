@@ -205,7 +205,8 @@ def _restore_optimizer(path: Path, optimizer: torch.optim.Optimizer, tensors: di
         if index >= len(params):
             raise CheckpointError(f"{path}: optimizer state for parameter {index}, "
                                   f"but the model has {len(params)}")
-        for name in ("exp_avg", "exp_avg_sq", "master"):  # master: a bf16 rotational matrix's
+        # master: a bf16 rotational matrix's (models/rotational.py); momentum_buffer: a Muon matrix's
+        for name in ("exp_avg", "exp_avg_sq", "master", "momentum_buffer"):
             if name in per_param and per_param[name].shape != params[index].shape:
                 raise CheckpointError(f"{path}: {name} of parameter {index} has shape "
                                       f"{list(per_param[name].shape)}, "
