@@ -12,6 +12,7 @@
                                                                              closed form
   rotational.py   the rotational step: the matrices an arm's recipe names turn by a set angle per step
   muon.py         one optimizer: torch's Muon on an arm's flagged matrices, AdamW on the rest (gpt-muon)
+  param_groups.py  moving an arm's own parameters out of gpt's AdamW groups, and out of AdamW's step
   saved_tensors.py  the bytes each arm's block saves for backward, measured (arms.yaml's saved_bytes)
 
 Import each module by its own name (`from ngptlab.models.registry import build`): this package loads nothing,

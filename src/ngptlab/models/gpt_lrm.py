@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from ngptlab.models.gpt import GPT, Recipe
 from ngptlab.models.layers import Embedding, Linear, Matrix
+from ngptlab.models.param_groups import moved_to
 
 MULTIPLIER_DECAY = 2e-3  # weight decay on the multipliers (Velikanov et al.)
 
@@ -77,14 +78,9 @@ class MultiplierRecipe(Recipe):
     multiplier_decay: float = MULTIPLIER_DECAY
 
     def param_groups(self, model: nn.Module, lr: float) -> list[dict]:
-        multipliers = multiplier_parameters(model)
-        ids = {id(p) for p in multipliers}
-        groups = super().param_groups(model, lr)
-        for group in groups:
-            group["params"] = [p for p in group["params"] if id(p) not in ids]
-        groups.append({"name": "multipliers", "params": multipliers, "weight_decay": self.multiplier_decay,
-                       "lr": lr})
-        return [group for group in groups if group["params"]]
+        return moved_to(super().param_groups(model, lr), [
+            {"name": "multipliers", "params": multiplier_parameters(model),
+             "weight_decay": self.multiplier_decay, "lr": lr}])
 
     def clip_parameters(self, model: nn.Module) -> list[nn.Parameter]:
         ids = {id(p) for p in multiplier_parameters(model)}

@@ -24,6 +24,7 @@ from torch import nn
 
 from ngptlab.models.gpt import Recipe
 from ngptlab.models.muon import MuonAdamW
+from ngptlab.models.param_groups import moved_to
 
 
 def hidden_matrices(model: nn.Module) -> list[nn.Parameter]:
@@ -37,13 +38,9 @@ class MuonRecipe(Recipe):
 
     def param_groups(self, model: nn.Module, lr: float) -> list[dict]:
         """gpt's AdamW groups without the hidden matrices, then the "muon" group of those."""
-        hidden = hidden_matrices(model)
-        ids = {id(p) for p in hidden}
-        groups = super().param_groups(model, lr)
-        for group in groups:
-            group["params"] = [p for p in group["params"] if id(p) not in ids]
-        muon = {"name": "muon", "params": hidden, "weight_decay": self.weight_decay, "lr": lr, "muon": True}
-        return [group for group in groups if group["params"]] + [muon]
+        return moved_to(super().param_groups(model, lr), [
+            {"name": "muon", "params": hidden_matrices(model), "weight_decay": self.weight_decay, "lr": lr,
+             "muon": True}])
 
     def optimizer(self, groups: list[dict], **adamw: Any) -> torch.optim.Optimizer:
         """Muon for the "muon" group, AdamW (its kwargs) for the others, in one optimizer."""

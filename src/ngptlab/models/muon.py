@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from ngptlab.models.param_groups import gradients_held
+
 ADJUST_LR = "match_rms_adamw"  # torch's name for Liu et al.'s 0.2 sqrt(max(m, n)) (the module docstring)
 # torch.optim.Muon's own defaults (momentum, nesterov, ns_coefficients, eps, ns_steps), lr and weight decay
 # left to the group (the recipe's, as every group's), the learning-rate scaling Liu et al.'s
@@ -72,14 +74,8 @@ class MuonAdamW(torch.optim.AdamW):
         if self._muon is None:
             super().step()
             return
-        held = [(p, p.grad) for group in self._muon.param_groups for p in group["params"]]
-        for p, _ in held:  # AdamW skips a parameter without a gradient: these are Muon's
-            p.grad = None
-        try:
-            super().step()
-        finally:
-            for p, grad in held:
-                p.grad = grad
+        with gradients_held(p for group in self._muon.param_groups for p in group["params"]):
+            super().step()  # AdamW's groups: the Muon matrices are Muon's
         self._muon.step()
 
     def __setstate__(self, state: dict) -> None:

@@ -57,6 +57,7 @@ from torch import Tensor, nn
 
 from ngptlab.errors import ParamsError
 from ngptlab.models.layers import MATRIX_KINDS
+from ngptlab.models.param_groups import gradients_held, moved_to
 
 # kept float32 whatever the parameter's dtype (bf16 weights); "master" exists only below float32
 FLOAT32_STATE = ("tangent_sq", "norm", "master")
@@ -93,14 +94,10 @@ def param_groups(recipe: Rotating, model: nn.Module, lr: float) -> list[dict]:
                           f"kinds: {', '.join(MATRIX_KINDS)}")
     chosen = {kind: [model.get_submodule(info.name).weight for info in model.matrices() if info.kind == kind]
               for kind in MATRIX_KINDS if kind in angles}
-    ids = {id(p) for params in chosen.values() for p in params}
-    for group in groups:
-        group["params"] = [p for p in group["params"] if id(p) not in ids]
     # "fused": False keeps the step count on the host through load_state_dict (torch moves a fused one)
-    rotational = [{"name": f"rotational {kind}", "params": params, "weight_decay": 0.0, "lr": angles[kind],
-                   "rotational": True, "rotation_beta": recipe.rotation_beta, "fused": False}
-                  for kind, params in chosen.items() if params]
-    return [group for group in groups if group["params"]] + rotational
+    return moved_to(groups, [{"name": f"rotational {kind}", "params": params, "weight_decay": 0.0,
+                              "lr": angles[kind], "rotational": True, "rotation_beta": recipe.rotation_beta,
+                              "fused": False} for kind, params in chosen.items()])
 
 
 def adamw(groups: list[dict], **kwargs) -> torch.optim.AdamW:
@@ -120,14 +117,8 @@ class RotationalAdamW(torch.optim.AdamW):
         if closure is not None:
             raise ValueError("RotationalAdamW takes no closure")
         rotational = [group for group in self.param_groups if group.get("rotational")]
-        held = [(p, p.grad) for group in rotational for p in group["params"]]
-        for p, _ in held:  # AdamW skips a parameter without a gradient: these are stepped below
-            p.grad = None
-        try:
-            super().step()
-        finally:
-            for p, grad in held:
-                p.grad = grad
+        with gradients_held(p for group in rotational for p in group["params"]):
+            super().step()  # AdamW's groups: the rotational matrices are stepped below
         for group in rotational:
             for p in group["params"]:
                 if p.grad is not None:
