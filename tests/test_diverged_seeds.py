@@ -18,6 +18,8 @@ from test_grow import BUDGETS, finish, grid, project
 from ngptlab.cli import main
 from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import enumerate_runs
+from ngptlab.report.kit.load import load_results
+from ngptlab.report.sections.speedup import divergence_table
 from ngptlab.speedup.divergence import divergence_rate
 
 CELL = "cpu-4l-ctx64"
@@ -117,3 +119,13 @@ def test_a_lost_baseline_seed_is_lost_to_every_arm_and_every_arm_gets_its_replac
     assert doc["arms"]["gpt"]["divergence"]["diverged"] == 1
     assert plan(tmp_path, path) == 0
     assert all(seeds_of(path, arm) == {1, 2, 3} for arm in ("gpt", "ngpt", "gpt-orth"))
+
+
+def test_the_reports_speedup_section_shows_the_divergence_outcome(tmp_path, diverged):
+    speedup(tmp_path, diverged)
+    table = divergence_table(load_results(load_params(diverged), tmp_path, diverged))
+    rows = {row[table.columns.index("arm")]: dict(zip(table.columns, row, strict=True)) for row in table.rows}
+    assert (rows["ngpt"]["diverged"], rows["ngpt"]["seeds"], rows["ngpt"]["rate"]) == (1, 2, 0.5)
+    assert rows["ngpt"]["interval"] == "[0.0126, 0.987]"
+    assert rows["ngpt"]["left_out"].startswith(f"seed 2: diverged: {LOST}")
+    assert (rows["gpt-orth"]["diverged"], rows["gpt-orth"]["left_out"]) == (0, None)
