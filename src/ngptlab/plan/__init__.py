@@ -19,4 +19,5 @@
   accept.py     --accept-code: a refactor accepted on bit-identical golden traces, recorded
   golden.py     golden traces: tiny deterministic runs through every path a grid trains, one process per tree
   extend.py prune.py seeds.py angles.py sweeps.py    the edits themselves and the finished runs they read
+  replacements.py  --add-seeds' replacement seed for each held-out seed that diverged
 """

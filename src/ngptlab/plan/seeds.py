@@ -13,6 +13,9 @@ and `dvc repro` train only the new runs. An arm still waiting for results is lef
 whose budgets train.protocol still holds back (prune first: the best learning rate above the pruning budget
 is not known yet). A second call with the same N changes nothing.
 
+A held-out seed whose run diverged is lost to the estimate (speedup/divergence.py): each arm that lost one
+gets a replacement seed at the same learning rate (plan/replacements.py), so it still reads N seeds.
+
 It refuses while an arm's best learning rate at a budget it adds seeds at sits at an edge of its sweep
 (plan/tuned.py), unless told to go on: the seeds would estimate the speed-up at a learning rate that may be
 off.
@@ -26,6 +29,7 @@ from ngptlab.config.load import load_params
 from ngptlab.grid.sweeps import held_back
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
+from ngptlab.plan.replacements import replacements
 from ngptlab.plan.sweeps import ResultOf, on_disk
 from ngptlab.plan.tuned import refuse_untuned, untuned
 from ngptlab.settings import Params, Train
@@ -62,7 +66,22 @@ def proposed_seeds(params: Params, results: ResultOf, n: int) -> tuple[list[dict
                     # seeds added earlier keep their learning rate: the runs they trained stay in the grid
                     entries.append({"scale": scale, "context": context, "arm": arm, "budget": budget,
                                     "lr": before.lr if before else lr, "seeds": seeds})
+            replacing, lost = replacements(params, results, scale, context, n, entries)
+            notes += lost
+            entries = merged(entries, replacing)
     return entries, notes
+
+
+def merged(entries: list[dict], more: list[dict]) -> list[dict]:
+    """entries with those of `more` added, the seeds of two entries at one grid point joined."""
+    out = {tuple(e[k] for k in ENTRY_KEY): dict(e) for e in entries}
+    for e in more:
+        key = tuple(e[k] for k in ENTRY_KEY)
+        if key in out:
+            out[key]["seeds"] = sorted(set(out[key]["seeds"]) | set(e["seeds"]))
+        else:
+            out[key] = dict(e)
+    return list(out.values())
 
 
 def add_seeds(params_path: str | Path, root: str | Path, plan_file: str | Path,

@@ -6,6 +6,7 @@ estimator.py    the paper's speed-up measure as pure functions: every seed at th
                 within-run estimate
 selection.py    the seeds the speed-up is estimated on (held out from the lr's choice) and the choosing
                 seeds' optimism (selection_bias)
+divergence.py   diverged held-out seeds: left out of the estimate, and each arm's divergence rate
 inference.py    over seeds: geometric mean and t-interval on ln S, paired contrasts of arms, verdicts
 paired.py       a mean log ratio between arms (paired t, or censored with bounds)
 equivalence.py  the verdict of an interval against the margin (two one-sided tests)

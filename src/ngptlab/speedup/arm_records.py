@@ -3,7 +3,8 @@
 
   Speedup        a speed-up over the baseline: a number or a bound, its interval, verdict and seeds needed
   SeedSpeedup    one seed's speed-up, tokens to the target and the runs behind it (BudgetRun)
-  ArmEntry       an arm's speed-up, per seed, within-run and between learning rates (Interpolated, Minimum)
+  ArmEntry       an arm's speed-up, per seed, within-run and between learning rates (Interpolated, Minimum),
+                 its diverged held-out seeds (Divergence) and those left out for it (Replaced)
   Target         the baseline's loss a seed's speed-ups are measured against (from its BudgetRun)
   RunEntry       one run of the cell, and whether it entered the speed-up (its arm's best lr there)
   TuningEdge     whether an arm's best learning rate sat at an edge of its sweep
@@ -160,6 +161,34 @@ class Interpolated:
 
 
 @dataclass(frozen=True)
+class Divergence:
+    """The arm's diverged held-out seeds over its held-out seeds, and the exact interval of that rate."""
+
+    diverged: int
+    seeds: int
+    rate: float | None
+    interval: Interval | None
+    diverged_seeds: tuple[int, ...]
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Divergence:
+        return cls(d["diverged"], d["seeds"], number(d["rate"]), interval_of(d["interval"]),
+                   tuple(d["diverged_seeds"]))
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """A held-out seed left out of the arm's estimate, and why."""
+
+    seed: int
+    reason: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Replaced:
+        return cls(d["seed"], d["reason"])
+
+
+@dataclass(frozen=True)
 class ArmEntry:
     """One arm of the cell: its speed-up over the seeds, per seed, the within-run estimate (cheap) and the
     interpolated one (None: a further baseline's entry, or an older file)."""
@@ -168,14 +197,18 @@ class ArmEntry:
     per_seed: tuple[SeedSpeedup, ...] = ()
     cheap: Speedup | None = None
     interpolated: Interpolated | None = None
+    divergence: Divergence | None = None  # None: a further baseline's entry, or an older file
+    replaced: tuple[Replaced, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping) -> ArmEntry:
-        cheap, interpolated = d.get("cheap"), d.get("interpolated")
+        cheap, interpolated, divergence = d.get("cheap"), d.get("interpolated"), d.get("divergence")
         return cls(Speedup.from_dict(d.get("speedup") or {}),
                    tuple(SeedSpeedup.from_dict(p) for p in d.get("per_seed") or ()),
                    None if cheap is None else Speedup.from_dict(cheap["speedup"]),
-                   None if interpolated is None else Interpolated.from_dict(interpolated))
+                   None if interpolated is None else Interpolated.from_dict(interpolated),
+                   None if divergence is None else Divergence.from_dict(divergence),
+                   tuple(Replaced.from_dict(r) for r in d.get("replaced") or ()))
 
 
 @dataclass(frozen=True)

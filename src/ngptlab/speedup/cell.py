@@ -63,6 +63,15 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    mean ln S of the selection seeds minus the held-out seeds' (the winner's
                                    curse of choosing the lr on them); estimate and interval null with the
                                    note saying why; null for the baseline (speedup/selection.py)
+     replaced [{seed, reason, best [{budget, lr, loss, run}]}]
+                                   held-out seeds left out of the arm's estimate (per_seed, interval,
+                                   contrasts, factorial): one of its runs at the chosen lr diverged, or the
+                                   baseline's did (no target); `ngptlab plan --add-seeds` plans a replacement
+                                   seed per lost one at the same lr; until it trains, speedup.note says the
+                                   estimate reads fewer seeds (speedup/divergence.py)
+     divergence{diverged, seeds, rate, interval [lo, hi], level, method, diverged_seeds}
+                                   the arm's own diverged held-out seeds / its held-out seeds, with the exact
+                                   Clopper-Pearson interval (rate and interval null without held-out seeds)
      cheap{method (text), speedup{...as above}, per_seed [{seed, run, tokens_to_target, speedup}]}
      interpolated{speedup{...as above},
                   per_seed [{seed, target_loss, tokens_to_target, speedup, interpolation}],

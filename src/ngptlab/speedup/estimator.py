@@ -52,6 +52,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from ngptlab.results import RunResult
 from ngptlab.settings import default
 from ngptlab.speedup.crossing import loss_at, reference_tokens, tokens_to_target
+from ngptlab.speedup.divergence import arm_divergence, diverged_runs, lost_seeds, replaced_note
 from ngptlab.speedup.estimate import FLIP, Estimate
 from ngptlab.speedup.inference import (
     EQUIVALENCE_MARGIN,
@@ -172,11 +173,17 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
     targets = {s: baseline_target(s, baseline, best[(baseline, s)], reference, budgets)
                for s in seeds if best.get((baseline, s))}
 
+    lost, trained = diverged_runs(results, policy.chosen, policy.selection_seeds)
     arms_out = {}
     for arm in arms:
-        per_seed, cheap_per_seed = [], []
+        per_seed, cheap_per_seed, replaced = [], [], []
+        left_out = lost_seeds(arm, baseline, lost)
         for s in seeds:
             runs = best.get((arm, s), {})
+            if s in left_out:  # a diverged held-out seed: neither a biased value nor a silent gap
+                replaced.append({"seed": s, "reason": left_out[s],
+                                 "best": [run_entry(r) for _, r in sorted(runs.items())]})
+                continue
             if s not in targets or not runs:
                 continue
             target, base_tokens = targets[s]["loss"], targets[s]["reference_budget"]
@@ -199,10 +206,22 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
             "per_seed": per_seed,
             "cheap": {"method": CHEAP_METHOD, "speedup": cheap, "per_seed": cheap_per_seed},
             "selection_bias": None if arm == baseline else selection_bias(per_seed, policy.selection_seeds),
+            "replaced": replaced,
+            "divergence": arm_divergence(arm, lost, trained),
         }
         if not per_seed:
             summary["note"] = (f"no completed {arm} run" if not any(k[0] == arm for k in best)
                                else f"no completed {baseline} run to set the target")
+
+    reads = {arm: sum(p["seed"] in estimated and p["seed"] not in policy.selection_seeds
+                      for p in entry["per_seed"]) for arm, entry in arms_out.items()}
+    # the baseline trains every arm's replacement seeds (their targets): it is no measure of how many to read
+    fullest = max((n for arm, n in reads.items() if arm != baseline), default=reads.get(baseline, 0))
+    for arm, entry in arms_out.items():
+        if entry["replaced"]:
+            note = replaced_note(arm, entry["replaced"], reads[arm], fullest)
+            old = entry["speedup"].get("note")
+            entry["speedup"]["note"] = f"{old}; {note}" if old else note
 
     best_names = {r.spec.name for by_budget in best.values() for r in by_budget.values()}
     per_run = []

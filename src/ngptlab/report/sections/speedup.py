@@ -10,6 +10,8 @@ estimator, inference, interpolate). Read top to bottom:
   target_table        the loss every speed-up is measured against, per cell and seed
   speedup_pivot       cells x arms, beside the paper's nGPT factor (one per baseline, like speedup_table)
   per_seed_table      S and ln S per (cell, arm, seed): the interval can be recomputed from it by hand
+  divergence_table    per (cell, arm): diverged held-out seeds / held-out seeds with the exact interval, and
+                      the seeds left out of the estimate for it (speedup/divergence.py)
   minima_table        per (cell, arm, budget): the grid's best learning rate and loss beside the vertex of a
                       parabola in ln(lr) through it and its neighbours
   interpolated_table  per (cell, arm): the speed-up on the grid and interpolated, flagged where the two differ
@@ -351,6 +353,33 @@ def interpolation_sentence(table: Table) -> str:
     return text + "."
 
 
+def divergence_table(results: Results) -> Table:
+    """Divergence as an outcome of each arm: its diverged held-out seeds over its held-out seeds, with the
+    exact (Clopper-Pearson) interval, and the seeds its estimate left out (its own or the baseline's)."""
+    cols = ["cell", "arm", "diverged", "seeds", "rate", "interval", "left_out"]
+    t = Table("speedup_divergence", "Divergence of the held-out seeds", cols, key=["cell", "arm"],
+              headers={"diverged": "diverged seeds", "seeds": "held-out seeds", "rate": "rate",
+                       "interval": "95% interval (Clopper-Pearson)", "left_out": "left out of the estimate"},
+              formats={"cell": fmt_text, "arm": fmt_text, "diverged": fmt_int, "seeds": fmt_int,
+                       "rate": fmt_num, "interval": fmt_text, "left_out": fmt_text},
+              note="A held-out seed whose run at the chosen learning rate diverged (or whose baseline run "
+                   "did: no target) is left out of the arm's speed-up, and `ngptlab plan --add-seeds` "
+                   "plans a replacement seed at the same learning rate; the rate counts the arm's own "
+                   "diverged seeds, so an arm that diverges often shows it.")
+    for cell, doc in results.speedups.items():
+        if doc is None:
+            continue
+        for arm in views.arms(results):
+            entry = doc.arms.get(arm)
+            if entry is None or entry.divergence is None:
+                continue
+            d = entry.divergence
+            t.add({"cell": cell, "arm": arm, "diverged": d.diverged, "seeds": d.seeds, "rate": d.rate,
+                   "interval": bracket(d.interval) if d.interval else None,
+                   "left_out": "; ".join(f"seed {r.seed}: {r.reason}" for r in entry.replaced) or None})
+    return t
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The section
 
@@ -402,6 +431,9 @@ def section(doc: Document, results: Results, long: Table) -> None:
     doc.add(Heading("Seed by seed", "speedup-per-seed", level=3))
     seeds = per_seed_table(results)
     doc.add(TableBlock(seeds) if len(seeds) else Text("No speed-up file yet: no seed to show."))
+    diverged = divergence_table(results)
+    if len(diverged):
+        doc.add(TableBlock(diverged))
 
     doc.add(Heading("Between the grid's learning rates", "speedup-interpolated", level=3))
     doc.add(Text(
