@@ -22,6 +22,7 @@ from ngptlab.grid.enumeration import compared_runs
 from ngptlab.report.command import render_report, write_report
 from ngptlab.report.kit import plot
 from ngptlab.results import train_dir
+from ngptlab.speedup.common_kappa import HEAD_KEYS
 from ngptlab.speedup.dose_response import (
     CANNOT_TELL,
     CAPACITY,
@@ -33,7 +34,7 @@ from ngptlab.speedup.dose_response import (
     PREDICTORS,
     fit_account,
 )
-from ngptlab.speedup.rivals import HEAD_KEYS, RATE_KINDS
+from ngptlab.speedup.rivals import RATE_KINDS
 
 ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt", "gpt-angle", "ngpt-angle"]
 KAPPA_ACCOUNT, ANGLE_ACCOUNT = (p.account for p in PREDICTORS)

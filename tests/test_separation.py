@@ -26,8 +26,8 @@ from ngptlab.report.kit.load import load_results
 from ngptlab.report.sections.accounts import prior_angle_text
 from ngptlab.results import train_dir
 from ngptlab.settings import MatchedAngle
+from ngptlab.speedup.common_kappa import HEAD_KEYS
 from ngptlab.speedup.equivalence import NOT_RESOLVED
-from ngptlab.speedup.rivals import HEAD_KEYS
 from ngptlab.speedup.separation import CANNOT, DRIFTED, KEEPS, SEPARATES, arm_separation
 
 ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt", "gpt-angle", "ngpt-angle"]
