@@ -11,9 +11,9 @@ per key (the input embedding's kappa, EMBED_KEY; the median of the layer 3-4 Q a
   ln kappa(T) = ln kappa(t0) + (ln T - ln t0) / (ln t1 - ln t0) (ln kappa(t1) - ln kappa(t0))
 between the nearest measurement at or below, t0, and the nearest above, t1 (exact where t0 = T). Linear in
 ln-ln since kappa moves roughly as a power of tokens, and interpolated rather than the nearest at or below,
-which would read a run up to one evaluation interval early and, where kappa grows, bias it low. On a grid
-whose budgets are multiples of train.eval_every_tokens T_common is an evaluation point of every run and
-nothing is interpolated. A run with no measurement at or below T_common is read at its first (the nearest);
+which would read a run up to one kappa interval early and, where kappa grows, bias it low. kappa is measured
+at every train.condition_every_evals-th evaluation point and the last, so T_common, one run's last, falls
+between two of another run's measurements unless it lies on that run's schedule. A run with no measurement at or below T_common is read at its first (the nearest);
 one without any above, at its last; a singular (infinite) kappa beside T stays infinite. The tokens actually
 read are recorded per run and key (document: `kappa_common`).
 """
