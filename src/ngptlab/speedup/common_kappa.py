@@ -6,16 +6,17 @@ tokens, while each arm's estimate run ends at the arm's own largest budget read 
 every arm is read at one count per cell:
   T_common = min over the estimate runs of every arm (rivals.estimate_runs: each seed's chosen-lr run at the
              arm's largest budget) of the tokens of the run's last kappa of the heads
-the largest count at or below which every such run has a measurement of its own. At T_common, per run and
+the largest count at or above which every such run has a measurement of its own. At T_common, per run and
 per key (the input embedding's kappa, EMBED_KEY; the median of the layer 3-4 Q and K head medians, HEADS):
   ln kappa(T) = ln kappa(t0) + (ln T - ln t0) / (ln t1 - ln t0) (ln kappa(t1) - ln kappa(t0))
 between the nearest measurement at or below, t0, and the nearest above, t1 (exact where t0 = T). Linear in
 ln-ln since kappa moves roughly as a power of tokens, and interpolated rather than the nearest at or below,
 which would read a run up to one kappa interval early and, where kappa grows, bias it low. kappa is measured
 at every train.condition_every_evals-th evaluation point and the last, so T_common, one run's last, falls
-between two of another run's measurements unless it lies on that run's schedule. A run with no measurement at or below T_common is read at its first (the nearest);
-one without any above, at its last; a singular (infinite) kappa beside T stays infinite. The tokens actually
-read are recorded per run and key (document: `kappa_common`).
+between two of another run's measurements unless it lies on that run's schedule. A run with no
+measurement at or below T_common is read at its first (the nearest); one without any above, at its last; a
+singular (infinite) kappa beside T stays infinite. The tokens actually read are recorded per run and key
+(document: `kappa_common`).
 """
 
 from __future__ import annotations
