@@ -35,8 +35,9 @@ from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.models import arms as arm_table
 from ngptlab.settings import Params
+from ngptlab.speedup.common_kappa import HEADS, kappa
 from ngptlab.speedup.dose_response import CAPACITY, CONSISTENT, INCONSISTENT
-from ngptlab.speedup.rivals import HEADS, angular_rate, kappa
+from ngptlab.speedup.rivals import angular_rate
 
 SQUARE = ("gpt", "gpt-rownorm", "gpt-orth", "ngpt")
 BOTH = (*SQUARE, "gpt-angle", "ngpt-angle")

@@ -22,6 +22,7 @@ from ngptlab.grid.enumeration import compared_runs
 from ngptlab.report.command import render_report, write_report
 from ngptlab.report.kit import plot
 from ngptlab.results import train_dir
+from ngptlab.speedup.common_kappa import HEAD_KEYS, HEADS
 from ngptlab.speedup.dose_response import (
     CANNOT_TELL,
     CAPACITY,
@@ -33,7 +34,7 @@ from ngptlab.speedup.dose_response import (
     PREDICTORS,
     fit_account,
 )
-from ngptlab.speedup.rivals import HEAD_KEYS, RATE_KINDS
+from ngptlab.speedup.rivals import RATE_KINDS
 
 ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt", "gpt-angle", "ngpt-angle"]
 KAPPA_ACCOUNT, ANGLE_ACCOUNT = (p.account for p in PREDICTORS)
@@ -50,19 +51,22 @@ class Planted(Truth):
         return dict(self.speedups)[arm]
 
 
-def plant_mechanisms(root, spec, kappa: float, rate: float) -> None:
-    """Every metrics row turns each kind by `rate` per step; the last observes `kappa` as every layer 3-4 Q
-    and K head median."""
+GROWN_AT = 65536  # tokens at which a growing kappa is the planted value
+
+
+def plant_mechanisms(root, spec, kappa: float, rate: float, growth: float = 0.0) -> None:
+    """Every metrics row (at t tokens) turns each kind by `rate` per step and observes
+    kappa (t / GROWN_AT)^growth as every layer 3-4 Q and K head median (growth 0: constant)."""
     path = train_dir(root, spec) / "metrics.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     for row in rows:
         row["angular_rate"] = dict.fromkeys(RATE_KINDS, rate)
-    rows[-1]["kappa"] = dict.fromkeys(HEAD_KEYS, kappa)
+        row["kappa"] = dict.fromkeys(HEAD_KEYS, kappa * (row["tokens"] / GROWN_AT) ** growth)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def planted_cell(tmp_path, kappas: dict[str, float], angles: dict[str, float], speedups: dict[str, float],
-                 arms=ARMS, seeds=(0, 1, 2, 3)) -> dict:
+                 arms=ARMS, seeds=(0, 1, 2, 3), growth: float = 0.0) -> dict:
     """The cell's dose_response through `ngptlab speedup`: each arm at its planted speed-up (the design's loss
     model with its seed and run noise), its runs' kappa and angle per step at the planted values times a
     seed's noise (sd 0.1 and 0.05 in ln)."""
@@ -76,7 +80,7 @@ def planted_cell(tmp_path, kappas: dict[str, float], angles: dict[str, float], s
         write_result(tmp_path, world.result_of(spec))
         k, a = drawn.setdefault((spec.arm, spec.seed), tuple(noise.standard_normal(2)))
         plant_mechanisms(tmp_path, spec, kappas[spec.arm] * math.exp(0.1 * k),
-                         RATE * angles[spec.arm] * math.exp(0.05 * a))
+                         RATE * angles[spec.arm] * math.exp(0.05 * a), growth)
     assert main(["speedup", CELL, "--params", str(path), "--root", str(tmp_path)]) == 0
     return json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())
 
@@ -117,6 +121,21 @@ def test_a_conditioning_world_reads_consistent_with_conditioning_where_gpt_angle
     assert len(found["points"]) == 6 * 4
     # the failure the measured reading answers: by labels, gpt-angle should have been as slow as gpt
     assert doc["reading"]["accounts"]["conditioning"]["reading"].startswith("inconsistent")
+
+
+def test_kappa_growing_with_tokens_is_read_at_the_common_token_count(tmp_path):
+    """The conditioning world with kappa ~ tokens^1.5 and the arms' estimate runs ending at different
+    budgets: every point's ln kappa is read at T_common, so the line keeps its slope; each run's last kappa
+    would have moved the arms trained longest a factor 2^1.5 or more up their x-axis."""
+    doc = planted_cell(tmp_path, KAPPAS, ANGLES, on_kappa_line(KAPPAS), growth=1.5)
+    common, found = doc["kappa_common"], doc["dose_response"]
+    ends = {e["run"].split("-t")[1].split("-")[0] for entries in common["arms"].values() for e in entries}
+    assert len(ends) > 1 and common["tokens"] == min(map(int, ends))
+    read = {(arm, e["seed"]): e[HEADS]["kappa"] for arm, entries in common["arms"].items() for e in entries}
+    assert all(p["x_kappa"] == pytest.approx(math.log(read[p["arm"], p["seed"]])) for p in found["points"])
+    kappa = found["accounts"][KAPPA_ACCOUNT]
+    assert kappa["reading"] == CONSISTENT, kappa["words"]
+    assert kappa["slope"]["estimate"] == pytest.approx(-0.5, abs=0.05)
 
 
 def test_an_angle_world_reads_consistent_with_the_angle_and_inconsistent_with_conditioning(tmp_path):

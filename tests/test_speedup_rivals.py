@@ -16,8 +16,9 @@ from ngptlab.config.load import validate_params
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import RunResult
 from ngptlab.speedup.cell import analyse_cell
+from ngptlab.speedup.common_kappa import HEADS, kappa
 from ngptlab.speedup.reading import CONSISTENT, NORM
-from ngptlab.speedup.rivals import HEADS, LEADS, METHOD, NO_RATE, angular_rate, clause, kappa, log_difference
+from ngptlab.speedup.rivals import LEADS, METHOD, NO_RATE, angular_rate, clause, log_difference
 from ngptlab.stats import rank_correlation
 
 BUDGETS = [8192, 16384, 32768]

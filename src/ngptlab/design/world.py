@@ -17,7 +17,8 @@ from ngptlab.design.truths import Truth
 from ngptlab.grid.runs import RunSpec
 from ngptlab.results import RunResult
 from ngptlab.schedule import shares_trunk
-from ngptlab.speedup.rivals import HEAD_KEYS, RATE_KINDS
+from ngptlab.speedup.common_kappa import HEAD_KEYS
+from ngptlab.speedup.rivals import RATE_KINDS
 
 
 class World:

@@ -204,6 +204,7 @@ class Speedup:
     bootstrap: int
     seed: int
     equivalence_margin: float
+    kappa_margin: float
     resolve_ratio: float
     primary_contrast: Literal["conditioning", "norm", "interaction"]
     reference_budget: str | int

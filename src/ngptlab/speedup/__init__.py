@@ -12,6 +12,8 @@ paired.py       a mean log ratio between arms (paired t, or censored with bounds
 equivalence.py  the verdict of an interval against the margin (two one-sided tests)
 factorial.py    the 2x2 read as a factorial: conditioning, norm and interaction effects
 reading.py      what the pre-specified primary effect says of the conditioning account
+common_kappa.py every arm's kappa read at one token count per cell (T_common), so arms trained to
+                different budgets compare
 rivals.py       the effective learning rate beside the speed-up: does it confound the reading
 separation.py   whether the angle square can separate the accounts: the angle arms' kappa against both
 dose_response.py each account as a line over the arms' measured kappa or angle per step, and its reading

@@ -126,21 +126,32 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    the effective learning rate beside the speed-ups (speedup/rivals.py):
                                    per (arm, seed) from the run entering the seed's estimate at the arm's
                                    largest budget, angular_rate = mean over its evaluation points of the
-                                   mean over the attention and MLP kinds (rad / step), kappa its last
-                                   (the input embedding's covariance; median of the layer 3-4 Q and K head
-                                   medians); per arm geometric means over the estimate seeds having them
-                                   (n_seeds); log_difference = the primary effect's factorial weights (or
-                                   a contrast's a minus b) on ln angular rate, paired t over seeds, ratio
+                                   mean over the attention and MLP kinds (rad / step), kappa at the
+                                   cell's common token count (kappa_common: the input embedding's
+                                   covariance; median of the layer 3-4 Q and K head medians); per arm
+                                   geometric means over the estimate seeds having them (n_seeds);
+                                   log_difference = the primary effect's factorial weights (or a
+                                   contrast's a minus b) on ln angular rate, paired t over seeds, ratio
                                    and interval their exp; verdict from that interval against the
                                    equivalence margin: "confounded" (wholly outside: confounded true) |
                                    "not confounded" (wholly inside: false) | "not resolved" | "not resolved
                                    (one seed)" (null); verdict null (with note) for runs trained before the
                                    rates were logged
-  separation{arms {<angle arm>: {own, other, gap, position {mean, interval, method, level, n_seeds},
-                                 kappa_ratio {to_own, to_other}, verdict}}, verdict, rule} | null
+  kappa_common{tokens | null, rule, arms {<arm>: [{seed, run,
+                                               embed_in_cov_condition {kappa, tokens} | null,
+                                               layer34_qk_head_condition_median {kappa, tokens} | null}]}}
+                                   every arm's kappa read at one token count, T_common (tokens): the fewest
+                                   tokens among the last kappa of the heads in the runs entering the
+                                   estimate, ln kappa interpolated in ln tokens; per run and key the kappa
+                                   and the tokens actually read (speedup/common_kappa.py); rivals,
+                                   separation and dose_response read kappa from it
+  separation{arms {<angle arm>: {own, other, margin, gap, to_own, to_other {mean, interval, claim,
+                                 method, level, n_seeds}, kappa_ratio {to_own, to_other}, verdict}},
+             verdict, kappa_tokens, margin, rule} | null
                                    whether the angle square can separate the accounts: each angle arm's ln
-                                   kappa (layer 3-4 Q, K heads) against gpt's and ngpt's, paired t over
-                                   seeds (speedup/separation.py); null without angle arms
+                                   kappa (layer 3-4 Q, K heads, at T_common) less gpt's and ngpt's, paired
+                                   t over seeds, equivalent within speedup.kappa_margin or not
+                                   (speedup/separation.py); null without angle arms
   dose_response{method, level, resamples, seed, margin, rule, points [{arm, seed, y, x_kappa, x_angle}],
                 accounts {<conditioning | effective learning rate>: {account, claim, predictor,
                           predicted_sign, n_arms, slope {estimate, interval}, fitted_arms,
@@ -192,7 +203,7 @@ from ngptlab.speedup.inference import BOOTSTRAP_MIN_SEEDS
 from ngptlab.speedup.interpolate import interpolate_cell
 from ngptlab.speedup.lr_policy import cell_policy, estimand
 from ngptlab.speedup.reading import primary_reading
-from ngptlab.speedup.rivals import rivals
+from ngptlab.speedup.rivals import cell_kappa, rivals
 from ngptlab.speedup.separation import separation
 from ngptlab.speedup.tuning import sweep_edges, tuned_arms
 from ngptlab.stats import LEVEL
@@ -255,7 +266,7 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     effects = factorial(per_seed, margin)
     primary = cfg.primary_contrast
     rival = rivals(results, estimate, primary, margin)
-    separated = separation(results, estimate)
+    separated = separation(results, estimate, float(cfg.kappa_margin))
     # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.
     further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}
     n_tokens = reference_tokens(reference, train.budgets)
@@ -268,7 +279,7 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
             "reading": primary_reading(effects, primary, margin, confound=rival["primary"],
                                        arms=estimate["arms"], contrasts=estimate["contrasts"],
                                        baseline=first, separation=separated),
-            "rivals": rival, "separation": separated,
+            "rivals": rival, "kappa_common": cell_kappa(results, estimate), "separation": separated,
             # beside the label-based reading: each account's predictions from the arms' measured mechanisms
             "dose_response": dose_response(results, estimate, margin, seed=seed),
             "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}

@@ -11,7 +11,9 @@ Points, per (arm, seed) over the estimate seeds (speedup/selection.py), from the
 estimate at the arm's largest budget (rivals.estimate_runs, as the rival account reads them):
   y        = ln S, the seed's speed-up over the baseline (0 for the baseline itself, by definition); a seed
              whose S is a bound has no y and is left out (a bound is no number)
-  x_kappa  = ln kappa, the median of the layer 3-4 Q and K head medians, the run's last (rivals.kappa HEADS)
+  x_kappa  = ln kappa, the median of the layer 3-4 Q and K head medians, read at the cell's common token
+             count T_common, the same for every arm (speedup/common_kappa.py: an arm's estimate run ends at
+             its own budget, and kappa moves with tokens)
   x_angle  = ln angular rate, its mean over training and the attention and MLP kinds (rivals.angular_rate)
 The whole-matrix kappa of every kind is not in a run's metrics (observe/tracked.py records only the paper's
 head and embedding kappas), so there is no second kappa predictor.
@@ -63,9 +65,10 @@ from scipy import stats
 
 from ngptlab.models import arms as arm_table
 from ngptlab.results import RunResult
+from ngptlab.speedup.common_kappa import HEADS, by_seed
 from ngptlab.speedup.equivalence import NOT_RESOLVED, interval_claim
 from ngptlab.speedup.reading import CONDITIONING, EFFECTIVE_LR
-from ngptlab.speedup.rivals import HEADS, angular_rate, estimate_runs, kappa
+from ngptlab.speedup.rivals import angular_rate, cell_kappa, estimate_runs
 from ngptlab.stats import LEVEL, t_quantile
 
 RESAMPLES = 2000
@@ -99,7 +102,8 @@ PREDICTORS = (Predictor(CONDITIONING.name, CONDITIONING.claim, "x_kappa",
 def rule(margin: float, level: float = LEVEL) -> str:
     band = f"(-ln {margin:g}, ln {margin:g})"
     return (f"each account's line ln S = b (x - x_baseline) through the baseline, fitted to the arms' means "
-            f"over seeds; {level:.0%} percentile bootstrap intervals ({RESAMPLES} draws resampling seeds "
+            "over seeds (every arm's ln kappa read at the cell's common token count, kappa_common); "
+            f"{level:.0%} percentile bootstrap intervals ({RESAMPLES} draws resampling seeds "
             f"within each arm, x and y together); an arm is on the line when its residual's interval lies "
             f"inside {band}, departs when it lies wholly outside; the conditioning account (b < 0) or the "
             "effective-learning-rate account (b > 0) is consistent when its slope's interval excludes 0 on "
@@ -117,11 +121,12 @@ def _log(value: float | None) -> float | None:
 def points(results: Iterable[RunResult], estimate: Mapping) -> list[dict]:
     """[{arm, seed, y, x_kappa, x_angle}] over the estimate seeds (module docstring); a predictor not
     measured in the seed's run is None, a seed whose speed-up is a bound (or missing) is left out."""
-    runs_of = estimate_runs(results, estimate)
+    results = list(results)
+    runs_of, common = estimate_runs(results, estimate), cell_kappa(results, estimate)
     baseline, seeds = estimate["baseline"], set(estimate["lr_policy"]["estimate_seeds"])
     out = []
     for arm, entry in estimate["arms"].items():
-        runs = runs_of(arm)
+        runs, kappas = runs_of(arm), by_seed(common, arm, HEADS)
         for p in entry["per_seed"]:
             s, speedup = p["seed"], p["speedup"]
             if s not in seeds or s not in runs:
@@ -133,7 +138,7 @@ def points(results: Iterable[RunResult], estimate: Mapping) -> list[dict]:
             else:
                 continue
             run = runs[s]
-            out.append({"arm": arm, "seed": s, "y": y, "x_kappa": _log(kappa(run)[HEADS]),
+            out.append({"arm": arm, "seed": s, "y": y, "x_kappa": _log(kappas.get(s)),
                         "x_angle": _log(angular_rate(run))})
     return out
 

@@ -10,8 +10,9 @@ estimator per_seed `best`), read from its metrics rows (observe/observer.py):
   angular_rate = mean over the run's evaluation points t of the mean over the attention and MLP matrix kinds
                  k (RATE_KINDS) of theta_k(t), the angle the kind's effective matrices turned per step since
                  the previous point                                                            [rad / step]
-  kappa        = the run's last kappa: the input embedding's covariance (embed_in_cov_condition) and the
-                 median over the Q and K head medians of the paper's layers 3 and 4 (HEAD_KEYS)
+  kappa        = the run's kappa at the cell's common token count T_common (speedup/common_kappa.py, the
+                 same count for every arm): the input embedding's covariance (embed_in_cov_condition) and
+                 the median over the Q and K head medians of the paper's layers 3 and 4 (HEAD_KEYS)
 Per arm: each a geometric mean over the estimate seeds that have it (n_seeds those seeds).
 Per seed, with r_arm,s = ln angular_rate:
   the primary factorial effect   d_s = sum_ab w_ab r_ab,s    (w the effect's factorial.WEIGHTS; seeds with
@@ -37,16 +38,13 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ngptlab.results import RunResult
+from ngptlab.speedup.common_kappa import KAPPA_LABELS, by_seed, common_kappa
 from ngptlab.speedup.equivalence import NOT_RESOLVED, interval_claim
 from ngptlab.speedup.factorial import ARMS, WEIGHTS
 from ngptlab.speedup.inference import CONTRASTS
 from ngptlab.stats import LEVEL, mean_sd_interval
 
 RATE_KINDS = ("q", "k", "v", "o", "mlp_u", "mlp_v", "mlp_o")  # the attention and MLP matrix kinds
-EMBED_KEY = "embed_in_cov_condition"
-HEAD_KEYS = tuple(f"layer{layer}_{kind}_head_condition_median" for layer in (3, 4) for kind in ("q", "k"))
-HEADS = "layer34_qk_head_condition_median"  # the median over HEAD_KEYS
-KAPPA_LABELS = {EMBED_KEY: "κ input embedding covariance", HEADS: "κ heads, layers 3-4 (median of Q, K)"}
 METHOD = "paired t on ln angular rate over seeds"
 NO_RATE = "no angular rate over training in the runs entering the estimate (trained before it was logged)"
 CONFOUNDED, NOT_CONFOUNDED, ONE_SEED = "confounded", "not confounded", f"{NOT_RESOLVED} (one seed)"
@@ -74,14 +72,6 @@ def angular_rate(result: RunResult) -> float | None:
     return statistics.fmean(means) if means else None
 
 
-def kappa(result: RunResult) -> dict[str, float | None]:
-    """The run's last kappa: the input embedding's, and the median over the layer 3-4 Q and K head medians."""
-    points = result.observed.get("kappa", [])
-    last = points[-1][1] if points else {}
-    heads = [last[k] for k in HEAD_KEYS if k in last]
-    return {EMBED_KEY: last.get(EMBED_KEY), HEADS: statistics.median(heads) if heads else None}
-
-
 def _geometric_mean(values: Iterable[float | None]) -> float | None:
     found = [v for v in values if v is not None]
     if not found:
@@ -103,6 +93,12 @@ def estimate_runs(results: Iterable[RunResult], estimate: Mapping) -> Callable[[
     return runs
 
 
+def cell_kappa(results: Iterable[RunResult], estimate: Mapping) -> dict:
+    """common_kappa's document over every arm of the cell's estimate: each arm's kappa at T_common."""
+    runs_of = estimate_runs(results, estimate)
+    return common_kappa({arm: runs_of(arm) for arm in estimate["arms"]})
+
+
 def log_difference(values: Sequence[float], margin: float, level: float) -> dict:
     """{log_difference {mean, interval, method, level}, ratio, interval (ratio scale), n_seeds, verdict,
     confounded} of per-seed d_s, by the module docstring's rule."""
@@ -122,15 +118,17 @@ def rivals(results: Iterable[RunResult], estimate: Mapping, primary: str, margin
     """{arms {arm: {angular_rate, kappa {EMBED_KEY, HEADS}, n_seeds}}, primary {effect, log_difference,
     ratio, interval, n_seeds, verdict, confounded, note}, contrasts [{a, b, ... as primary}], rule, note}
     from the cell's runs and its estimate_cell document (module docstring)."""
+    results = list(results)
     runs_of = estimate_runs(results, estimate)
+    common = cell_kappa(results, estimate)
     rate: dict[str, dict[int, float]] = {}
     arms = {}
     for arm in estimate["arms"]:
         runs = runs_of(arm)
         rate[arm] = {s: v for s, r in runs.items() if (v := angular_rate(r)) is not None}
-        kappas = [kappa(r) for r in runs.values()]
         arms[arm] = {"angular_rate": _geometric_mean(rate[arm].values()),
-                     "kappa": {key: _geometric_mean(k[key] for k in kappas) for key in KAPPA_LABELS},
+                     "kappa": {key: _geometric_mean(by_seed(common, arm, key).values())
+                               for key in KAPPA_LABELS},
                      "n_seeds": len(rate[arm])}
     log = {arm: {s: math.log(v) for s, v in by_seed.items()} for arm, by_seed in rate.items()}
 

@@ -27,7 +27,7 @@ from ngptlab.report.kit.table import Table, fmt_num, fmt_text
 from ngptlab.speedup.equivalence import claim_words
 from ngptlab.speedup.factorial import ANGLE, CONDITIONING
 from ngptlab.speedup.reading import short
-from ngptlab.speedup.separation import position_text
+from ngptlab.speedup.separation import ratio_text
 from ngptlab.train import angle_targets
 
 SQUARES = (("conditioning square", "factorial", CONDITIONING), ("angle square", "angle_factorial", ANGLE))
@@ -245,25 +245,27 @@ def angle_figure(results: Results, cell: str) -> Figure | None:
 
 def separation_table(results: Results) -> Table:
     """Whether each angle arm keeps its architecture's conditioning (speedup/separation.py)."""
-    cols = ["cell", "arm", "own", "to_own", "to_other", "position", "verdict", "square"]
+    cols = ["cell", "arm", "own", "tokens", "to_own", "to_other", "margin", "verdict", "square"]
     t = Table("separation", "Can the angle square separate the accounts? Each angle arm's conditioning",
               cols, key=["cell", "arm"],
-              headers={"own": "its architecture", "to_own": "κ heads vs its architecture's",
-                       "to_other": "κ heads vs the other's", "position": "position, ln [95% interval]",
+              headers={"own": "its architecture", "tokens": "κ read at (tokens)",
+                       "to_own": "κ heads vs its architecture's [95% interval]",
+                       "to_other": "κ heads vs the other's [95% interval]", "margin": "margin",
                        "square": "the square"},
-              formats={**dict.fromkeys(cols, fmt_text), "to_own": lambda x: fmt_num(x, 3),
-                       "to_other": lambda x: fmt_num(x, 3)},
-              note="κ heads: the median of the layer 3-4 Q and K head condition numbers, the run's last "
-                   "measurement, as a ratio of geometric means over seeds. Position: ln κ against the "
-                   "midpoint of gpt's and ngpt's, signed towards the arm's own architecture (> 0 nearer its "
-                   "own), paired by seed, t-interval.")
+              formats={**dict.fromkeys(cols, fmt_text), "tokens": lambda x: fmt_num(x, 3),
+                       "margin": lambda x: fmt_num(x, 3)},
+              note="κ heads: the median of the layer 3-4 Q and K head condition numbers, every arm's read at "
+                   "the cell's common token count (the fewest tokens among the last measurements of the runs "
+                   "entering the estimate), as a ratio paired by seed with its t-interval. An arm keeps its "
+                   "architecture's conditioning when the ratio to its own lies within the margin and gpt's "
+                   "and ngpt's are shown further apart than it; it drifted when the ratio to the other's "
+                   "does.")
     for cell, doc in results.speedups.items():
         found = doc.separation if doc else None
         for arm, e in (found or {}).get("arms", {}).items():
-            t.add({"cell": cell, "arm": arm, "own": e["own"], "to_own": e["kappa_ratio"]["to_own"],
-                   "to_other": e["kappa_ratio"]["to_other"], "position": position_text(e["position"]),
-                   "verdict": e["verdict"],
-                   "square": found["verdict"]},
+            t.add({"cell": cell, "arm": arm, "own": e["own"], "tokens": found["kappa_tokens"],
+                   "to_own": ratio_text(e["to_own"]), "to_other": ratio_text(e["to_other"]),
+                   "margin": e["margin"], "verdict": e["verdict"], "square": found["verdict"]},
                   arm_runs(doc, arm) + arm_runs(doc, e["own"]) + arm_runs(doc, e["other"]))
     return t
 

@@ -26,7 +26,8 @@ from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, 
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.table import Table, fmt_int, fmt_text
 from ngptlab.report.kit.views import Representative
-from ngptlab.speedup.rivals import HEAD_KEYS, RATE_KINDS
+from ngptlab.speedup.common_kappa import HEAD_KEYS
+from ngptlab.speedup.rivals import RATE_KINDS
 
 RATIO_BAND = 1.25  # κ and the angular rate: a factor 1.25 either way
 LOSS_BAND = 0.02  # nats: about the spread of the eval windows' loss between neighbouring evaluations
