@@ -128,6 +128,70 @@ def test_rotational_matrices_keep_their_frobenius_norm(beta):
     assert max(drift) < 1e-6  # float32 round-off, no random walk over the steps
 
 
+class OneAtATime(rotational.RotationalAdamW):
+    """The rotational step written per matrix with torch's per-tensor ops (the module docstring's formulas
+    in order): what the batched step must equal bit for bit on a CPU."""
+
+    def _turn(self, params: list[torch.Tensor], group: dict, t: float) -> None:
+        beta1, beta2 = group["betas"]
+        beta = group["rotation_beta"]
+        for p in params:
+            state = self.state[p]
+            state["step"] += 1
+            state["exp_avg"].lerp_(p.grad, 1 - beta1)
+            state["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            denominator = (state["exp_avg_sq"].float() / (1 - beta2**t)).sqrt_().add_(group["eps"])
+            update = (state["exp_avg"].float() / (1 - beta1**t)).div_(denominator).flatten()
+            master = state.get("master")
+            if master is not None:
+                master = torch.where(master.to(p.dtype) == p, master, p.float())
+            w = (p.float() if master is None else master).flatten()
+            ww = torch.dot(w, w)
+            tangent = update.addcmul_(w, -torch.dot(update, w) / ww)
+            size_sq = torch.dot(tangent, tangent)
+            state["tangent_sq"].mul_(beta).add_((1 - beta) * size_sq)
+            mean_sq = state["tangent_sq"] / (1 - beta**t)
+            phi = group["lr"] * (size_sq / mean_sq.clamp(min=rotational.TINY)).sqrt()
+            along = -torch.sin(phi) * ww.sqrt() / size_sq.sqrt().clamp(min=rotational.TINY)
+            turned = (w * torch.cos(phi)).addcmul_(tangent, along)
+            turned.mul_(state["norm"] / torch.linalg.vector_norm(turned))
+            if master is not None:
+                state["master"] = turned.view_as(p)
+            p.copy_(turned.view_as(p))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_batched_step_is_bit_for_bit_each_matrix_stepped_alone(dtype):
+    """A group's matrices go through torch._foreach_* and stacked scalars together; OneAtATime steps each
+    alone. 40 layers: 40 matrices of a kind, enough that the stacked scalars take the vectorised CPU loops
+    (16 floats at a time with AVX-512), not only their scalar tail. Weights and the optimizer's state must
+    match bit for bit."""
+    shape = Scale(n_layer=40, d_model=16, n_head=2)
+
+    def build_and_train(optimizer_class: type) -> tuple[torch.nn.Module, dict]:
+        torch.manual_seed(0)
+        model = GPTScalar(shape, VOCAB, CONTEXT)
+        weight_dtypes.store(model, dtype)
+        recipe = ScalarRecipe(rotation=dict(ANGLES), rotation_beta=0.9)
+        groups = rotational.param_groups(recipe, model, 3e-3)
+        optimizer = optimizer_class(groups, betas=recipe.betas, eps=recipe.eps)
+        for step in range(6):
+            backward(model, step)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        return model, optimizer.state_dict()["state"]
+
+    batched, batched_state = build_and_train(rotational.RotationalAdamW)
+    alone, alone_state = build_and_train(OneAtATime)
+    for (name, a), b in zip(batched.named_parameters(), alone.parameters(), strict=True):
+        assert torch.equal(a, b), name
+    assert batched_state.keys() == alone_state.keys()
+    for index, values in batched_state.items():
+        assert values.keys() == alone_state[index].keys()
+        for key, value in values.items():
+            assert torch.equal(value, alone_state[index][key]), (index, key)
+
+
 def test_every_other_parameter_gets_exactly_adamws_update():
     """The same gradients into the rotational optimizer and a plain AdamW over the recipe's groups: every
     parameter outside the rotational groups is bit for bit AdamW's, step after step."""

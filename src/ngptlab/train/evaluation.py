@@ -9,6 +9,12 @@ On a CPU in eager fp32 the LM head and its loss go HEAD_ROWS tokens at a time: a
 (tokens x the 50k vocabulary, ~100 MB at 512 tokens) then stay in cache instead of streaming through
 memory twice, about half the time of an evaluation at d 64. Each token's logits and loss are computed by
 the same row-wise kernels either way, so the losses are the same bits (tests/test_final_eval.py).
+
+A compiled model (train.compile) gets every batch at the micro-batch's shape: a last batch of fewer windows
+is padded with windows of token 0 whose losses are dropped, so one eval graph serves every evaluation
+instead of torch.compile tracing (and, with automatic dynamic shapes, recompiling) for the tail. The real
+windows' losses are those of the unpadded batch to float rounding (tests/test_eval_tail.py); the eager path
+never pads.
 """
 
 from __future__ import annotations
@@ -39,6 +45,11 @@ def mean_and_se(window_losses: torch.Tensor) -> tuple[float, float]:
     return window_losses.mean().item(), se
 
 
+def pad_rows(windows: torch.Tensor, rows: int) -> torch.Tensor:
+    """`windows` [n x context] followed by rows of token 0 up to `rows` rows."""
+    return torch.cat([windows, windows.new_zeros(rows - len(windows), windows.size(1))])
+
+
 @dataclass(frozen=True)
 class Evaluator:
     """The model, the val split and how to read it: what scoring windows takes."""
@@ -52,6 +63,7 @@ class Evaluator:
     topo: dist.Topology
     # the eager model, when its head may go in row chunks (CPU, fp32, not compiled): hidden_states and head
     model: torch.nn.Module | None = None
+    pad_tail: bool = False  # a short last batch padded to micro_seqs windows (compiled: one graph)
 
     def token_losses(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Each token's loss, [windows x context], of the windows x with targets y."""
@@ -79,8 +91,10 @@ class Evaluator:
         for start in range(0, len(mine), self.micro_seqs):
             chunk = mine[start:start + self.micro_seqs]
             x, y = gather(self.val, offsets[chunk], context, self.vocab_size)
+            if self.pad_tail and len(chunk) < self.micro_seqs:
+                x, y = pad_rows(x, self.micro_seqs), pad_rows(y, self.micro_seqs)
             x, y = to_device(x, device), to_device(y, device)
-            per_token = self.token_losses(x, y)
+            per_token = self.token_losses(x, y)[:len(chunk) * context]  # the padding's rows dropped
             per_window = per_token.view(len(chunk), context).mean(1)
             losses[torch.as_tensor(chunk, device=device)] = per_window.double()
         return mean_and_se(dist.all_sum(losses, self.topo))

@@ -4,7 +4,9 @@ Intermediate evaluations read the few seeded eval windows (train.eval_windows), 
 the curve. The evaluation at a run's budget, whose loss is the run's final_val_loss, reads windows of its own:
 train.final_eval_tokens tokens (`all`, the default: the whole val split up to data.FINAL_EVAL_CAP_TOKENS =
 4,194,304), tiled from the split's start (data.final_eval_offsets), so every arm, learning rate, seed and
-budget of a cell is scored on the same tokens, enough of them to put an interval on the loss.
+budget of a cell is scored on the same tokens, enough of them to put an interval on the loss. Their number is
+rarely a multiple of the micro-batch: a compiled model gets the last batch padded to it (train/evaluation.py),
+so the final evaluation runs on the curve's eval graph rather than compiling one for its tail.
 """
 
 from __future__ import annotations

@@ -91,7 +91,8 @@ class Trainer:
         # the head in row chunks only where the losses are measured the same bits (train/evaluation.py)
         chunked = self.device.type == "cpu" and self.precision == "fp32" and not self.compiled
         self.evaluator = Evaluator(self.forward, shards.val, shards.vocab_size, spec.context, plan.micro_seqs,
-                                   self.autocast, topo, model=self.model if chunked else None)
+                                   self.autocast, topo, model=self.model if chunked else None,
+                                   pad_tail=self.compiled)  # one eval graph, whatever the tail
 
     def forward_backward(self, step: int, stop_requested: bool = False) -> tuple[float, float, bool]:
         """Gradients of the global batch of `step`; returns (mean train loss, grad norm before clipping, a
