@@ -115,7 +115,8 @@ def test_outputs_sections_in_order_and_self_contained(complete):
         assert found == SECTIONS
     # Self-contained: every figure inlined, nothing fetched, no script.
     figures = sorted(p.stem for p in (out / "figures").glob("*.svg"))
-    assert len(figures) == 9  # final loss, loss curves, 5 conditioning, rivals, settle (one cell)
+    # final loss, loss curves, 5 conditioning, rivals, settle, dose-response (one cell)
+    assert len(figures) == 10
     assert len(re.findall(r'<img src="data:image/svg\+xml;base64,', html)) == len(figures)
     assert not re.search(r'(src|href)="(https?:)?//', html)
     assert "<script" not in html and "<link" not in html

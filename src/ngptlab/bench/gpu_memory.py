@@ -39,7 +39,7 @@ def memory_check(jobs: list[MemoryJob], device: torch.device) -> dict:
                "memory_estimate_mb": job.estimate_bytes() / 2**20, "out_of_memory": False}
         try:
             runner = _Arm(job.arm, job.shape, job.vocab_rows, job.context, job.tokens // job.context, device,
-                          False, bf16=job.bf16)
+                          False, bf16=job.bf16, build_on_device=True)  # memory, not values: built in place
             runner.model.activation_checkpointing = job.checkpointing
             for _ in range(MEASURED_STEPS):
                 runner.step()

@@ -5,7 +5,8 @@ The estimate is a count, not a measurement:
 
     seconds = cold graphs x COMPILE_COLD_S + warm graphs x COMPILE_WARM_S
             + bf16 FLOPs / (H100_BF16_PEAK x ASSUMED_MFU) + fp32 FLOPs / (H100_FP32_PEAK x ASSUMED_MFU)
-            + runs x RUN_START_S + parameters built x BUILD_S_PER_PARAM + fixed seconds (condition)
+            + runs x RUN_START_S + parameters built x BUILD_S_PER_PARAM
+            + parameters built on the device x DEVICE_BUILD_S_PER_PARAM + fixed seconds (condition)
 
 A graph is one torch.compile'd model (its forward and backward); it is cold the first time its arm, shape
 and options compile in the call and warm when the same graph compiles again (Inductor's on-disk caches
@@ -30,6 +31,9 @@ COMPILE_COLD_S = 40.0
 COMPILE_WARM_S = 10.0  # the same graph again: tracing and AOT autograd, the kernels from Inductor's cache
 RUN_START_S = 5.0  # a training run's own start-up and end: params, data, checkpoint and summary writes
 BUILD_S_PER_PARAM = 4e-9  # a model built on the CPU and moved to the GPU: ~4 s per billion parameters
+# a model built on the GPU itself (the memory part: its values do not matter): module construction and
+# device-side init, no host work or copy; an assumption like the others, ~0.5 s per billion parameters
+DEVICE_BUILD_S_PER_PARAM = 5e-10
 CONDITION_S = 60.0  # condition's analysis of a 1B checkpoint (its threshold allows 600)
 H100_BUDGET_S = 480.0  # what the default parts must fit by this estimate: 8 of a call's 10 minutes
 
@@ -58,19 +62,22 @@ class Work:
     fp32_flops: float = 0.0
     runs: int = 0
     built_params: float = 0.0
+    device_built_params: float = 0.0  # built on the device (DEVICE_BUILD_S_PER_PARAM)
     fixed_s: float = 0.0
 
     def seconds(self) -> float:
         return (self.cold_graphs * COMPILE_COLD_S + self.warm_graphs * COMPILE_WARM_S
                 + self.bf16_flops / (H100_BF16_PEAK * ASSUMED_MFU)
                 + self.fp32_flops / (H100_FP32_PEAK * ASSUMED_MFU)
-                + self.runs * RUN_START_S + self.built_params * BUILD_S_PER_PARAM + self.fixed_s)
+                + self.runs * RUN_START_S + self.built_params * BUILD_S_PER_PARAM
+                + self.device_built_params * DEVICE_BUILD_S_PER_PARAM + self.fixed_s)
 
     def as_dict(self) -> dict:
         return {"estimate_s": self.seconds(), "cold_graphs": self.cold_graphs,
                 "warm_graphs": self.warm_graphs, "bf16_tflop": self.bf16_flops / 1e12,
                 "fp32_tflop": self.fp32_flops / 1e12, "runs": self.runs,
-                "built_params": self.built_params, "fixed_s": self.fixed_s}
+                "built_params": self.built_params, "device_built_params": self.device_built_params,
+                "fixed_s": self.fixed_s}
 
 
 def constants() -> dict:
@@ -78,5 +85,6 @@ def constants() -> dict:
     return {"device": "one H100 SXM", "bf16_peak_tflops": H100_BF16_PEAK / 1e12,
             "fp32_peak_tflops": H100_FP32_PEAK / 1e12, "assumed_mfu": ASSUMED_MFU,
             "compile_cold_s": COMPILE_COLD_S, "compile_warm_s": COMPILE_WARM_S, "run_start_s": RUN_START_S,
-            "build_s_per_billion_params": BUILD_S_PER_PARAM * 1e9, "condition_s": CONDITION_S,
+            "build_s_per_billion_params": BUILD_S_PER_PARAM * 1e9,
+            "device_build_s_per_billion_params": DEVICE_BUILD_S_PER_PARAM * 1e9, "condition_s": CONDITION_S,
             "note": "an estimate by count (bench/gpu_parts.py), not a measurement"}

@@ -130,7 +130,7 @@ class Sizes:
             w = Work()
             for j in self.memory:  # a warm-up step and a measured one, eager
                 w.bf16_flops += 2 * train_flops_per_token(j.arm, j.shape, j.vocab_rows, j.context) * j.tokens
-                w.built_params += parameter_count(j.arm, j.shape, j.vocab_rows)
+                w.device_built_params += parameter_count(j.arm, j.shape, j.vocab_rows)
             return w
         if part == "bf16":  # gpt and ngpt, bf16 weights and fp32 master, eager
             flops = sum(self.train_flops(a, self.bf16_steps) for a in ("gpt", "ngpt"))

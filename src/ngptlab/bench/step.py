@@ -66,7 +66,8 @@ class _Arm:
     """One arm's model, optimizer and a fixed random batch, ready to take timed steps."""
 
     def __init__(self, arm: str, scale: Scale | str, vocab_size: int, context: int, seqs: int,
-                 device: torch.device, compile_model: bool, bf16: bool | None = None) -> None:
+                 device: torch.device, compile_model: bool, bf16: bool | None = None,
+                 build_on_device: bool = False) -> None:
         from ngptlab.bench.before import SUFFIX, as_before
         from ngptlab.models import rotational
         from ngptlab.models.layers import MATRIX_KINDS
@@ -78,7 +79,9 @@ class _Arm:
         self.arm = arm
         built, variant = variant_of(arm)
         base = built.removesuffix(SUFFIX)
-        self.model, self.recipe = build(base, scale, vocab_size, context)
+        # on the device: no host-side init and copy, where the weights' values (seeded on the CPU) do not matter
+        with torch.device(device) if build_on_device else contextlib.nullcontext():
+            self.model, self.recipe = build(base, scale, vocab_size, context)
         if built != base:
             self.model, self.recipe = as_before(self.model, self.recipe)
         turned = MATRIX_KINDS if variant == ROTATIONAL else getattr(self.recipe, "turned_kinds", ())
