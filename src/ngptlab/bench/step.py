@@ -79,7 +79,7 @@ class _Arm:
         self.arm = arm
         built, variant = variant_of(arm)
         base = built.removesuffix(SUFFIX)
-        # on the device: no host-side init and copy, where the weights' values (seeded on the CPU) do not matter
+        # on the device: no host-side init and copy, where the weights' values do not matter
         with torch.device(device) if build_on_device else contextlib.nullcontext():
             self.model, self.recipe = build(base, scale, vocab_size, context)
         if built != base:
