@@ -265,8 +265,9 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     per_seed = seed_speedups(estimate["arms"], estimate["lr_policy"]["estimate_seeds"])
     effects = factorial(per_seed, margin)
     primary = cfg.primary_contrast
-    rival = rivals(results, estimate, primary, margin)
-    separated = separation(results, estimate, float(cfg.kappa_margin))
+    common = cell_kappa(results, estimate)  # every arm's kappa at one token count: read by the three below
+    rival = rivals(results, estimate, common, primary, margin)
+    separated = separation(estimate, common, float(cfg.kappa_margin))
     # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.
     further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}
     n_tokens = reference_tokens(reference, train.budgets)
@@ -279,9 +280,9 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
             "reading": primary_reading(effects, primary, margin, confound=rival["primary"],
                                        arms=estimate["arms"], contrasts=estimate["contrasts"],
                                        baseline=first, separation=separated),
-            "rivals": rival, "kappa_common": cell_kappa(results, estimate), "separation": separated,
+            "rivals": rival, "kappa_common": common, "separation": separated,
             # beside the label-based reading: each account's predictions from the arms' measured mechanisms
-            "dose_response": dose_response(results, estimate, margin, seed=seed),
+            "dose_response": dose_response(results, estimate, common, margin, seed=seed),
             "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
 
 

@@ -68,7 +68,7 @@ from ngptlab.results import RunResult
 from ngptlab.speedup.common_kappa import HEADS, by_seed
 from ngptlab.speedup.equivalence import NOT_RESOLVED, interval_claim
 from ngptlab.speedup.reading import CONDITIONING, EFFECTIVE_LR
-from ngptlab.speedup.rivals import angular_rate, cell_kappa, estimate_runs
+from ngptlab.speedup.rivals import angular_rate, estimate_runs
 from ngptlab.stats import LEVEL, t_quantile
 
 RESAMPLES = 2000
@@ -118,11 +118,11 @@ def _log(value: float | None) -> float | None:
     return math.log(value) if value is not None and 0 < value < math.inf else None
 
 
-def points(results: Iterable[RunResult], estimate: Mapping) -> list[dict]:
-    """[{arm, seed, y, x_kappa, x_angle}] over the estimate seeds (module docstring); a predictor not
-    measured in the seed's run is None, a seed whose speed-up is a bound (or missing) is left out."""
-    results = list(results)
-    runs_of, common = estimate_runs(results, estimate), cell_kappa(results, estimate)
+def points(results: Iterable[RunResult], estimate: Mapping, common: Mapping) -> list[dict]:
+    """[{arm, seed, y, x_kappa, x_angle}] over the estimate seeds (module docstring), kappa from the cell's
+    common_kappa document; a predictor not measured in the seed's run is None, a seed whose speed-up is a
+    bound (or missing) is left out."""
+    runs_of = estimate_runs(results, estimate)
     baseline, seeds = estimate["baseline"], set(estimate["lr_policy"]["estimate_seeds"])
     out = []
     for arm, entry in estimate["arms"].items():
@@ -330,11 +330,12 @@ def read_account(fit: Mapping, predictor: Predictor, margin: float, apart: Mappi
     return NOT_RESOLVED, f"{NOT_RESOLVED} for {lead}: {why}"
 
 
-def dose_response(results: Iterable[RunResult], estimate: Mapping, margin: float, level: float = LEVEL,
-                  resamples: int = RESAMPLES, seed: int = 0) -> dict:
+def dose_response(results: Iterable[RunResult], estimate: Mapping, common: Mapping, margin: float,
+                  level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """{method, level, resamples, seed, rule, points, accounts {name: fit_account + {reading, words}},
-    distinguishable, note} of one cell from its runs and its estimate_cell document."""
-    pts = points(results, estimate)
+    distinguishable, note} of one cell from its runs, its estimate_cell document and its kappa at T_common
+    (rivals.cell_kappa's document)."""
+    pts = points(results, estimate, common)
     fits = {p.account: fit_account(pts, p, estimate["baseline"], margin, level, resamples, seed)
             for p in PREDICTORS}
     apart = distinguishable(fits, margin)

@@ -113,14 +113,13 @@ def log_difference(values: Sequence[float], margin: float, level: float) -> dict
             "confounded": {CONFOUNDED: True, NOT_CONFOUNDED: False}.get(verdict)}
 
 
-def rivals(results: Iterable[RunResult], estimate: Mapping, primary: str, margin: float,
+def rivals(results: Iterable[RunResult], estimate: Mapping, common: Mapping, primary: str, margin: float,
            level: float = LEVEL) -> dict:
     """{arms {arm: {angular_rate, kappa {EMBED_KEY, HEADS}, n_seeds}}, primary {effect, log_difference,
     ratio, interval, n_seeds, verdict, confounded, note}, contrasts [{a, b, ... as primary}], rule, note}
-    from the cell's runs and its estimate_cell document (module docstring)."""
-    results = list(results)
+    from the cell's runs, its estimate_cell document and its kappa at T_common (cell_kappa's document)
+    (module docstring)."""
     runs_of = estimate_runs(results, estimate)
-    common = cell_kappa(results, estimate)
     rate: dict[str, dict[int, float]] = {}
     arms = {}
     for arm in estimate["arms"]:

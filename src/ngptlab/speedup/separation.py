@@ -34,15 +34,13 @@ gpt's and ngpt's heads (about x8 on the smoke grid: half is x2.8), so no arm can
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from ngptlab.models.arms import arm as arm_row
 from ngptlab.models.arms import turns_like
-from ngptlab.results import RunResult
 from ngptlab.settings import default
 from ngptlab.speedup.common_kappa import HEADS, by_seed
 from ngptlab.speedup.equivalence import NOT_RESOLVED, interval_claim
-from ngptlab.speedup.rivals import cell_kappa
 from ngptlab.stats import LEVEL, mean_sd_interval
 
 METHOD = "paired t on ln kappa (layer 3-4 Q and K heads, at the common token count) over seeds"
@@ -96,14 +94,14 @@ def arm_separation(log_kappa: Mapping[str, Mapping[int, float]], arm: str, margi
             "kappa_ratio": {"to_own": ratio(to_own), "to_other": ratio(to_other)}, "verdict": verdict}
 
 
-def separation(results: Iterable[RunResult], estimate: Mapping, margin: float = KAPPA_MARGIN,
+def separation(estimate: Mapping, common: Mapping, margin: float = KAPPA_MARGIN,
                level: float = LEVEL) -> dict | None:
     """{arms {angle arm: arm_separation}, verdict, kappa_tokens (T_common), margin, rule} for the cell's angle
-    arms; None where the cell runs no angle arm beside gpt and ngpt."""
+    arms from its estimate_cell document and its kappa at T_common (rivals.cell_kappa's document); None where
+    the cell runs no angle arm beside gpt and ngpt."""
     angle_arms = [arm for arm in turns_like() if arm in estimate["arms"]]
     if not angle_arms or not {"gpt", "ngpt"} <= set(estimate["arms"]):
         return None
-    common = cell_kappa(results, estimate)
     log_kappa = {arm: {s: math.log(v) for s, v in by_seed(common, arm, HEADS).items() if 0 < v < math.inf}
                  for arm in ("gpt", "ngpt", *angle_arms)}
     arms = {arm: arm_separation(log_kappa, arm, margin, level) for arm in angle_arms}
