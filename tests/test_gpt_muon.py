@@ -14,7 +14,15 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
-from support.train import make_params, metrics, results_dir, run_dir, run_name, whole_and_split
+from support.train import (
+    assert_same_optimizer_state,
+    make_params,
+    metrics,
+    results_dir,
+    run_dir,
+    run_name,
+    whole_and_split,
+)
 from torch.optim._muon import _zeropower_via_newtonschulz  # the Newton-Schulz iteration torch's Muon runs
 
 from ngptlab.checkpoint import atomic_save_tensors, tensors_sha256
@@ -112,12 +120,18 @@ def test_a_muon_step_is_orthogonalised_nesterov_momentum_at_the_rms_matched_rate
     assert torch.equal(optimizer.state[w]["momentum_buffer"], buffer)
 
 
-def test_the_momentum_buffers_round_trip_through_a_checkpoint_and_the_next_step_is_the_same(tmp_path):
+def saved_after(steps: int, state_dir: Path) -> tuple[torch.nn.Module, MuonAdamW]:
+    """A tiny gpt-muon trained `steps` steps, its checkpoint saved in `state_dir`."""
     model, optimizer = tiny()
-    train_steps(model, optimizer, range(3))
+    train_steps(model, optimizer, range(steps))
     config = {"arm": "gpt-muon", "scale": "tiny", "vocab_size": VOCAB, "context": CONTEXT}
-    state.save_state(tmp_path, model, optimizer, config, Progress(step=3, identity={"arm": "gpt-muon"}),
-                     IntervalStart(3))
+    state.save_state(state_dir, model, optimizer, config,
+                     Progress(step=steps, identity={"arm": "gpt-muon"}), IntervalStart(steps))
+    return model, optimizer
+
+
+def test_the_momentum_buffers_round_trip_through_a_checkpoint_and_the_next_step_is_the_same(tmp_path):
+    model, optimizer = saved_after(3, tmp_path)
     saved = load_file(next(tmp_path.glob("ckpt-*")) / "optimizer.safetensors")
     buffers = sorted(int(key.split(".")[1]) for key in saved if key.endswith(".momentum_buffer"))
     params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -125,13 +139,7 @@ def test_the_momentum_buffers_round_trip_through_a_checkpoint_and_the_next_step_
     assert buffers == [i for i, p in enumerate(params) if id(p) in muon] and len(buffers) == 14
     other, restored = tiny(seed=1)
     state.load_state(tmp_path, other, restored, {"arm": "gpt-muon"})
-    pairs = [(p, q) for g, h in zip(optimizer.param_groups, restored.param_groups, strict=True)
-             for p, q in zip(g["params"], h["params"], strict=True)]
-    for p, q in pairs:
-        ours, theirs = optimizer.state[p], restored.state[q]
-        assert ours.keys() == theirs.keys()
-        for key in ours:
-            assert torch.equal(ours[key], theirs[key]) and ours[key].dtype == theirs[key].dtype, key
+    assert_same_optimizer_state(optimizer, restored)
     train_steps(model, optimizer, range(3, 5))
     train_steps(other, restored, range(3, 5))  # Muon steps the restored groups and state, not stale ones
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), other.parameters(), strict=True))
@@ -195,11 +203,7 @@ def test_a_run_lowers_its_loss_and_is_measured_like_every_arm(trained):
 
 
 def test_a_momentum_buffer_of_another_shape_is_refused_naming_it(tmp_path):
-    model, optimizer = tiny()
-    train_steps(model, optimizer, range(1))
-    config = {"arm": "gpt-muon", "scale": "tiny", "vocab_size": VOCAB, "context": CONTEXT}
-    state.save_state(tmp_path, model, optimizer, config, Progress(step=1, identity={"arm": "gpt-muon"}),
-                     IntervalStart(1))
+    saved_after(1, tmp_path)
     path = next(tmp_path.glob("ckpt-*")) / "optimizer.safetensors"
     tensors = load_file(path)
     key = next(k for k in tensors if k.endswith(".momentum_buffer") and len(set(tensors[k].shape)) == 2)

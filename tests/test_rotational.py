@@ -16,6 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from support.train import (
+    assert_same_optimizer_state,
     make_params,
     metrics,
     results_dir,
@@ -235,13 +236,7 @@ def test_the_state_round_trips_through_a_checkpoint_and_the_next_step_is_the_sam
     other, restored = tiny(beta=0.9, seed=1, dtype=dtype)
     state.load_state(tmp_path, other, restored, {"arm": "gpt-scalar"})
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), other.parameters(), strict=True))
-    params = [(p, q) for g, h in zip(optimizer.param_groups, restored.param_groups, strict=True)
-              for p, q in zip(g["params"], h["params"], strict=True)]
-    for p, q in params:
-        ours, theirs = optimizer.state[p], restored.state[q]
-        assert ours.keys() == theirs.keys()
-        for key in ours:
-            assert torch.equal(ours[key], theirs[key]) and ours[key].dtype == theirs[key].dtype, key
+    assert_same_optimizer_state(optimizer, restored)
     for m, opt in ((model, optimizer), (other, restored)):
         backward(m, 3)
         scheduled(opt, FACTORS[3])

@@ -153,3 +153,17 @@ def whole_and_split(spec, train, tmp_path: Path, monkeypatch,
         assert code == loop.EXIT_RESUMABLE
         each_stop(split)
     return whole, split
+
+
+def assert_same_optimizer_state(optimizer, restored) -> None:
+    """Every parameter's optimizer state in `restored` equals `optimizer`'s, key by key, bit for bit and
+    dtype for dtype (a checkpoint's round trip), the parameters paired group by group."""
+    import torch
+
+    pairs = [(p, q) for g, h in zip(optimizer.param_groups, restored.param_groups, strict=True)
+             for p, q in zip(g["params"], h["params"], strict=True)]
+    for p, q in pairs:
+        ours, theirs = optimizer.state[p], restored.state[q]
+        assert ours.keys() == theirs.keys()
+        for key in ours:
+            assert torch.equal(ours[key], theirs[key]) and ours[key].dtype == theirs[key].dtype, key
