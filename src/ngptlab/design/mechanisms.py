@@ -42,9 +42,7 @@ from ngptlab.speedup.dose_response import (
     DEPARTS,
     INCONSISTENT,
     PREDICTORS,
-    distinguishable,
-    fit_account,
-    read_account,
+    read_points,
 )
 
 GPT_KAPPA, NGPT_KAPPA, GPT_RATE = 1000.0, 4.0, 0.01
@@ -181,8 +179,5 @@ def expected_fits(world: DoseWorld, arms: Sequence[str], baseline: str, margin: 
         ln_kappa, ln_angle = world.mechanism(arm)
         y = 0.0 if arm == baseline else math.log(world.speedup(arm) / world.speedup(baseline))
         points += [{"arm": arm, "seed": s, "y": y, "x_kappa": ln_kappa, "x_angle": ln_angle} for s in (0, 1)]
-    fits = {p.account: fit_account(points, p, baseline, margin, resamples=2) for p in PREDICTORS}
-    apart = distinguishable(fits, margin)
-    for p in PREDICTORS:
-        fits[p.account]["reading"], _ = read_account(fits[p.account], p, margin, apart)
+    fits, _ = read_points(points, baseline, margin, resamples=2)
     return read_fits(fits)

@@ -330,17 +330,24 @@ def read_account(fit: Mapping, predictor: Predictor, margin: float, apart: Mappi
     return NOT_RESOLVED, f"{NOT_RESOLVED} for {lead}: {why}"
 
 
+def read_points(pts: Sequence[Mapping], baseline: str, margin: float, level: float = LEVEL,
+                resamples: int = RESAMPLES, seed: int = 0) -> tuple[dict[str, dict], dict]:
+    """({account: fit_account + {reading, words}}, distinguishable) of a cell's points: both lines fitted,
+    whether they can be told apart, and each account read."""
+    fits = {p.account: fit_account(pts, p, baseline, margin, level, resamples, seed) for p in PREDICTORS}
+    apart = distinguishable(fits, margin)
+    for p in PREDICTORS:
+        fits[p.account]["reading"], fits[p.account]["words"] = read_account(fits[p.account], p, margin, apart)
+    return fits, apart
+
+
 def dose_response(results: Iterable[RunResult], estimate: Mapping, common: Mapping, margin: float,
                   level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """{method, level, resamples, seed, rule, points, accounts {name: fit_account + {reading, words}},
     distinguishable, note} of one cell from its runs, its estimate_cell document and its kappa at T_common
     (rivals.cell_kappa's document)."""
     pts = points(results, estimate, common)
-    fits = {p.account: fit_account(pts, p, estimate["baseline"], margin, level, resamples, seed)
-            for p in PREDICTORS}
-    apart = distinguishable(fits, margin)
-    for p in PREDICTORS:
-        fits[p.account]["reading"], fits[p.account]["words"] = read_account(fits[p.account], p, margin, apart)
+    fits, apart = read_points(pts, estimate["baseline"], margin, level, resamples, seed)
     measured = any(pt["x_kappa"] is not None or pt["x_angle"] is not None for pt in pts)
     return {"method": METHOD, "level": level, "resamples": resamples, "seed": seed, "margin": margin,
             "rule": rule(margin, level), "points": pts, "accounts": fits, "distinguishable": apart,
