@@ -10,6 +10,7 @@ best at 4e-3 (x2), ngpt-angle at 2e-3 (x1). Seed 0 sweeps; `ngptlab plan --add-s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -19,6 +20,7 @@ from support.synthetic import synthetic_params
 from ngptlab.config.load import validate_params
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.runs import RunSpec
+from ngptlab.plan.protocol import with_stand_in_angles
 from ngptlab.plan.seeds import proposed_seeds
 from ngptlab.report.sections.speedup import multiplier_text
 from ngptlab.results import RunResult
@@ -203,3 +205,18 @@ def test_a_non_angle_arm_chooses_exactly_as_without_the_angle_arms(rule):
     free = runs_policy(runs, rule, ["gpt"], "middle", [0], angles={})
     assert free.of_arm("gpt-angle") == a.angle_arms["gpt-angle"].tuned
     assert all(free.of_arm(arm) == a.of_arm(arm) for arm in ("gpt", "ngpt", "ngpt-angle"))  # x1 is best
+
+
+def test_a_stand_in_target_sets_no_multiplier_1_the_design_reads_the_prior():
+    """The plan's projection and the design put a stand-in target (lr 1.0, measured nothing) where an angle
+    arm waits for `--match-angles`: the arm is read at its matched arm's choice, as on the prior."""
+    params, world = grid(), World()
+    params["train"]["protocol"] = {"match_angles": True}
+    validate_params(params)
+    waiting = Params.of(params)
+    standing_in = dataclasses.replace(waiting, train=with_stand_in_angles(waiting.train))
+    assert standing_in.train.angles[CELL]["gpt-angle"].stand_in
+    lookup = {spec: world.result(spec) for spec in compared_runs(standing_in)}.get
+    policy = cell_policy(standing_in, lookup, "cpu-4l", 64)
+    assert policy.angle_arms["gpt-angle"].target.source == "prior"
+    assert set(policy.of_arm("gpt-angle").values()) == {2e-3} and policy.notes == ()

@@ -162,8 +162,10 @@ class AngleTarget:
 
 
 def angle_targets(train: Train, scale: str, context: int, arms: Sequence[str]) -> dict[str, AngleTarget]:
-    """{angle arm among `arms`: its AngleTarget in the cell} (train.angles where measured, else the prior)."""
-    measured = train.angles.get(cell_name(scale, context), {})
+    """{angle arm among `arms`: its AngleTarget in the cell} (train.angles where measured, else the prior: a
+    stand-in target, the plan's projection's or the design's, measured nothing)."""
+    cell = train.angles.get(cell_name(scale, context), {})
+    measured = {arm: m for arm, m in cell.items() if not m.stand_in}
     return {arm: AngleTarget(matched, measured[arm].lr if arm in measured else None)
             for arm, matched in turns_like().items() if arm in arms}
 
