@@ -108,6 +108,7 @@ def test_an_angle_arm_best_at_x2_is_estimated_at_x1_and_its_tuned_x2_is_the_seco
     # the primary estimate reads every seed's runs at x1; the held-out seeds estimate it
     assert all(b["lr"] == 2e-3 for p in entry["per_seed"] for b in p["best"])
     assert doc["lr_policy"]["estimate_seeds"] == [1, 2, 3] and entry["speedup"]["n_seeds"] == 3
+    assert "an angle arm at multiplier 1" in doc["estimand"]
     assert doc["lr_policy"]["angle_arms"]["gpt-angle"]["tuned"][-1] == {
         "budget": max(gpt_angle.tuned), "lr": 4e-3, "multiplier": 2.0}
     tuned = entry["tuned_multiplier"]

@@ -286,7 +286,8 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}
     n_tokens = reference_tokens(reference, train.budgets)
     return {"cell": cell, "scale": scale, "context": context,
-            "estimand": estimand(cfg.lr_policy, first, n_tokens), "method": method(cfg.lr_policy),
+            "estimand": estimand(cfg.lr_policy, first, n_tokens, bool(policy.angle_arms)),
+            "method": method(cfg.lr_policy),
             "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
                           "min_seeds": BOOTSTRAP_MIN_SEEDS},
             **estimate, **further, "factorial": effects,

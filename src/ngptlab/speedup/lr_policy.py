@@ -426,10 +426,12 @@ class LrPolicy:
         return {b: lr for (a, b), lr in sorted(self.chosen.items()) if a == arm}
 
 
-def estimand(rule: str, baseline: str, reference: int) -> str:
-    """The speed-up's estimand in one sentence, under this rule."""
-    return (f"the tokens each arm needs, {AT_LR[rule]} (speedup.lr_policy {rule}), to reach {baseline}'s "
-            f"loss at N = {reference:,} tokens, as S = N / those tokens")
+def estimand(rule: str, baseline: str, reference: int, angle_arms: bool = False) -> str:
+    """The speed-up's estimand in one sentence, under this rule (and the angle arms' where there are any)."""
+    angles = (" (an angle arm at multiplier 1 instead, the learning rate at which its angle per step is its "
+              "matched arm's)") if angle_arms else ""
+    return (f"the tokens each arm needs, {AT_LR[rule]} (speedup.lr_policy {rule}){angles}, to reach "
+            f"{baseline}'s loss at N = {reference:,} tokens, as S = N / those tokens")
 
 
 def _policy(rule: str, choices: Mapping[str, ArmChoice], selection_seeds: Sequence[int],

@@ -27,6 +27,7 @@ import math
 
 from ngptlab import paper
 from ngptlab.design.gaps import policy_gaps
+from ngptlab.models.arms import turns_like
 from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
@@ -411,7 +412,9 @@ def estimand_text(results: Results) -> str:
     """The estimand in one sentence (speedup.lr_policy), and what that policy costs on a planted law."""
     params = results.params
     n_tokens = reference_tokens(params.speedup.reference_budget, params.train.budgets)
-    words = (f"Estimand: {estimand(params.speedup.lr_policy, params.speedup.baselines[0], n_tokens)}.")
+    angle_arms = any(arm in turns_like() for arm in params.train.arms)
+    said = estimand(params.speedup.lr_policy, params.speedup.baselines[0], n_tokens, angle_arms)
+    words = f"Estimand: {said}."
     gaps = policy_gaps(params)
     if not gaps:
         return words
