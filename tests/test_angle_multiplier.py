@@ -21,6 +21,7 @@ from ngptlab.config.load import validate_params
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.plan.protocol import with_stand_in_angles
+from ngptlab.plan.prune import proposed_prunes
 from ngptlab.plan.seeds import proposed_seeds
 from ngptlab.report.sections.speedup import multiplier_text
 from ngptlab.results import RunResult
@@ -221,3 +222,21 @@ def test_a_stand_in_target_sets_no_multiplier_1_the_design_reads_the_prior():
     policy = cell_policy(standing_in, lookup, "cpu-4l", 64)
     assert policy.angle_arms["gpt-angle"].target.source == "prior"
     assert set(policy.of_arm("gpt-angle").values()) == {2e-3} and policy.notes == ()
+
+
+def test_pruning_keeps_an_angle_arms_multiplier_1_in_its_window():
+    """Successive halving keeps each arm's best at B and the one below it; an angle arm's window keeps its
+    multiplier 1 instead, which its primary estimate reads above B: here the measured target's 8e-3, above
+    gpt-angle's best 4e-3, which a window around the best would drop."""
+    params, world = grid("largest", angles=measured(8e-3)), World()
+    prunes, notes = proposed_prunes(Params.of(params), world.lookup(params), 2)
+    assert notes == [] and {p["after_budget"] for p in prunes} == {BUDGETS[-2]}
+    window = {p["arm"]: (p["best_lr"], p["learning_rates"]) for p in prunes}
+    assert window["gpt-angle"] == (4e-3, [4e-3, 8e-3])
+    assert window["gpt"] == window["ngpt"] == (2e-3, [1e-3, 2e-3])
+    assert window["ngpt-angle"] == (2e-3, [1e-3, 2e-3])  # on the prior: gpt's choice, also its best
+    params["train"]["pruned_sweeps"] = prunes
+    validate_params(params)
+    policy = cell_policy(Params.of(params), world.lookup(params), "cpu-4l", 64)
+    assert policy.of_arm("gpt-angle") == dict.fromkeys(BUDGETS, 8e-3) and policy.notes == ()
+    assert policy.angle_arms["gpt-angle"].tuned == dict.fromkeys(BUDGETS, 4e-3)

@@ -444,13 +444,18 @@ def _policy(rule: str, choices: Mapping[str, ArmChoice], selection_seeds: Sequen
 
 
 def cell_policy(params: Params, results: ResultOf, scale: str, context: int,
-                dtype: str | None = None) -> LrPolicy:
+                dtype: str | None = None, up_to: int | None = None) -> LrPolicy:
     """The policy of one cell of the params' grid ((scale, context) at one weight dtype: by default the
-    first of train.weight_dtype), chosen on train.seeds' runs of that dtype under speedup.lr_policy."""
+    first of train.weight_dtype), chosen on train.seeds' runs of that dtype under speedup.lr_policy; up_to:
+    on the budgets up to it alone (what the results so far choose, for `--prune-sweeps`)."""
     train, speedup = params.train, params.speedup
+
+    def budgets_of(arm: str) -> list[int]:
+        return [b for b in grid_budgets(train, scale, context, arm) if up_to is None or b <= up_to]
+
     # an arm the protocol holds out of the cell (an angle arm awaiting its target) has no sweep to choose on
     sweeps = {arm: {b: sweep_losses(train, results, scale, context, arm, b, dtype) for b in budgets}
-              for arm in train.arms if (budgets := grid_budgets(train, scale, context, arm))}
+              for arm in train.arms if (budgets := budgets_of(arm))}
     reference = reference_tokens(speedup.reference_budget, train.budgets)
     angles = angle_targets(train, scale, context, list(sweeps))
     return _policy(speedup.lr_policy, choose(speedup.lr_policy, sweeps, speedup.baselines, reference, angles),
