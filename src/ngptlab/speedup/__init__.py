@@ -21,7 +21,10 @@ multiplicity.py Holm's adjustment
 loss_law.py     the fitted law a target is interpolated along
 crossing.py     where a loss curve crosses a target (tokens to target), and the loss at given tokens
 lr_policy.py    the learning rate every seed is read at, chosen on the swept seeds (speedup.lr_policy);
-                the plan's --add-seeds and --prune-sweeps, the report and the design choose with it
+                the plan's --add-seeds and --prune-sweeps, the report and the design choose with it; an
+                angle arm at multiplier 1 (its angle per step its matched arm's)
+tuned_multiplier.py an angle arm's secondary estimate: at the multiplier the policy tunes over its sweep,
+                on the swept seeds
 censored.py     the mean over seeds when some seeds are bounds: censored-normal profile likelihood
 interpolate.py  the best loss between learning-rate grid points (a parabola in ln lr) and its speed-up
 tuning.py       whether each arm's best learning rate is inside the learning rates run at its budget

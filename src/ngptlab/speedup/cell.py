@@ -26,7 +26,9 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    the learning rate speedup.lr_policy names, to reach the baseline's loss
                                    at N tokens, as S = N / those tokens
   lr_policy{name, rule (text), selection_seeds [int], chosen [{arm, budget, lr}], notes [text],
-            estimate_seeds [int], note}
+            angle_arms {<angle arm>: {matched, source (measured | prior), rule (text),
+                                      multiplier_1 [{budget, lr}], tuned [{budget, lr, multiplier}]}}
+            (only with angle arms), estimate_seeds [int], note}
                                    the learning rate every seed is estimated at and the budgets it is read
                                    at, chosen on selection_seeds (train.seeds) by ngptlab.speedup.lr_policy
                                    under speedup.lr_policy (name); estimate_seeds the seeds every
@@ -73,6 +75,14 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    the arm's own diverged held-out seeds / its held-out seeds, with the exact
                                    Clopper-Pearson interval (rate and interval null without held-out seeds)
      cheap{method (text), speedup{...as above}, per_seed [{seed, run, tokens_to_target, speedup}]}
+     tuned_multiplier{lr, multiplier, budgets [{budget, lr, multiplier}], seeds [int],
+                      speedup{estimate, bound, display, interval [lo, hi] | null, method, level, n_seeds},
+                      note}
+                                   an angle arm only: its speed-up is at multiplier 1 (its angle per step
+                                   its matched arm's: lr_policy.angle_arms), this the secondary estimate at
+                                   the multiplier the policy tunes over its sweep (tuned lr / multiplier
+                                   1's: 0.5, 1, 2), from the swept seeds alone, so optimistic
+                                   (speedup/tuned_multiplier.py)
      interpolated{speedup{...as above},
                   per_seed [{seed, target_loss, tokens_to_target, speedup, interpolation}],
                   per_budget [{budget, seeds, lr_grid, loss_grid (null: left out), lr_best, lr_vertex,
@@ -205,6 +215,7 @@ from ngptlab.speedup.lr_policy import cell_policy, estimand
 from ngptlab.speedup.reading import primary_reading
 from ngptlab.speedup.rivals import cell_kappa, rivals
 from ngptlab.speedup.separation import separation
+from ngptlab.speedup.tuned_multiplier import tuned_multipliers
 from ngptlab.speedup.tuning import sweep_edges, tuned_arms
 from ngptlab.stats import LEVEL
 
@@ -258,6 +269,9 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     estimate = against(first)
     for arm, entry in interpolate_cell(results, estimate, resamples, seed, margin, ratio).items():
         estimate["arms"][arm]["interpolated"] = entry
+    # an angle arm's secondary estimate: at the multiplier the policy tunes, beside its primary at x1
+    for arm, entry in tuned_multipliers(results, estimate, policy, resamples, seed).items():
+        estimate["arms"][arm]["tuned_multiplier"] = entry
     # Seeds beyond train.seeds run only the chosen learning rate: they have no sweep whose edges matter.
     swept = [r.spec for r in results if r.spec.seed in set(train.seeds)]
     edges = sweep_edges(results, lambda arm, budget: lr_sweep(train, scale, context, arm, budget), swept,
@@ -272,7 +286,8 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}
     n_tokens = reference_tokens(reference, train.budgets)
     return {"cell": cell, "scale": scale, "context": context,
-            "estimand": estimand(cfg.lr_policy, first, n_tokens), "method": method(cfg.lr_policy),
+            "estimand": estimand(cfg.lr_policy, first, n_tokens, bool(policy.angle_arms)),
+            "method": method(cfg.lr_policy),
             "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
                           "min_seeds": BOOTSTRAP_MIN_SEEDS},
             **estimate, **further, "factorial": effects,
