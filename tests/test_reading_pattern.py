@@ -5,12 +5,17 @@ stage writes its results; four seeds sweep four learning rates over the 2x2 at b
 ngpt is fast, or conditioning does half of it, the conditioning main effect still exceeds the margin (it
 carries half of ngpt's speed-up), but the account's pattern does not hold: the reading must never say
 "consistent" there, and must say it where gpt-orth is as fast as ngpt and gpt-rownorm as gpt; the norm
-account, its mirror, likewise.
+account, its mirror, likewise. These worlds' runs log no kappa and no angle (as runs trained before they were
+logged), so the conditioning and effective-learning-rate accounts fall back to their label patterns (source
+"labels"); the norm account is read by its pattern always (source "construction"). Where the runs measure
+them, the accounts are read from the arms' measured mechanisms (tests/test_dose_response.py, and below the
+design's planted placements).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -27,6 +32,18 @@ from ngptlab.speedup.reading import CONSISTENT, EFFECTIVE_LR, INCONSISTENT, NORM
 ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt"]
 
 
+@dataclass(frozen=True)
+class Unmeasured(Truth):
+    """A planted world whose runs log neither kappa nor the angle per step."""
+
+    def mechanism(self, arm: str) -> None:
+        return None
+
+
+def unmeasured(truth: Truth) -> Unmeasured:
+    return Unmeasured(truth.account, truth.ngpt, truth.lr_laws)
+
+
 @pytest.mark.parametrize("truth, expected, norm", [
     (Truth("account true", 4.0), CONSISTENT, NORM.inconsistent),
     (Truth("ngpt only", 4.0), INCONSISTENT, NORM.inconsistent),
@@ -41,13 +58,18 @@ def test_the_reading_is_the_accounts_pattern_never_its_primary_effect_alone(tmp_
     path = params_file(tmp_path, "crossing", arms=ARMS, seeds=[0, 1, 2, 3], design={})
     params = load_params(path)
     account = truth.account
-    world = World(loss_model(params), truth, params.train.eval_every_tokens, np.random.default_rng(7))
+    world = World(loss_model(params), unmeasured(truth), params.train.eval_every_tokens,
+                  np.random.default_rng(7))
     for spec in compared_runs(params):
         write_result(tmp_path, world.result_of(spec))
     assert main(["speedup", "--params", str(path), CELL, "--root", str(tmp_path)]) == 0
     reading = json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())["reading"]
     assert reading["pattern_reading"] == expected and reading["reading"].startswith(expected)
     assert reading["accounts"]["norm"]["reading"] == norm and f"; {norm}" in reading["reading"]
+    sources = {name: a["source"] for name, a in reading["accounts"].items()}
+    assert sources == {"conditioning": "labels", "norm": "construction", "effective learning rate": "labels"}
+    assert "by the arms' labels" in reading["accounts"]["conditioning"]["words"]
+    assert "no kappa or angular rate" in reading["accounts"]["conditioning"]["words"]
     statuses = {(t["a"], t["b"]): t["status"] for t in reading["pattern"]}
     assert len(statuses) == 4
     if account in ("ngpt only", "partial"):  # the primary effect alone would have said "consistent"
@@ -68,13 +90,16 @@ def test_both_squares_read_each_account_by_its_pattern(tmp_path, capsys, truth, 
     arms = [*ARMS, "gpt-angle", "ngpt-angle"]
     path = params_file(tmp_path, "crossing", arms=arms, seeds=[0, 1, 2, 3], design={})
     params = load_params(path)
-    world = World(loss_model(params), truth, params.train.eval_every_tokens, np.random.default_rng(7))
+    world = World(loss_model(params), unmeasured(truth), params.train.eval_every_tokens,
+                  np.random.default_rng(7))
     for spec in compared_runs(params):
         write_result(tmp_path, world.result_of(spec))
     assert main(["speedup", "--params", str(path), CELL, "--root", str(tmp_path)]) == 0
     doc = json.loads((tmp_path / "results" / "speedup" / f"{CELL}.json").read_text())
     assert {name: a["reading"] for name, a in doc["reading"]["accounts"].items()} == readings
-    said = "; ".join(f"{name} account {words.split(' with ')[0]}" for name, words in readings.items())
+    source = {"conditioning": "labels", "norm": "construction", "effective learning rate": "labels"}
+    said = "; ".join(f"{name} account {words.split(' with ')[0]} ({source[name]})"
+                     for name, words in readings.items())
     assert f"  reading: {said}\n" in capsys.readouterr().out  # the command's one line per account
     assert doc["reading"]["reading"] == "; ".join(readings.values())  # no confound clause beside them
     angle = doc["angle_factorial"]["effects"]["angle"]
