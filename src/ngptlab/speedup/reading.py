@@ -230,8 +230,9 @@ def account_reading(account: Account, tests: list[dict], dose: Mapping | None) -
     elif fit is not None:
         source, reading, words = MEASURED, account.measured(fit), fit["words"]
     else:
-        why = (((dose or {}).get("accounts") or {}).get(account.name) or {}).get("words") or (
-            "no dose-response fit in the cell")
+        # the cell's note where nothing was measured, else why this account's line has no fit
+        why = ((dose or {}).get("note") or (((dose or {}).get("accounts") or {}).get(account.name) or {})
+               .get("words") or "no dose-response fit in the cell")
         source, reading = LABELS, by_labels
         words = (f"{account.sentence(by_labels)}, by the arms' labels (its pattern), not their measured "
                  f"mechanisms: {why}")
