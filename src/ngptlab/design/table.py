@@ -39,7 +39,7 @@ import statistics
 
 from scipy import stats
 
-from ngptlab.design.mechanisms import agrees, label
+from ngptlab.design.mechanisms import agrees, expected_fits, label
 from ngptlab.design.truths import Truth
 from ngptlab.speedup.equivalence import CLAIMS
 from ngptlab.speedup.factorial import CONDITIONING as CONDITIONING_SQUARE
@@ -104,18 +104,22 @@ def estimate_summary(entries: list[dict]) -> dict:
             "bias": statistics.fmean(estimated) if estimated else None, "n_estimates": len(estimated)}
 
 
-def measured_expectation(outcomes: list[dict], account: Account) -> dict | None:
-    """The planted values' dose-response reading of the account (read_fits' entry) where it is read from the
-    measured mechanisms and they give a line, else None (read by its label pattern)."""
-    expected = (outcomes[0].get("dose_expected") or {}).get(account.name)
-    if account not in MEASURED_ACCOUNTS or expected is None or expected["reading"] == NO_FIT:
+def measured_expectation(outcomes: list[dict], truth: Truth, margin: float, account: Account) -> dict | None:
+    """The truth's planted values' dose-response reading of the account in the cell's arms (expected_fits'
+    entry) where the worlds read it from measured mechanisms and the planted values give a line, else None
+    (read by its label pattern)."""
+    arms = tuple(outcomes[0]["arms"])  # the baseline first
+    if account not in MEASURED_ACCOUNTS or "dose_response" not in outcomes[0] or not arms \
+            or truth.mechanism(arms[0]) is None:
         return None
-    return expected
+    expected = expected_fits(truth, arms, arms[0], margin)[account.name]
+    return None if expected["reading"] == NO_FIT else expected
 
 
-def readable(outcomes: list[dict], account: Account) -> bool:
+def readable(outcomes: list[dict], truth: Truth, margin: float, account: Account) -> bool:
     """Whether the cell reads the account: from measured mechanisms, or its label pattern's every arm."""
-    return measured_expectation(outcomes, account) is not None or account.readable(outcomes[0]["arms"])
+    return (measured_expectation(outcomes, truth, margin, account) is not None
+            or account.readable(outcomes[0]["arms"]))
 
 
 def account_summary(outcomes: list[dict], truth: Truth, margin: float, account: Account,
@@ -125,7 +129,7 @@ def account_summary(outcomes: list[dict], truth: Truth, margin: float, account: 
     n = len(outcomes)
     read = [o["accounts"].get(account.name, o["reading"] if account is CONDITIONING else None)
             for o in outcomes]
-    expected = measured_expectation(outcomes, account)
+    expected = measured_expectation(outcomes, truth, margin, account)
     if expected is not None:
         return {"source": MEASURED, "expected_reading": short(expected["reading"]),
                 "expected_label": label(expected), "readings": counted(read, n),
@@ -154,7 +158,7 @@ def cell_summary(outcomes: list[dict], truth: Truth, primary: str, margin: float
         "wrong_directional": proportion(sum(o["claim"] in DIRECTIONAL and o["claim"] != planted_claim
                                             for o in outcomes), n),
         "accounts": {account.name: account_summary(outcomes, truth, margin, account) for account in ACCOUNTS
-                     if readable(outcomes, account)},
+                     if readable(outcomes, truth, margin, account)},
         "estimates": {name: estimate_summary([o["estimates"][name] for o in outcomes
                                               if name in o["estimates"]]) for name in names}}
     if any(o["holm_reading"] is not None for o in outcomes):
