@@ -18,7 +18,7 @@ def log_value(x: float | None) -> str:
 def expected_text(summary: dict) -> str:
     """An account's expected reading and where it is read from (measured, labels or construction)."""
     expected = summary.get("expected_label") or "on the margin's edge"
-    return f"{expected} ({summary.get('source', 'labels')})"
+    return f"{expected}; read from {summary.get('source', 'labels')}"
 
 
 def scenario_lines(scenario: dict, primary: str) -> list[str]:
