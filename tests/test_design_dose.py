@@ -134,6 +134,9 @@ def test_the_runs_carry_the_planted_kappa_and_angle_and_the_losses_stay_as_they_
         def speedup(self, arm: str) -> float:
             return world.speedup(arm)
 
+        def mechanism(self, arm: str) -> None:
+            return None
+
     specs = compared_runs(params)
     planted = planted_world(params, model, world, 0, 0, 0)
     plain = planted_world(params, model, SameSpeeds("dose", 4.0), 0, 0, 0)

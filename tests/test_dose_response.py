@@ -34,6 +34,7 @@ from ngptlab.speedup.dose_response import (
     PREDICTORS,
     fit_account,
 )
+from ngptlab.speedup.reading import CONDITIONING, EFFECTIVE_LR
 from ngptlab.speedup.rivals import RATE_KINDS
 
 ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt", "gpt-angle", "ngpt-angle"]
@@ -119,8 +120,16 @@ def test_a_conditioning_world_reads_consistent_with_conditioning_where_gpt_angle
     assert found["distinguishable"]["verdict"] is True
     assert found["level"] == 0.95 and "bootstrap" in found["method"] and "arm means" in found["method"]
     assert len(found["points"]) == 6 * 4
-    # the failure the measured reading answers: by labels, gpt-angle should have been as slow as gpt
-    assert doc["reading"]["accounts"]["conditioning"]["reading"].startswith("inconsistent")
+    # the cell's headline reads the account from the fit: consistent, where its label pattern (gpt-orth as
+    # fast as ngpt) reads inconsistent, as the headline did before
+    headline = doc["reading"]
+    conditioning = headline["accounts"]["conditioning"]
+    assert conditioning["source"] == "measured" and conditioning["reading"] == CONDITIONING.consistent
+    assert conditioning["words"] == kappa["words"] and conditioning["by_labels"] == CONDITIONING.inconsistent
+    assert headline["pattern_reading"] == CONDITIONING.consistent
+    assert headline["reading"].startswith(CONDITIONING.consistent + "; ")
+    assert headline["accounts"]["effective learning rate"]["source"] == "measured"
+    assert headline["accounts"]["norm"]["source"] == "construction"
 
 
 def test_kappa_growing_with_tokens_is_read_at_the_common_token_count(tmp_path):
@@ -139,15 +148,42 @@ def test_kappa_growing_with_tokens_is_read_at_the_common_token_count(tmp_path):
 
 
 def test_an_angle_world_reads_consistent_with_the_angle_and_inconsistent_with_conditioning(tmp_path):
-    """S follows the angle per step (S = angle^0.75), kappa varied independently of it."""
+    """S follows the angle per step (S = angle^0.75), kappa varied independently of it: the cell's headline
+    reads the effective-learning-rate account consistent from every arm's measured angle, gpt-orth's
+    included (its label pattern, gpt-angle and ngpt-angle alone, would read it too here)."""
     kappas = {**KAPPAS, "gpt-angle": 1500.0}  # gpt-angle keeps gpt's conditioning
     speedups = {arm: a ** 0.75 for arm, a in ANGLES.items()}
-    found = planted_cell(tmp_path, kappas, ANGLES, speedups)["dose_response"]
+    doc = planted_cell(tmp_path, kappas, ANGLES, speedups)
+    found = doc["dose_response"]
     kappa, angle = found["accounts"][KAPPA_ACCOUNT], found["accounts"][ANGLE_ACCOUNT]
     assert angle["reading"] == CONSISTENT, angle["words"]
     assert angle["slope"]["interval"][0] > 0 and angle["slope"]["estimate"] == pytest.approx(0.75, abs=0.08)
+    assert angle["fitted_arms"] == sorted(a for a in ARMS if a != "gpt")  # gpt-orth's angle among them
     assert kappa["reading"] == INCONSISTENT and statuses(kappa)["gpt-angle"] == DEPARTS
     assert "gpt-angle x" in kappa["words"]
+    accounts = doc["reading"]["accounts"]
+    assert accounts[ANGLE_ACCOUNT]["source"] == "measured"
+    assert accounts[ANGLE_ACCOUNT]["reading"] == EFFECTIVE_LR.consistent
+    assert accounts[KAPPA_ACCOUNT]["reading"] == CONDITIONING.inconsistent
+
+
+def test_the_conditioning_square_alone_reads_the_angle_account_from_measured_angles_and_drops_the_clause(
+        tmp_path):
+    """Without the angle arms, the effective-learning-rate account is read from the four arms' measured
+    angles, gpt-orth's included (no label pattern predicts gpt-orth by its name), and the confound clause,
+    which stood in for it, is not said."""
+    square = ARMS[:4]
+    speedups = {arm: a ** 0.75 for arm, a in ANGLES.items() if arm in square}
+    doc = planted_cell(tmp_path, KAPPAS, ANGLES, speedups, arms=square)
+    angle, reading = doc["dose_response"]["accounts"][ANGLE_ACCOUNT], doc["reading"]
+    assert sorted(angle["arms"]) == sorted(square) and angle["slope"]["estimate"] is not None
+    entry = reading["accounts"][ANGLE_ACCOUNT]
+    assert entry["source"] == "measured" and entry["reading"] == EFFECTIVE_LR.sentence(
+        EFFECTIVE_LR.measured(angle)) and entry["words"] == angle["words"]
+    assert doc["rivals"]["primary"]["verdict"] is not None  # the rates were there: the clause had a verdict
+    assert reading["effective_lr_clause"] is None and "effective learning rate:" not in reading["reading"]
+    assert entry["reading"] in reading["reading"] or EFFECTIVE_LR.sentence(entry["reading"]) in \
+        reading["reading"]
 
 
 def test_kappa_and_angle_moving_together_cannot_tell_the_accounts_apart(tmp_path):

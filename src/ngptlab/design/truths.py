@@ -24,10 +24,34 @@ Where the grid runs the angle square (gpt-angle, ngpt-angle), two more truths, a
   angle account, half  the angle does half of it: gpt-angle and ngpt-angle at the square root of ngpt's
 In every other truth the angle arms run as fast as their architecture (gpt-angle as gpt, ngpt-angle as
 ngpt). "The account" in a truth's name is the conditioning account; "account false" is the world of its
-mirror, the norm account. Arms outside both squares run at gpt's speed in every truth. The reading a design
-should give of each account is the one the planted speed-ups themselves give by its predictions
-(speedup/reading.py ACCOUNTS) among the cell's arms: each prediction's claim on the planted log ratio
-against the margin; consistent only where every prediction holds.
+mirror, the norm account. Arms outside both squares run at gpt's speed in every truth.
+
+Every truth also plants each arm's mechanism (Truth.mechanism): the arms of both squares at their places
+(design/placements.py: ln kappa of the layer 3-4 Q and K heads, ln angle per step; gpt-orth at kappa 1, ngpt
+conditioned and turning twice as far per step, gpt-rownorm at gpt's kappa turning x sqrt 2, gpt-angle at
+gpt's kappa and ngpt's angle, ngpt-angle the reverse), any other arm at gpt's (it runs at gpt's speed). The
+reading a design should give of the conditioning and effective-learning-rate accounts is then the
+dose-response rule applied to the planted values (design/mechanisms.py expected_fits), as the cell reads them
+(speedup/reading.py: from the arms' measured mechanisms); of the norm account, read by construction, and of
+any account where the planted values give no line, the one the planted speed-ups give by its label pattern
+(Truth.reading): each prediction's claim on the planted log ratio against the margin; consistent only where
+every prediction holds. The planted mechanisms make some label worlds read otherwise than their names, and
+that is the point (margin x1.25; the 2x2 alone, or with the angle arms):
+  account true    conditioning consistent; at ngpt x4 as "kappa = 1 costs capacity": gpt-orth at kappa 1 lies
+                  below the line through ngpt, so the line is fitted without it
+  ngpt only,      conditioning consistent with "kappa = 1 costs capacity" (at partial x1.3 on the 2x2: the
+  partial         accounts cannot be told apart): gpt-rownorm at gpt's kappa and speed and ngpt on the line,
+                  gpt-orth below it, so a world where only ngpt is fast reads as the capacity cost, not as
+                  the label pattern's "inconsistent"; the angle arms do not break it (ngpt-angle at ngpt's
+                  kappa and speed is on the line)
+  account false   conditioning inconsistent (gpt-rownorm fast at gpt's kappa)
+  null            the accounts cannot be told apart (both lines predict every arm within the margin)
+  angle account   the effective learning rate consistent at x1.3 and x1.5; at x4 inconsistent: gpt-rownorm
+                  turns x sqrt 2 further per step yet runs at gpt's speed, where the line through ngpt
+                  predicts x2
+and the effective-learning-rate account is read on the 2x2 alone too (from its four arms' angles): consistent
+where only ngpt is fast at x1.3 and x1.5 and where the norms do it at x1.3 and x1.5, for gpt-rownorm's and
+ngpt's angles are where the line puts them.
 """
 
 from __future__ import annotations
@@ -37,6 +61,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from ngptlab.design.loss_model import SAME_LAW, LrLaw
+from ngptlab.design.placements import GPT, placement
 from ngptlab.paper import paper_speedup
 from ngptlab.settings import Params
 from ngptlab.speedup.equivalence import CLAIMS
@@ -59,6 +84,7 @@ SENSITIVITY = (("null", 1.0, (("ngpt", NGPT_LAW),)),
                ("account true", 1.5, (("gpt-orth", LrLaw(curvature=2.0, optimum=math.sqrt(0.5))),
                                       ("ngpt", NGPT_LAW))))
 REPLICATED = (1.5, 4.0)  # what independent replications report at 1k and 4k context
+SQUARE_ARMS = frozenset({*CONDITIONING_SQUARE.arms, *ANGLE.arms})
 
 
 @dataclass(frozen=True)
@@ -75,9 +101,10 @@ class Truth:
         return base + "".join(f", {arm} {law.label}" for arm, law in self.lr_laws)
 
     def mechanism(self, arm: str) -> tuple[float, float] | None:
-        """(ln kappa, ln angle per step) planted for the arm; None: these worlds plant only speed-ups (the
-        dose-response worlds plant both, design/mechanisms.py)."""
-        return None
+        """(ln kappa, ln angle per step) planted for the arm (None: none, as runs trained before they were
+        logged): each arm of both squares at its place (design/placements.py), any other arm, which runs
+        at gpt's speed here, at gpt's."""
+        return placement(arm) if arm in SQUARE_ARMS else GPT
 
     def lr_law(self, arm: str) -> LrLaw:
         """The arm's learning-rate law (gpt's unless this truth plants another)."""

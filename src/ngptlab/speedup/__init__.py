@@ -11,7 +11,8 @@ inference.py    over seeds: geometric mean and t-interval on ln S, paired contra
 paired.py       a mean log ratio between arms (paired t, or censored with bounds)
 equivalence.py  the verdict of an interval against the margin (two one-sided tests)
 factorial.py    the 2x2 read as a factorial: conditioning, norm and interaction effects
-reading.py      what the pre-specified primary effect says of the conditioning account
+reading.py      each account's reading: from the dose-response lines (measured), by construction (norm),
+                or by the label patterns where no line is fitted; the primary effect beside them
 common_kappa.py every arm's kappa read at one token count per cell (T_common), so arms trained to
                 different budgets compare
 rivals.py       the effective learning rate beside the speed-up: does it confound the reading

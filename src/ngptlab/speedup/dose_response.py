@@ -4,8 +4,9 @@ and angle per step (a dose-response across arms).
 An account of nGPT's speed-up is a claim about a mechanism, so what it predicts for an arm follows from that
 arm's measured mechanism, not from its label: the conditioning account from how well conditioned the arm's
 matrices ended up, the effective-learning-rate account from how far they turned per step. (Read by labels,
-speedup/reading.py, gpt-angle is predicted as slow as gpt under the conditioning account; where it ends up
-conditioned like ngpt, the true account then reads inconsistent.)
+gpt-angle would be predicted as slow as gpt under the conditioning account; where it ends up conditioned like
+ngpt, the true account would then read inconsistent.) The cell's reading of both accounts is this one
+wherever a line is fitted (speedup/reading.py: source "measured"), the label pattern only where not.
 
 Points, per (arm, seed) over the estimate seeds (speedup/selection.py), from the run entering that seed's
 estimate at the arm's largest budget (rivals.estimate_runs, as the rival account reads them):
@@ -67,7 +68,7 @@ from ngptlab.models import arms as arm_table
 from ngptlab.results import RunResult
 from ngptlab.speedup.common_kappa import HEADS, by_seed
 from ngptlab.speedup.equivalence import NOT_RESOLVED, interval_claim
-from ngptlab.speedup.reading import CONDITIONING, EFFECTIVE_LR
+from ngptlab.speedup.reading import CANNOT_TELL, CAPACITY, CONDITIONING, EFFECTIVE_LR, NO_FIT
 from ngptlab.speedup.rivals import angular_rate, estimate_runs
 from ngptlab.stats import LEVEL, t_quantile
 
@@ -76,8 +77,7 @@ MIN_ARMS = 3  # the baseline and two arms: a line through the baseline and somet
 COLLINEAR = 0.95  # |Pearson r| of the arms' X_kappa and X_angle above which the accounts cannot be told apart
 ORTH, NGPT = arm_table.square("conditioning")["01"], arm_table.square("conditioning")["11"]
 CONSISTENT, INCONSISTENT = "consistent", "inconsistent"
-CANNOT_TELL, NO_FIT = "cannot tell the accounts apart", "no fit"
-ON_LINE, DEPARTS, CAPACITY = "on the line", "departs", "kappa = 1 costs capacity"
+ON_LINE, DEPARTS = "on the line", "departs"
 METHOD = ("least squares through the baseline over arm means (each arm one point, unweighted); percentile "
           "bootstrap resampling seeds within each arm, x and y together, the baseline's included, each "
           "resampled mean's deviation scaled by sqrt(n / (n - 1))")

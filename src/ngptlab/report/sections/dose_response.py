@@ -1,5 +1,6 @@
 """The section "The accounts as dose-responses": each account read as a prediction from the arms' measured
-mechanisms (speedup/dose_response.py), beside the label-based patterns of the section before.
+mechanisms (speedup/dose_response.py): the readings of the conditioning and effective-learning-rate accounts
+the section before states wherever a line is fitted.
 
 Per cell a figure: ln S against ln kappa (layer 3-4 Q and K heads) and against ln angular rate, each relative
 to the baseline's, every arm a point in its style (models/arms.yaml) with its bootstrap intervals on both
@@ -123,7 +124,8 @@ def section(doc: Document, results: Results) -> None:
         "An account is a claim about a mechanism, so its prediction for an arm follows from that arm's "
         "measured mechanism, not its name: the conditioning account predicts the speed-up to rise as kappa "
         "falls (slope < 0), the effective-learning-rate account as the angle per step rises (slope > 0), "
-        "each with ngpt on its line."))
+        "each with ngpt on its line. These lines are the cell's readings of both accounts (the section "
+        "before)."))
     too_small = views.too_small(results)  # as the settle-it section: the measurements shown, nothing read
     doc.add(Text("**Readings.** " + (
         "None, by design: the grid's largest budget is below report.min_budget_for_claims." if too_small else
