@@ -3,7 +3,9 @@ and ln angle per step (rivals.angular_rate), the placements every planted world 
 angle from (design/truths.py Truth.mechanism, design/mechanisms.py DoseWorld.mechanism):
   gpt          ln K, ln R                      K = 1000 (the paper's gpt 0.5B layer 4 Q and K: 1.4e3-1.5e3,
                                                Figs 11-12), R = 0.01 rad / step (illustrative)
-  gpt-rownorm  ln K, ln R + ln sqrt 2          the norms fixed, not the conditioning; unit rows turn faster
+  gpt-rownorm  ln K, ln R                      the norms fixed, not the conditioning, nor the angle (had it
+                                               moved the angle, the label worlds' gpt-rownorm, at gpt's speed,
+                                               would contradict their own angle account)
   gpt-orth     0, ln R                         kappa = 1 by construction
   ngpt         ln k, ln R + ln 2               k = 4 (nGPT 0.5B layers 3-4 Q and K: 2.9-4.5, Figs 11-12); it
                                                turns twice as fast as gpt (illustrative)
@@ -25,7 +27,7 @@ import re
 from ngptlab.models import arms as arm_table
 
 GPT_KAPPA, NGPT_KAPPA, GPT_RATE = 1000.0, 4.0, 0.01
-NGPT_TURN, ROW_TURN = 2.0, math.sqrt(2.0)  # angle per step over gpt's
+NGPT_TURN, MUON_TURN = 2.0, math.sqrt(2.0)  # angle per step over gpt's
 MUON = "gpt-muon"
 PC_ARM = re.compile(r"gpt-pc(\d+)$")  # the PC layer at level L
 LN_K, LN_k, LN_R = math.log(GPT_KAPPA), math.log(NGPT_KAPPA), math.log(GPT_RATE)
@@ -52,9 +54,9 @@ def placement(arm: str, conditioned: float = 0.0, muon_kappa: float = LN_K / 3) 
     if level is not None:
         return LN_K / (1 + level), LN_R
     return {"gpt": GPT,
-            "gpt-rownorm": (LN_K, LN_R + math.log(ROW_TURN)),
+            "gpt-rownorm": GPT,
             "gpt-orth": (0.0, LN_R),
             "ngpt": (LN_k, LN_R + math.log(NGPT_TURN)),
             "gpt-angle": (LN_K + conditioned * (LN_k - LN_K), LN_R + math.log(NGPT_TURN)),
             "ngpt-angle": (LN_k, LN_R),
-            MUON: (muon_kappa, LN_R + math.log(ROW_TURN))}.get(arm) or kin(arm)
+            MUON: (muon_kappa, LN_R + math.log(MUON_TURN))}.get(arm) or kin(arm)
