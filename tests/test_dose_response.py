@@ -21,7 +21,8 @@ from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.report.command import render_report, write_report
 from ngptlab.report.kit import plot
-from ngptlab.report.sections.dose_response import dose_figure, paper_line
+from ngptlab.report.kit.load import Results
+from ngptlab.report.sections.dose_response import dose_figure, paper_line, slopes_table
 from ngptlab.results import train_dir
 from ngptlab.speedup.common_kappa import HEAD_KEYS, HEADS
 from ngptlab.speedup.document import SpeedupDocument
@@ -269,7 +270,7 @@ def test_the_report_draws_each_cells_dose_response_and_tables_the_slopes(tmp_pat
     assert f"{CELL}: consistent with the account that conditioning explains" in report
 
 
-def planted_document(context: int, ngpt_x: float = -2.0) -> SpeedupDocument:
+def planted_document(context: int, ngpt_x: float = -2.0, level: float = 0.95) -> SpeedupDocument:
     """A speed-up document whose kappa account has gpt at the origin and ngpt at ngpt_x (ln kappa against
     gpt's), and an angle account beside it: enough for the figure."""
 
@@ -278,12 +279,14 @@ def planted_document(context: int, ngpt_x: float = -2.0) -> SpeedupDocument:
                 "y": {"mean": y, "interval": [y - 0.1, y + 0.1]}}
 
     arms = {"gpt": entry(0.0, 0.0), "gpt-rownorm": entry(-0.5, 0.3), "ngpt": entry(ngpt_x, 1.1)}
-    accounts = {p.account: {"account": p.account, "reading": CONSISTENT, "slope": {"estimate": -0.55,
-                                                                                 "interval": [-0.7, -0.4]},
-                            "arms": arms} for p in PREDICTORS}
+    accounts = {p.account: {"account": p.account, "reading": CONSISTENT, "words": CONSISTENT,
+                            "predictor": p.label, "predicted_sign": "negative",
+                            "slope": {"estimate": -0.55, "interval": [-0.7, -0.4]},
+                            "fitted_arms": ["gpt-rownorm", "ngpt"], "excluded": [], "arms": arms}
+                for p in PREDICTORS}
+    found = {"level": level, "accounts": accounts, "distinguishable": {"verdict": True, "reason": None}}
     return SpeedupDocument.from_dict({"cell": "planted", "context": context, "baseline": "gpt",
-                                      "arms_order": list(arms), "dose_response": {"level": 0.95,
-                                                                                  "accounts": accounts}})
+                                      "arms_order": list(arms), "dose_response": found})
 
 
 def test_the_papers_claim_is_drawn_as_a_line_through_gpt_and_ngpts_kappa_at_a_context_the_paper_reports():
@@ -315,3 +318,15 @@ def test_the_papers_claim_is_drawn_as_a_line_through_gpt_and_ngpts_kappa_at_a_co
         figure = dose_figure("planted", bare)
     assert not any(ln.get_linestyle() == "--" for ax in figures[0].axes for ln in ax.get_lines())
     assert "paper:" not in figure.caption
+
+
+def test_the_table_and_figure_state_the_level_the_file_states(tmp_path):
+    """A document at level 0.9: the slopes table's note and the figure's caption say 90%, not 95%."""
+    params = load_params(params_file(tmp_path, "crossing"))
+    doc = planted_document(4096, level=0.9)
+    results = Results(tmp_path, params, None, {}, {"planted": doc}, None)
+    note = slopes_table(results).note
+    assert "its level in the file: 90%" in note and "95%" not in note
+    with plot.capture():
+        caption = dose_figure("planted", doc).caption
+    assert "90% percentile bootstrap" in caption and "95%" not in caption

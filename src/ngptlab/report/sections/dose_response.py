@@ -23,7 +23,7 @@ from ngptlab.report.kit import plot, views
 from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import arm_runs
-from ngptlab.report.kit.table import Table, fmt_text
+from ngptlab.report.kit.table import Table, fmt_levels, fmt_text
 from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.dose_response import NGPT, PREDICTORS
 
@@ -65,13 +65,15 @@ def slopes_table(results: Results, readings: bool = True) -> Table:
     where the grid is too small to read anything)."""
     cols = ["cell", "account", "predictor", "predicted", "slope", "fitted", "excluded"]
     cols += ["reading", "apart"] if readings else []
+    level = fmt_levels((d.dose_response or {}).get("level") for d in results.speedups.values() if d)
     t = Table("dose_response", "Each account's line over the arms' measured mechanisms", cols,
               key=["cell", "account"], formats=dict.fromkeys(cols, fmt_text),
               headers={"predicted": "predicted slope", "slope": "slope [interval]", "fitted": "arms fitted",
                        "excluded": "left out of the line", "apart": "can the accounts be told apart"},
               note="ln S = b (x − x_baseline), least squares through the baseline over the arms' means "
                    "over seeds (each arm one point). Intervals: percentile bootstrap resampling seeds within "
-                   "each arm, x and y together (speedup/dose_response.py, its level in the file: 95%). "
+                   "each arm, x and y together (speedup/dose_response.py, "
+                   + (f"its level in the file: {level}). " if level else "no level in the file). ") +
                    "Reading: consistent when the slope's interval excludes 0 on the predicted side and every "
                    "arm, ngpt among them, lies within the margin of its prediction; inconsistent when an "
                    "arm's interval lies wholly beyond it; the accounts cannot be told apart when the arms' "
@@ -142,9 +144,10 @@ def dose_figure(cell: str, doc: SpeedupDocument, readings: bool = True) -> Figur
                           plot.key_line("the account's line, its band the slope's interval"),
                           *([plot.key_line(paper, ls="--")] if paper else [])])
         svg = plot.save(fig)
-    level = found.get("level", 0.95)
+    level = fmt_levels([found.get("level")])
     caption = ("Each arm's ln S against its measured ln kappa (layer 3-4 Q and K heads) and ln angular "
-               f"rate, both against the baseline's; means over seeds with {level:.0%} percentile bootstrap "
+               f"rate, both against the baseline's; means over seeds with {level + ' ' if level else ''}"
+               "percentile bootstrap "
                "intervals on both axes (seeds resampled within each arm, x and y together); each account's "
                "line through the baseline, fitted to the arms' means, its band the slope's interval "
                "(speedup/dose_response.py). An arm left out of the line (gpt-orth at kappa 1 below it) "
