@@ -55,6 +55,7 @@ from torch import Tensor
 
 from ngptlab.models.gpt import GPT
 from ngptlab.models.layers import Linear
+from ngptlab.models.pc_level import LEVELS, gram_space
 
 PC_A, PC_B = 1.507, 0.507  # p(x) = A - B x, the PC layer's level-1 polynomial (arXiv 2606.06470)
 TINY = 1e-30  # floor on the norms divided by: a zero matrix maps to zero, not NaN
@@ -79,7 +80,7 @@ def pc_weight(weight: Tensor, level: int) -> Tensor:
         x = w if w.shape[0] >= w.shape[1] else w.T  # tall: the Gram X^T X is the smaller square
         norm = torch.linalg.matrix_norm(x)
         y = x / norm.clamp_min(TINY)
-        if x.shape[0] >= 2 * x.shape[1] and level >= 2:
+        if gram_space(*x.shape, level):
             y = y @ _gram_polynomial(y.T @ y, level)  # the MLP's 4:1 matrices: n x n work per level
         else:
             for _ in range(level):
@@ -134,12 +135,12 @@ class GPTPC(GPT):
 
 
 class GPTPC1(GPTPC):
-    level = 1
+    level = LEVELS["GPTPC1"]
 
 
 class GPTPC2(GPTPC):
-    level = 2
+    level = LEVELS["GPTPC2"]
 
 
 class GPTPC4(GPTPC):
-    level = 4
+    level = LEVELS["GPTPC4"]
