@@ -81,13 +81,28 @@ def pc_weight(weight: Tensor, level: int) -> Tensor:
         norm = torch.linalg.matrix_norm(x)
         y = x / norm.clamp_min(TINY)
         if gram_space(*x.shape, level):
-            y = y @ _gram_polynomial(y.T @ y, level)  # the MLP's 4:1 matrices: n x n work per level
+            y = y @ _gram_polynomial(Gram.apply(y), level)  # the MLP's 4:1 matrices: n x n work per level
         else:
             for _ in range(level):
-                y = torch.addmm(y, y, y.T @ y, beta=PC_A, alpha=-PC_B)  # Y <- A Y - B Y (Y^T Y) = Y p(Y^T Y)
+                y = torch.addmm(y, y, Gram.apply(y), beta=PC_A, alpha=-PC_B)  # Y <- A Y - B Y (Y^T Y)
         y = y * (norm / torch.linalg.matrix_norm(y).clamp_min(TINY))  # gamma: ||W_eff||_F = ||W||_F
         out = y if w.shape[0] >= w.shape[1] else y.T
     return out.to(weight.dtype)
+
+
+class Gram(torch.autograd.Function):
+    """G = Y^T Y, differentiated in one product: dY = Y (dG + dG^T), where autograd's product rule takes two
+    (dG^T Y^T's transpose and Y dG), the same sum up to float rounding. The forward is Y^T Y as before."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, y: Tensor) -> Tensor:
+        ctx.save_for_backward(y)
+        return y.T @ y
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return y @ (grad + grad.T)
 
 
 def _gram_polynomial(gram: Tensor, level: int) -> Tensor:
