@@ -21,8 +21,11 @@ from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.report.command import render_report, write_report
 from ngptlab.report.kit import plot
+from ngptlab.report.kit.load import Results
+from ngptlab.report.sections.dose_response import dose_figure, paper_line, slopes_table
 from ngptlab.results import train_dir
 from ngptlab.speedup.common_kappa import HEAD_KEYS, HEADS
+from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.dose_response import (
     CANNOT_TELL,
     CAPACITY,
@@ -265,3 +268,65 @@ def test_the_report_draws_each_cells_dose_response_and_tables_the_slopes(tmp_pat
     report = (tmp_path / "reports" / "report.md").read_text()
     assert "The accounts as dose-responses" in report
     assert f"{CELL}: consistent with the account that conditioning explains" in report
+
+
+def planted_document(context: int, ngpt_x: float = -2.0, level: float = 0.95) -> SpeedupDocument:
+    """A speed-up document whose kappa account has gpt at the origin and ngpt at ngpt_x (ln kappa against
+    gpt's), and an angle account beside it: enough for the figure."""
+
+    def entry(x: float, y: float) -> dict:
+        return {"x": {"mean": x, "interval": [x - 0.1, x + 0.1]},
+                "y": {"mean": y, "interval": [y - 0.1, y + 0.1]}}
+
+    arms = {"gpt": entry(0.0, 0.0), "gpt-rownorm": entry(-0.5, 0.3), "ngpt": entry(ngpt_x, 1.1)}
+    accounts = {p.account: {"account": p.account, "reading": CONSISTENT, "words": CONSISTENT,
+                            "predictor": p.label, "predicted_sign": "negative",
+                            "slope": {"estimate": -0.55, "interval": [-0.7, -0.4]},
+                            "fitted_arms": ["gpt-rownorm", "ngpt"], "excluded": [], "arms": arms}
+                for p in PREDICTORS}
+    found = {"level": level, "accounts": accounts, "distinguishable": {"verdict": True, "reason": None}}
+    return SpeedupDocument.from_dict({"cell": "planted", "context": context, "baseline": "gpt",
+                                      "arms_order": list(arms), "dose_response": found})
+
+
+def test_the_papers_claim_is_drawn_as_a_line_through_gpt_and_ngpts_kappa_at_a_context_the_paper_reports():
+    """At 4k the paper's x10 over gpt, if conditioning explains it, is the line through gpt's (0, 0) and
+    (ngpt's ln kappa, ln 10): slope ln 10 / -2, dashed in the ln kappa panel only, labelled and captioned;
+    at a context the paper gives no figure for (64), no such line."""
+    doc = planted_document(4096)
+    kappa = doc.dose_response["accounts"][KAPPA_ACCOUNT]
+    x0, y0, slope, label = paper_line(doc, kappa)
+    assert (x0, y0) == (0.0, 0.0) and slope == pytest.approx(math.log(10) / -2.0)
+    assert label == "paper: x10 at 4k context, through ngpt's kappa"
+    with plot.capture() as figures:
+        figure = dose_figure("planted", doc)
+    dashed = {ax.get_xlabel(): [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+              for ax in figures[0].axes if ax.get_xlabel()}
+    (kappa_lines,) = (v for k, v in dashed.items() if "ln kappa" in k)
+    assert [ln.get_label() for ln in kappa_lines] == [label]
+    assert not any(v for k, v in dashed.items() if "ln kappa" not in k)  # not in the angle panel
+    (xs, ys) = kappa_lines[0].get_data()
+    assert (ys[-1] - ys[0]) / (xs[-1] - xs[0]) == pytest.approx(math.log(10) / -2.0)
+    assert label in figure.svg.decode() and "paper: x10 at 4k context" in figure.caption
+    at8k = planted_document(8192, ngpt_x=-3.0)
+    _, _, slope8k, _ = paper_line(at8k, at8k.dose_response["accounts"][KAPPA_ACCOUNT])
+    assert slope8k == pytest.approx(math.log(20) / -3.0)
+    # no figure in the paper for this context: no line, no word of it
+    bare = planted_document(64)
+    assert paper_line(bare, bare.dose_response["accounts"][KAPPA_ACCOUNT]) is None
+    with plot.capture() as figures:
+        figure = dose_figure("planted", bare)
+    assert not any(ln.get_linestyle() == "--" for ax in figures[0].axes for ln in ax.get_lines())
+    assert "paper:" not in figure.caption
+
+
+def test_the_table_and_figure_state_the_level_the_file_states(tmp_path):
+    """A document at level 0.9: the slopes table's note and the figure's caption say 90%, not 95%."""
+    params = load_params(params_file(tmp_path, "crossing"))
+    doc = planted_document(4096, level=0.9)
+    results = Results(tmp_path, params, None, {}, {"planted": doc}, None)
+    note = slopes_table(results).note
+    assert "its level in the file: 90%" in note and "95%" not in note
+    with plot.capture():
+        caption = dose_figure("planted", doc).caption
+    assert "90% percentile bootstrap" in caption and "95%" not in caption

@@ -170,11 +170,12 @@ class Divergence:
     rate: float | None
     interval: Interval | None
     diverged_seeds: tuple[int, ...]
+    level: float | None = None  # the interval's, as the file states it
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Divergence:
         return cls(d["diverged"], d["seeds"], number(d["rate"]), interval_of(d["interval"]),
-                   tuple(d["diverged_seeds"]))
+                   tuple(d["diverged_seeds"]), d.get("level"))
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import ONE_SEED, arm_runs, bracket, measurable_text, min_seeds, speedup_text
-from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_text
+from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_levels, fmt_loss, fmt_lr, fmt_num, fmt_text
 from ngptlab.speedup.arm_records import Interpolated, Speedup, Target, seed_counts
 from ngptlab.speedup.crossing import reference_tokens
 from ngptlab.speedup.document import SpeedupDocument
@@ -381,9 +381,12 @@ def divergence_table(results: Results) -> Table:
     """Divergence as an outcome of each arm: its diverged held-out seeds over its held-out seeds, with the
     exact (Clopper-Pearson) interval, and the seeds its estimate left out (its own or the baseline's)."""
     cols = ["cell", "arm", "diverged", "seeds", "rate", "interval", "left_out"]
+    level = fmt_levels(e.divergence.level for d in results.speedups.values() if d for e in d.arms.values()
+                       if e.divergence is not None)
     t = Table("speedup_divergence", "Divergence of the held-out seeds", cols, key=["cell", "arm"],
               headers={"diverged": "diverged seeds", "seeds": "held-out seeds", "rate": "rate",
-                       "interval": "95% interval (Clopper-Pearson)", "left_out": "left out of the estimate"},
+                       "interval": f"{level + ' ' if level else ''}interval (Clopper-Pearson)",
+                       "left_out": "left out of the estimate"},
               formats={"cell": fmt_text, "arm": fmt_text, "diverged": fmt_int, "seeds": fmt_int,
                        "rate": fmt_num, "interval": fmt_text, "left_out": fmt_text},
               note="A held-out seed whose run at the chosen learning rate diverged (or whose baseline run "
