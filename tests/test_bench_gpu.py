@@ -96,7 +96,9 @@ def test_a_cpu_rehearsal_runs_every_check_and_exits_3_for_what_a_cpu_cannot_prov
     memory = doc["memory"]["rows"]  # every preset arm at 3 cells, gpt-lrm checkpointed where paper's does
     assert {r["arm"] for r in memory} >= {"gpt", "ngpt", "gpt-lrm", "gpt-angle", "ngpt-angle"}
     assert len(memory) == 3 * len({r["arm"] for r in memory}) and not any(r["out_of_memory"] for r in memory)
-    assert {(r["arm"], r["cell"]) for r in memory if r["checkpointing"]} == {("gpt-lrm", "1B-ctx8192")}
+    # auto checkpoints where the plan puts a run over the card: gpt-lrm's multipliers, gpt-pc4's PC iterates
+    assert {(r["arm"], r["cell"]) for r in memory if r["checkpointing"]} == {("gpt-lrm", "1B-ctx8192"),
+                                                                             ("gpt-pc4", "1B-ctx8192")}
     assert set(doc["bf16"]["arms"]) == {"gpt", "ngpt"}
     for arm, a in doc["angles"]["arms"].items():  # every turned kind near the target (gpt-angle: 8, ngpt: 9)
         assert len(a["realised_rad"]) == {"gpt-angle": 8, "ngpt-angle": 9}[arm]

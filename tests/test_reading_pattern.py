@@ -133,7 +133,7 @@ def conditioned_all_the_way() -> DoseWorld:
     (conditioned_all_the_way(), [*ARMS, "gpt-angle", "ngpt-angle"], CONDITIONING.consistent,
      EFFECTIVE_LR.inconsistent),
     # only ngpt fast, on the 2x2: gpt-orth (kappa 1) below the line through ngpt reads as the capacity cost,
-    # which leaves ngpt the only arm that moved kappa: a line through one arm tests nothing, not resolved
+    # which leaves ngpt the only arm its line predicts beyond the margin: a line through one arm tests nothing
     # (the label pattern read inconsistent; the dial tells the two apart: design/truths.py)
     (Truth("ngpt only", 4.0), ARMS, NOT_RESOLVED, None)])
 def test_the_accounts_are_read_from_the_arms_measured_mechanisms(tmp_path, truth, arms, conditioning,

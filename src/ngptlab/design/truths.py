@@ -44,14 +44,13 @@ what the grid cannot tell: a "consistent" reading of an account the world makes 
 positive whatever the planted values read (design/table.py). On the planted values (margin x1.25):
   the 2x2 alone   "only ngpt" and, at ngpt x4 and x10, "account true" read the conditioning account not
                   resolved: gpt-orth at kappa 1 lies below the line through ngpt beyond the margin (read as
-                  the capacity cost), which leaves ngpt the only arm that moved kappa, and a line through the
-                  baseline and one arm fits that arm whatever the account (speedup/dose_response.py
-                  MIN_MOVED); the null reads "the accounts cannot be told apart"
+                  the capacity cost), which leaves ngpt the only arm the line predicts beyond the margin,
+                  and a line through the baseline and one arm fits that arm whatever the account
+                  (speedup/dose_response.py MIN_MOVED); the null reads "the accounts cannot be told apart"
   with the dial   account true reads consistent (at x4 and x10 with gpt-orth's capacity cost), only ngpt
-  and gpt-muon    and the norms inconsistent (the dial at gpt's speed below the line); at ngpt x1.5 on the
-                  2x2 with the dial and gpt-muon, only ngpt fast reads the effective-learning-rate account
-                  consistent (gpt-muon's x sqrt 2 angle at gpt's speed lies within x1.25 of the line through
-                  ngpt): a false positive the design reports
+  and gpt-muon    and the norms inconsistent from x4 (the dial at gpt's speed below the line), not resolved
+                  or "cannot tell the accounts apart" at x1.3-x1.5, where the line predicts no arm but ngpt
+                  beyond the margin
   angle square    the angle account consistent at every speed-up, the conditioning account inconsistent
 """
 

@@ -51,8 +51,9 @@ The account's reading, in this order:
                            lines' predictions within ln M of each other for every arm; the reason names the
                            arms and how far one would have to move its kappa without its angle
   consistent               the slope's interval excludes 0 on the predicted side, every arm, ngpt among
-                           them, is on the line, and at least MIN_MOVED fitted arms moved the predictor (their
-                           x's interval excludes the baseline's): a line through the baseline and one arm fits
+                           them, is on the line, and the line predicts at least MIN_MOVED fitted arms beyond
+                           the margin from the baseline (|b X_a| > ln M): elsewhere "on the line" and "as fast
+                           as the baseline" are one claim, and a line through the baseline and one arm fits
                            that arm whatever the account, so it tests nothing (on the 2x2 alone ngpt is the
                            only arm whose angle moves)
   not resolved             otherwise (and where an arm has one seed: no interval)
@@ -77,7 +78,7 @@ from ngptlab.stats import LEVEL, t_quantile
 
 RESAMPLES = 2000
 MIN_ARMS = 3  # the baseline and two arms: a line through the baseline and something to test it on
-MIN_MOVED = 2  # fitted arms whose predictor moved from the baseline's, for a line that can fail
+MIN_MOVED = 2  # fitted arms the line predicts beyond the margin from the baseline, for a line that can fail
 COLLINEAR = 0.95  # |Pearson r| of the arms' X_kappa and X_angle above which the accounts cannot be told apart
 ORTH, NGPT = arm_table.square("conditioning")["01"], arm_table.square("conditioning")["11"]
 CONSISTENT, INCONSISTENT = "consistent", "inconsistent"
@@ -324,8 +325,8 @@ def read_account(fit: Mapping, predictor: Predictor, margin: float, apart: Mappi
         return CANNOT_TELL, f"{CANNOT_TELL} ({lead}: {said}): {apart['reason']}"
     statuses = {a: e["status"] for a, e in fit["arms"].items() if e["status"] != "baseline"}
     on_line = all(s in (ON_LINE, CAPACITY) for s in statuses.values()) and statuses.get(NGPT) == ON_LINE
-    moved = [a for a in fit["fitted_arms"]
-             if (x := fit["arms"][a]["x"]["interval"]) and (x[0] > 0 or x[1] < 0)]
+    band = math.log(margin)
+    moved = [a for a in fit["fitted_arms"] if abs(fit["arms"][a]["prediction"]) > band]
     if side == predictor.sign and on_line and len(moved) >= MIN_MOVED:
         return CONSISTENT, f"{CONSISTENT} with {lead}: every arm within x{margin:g} of its line ({said})"
     open_arms = ", ".join(a for a, s in statuses.items() if s == NOT_RESOLVED)
@@ -333,8 +334,8 @@ def read_account(fit: Mapping, predictor: Predictor, margin: float, apart: Mappi
            f"{NGPT} not measured" if NGPT not in statuses else
            f"the slope's interval reaches 0 ({said})" if side == 0 else
            f"not every arm shown on the line: {open_arms}" if not on_line else
-           f"only {', '.join(moved) or 'no arm'} moved {predictor.label} from the baseline's: a line through "
-           "the baseline and one arm fits it whatever the account")
+           f"the line predicts only {', '.join(moved) or 'no arm'} beyond x{margin:g} of the baseline: a "
+           "line through the baseline and one arm fits it whatever the account")
     return NOT_RESOLVED, f"{NOT_RESOLVED} for {lead}: {why}"
 
 
