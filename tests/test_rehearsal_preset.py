@@ -1,7 +1,7 @@
 """The rehearsal preset is settle in miniature: every key equal to settle's but the sizes listed here, and the
 protocol's shape (both squares, WSD, a sweep of three x2 apart, the reference budget inside the budgets, the
-pruning at it, the calibration at the budget below it, added seeds, the angle arms waiting) held as relations, so a change to
-settle's protocol fails here until workflow/presets/rehearsal.yaml follows it."""
+pruning at it, the calibration at the budget below it, added seeds, the angle arms waiting) held as
+relations, so a change to settle's protocol fails here until workflow/presets/rehearsal.yaml follows it."""
 
 from __future__ import annotations
 
