@@ -57,7 +57,8 @@ def small_params(protocol: bool = True) -> dict:
 
 def write_world_runs(root: Path, params: Params, world) -> None:
     """Every compared run of the grid not yet on disk, as the train stage writes it (summary.json and the
-    validation rows of metrics.jsonl), from the world's planted results."""
+    validation rows of metrics.jsonl with the planted kappa and angle per step), from the world's planted
+    results."""
     for spec in compared_runs(params):
         out = train_dir(root, spec)
         if (out / "summary.json").is_file():
@@ -65,6 +66,9 @@ def write_world_runs(root: Path, params: Params, world) -> None:
         result = world.result_of(spec)
         out.mkdir(parents=True, exist_ok=True)
         rows = [{"step": int(t) // 512, "tokens": int(t), "val_loss": loss} for t, loss in result.curve]
+        for key, entries in result.observed.items():  # the planted kappa and angle, where they are logged
+            for tokens, values in entries:
+                next(r for r in rows if r["tokens"] == int(tokens))[key] = values
         (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         (out / "summary.json").write_text(json.dumps({"run": spec.name, "spec": spec.as_dict(),
                                                       "status": "completed",
@@ -144,14 +148,16 @@ def test_wrong_directional_rate_read_against_a_null_that_does_not_hold():
     against_planted = cell_summary([w[CELL] for w in outcomes], planted, "conditioning", 1.25)
     assert against_planted["wrong_directional"]["p"] == 0
     table = design_table([outcomes], [null], "conditioning", 1.25)
+    # under the null the planted values read the measured accounts "cannot tell the accounts apart" and the
+    # norm pattern inconsistent: "consistent" is false for all three
+    accounts = ("conditioning", "norm", "effective learning rate")
     assert [c["check"] for c in table["thresholds"]] == [
-        "reading consistent with the conditioning account, false here",
-        "reading consistent with the norm account, false here",
+        *(f"reading consistent with the {account} account, false here" for account in accounts),
         "wrong directional reading", "coverage of the primary effect's interval"]
-    for check, account in zip(table["thresholds"][:2], ("conditioning", "norm"), strict=True):
+    for check, account in zip(table["thresholds"][:3], accounts, strict=True):
         consistent = sum(o[CELL]["accounts"][account].startswith("consistent") for o in outcomes) / 6
         assert check["value"]["p"] == consistent
-    assert table["thresholds"][2]["passed"] == (wrong / 6 <= 0.05)
+    assert table["thresholds"][3]["passed"] == (wrong / 6 <= 0.05)
 
 
 def test_wrong_directional_counts_only_claims_the_truth_does_not_make():
@@ -252,10 +258,17 @@ def test_design_command_prints_the_table_as_json(tmp_path, capsys):
         for s in (1.5, 4)] + ["null", "null, ngpt curvature x0.5 optimum x1.41 drift x0.5",
                               "account true, ngpt x1.5, gpt-orth curvature x2 optimum x0.707, "
                               "ngpt curvature x0.5 optimum x1.41 drift x0.5"]
-    # per account: correct where the conditioning account, the norm account or only ngpt is true, and
-    # consistent wherever the account is false; then directional (null) and coverage (every truth):
-    # account true and false 2 + 1 + 1 each, ngpt only 2 + 2 + 1, partial 2 + 1, null 2 + 1 + 1
-    assert len(doc["thresholds"]) == 2 * (4 + 4 + 5 + 3) + 4 + 4 + 4 and doc["gpu_hours"]["projected"] is None
+    # per account (conditioning and the effective learning rate as the planted values read them from the
+    # arms' mechanisms, design/truths.py; the norm account by its pattern): correct where the conditioning
+    # account, the norm account or only ngpt is true, and consistent wherever the expected reading is
+    # another; then directional (null) and coverage (every truth). Account true (consistent, inconsistent,
+    # inconsistent) 1 + 2 + 2 + 1 at each speed-up and in its unequal-laws world; account false
+    # (inconsistent, consistent, consistent at x1.5 / inconsistent at x4) 2 + 1 + 1 + 1 and 2 + 1 + 2 + 1;
+    # ngpt only (capacity, inconsistent, consistent / inconsistent) 1 + 2 + 1 + 1 and 1 + 2 + 2 + 1;
+    # partial (capacity, inconsistent, consistent / inconsistent) 0 + 1 + 0 + 1 and 0 + 1 + 1 + 1; the null
+    # and its unequal-laws world (cannot tell, inconsistent, cannot tell) 1 + 1 + 1 + 1 + 1 each
+    assert len(doc["thresholds"]) == 3 * 6 + (5 + 6) + (5 + 6) + (2 + 3) + 2 * 5
+    assert doc["gpu_hours"]["projected"] is None
     norm = [c for c in doc["thresholds"] if c["check"] == "correct reading of the norm account"]
     # at x1.5 (x4 lies beyond this small grid's budgets) one world at seed sd 0.003 reads the norm account
     assert len(norm) == 2 * 3 + 1 and all(c["passed"] for c in norm if "x4" not in c["truth"])

@@ -134,6 +134,9 @@ def test_the_runs_carry_the_planted_kappa_and_angle_and_the_losses_stay_as_they_
         def speedup(self, arm: str) -> float:
             return world.speedup(arm)
 
+        def mechanism(self, arm: str) -> None:
+            return None
+
     specs = compared_runs(params)
     planted = planted_world(params, model, world, 0, 0, 0)
     plain = planted_world(params, model, SameSpeeds("dose", 4.0), 0, 0, 0)
@@ -185,7 +188,9 @@ def test_the_simulated_reading_agrees_with_the_planted_one_and_the_true_account_
 
 def test_design_command_reports_the_dose_response_worlds_at_both_noise_levels(tmp_path, capsys):
     params_file = tmp_path / "params.yaml"
-    params_file.write_text(yaml.safe_dump(wide_params(arms=SQUARE, seeds=2), sort_keys=False))
+    # the 2x2 and one level of the dial: on the 2x2 alone gpt-orth's capacity cost leaves ngpt the only arm
+    # that moved kappa, and the capacity world reads not resolved
+    params_file.write_text(yaml.safe_dump(wide_params(arms=(*SQUARE, "gpt-pc2"), seeds=2), sort_keys=False))
     assert main(["design", "--params", str(params_file), "--worlds", "1", "--jobs", "1", "--json",
                  "--only", "dose-response"]) == 0
     out, err = capsys.readouterr()
@@ -193,8 +198,9 @@ def test_design_command_reports_the_dose_response_worlds_at_both_noise_levels(tm
     dose = doc["dose_response"]
     assert doc["scenarios"] == [] and dose["noises"] == [1, 2] and dose["kappa_sd"] == 0.15
     assert [(s["world"].split(":")[0], s["noise"]) for s in dose["scenarios"]] == [
-        ("dose-response", 1), ("capacity", 1), ("dose-response", 2), ("capacity", 2)]
-    assert len(err.splitlines()) == 4 and "at x2 seed noise (capacity" in err.splitlines()[-1]
+        ("dose-response", 1), ("capacity", 1), ("flat dial", 1), ("dose-response", 2), ("capacity", 2),
+        ("flat dial", 2)]
+    assert len(err.splitlines()) == 6 and "at x2 seed noise (flat dial" in err.splitlines()[-1]
     assert doc["passed"] is dose["passed"]
     assert main(["design", "--params", str(params_file), "--worlds", "1", "--jobs", "1",
                  "--only", "dose-response", "--no-progress"]) == 0

@@ -129,3 +129,13 @@ def test_the_reports_speedup_section_shows_the_divergence_outcome(tmp_path, dive
     assert rows["ngpt"]["interval"] == "[0.0126, 0.987]"
     assert rows["ngpt"]["left_out"].startswith(f"seed 2: diverged: {LOST}")
     assert (rows["gpt-orth"]["diverged"], rows["gpt-orth"]["left_out"]) == (0, None)
+
+
+def test_the_divergence_tables_header_states_the_level_the_file_states(tmp_path, diverged):
+    """The speed-up file's divergence intervals at level 0.9: the table's header says 90%."""
+    doc = speedup(tmp_path, diverged)
+    for entry in doc["arms"].values():
+        entry["divergence"]["level"] = 0.9
+    (tmp_path / "results" / "speedup" / f"{CELL}.json").write_text(json.dumps(doc))
+    table = divergence_table(load_results(load_params(diverged), tmp_path, diverged))
+    assert table.headers["interval"] == "90% interval (Clopper-Pearson)"

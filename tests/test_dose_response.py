@@ -21,8 +21,11 @@ from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
 from ngptlab.report.command import render_report, write_report
 from ngptlab.report.kit import plot
+from ngptlab.report.kit.load import Results
+from ngptlab.report.sections.dose_response import dose_figure, paper_line, slopes_table
 from ngptlab.results import train_dir
 from ngptlab.speedup.common_kappa import HEAD_KEYS, HEADS
+from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.dose_response import (
     CANNOT_TELL,
     CAPACITY,
@@ -34,6 +37,7 @@ from ngptlab.speedup.dose_response import (
     PREDICTORS,
     fit_account,
 )
+from ngptlab.speedup.reading import CONDITIONING, EFFECTIVE_LR
 from ngptlab.speedup.rivals import RATE_KINDS
 
 ARMS = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt", "gpt-angle", "ngpt-angle"]
@@ -119,8 +123,16 @@ def test_a_conditioning_world_reads_consistent_with_conditioning_where_gpt_angle
     assert found["distinguishable"]["verdict"] is True
     assert found["level"] == 0.95 and "bootstrap" in found["method"] and "arm means" in found["method"]
     assert len(found["points"]) == 6 * 4
-    # the failure the measured reading answers: by labels, gpt-angle should have been as slow as gpt
-    assert doc["reading"]["accounts"]["conditioning"]["reading"].startswith("inconsistent")
+    # the cell's headline reads the account from the fit: consistent, where its label pattern (gpt-orth as
+    # fast as ngpt) reads inconsistent, as the headline did before
+    headline = doc["reading"]
+    conditioning = headline["accounts"]["conditioning"]
+    assert conditioning["source"] == "measured" and conditioning["reading"] == CONDITIONING.consistent
+    assert conditioning["words"] == kappa["words"] and conditioning["by_labels"] == CONDITIONING.inconsistent
+    assert headline["pattern_reading"] == CONDITIONING.consistent
+    assert headline["reading"].startswith(CONDITIONING.consistent + "; ")
+    assert headline["accounts"]["effective learning rate"]["source"] == "measured"
+    assert headline["accounts"]["norm"]["source"] == "construction"
 
 
 def test_kappa_growing_with_tokens_is_read_at_the_common_token_count(tmp_path):
@@ -139,15 +151,42 @@ def test_kappa_growing_with_tokens_is_read_at_the_common_token_count(tmp_path):
 
 
 def test_an_angle_world_reads_consistent_with_the_angle_and_inconsistent_with_conditioning(tmp_path):
-    """S follows the angle per step (S = angle^0.75), kappa varied independently of it."""
+    """S follows the angle per step (S = angle^0.75), kappa varied independently of it: the cell's headline
+    reads the effective-learning-rate account consistent from every arm's measured angle, gpt-orth's
+    included (its label pattern, gpt-angle and ngpt-angle alone, would read it too here)."""
     kappas = {**KAPPAS, "gpt-angle": 1500.0}  # gpt-angle keeps gpt's conditioning
     speedups = {arm: a ** 0.75 for arm, a in ANGLES.items()}
-    found = planted_cell(tmp_path, kappas, ANGLES, speedups)["dose_response"]
+    doc = planted_cell(tmp_path, kappas, ANGLES, speedups)
+    found = doc["dose_response"]
     kappa, angle = found["accounts"][KAPPA_ACCOUNT], found["accounts"][ANGLE_ACCOUNT]
     assert angle["reading"] == CONSISTENT, angle["words"]
     assert angle["slope"]["interval"][0] > 0 and angle["slope"]["estimate"] == pytest.approx(0.75, abs=0.08)
+    assert angle["fitted_arms"] == sorted(a for a in ARMS if a != "gpt")  # gpt-orth's angle among them
     assert kappa["reading"] == INCONSISTENT and statuses(kappa)["gpt-angle"] == DEPARTS
     assert "gpt-angle x" in kappa["words"]
+    accounts = doc["reading"]["accounts"]
+    assert accounts[ANGLE_ACCOUNT]["source"] == "measured"
+    assert accounts[ANGLE_ACCOUNT]["reading"] == EFFECTIVE_LR.consistent
+    assert accounts[KAPPA_ACCOUNT]["reading"] == CONDITIONING.inconsistent
+
+
+def test_the_conditioning_square_alone_reads_the_angle_account_from_measured_angles_and_drops_the_clause(
+        tmp_path):
+    """Without the angle arms, the effective-learning-rate account is read from the four arms' measured
+    angles, gpt-orth's included (no label pattern predicts gpt-orth by its name), and the confound clause,
+    which stood in for it, is not said."""
+    square = ARMS[:4]
+    speedups = {arm: a ** 0.75 for arm, a in ANGLES.items() if arm in square}
+    doc = planted_cell(tmp_path, KAPPAS, ANGLES, speedups, arms=square)
+    angle, reading = doc["dose_response"]["accounts"][ANGLE_ACCOUNT], doc["reading"]
+    assert sorted(angle["arms"]) == sorted(square) and angle["slope"]["estimate"] is not None
+    entry = reading["accounts"][ANGLE_ACCOUNT]
+    assert entry["source"] == "measured" and entry["reading"] == EFFECTIVE_LR.sentence(
+        EFFECTIVE_LR.measured(angle)) and entry["words"] == angle["words"]
+    assert doc["rivals"]["primary"]["verdict"] is not None  # the rates were there: the clause had a verdict
+    assert reading["effective_lr_clause"] is None and "effective learning rate:" not in reading["reading"]
+    assert entry["reading"] in reading["reading"] or EFFECTIVE_LR.sentence(entry["reading"]) in \
+        reading["reading"]
 
 
 def test_kappa_and_angle_moving_together_cannot_tell_the_accounts_apart(tmp_path):
@@ -229,3 +268,65 @@ def test_the_report_draws_each_cells_dose_response_and_tables_the_slopes(tmp_pat
     report = (tmp_path / "reports" / "report.md").read_text()
     assert "The accounts as dose-responses" in report
     assert f"{CELL}: consistent with the account that conditioning explains" in report
+
+
+def planted_document(context: int, ngpt_x: float = -2.0, level: float = 0.95) -> SpeedupDocument:
+    """A speed-up document whose kappa account has gpt at the origin and ngpt at ngpt_x (ln kappa against
+    gpt's), and an angle account beside it: enough for the figure."""
+
+    def entry(x: float, y: float) -> dict:
+        return {"x": {"mean": x, "interval": [x - 0.1, x + 0.1]},
+                "y": {"mean": y, "interval": [y - 0.1, y + 0.1]}}
+
+    arms = {"gpt": entry(0.0, 0.0), "gpt-rownorm": entry(-0.5, 0.3), "ngpt": entry(ngpt_x, 1.1)}
+    accounts = {p.account: {"account": p.account, "reading": CONSISTENT, "words": CONSISTENT,
+                            "predictor": p.label, "predicted_sign": "negative",
+                            "slope": {"estimate": -0.55, "interval": [-0.7, -0.4]},
+                            "fitted_arms": ["gpt-rownorm", "ngpt"], "excluded": [], "arms": arms}
+                for p in PREDICTORS}
+    found = {"level": level, "accounts": accounts, "distinguishable": {"verdict": True, "reason": None}}
+    return SpeedupDocument.from_dict({"cell": "planted", "context": context, "baseline": "gpt",
+                                      "arms_order": list(arms), "dose_response": found})
+
+
+def test_the_papers_claim_is_drawn_as_a_line_through_gpt_and_ngpts_kappa_at_a_context_the_paper_reports():
+    """At 4k the paper's x10 over gpt, if conditioning explains it, is the line through gpt's (0, 0) and
+    (ngpt's ln kappa, ln 10): slope ln 10 / -2, dashed in the ln kappa panel only, labelled and captioned;
+    at a context the paper gives no figure for (64), no such line."""
+    doc = planted_document(4096)
+    kappa = doc.dose_response["accounts"][KAPPA_ACCOUNT]
+    x0, y0, slope, label = paper_line(doc, kappa)
+    assert (x0, y0) == (0.0, 0.0) and slope == pytest.approx(math.log(10) / -2.0)
+    assert label == "paper: x10 at 4k context, through ngpt's kappa"
+    with plot.capture() as figures:
+        figure = dose_figure("planted", doc)
+    dashed = {ax.get_xlabel(): [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+              for ax in figures[0].axes if ax.get_xlabel()}
+    (kappa_lines,) = (v for k, v in dashed.items() if "ln kappa" in k)
+    assert [ln.get_label() for ln in kappa_lines] == [label]
+    assert not any(v for k, v in dashed.items() if "ln kappa" not in k)  # not in the angle panel
+    (xs, ys) = kappa_lines[0].get_data()
+    assert (ys[-1] - ys[0]) / (xs[-1] - xs[0]) == pytest.approx(math.log(10) / -2.0)
+    assert label in figure.svg.decode() and "paper: x10 at 4k context" in figure.caption
+    at8k = planted_document(8192, ngpt_x=-3.0)
+    _, _, slope8k, _ = paper_line(at8k, at8k.dose_response["accounts"][KAPPA_ACCOUNT])
+    assert slope8k == pytest.approx(math.log(20) / -3.0)
+    # no figure in the paper for this context: no line, no word of it
+    bare = planted_document(64)
+    assert paper_line(bare, bare.dose_response["accounts"][KAPPA_ACCOUNT]) is None
+    with plot.capture() as figures:
+        figure = dose_figure("planted", bare)
+    assert not any(ln.get_linestyle() == "--" for ax in figures[0].axes for ln in ax.get_lines())
+    assert "paper:" not in figure.caption
+
+
+def test_the_table_and_figure_state_the_level_the_file_states(tmp_path):
+    """A document at level 0.9: the slopes table's note and the figure's caption say 90%, not 95%."""
+    params = load_params(params_file(tmp_path, "crossing"))
+    doc = planted_document(4096, level=0.9)
+    results = Results(tmp_path, params, None, {}, {"planted": doc}, None)
+    note = slopes_table(results).note
+    assert "its level in the file: 90%" in note and "95%" not in note
+    with plot.capture():
+        caption = dose_figure("planted", doc).caption
+    assert "90% percentile bootstrap" in caption and "95%" not in caption

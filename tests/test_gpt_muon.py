@@ -28,7 +28,7 @@ from torch.optim._muon import _zeropower_via_newtonschulz  # the Newton-Schulz i
 from ngptlab.checkpoint import atomic_save_tensors, tensors_sha256
 from ngptlab.condition.run import condition_run
 from ngptlab.errors import CheckpointError
-from ngptlab.grid.enumeration import find_run
+from ngptlab.grid.enumeration import enumerate_runs, find_run
 from ngptlab.models.gpt_muon import MuonRecipe, hidden_matrices
 from ngptlab.models.layers import MATRIX_KINDS
 from ngptlab.models.muon import MUON_DEFAULTS, MuonAdamW
@@ -214,3 +214,37 @@ def test_a_momentum_buffer_of_another_shape_is_refused_naming_it(tmp_path):
     other, restored = tiny(seed=1)
     with pytest.raises(CheckpointError, match=r"momentum_buffer of parameter \d+ has shape"):
         state.load_state(tmp_path, other, restored, {"arm": "gpt-muon"})
+
+
+def test_a_bf16_run_trains_with_bf16_momentum_buffers_and_resumes_byte_for_byte(tmp_path, monkeypatch):
+    """gpt-muon with its weights stored in bf16 (train.weight_dtype): the loss falls, every checkpoint's Muon
+    momentum buffer is the parameter's dtype, bf16 (torch's Muon makes it like the gradient; models/muon.py),
+    as AdamW's moments are, with no float32 master copies (gpt-muon turns no matrix: models/rotational.py),
+    and a run stopped every 3 steps ends with the bytes of one trained through."""
+    params = make_params(arms=["gpt-muon"], budgets=[16 * 512], batch_sequences=16, micro_batch_tokens=512,
+                         learning_rates={"cpu-4l": {"gpt-muon": [3e-3]}}, eval_every_tokens=5 * 512,
+                         checkpoint_every_tokens=2 * 512, weight_dtype="bf16")
+    (spec,) = enumerate_runs(Params.of(params))
+    assert spec.weight_dtype == "bf16"
+    saved: list[dict] = []
+
+    def keep_optimizer_state(split: Path) -> None:
+        state_dir = run_dir(split, spec.name) / "state"
+        ckpt = state_dir / json.loads((state_dir / state.LATEST).read_text())["checkpoint"]
+        saved.append(load_file(ckpt / "optimizer.safetensors"))
+
+    whole, split = whole_and_split(spec, Params.of(params).train, tmp_path, monkeypatch, keep_optimizer_state)
+    assert saved
+    for tensors in saved:
+        buffers = {k: v for k, v in tensors.items() if k.endswith(".momentum_buffer")}
+        assert len(buffers) == 7 * 4 and {v.dtype for v in buffers.values()} == {torch.bfloat16}
+        moments = [v for k, v in tensors.items() if k.endswith((".exp_avg", ".exp_avg_sq"))]
+        assert moments and {v.dtype for v in moments} == {torch.bfloat16}
+        assert not any(k.endswith(".master") for k in tensors)
+    weights = load_file(run_dir(whole, spec.name) / "model.safetensors")
+    assert {v.dtype for v in weights.values()} == {torch.bfloat16}
+    losses = [row["val_loss"] for row in metrics(whole, spec.name) if "val_loss" in row]
+    assert losses[-1] < losses[0] - 0.5, losses
+    for path in (run_dir(whole, spec.name) / "model.safetensors",
+                 results_dir(whole, spec.name) / "metrics.jsonl"):
+        assert path.read_bytes() == (split / path.relative_to(whole)).read_bytes(), path

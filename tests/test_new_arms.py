@@ -14,9 +14,10 @@ from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import enumerate_cells, enumerate_runs
 from ngptlab.layout import REPO_ROOT
 from ngptlab.models.size import padded_vocab, parameter_count
-from ngptlab.plan.estimate import VOCAB_SIZE, estimate_runs
+from ngptlab.plan.estimate import estimate_runs
 from ngptlab.results import train_dir
 from ngptlab.settings import Params
+from ngptlab.vocabulary import VOCAB_SIZE
 
 torch.set_num_threads(1)
 NEW_ARMS = ("gpt-qknorm", "ngpt-freew")

@@ -20,6 +20,7 @@ from support.synthetic import settings_of
 from ngptlab.models.arms import arm as arm_row
 from ngptlab.report.command import render_report, write_report
 from ngptlab.report.kit.table import fmt_sig
+from ngptlab.speedup.rivals import clause
 
 NGPT_CONDITIONING = arm_row("ngpt").conditioning
 
@@ -175,12 +176,14 @@ def test_settle_it_has_the_paired_contrasts_with_intervals_and_seeds_needed(pair
     # gpt-orth planted as fast as nGPT, gpt-rownorm at 1.1x: every prediction of the account holds
     assert doc["reading"]["primary"] == "conditioning"
     consistent = "consistent with the account that conditioning explains nGPT's speed-up"
-    # ngpt planted turning its weights 3x faster than the rest, at every seed alike: the effect's ratio of
-    # rates is sqrt(3), its interval of no width, wholly beyond the margin
+    # ngpt planted turning its weights 3x faster than the rest, gpt-orth as fast at gpt's angle: every
+    # arm's angle measured, the angle line reads the effective-learning-rate account (gpt-orth departs from
+    # it) in place of the confound clause
     assert doc["reading"]["reading"] == (
         f"{consistent}; inconsistent with the account that the weight norms explain nGPT's speed-up; "
-        "confounded by the effective learning rate: the arms it credits turn their weights "
-        "x1.73 [1.73, 1.73] as fast as those it debits (95% paired t on ln angular rate over seeds, 3 seeds)")
+        "inconsistent with the account that the effective learning rate (how far each matrix turns per "
+        "step) explains nGPT's speed-up")
+    assert doc["reading"]["effective_lr_clause"] is None
     assert f"; so {doc['reading']['reading']}" in verdict  # the report's words are the JSON's
     assert [t["status"] for t in doc["reading"]["pattern"]] == ["holds"] * 4
     assert "(95% paired t on ln S over seeds, 3 seeds)" in verdict
@@ -196,9 +199,13 @@ def test_settle_it_shows_the_effective_learning_rate_and_the_rank_correlations(p
         assert float(row["angular_rate"]) == pytest.approx(rivals["arms"][row["arm"]]["angular_rate"])
     primary = read_csv(out / "tables" / "primary.csv")[0]
     assert rivals["primary"]["ratio"] == pytest.approx(math.sqrt(3))
-    assert primary["confounded"] == "true" and primary["confound"] == doc["reading"]["effective_lr_clause"]
-    assert primary["confound"].startswith("confounded by the effective learning rate: the arms it credits "
-                                          "turn their weights x1.73 [1.73, 1.73]")
+    # the rivals' verdict stays in the file; the angle line over every arm's measured angle reads the account
+    assert primary["confounded"] == "true" and rivals["primary"]["verdict"] == "confounded"
+    assert clause(rivals["primary"]).startswith("confounded by the effective learning rate: the arms it "
+                                                "credits turn their weights x1.73 [1.73, 1.73]")
+    assert primary["confound"] == ("read from every arm's measured angle per step (the angle line): "
+                                   + doc["reading"]["accounts"]["effective learning rate"]["words"])
+    assert "gpt-orth x3" in primary["confound"]
     # Spearman over the cell's four arms of ln S with ln angular rate, by an independent computation
     tracking = {r["metric"]: r for r in read_csv(out / "tables" / "tracking.csv")}
     arms = list(rivals["arms"])
@@ -271,13 +278,15 @@ def test_one_seed_says_no_interval_and_seeds_needed_not_measured(one_seed):
     # the one seed's rates put ngpt's planted 3x faster turning far beyond the margin
     assert "(no interval: 95% paired t on ln S over seeds, 1 seed): not resolved (no interval); the " \
         "account's predictions: gpt-orth vs gpt open" in verdict and "consistent with" not in verdict
+    # the angle line fitted over one seed per arm: no interval, so the account is not resolved, and no
+    # clause beside it
     assert "; so not resolved for the account that conditioning explains nGPT's speed-up; not resolved for " \
-        "the account that the weight norms explain nGPT's speed-up; not resolved (one seed) whether the " \
-        "effective learning rate confounds it: " \
-        "the arms it credits turn their weights x1.73 as fast as those it debits (95% paired t on ln " \
-        "angular rate over seeds, 1 seed: no interval)." in verdict
+        "the account that the weight norms explain nGPT's speed-up; not resolved for the account that the " \
+        "effective learning rate (how far each matrix turns per step) explains nGPT's speed-up." in verdict
     (primary,) = read_csv(out / "tables" / "primary.csv")
-    assert primary["confounded"] == "" and primary["confound"].startswith("not resolved (one seed) whether")
+    assert primary["confounded"] == "" and primary["confound"].startswith(
+        "read from every arm's measured angle per step (the angle line): not resolved for the account")
+    assert "one seed: no interval" in primary["confound"]
     assert "Seeds to resolve a x1.5 difference: not measured (one seed: the seed noise is unmeasured)" \
         in verdict
     flags = {r["flag"] for r in read_csv(out / "tables" / "speedup_interpolated.csv")}

@@ -84,9 +84,17 @@ def test_with_the_angle_square_the_effective_learning_rate_column_gives_the_squa
     assert doc.rivals.primary.note is None and doc.reading.effective_lr_clause is None  # null by design
     table = settle.primary_table(results)
     said = dict(zip(table.columns, table.rows[0], strict=True))["confound"]
-    angle = doc.reading.accounts[EFFECTIVE_LR.name]["reading"]
+    angle = doc.reading.accounts[EFFECTIVE_LR.name]
     assert "older" not in said and "rerun" not in said
-    assert said.startswith("tested by the angle square") and short(angle) in said
+    # every arm's angle measured: the angle line reads the account
+    assert angle["source"] == "measured" and said == (
+        f"read from every arm's measured angle per step (the angle line): {angle['words']}")
+    # where the angle arms' angles were not measured, the square's label pattern reads it
+    by_labels = {**doc.reading.accounts, EFFECTIVE_LR.name: {**angle, "source": "labels",
+                                                            "reading": angle["by_labels"]}}
+    unmeasured = dataclasses.replace(doc, reading=dataclasses.replace(doc.reading, accounts=by_labels))
+    said = settle.confound_text(unmeasured)
+    assert said.startswith("tested by the angle square") and short(angle["by_labels"]) in said
     assert said.endswith(separation_clause(doc.separation))
     # a file whose reading has no accounts (written before the angle square was read) is the older file
     old = dataclasses.replace(doc, reading=dataclasses.replace(doc.reading, accounts={}))

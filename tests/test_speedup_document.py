@@ -20,7 +20,15 @@ from ngptlab.speedup.document import SpeedupDocument, read_document
 from ngptlab.speedup.equivalence import verdict_from_p_values
 from ngptlab.speedup.inference import SIZE_KEYS
 from ngptlab.speedup.multiplicity import holm_claims
-from ngptlab.speedup.reading import reading_words
+from ngptlab.speedup.reading import (
+    CANNOT_TELL,
+    CAPACITY,
+    CONDITIONING,
+    CONSISTENT,
+    family_words,
+    reading_words,
+    short,
+)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +73,12 @@ def test_the_reader_gives_the_contrasts_factorial_reading_and_rivals(written):
     r = raw["reading"]
     assert (doc.reading.primary, doc.reading.words) == ("conditioning", r["reading"])
     assert doc.reading.effect.p_values == r["p_values"] and doc.reading.confounded_by_effective_lr is True
-    assert doc.reading.words.endswith(doc.reading.effective_lr_clause)
+    # every arm's angle measured: the angle line reads the effective learning rate, no clause beside it
+    assert doc.reading.effective_lr_clause is None
+    assert "by the effective learning rate:" not in doc.reading.words
+    accounts = doc.reading.accounts
+    assert accounts["effective learning rate"]["source"] == "measured"
+    assert doc.reading.pattern_words == r["pattern_reading"] == accounts["conditioning"]["reading"]
     assert doc.rivals.primary.verdict == "confounded"
     assert doc.rivals.angular_rates == {arm: e["angular_rate"] for arm, e in raw["rivals"]["arms"].items()}
     assert SpeedupDocument.from_dict(raw) == doc  # a document in memory reads as its file does
@@ -116,3 +129,15 @@ def test_holm_across_cells_adjusts_the_cells_with_an_interval_and_reads_again():
         assert row.holm_verdict == "exceeds by more than x1.25"
         assert row.holm_reading == reading_words("conditioning", adjusted[row.cell])
     assert rows[2].holm_p is None and rows[2].holm_reading == "not resolved"
+
+
+def test_the_family_reading_compares_the_short_reading_whatever_the_words_add():
+    """A measured reading may say more than "consistent" (the capacity cost): across cells it stays
+    consistent only where the primary effect's adjusted claim is the predicted one, by its short word."""
+    words = f"{CONSISTENT} ({CAPACITY})"
+    assert family_words(words, "conditioning", {"exceeds": 0.001, "falls_short": 0.9, "equivalent": 0.9}) \
+        == words
+    assert family_words(words, "conditioning", {"exceeds": 0.2, "falls_short": 0.9, "equivalent": 0.9}) \
+        == "not resolved"
+    cannot = CONDITIONING.cannot_tell
+    assert short(cannot) == CANNOT_TELL and family_words(cannot, "conditioning", None) == cannot

@@ -3,6 +3,7 @@ where the arms rotate their weights at planted rates, and the rank correlation t
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import statistics
@@ -17,7 +18,7 @@ from ngptlab.grid.runs import RunSpec
 from ngptlab.results import RunResult
 from ngptlab.speedup.cell import analyse_cell
 from ngptlab.speedup.common_kappa import HEADS, kappa
-from ngptlab.speedup.reading import CONSISTENT, NORM
+from ngptlab.speedup.reading import CONSISTENT, EFFECTIVE_LR, NORM, primary_reading
 from ngptlab.speedup.rivals import LEADS, METHOD, NO_RATE, angular_rate, clause, log_difference
 from ngptlab.stats import rank_correlation
 
@@ -124,7 +125,9 @@ def test_arms_rotating_faster_where_conditioning_is_fixed_confound_the_condition
     words = (f"confounded by the effective learning rate: the arms it credits turn their weights "
              f"x{ratio:.3g} [{lo:.3g}, {hi:.3g}] as fast as those it debits (95% paired t on ln angular "
              "rate over seeds, 3 seeds)")
-    assert reading["effective_lr_clause"] == words and reading["reading"] == f"{BOTH}; {words}"
+    assert clause(primary) == words
+    # every arm's angle measured: the effective-learning-rate account is read from its line, not the clause
+    assert_read_from_the_angle_line(confounded)
     by_pair = {(c["a"], c["b"]): c for c in rivals["contrasts"]}
     assert by_pair[("gpt-orth", "gpt-rownorm")]["confounded"] is True
     assert by_pair[("gpt-orth", "ngpt")]["confounded"] is False
@@ -139,11 +142,38 @@ def test_equal_rates_are_not_confounded_on_an_interval_inside_the_margin(equal):
     assert primary["verdict"] == "not confounded" and primary["confounded"] is False
     reading = equal["reading"]
     assert reading["confounded_by_effective_lr"] is False
-    assert reading["effective_lr_clause"].startswith(
+    assert clause(primary).startswith(
         f"not confounded by the effective learning rate: the arms it credits turn their weights "
         f"x{primary['ratio']:.3g} [")
-    assert reading["reading"] == f"{BOTH}; {reading['effective_lr_clause']}"
+    assert_read_from_the_angle_line(equal)
     assert all(c["confounded"] is False for c in equal["rivals"]["contrasts"])
+
+
+def assert_read_from_the_angle_line(doc: dict) -> None:
+    """The angle line fitted over the four arms' measured angles, gpt-orth's included, reads the
+    effective-learning-rate account (source measured) in the words, and no confound clause is said; every
+    arm's head kappa is the same here, so the conditioning account has no line and is read by its labels."""
+    reading, fit = doc["reading"], doc["dose_response"]["accounts"][EFFECTIVE_LR.name]
+    assert sorted(fit["arms"]) == sorted(PLANTED) and fit["slope"]["estimate"] is not None
+    entry = reading["accounts"][EFFECTIVE_LR.name]
+    assert entry["source"] == "measured" and entry["words"] == fit["words"]
+    assert reading["accounts"]["conditioning"]["source"] == "labels"
+    assert reading["effective_lr_clause"] is None
+    assert reading["reading"] == f"{BOTH}; {EFFECTIVE_LR.sentence(entry['reading'])}"
+
+
+def test_the_confound_clause_stays_where_the_angle_line_lacks_an_arm_of_the_square(confounded):
+    """Where the angle line is not fitted over every conditioning-square arm's measured angle (here gpt-orth
+    taken out of the fit), the clause says whether the effective learning rate confounds the primary
+    effect."""
+    dose = copy.deepcopy(confounded["dose_response"])
+    del dose["accounts"][EFFECTIVE_LR.name]["arms"]["gpt-orth"]
+    reading = primary_reading(confounded["factorial"], "conditioning", 1.25,
+                              confound=confounded["rivals"]["primary"], arms=confounded["arms"],
+                              contrasts=confounded["contrasts"], dose=dose)
+    words = clause(confounded["rivals"]["primary"])
+    assert words.startswith("confounded by the effective learning rate")
+    assert reading["effective_lr_clause"] == words and reading["reading"].endswith(f"; {words}")
 
 
 @pytest.mark.parametrize("values, verdict", [

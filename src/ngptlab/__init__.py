@@ -17,6 +17,7 @@ generated from the schema and the parsers; no stage's code).
 What they share, from the bottom floor up:
   errors.py files.py layout.py jobclock.py device.py   errors; atomic files; every path; a job's clock; the
                                                         compute device
+  vocabulary.py   the GPT-2 encoding's sizes (prepare checks them, plan sizes by them)
   settings/   the params file as typed, frozen settings      config/   loading, validating, the keys' classes
   batch.py schedule.py checkpoint_cost.py weight_dtype.py    batch arithmetic; the learning-rate schedule;
                                                              what a resume checkpoint costs; weight storage

@@ -50,6 +50,7 @@ from ngptlab.config.load import read_mapping
 from ngptlab.errors import ParamsError
 from ngptlab.files import write_json_atomic
 from ngptlab.settings import Params
+from ngptlab.vocabulary import VOCAB_SIZE
 
 __all__ = ["PeakMemory", "TINY", "run", "run_bench", "sizes_of"]
 
@@ -59,8 +60,8 @@ __all__ = ["PeakMemory", "TINY", "run", "run_bench", "sizes_of"]
 # s_z (init 1, Section 2.5), so at a 50k vocabulary the loss leaves log(50257) only as fast as s_z grows,
 # about lr sqrt(d) per step.
 GPU_DEFAULTS = {"scale": "0.5B", "contexts": [1024], "batch_tokens": 16384, "steps": 10, "warmup": 3,
-                "vocab_size": 50257, "train_scale": "gpu-small", "train_context": 1024, "train_sequences": 16,
-                "train_steps": 40, "bf16_steps": 40, "angle_steps": 5,
+                "vocab_size": VOCAB_SIZE, "train_scale": "gpu-small", "train_context": 1024,
+                "train_sequences": 16, "train_steps": 40, "bf16_steps": 40, "angle_steps": 5,
                 "train_lr": {"gpt": 1e-3, "ngpt": 4e-3},
                 "condition_scale": "1B", "condition_context": 1024, "steps_budget_s": None}
 CPU_DEFAULTS = {"scale": "bench-tiny", "contexts": [32], "batch_tokens": 256, "steps": 3, "warmup": 1,

@@ -26,8 +26,9 @@ from ngptlab import options
 from ngptlab.errors import ParamsError
 from ngptlab.models.scales import Scale
 from ngptlab.settings import Params
+from ngptlab.vocabulary import VOCAB_SIZE
 
-DEFAULT_VOCAB = 50257  # GPT-2 BPE, what `prepare` writes
+DEFAULT_VOCAB = VOCAB_SIZE  # GPT-2 BPE, what `prepare` writes
 STEP_ANGLE, ROTATIONAL = "+step-angle", "+rotational"  # the variants of an arm (the module docstring)
 ROTATIONAL_ANGLE = 0.01  # rad per step for ARM+rotational and the angle arms: the time does not depend on it
 

@@ -2,7 +2,8 @@
 
   command.py         the command: the table, optionally with the seed noise a pilot measured
   loss_model.py      the planted loss of a run (a Chinchilla-style law, a learning-rate parabola, noise)
-  truths.py          the planted truths: each arm's speed-up over gpt
+  truths.py          the planted truths: each arm's speed-up over gpt, its mechanism at its place
+  placements.py      where each arm sits in ln kappa and ln angle per step, in every planted world
   mechanisms.py      the dose-response worlds: each arm's ln kappa and ln angle per step beside its speed-up
   world.py           one planted world: every run's result drawn under one truth
   protocol.py        the protocol played out on a world through the stages' own functions

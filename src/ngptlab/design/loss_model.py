@@ -29,7 +29,7 @@ The within-run validation curve (RunResult.curve, which the speed-up stage's che
 same law at the evaluation points before T plus an anneal offset g (1 - t / T) (illustrative g = 0.05): a
 mid-schedule loss sits above what the annealed run reaches at that token count.
 
-The dose-response worlds (design/mechanisms.py) also plant each arm's ln kappa and ln angle per step; a run
+Every planted world also plants each arm's ln kappa and ln angle per step (design/placements.py); a run
 measures them with seed noise shared by every run of an (arm, seed): sd kappa_sd = 0.15 in ln kappa (the
 sd the dose-response reading's coverage was measured at, speedup/dose_response.py, is 0.15 too) and
 angle_sd = 0.05 in ln angle (illustrative: the angle is a mean over a whole run and seven matrix kinds, so it
@@ -86,7 +86,7 @@ class LossModel:
     trunk_sd: float
     run_sd: float
     anneal_gap: float
-    kappa_sd: float  # the dose-response worlds' seed noise in ln kappa (design/mechanisms.py)
+    kappa_sd: float  # every planted world's seed noise in ln kappa (design/placements.py)
     angle_sd: float  # and in ln angle per step
 
     def lr_star(self, tokens: float, arm: LrLaw = SAME_LAW) -> float:

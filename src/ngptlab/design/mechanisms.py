@@ -2,21 +2,9 @@
 the dose-response reading (speedup/dose_response.py) is checked on arms read by what they measure, not by
 their labels.
 
-Where an arm sits (ln kappa of the layer 3-4 Q and K heads, ln angle per step; rivals.kappa, angular_rate):
-  gpt          ln K, ln R                      K = 1000 (the paper's gpt 0.5B layer 4 Q and K: 1.4e3-1.5e3,
-                                               Figs 11-12), R = 0.01 rad / step (illustrative)
-  gpt-rownorm  ln K, ln R + ln sqrt 2          the norms fixed, not the conditioning; unit rows turn faster
-  gpt-orth     0, ln R                         kappa = 1 by construction
-  ngpt         ln k, ln R + ln 2               k = 4 (nGPT 0.5B layers 3-4 Q and K: 2.9-4.5, Figs 11-12); it
-                                               turns twice as fast as gpt (illustrative)
-  gpt-angle    ln K + f (ln k - ln K), ngpt's angle   gpt turned at ngpt's angle; f the share of the way
-                                               to ngpt's kappa that setting the angle also conditions it (0
-                                               unless a world plants more)
-  ngpt-angle   ln k, ln R                      ngpt turned at gpt's angle
-  gpt-pc<L>    ln K / (1 + L), ln R            the PC layer at level L: level 0 is gpt, the limit gpt-orth
-                                               (kappa = 1); the angle gpt's
-  gpt-muon     ln K / 3 (well conditioned) or ln K (ill conditioned), ln R + ln sqrt 2
-  any other    its architecture's (models/arms.yaml: gpt's or ngpt's), at the speed the line gives it
+Where an arm sits (ln kappa of the layer 3-4 Q and K heads, ln angle per step) is design/placements.py's,
+every planted world's: gpt-angle there f of the way to ngpt's kappa (`conditioned`), gpt-muon at
+`muon_kappa`, any arm without a place of its own at its architecture's, at the speed the line gives it.
 The speed-up follows the world's account as a line through gpt (ngpt on it at DIAL_NGPT):
   conditioning   ln S = beta (ln kappa - ln K),   beta  = ln DIAL_NGPT / (ln k - ln K) < 0
   angle          ln S = gamma (ln angle - ln R),  gamma = ln DIAL_NGPT / ln 2 > 0
@@ -29,13 +17,12 @@ them. The reading each world should give is the dose-response rule applied to th
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ngptlab.design.placements import LN_K, LN_R, MUON, NGPT_TURN, LN_k, pc_level, placement
 from ngptlab.design.truths import Truth
-from ngptlab.models import arms as arm_table
 from ngptlab.speedup.dose_response import (
     CAPACITY,
     CONSISTENT,
@@ -45,22 +32,11 @@ from ngptlab.speedup.dose_response import (
     read_points,
 )
 
-GPT_KAPPA, NGPT_KAPPA, GPT_RATE = 1000.0, 4.0, 0.01
-NGPT_TURN, ROW_TURN = 2.0, math.sqrt(2.0)  # angle per step over gpt's
 DIAL_NGPT = 4.0  # ngpt's planted speed-up in every dose-response world (replications' figure at 4k context)
-MUON = "gpt-muon"
-PC_ARM = re.compile(r"gpt-pc(\d+)$")  # the PC layer at level L
 PARTIAL = (0.2, 0.6)  # how far toward ngpt's kappa setting the angle takes gpt-angle, part of the way
 CONDITIONING_LINE, ANGLE_LINE = (p.account for p in PREDICTORS)
-LN_K, LN_k, LN_R = math.log(GPT_KAPPA), math.log(NGPT_KAPPA), math.log(GPT_RATE)
 BETA = math.log(DIAL_NGPT) / (LN_k - LN_K)
 GAMMA = math.log(DIAL_NGPT) / math.log(NGPT_TURN)
-
-
-def pc_level(arm: str) -> int | None:
-    """L of gpt-pc<L>, None for any other arm."""
-    match = PC_ARM.match(arm)
-    return int(match.group(1)) if match else None
 
 
 @dataclass(frozen=True)
@@ -80,22 +56,8 @@ class DoseWorld(Truth):
         return self.world
 
     def mechanism(self, arm: str) -> tuple[float, float]:
-        """(ln kappa, ln angle per step) planted for the arm (module docstring)."""
-        level = pc_level(arm)
-        if level is not None:
-            return LN_K / (1 + level), LN_R
-        return {"gpt-rownorm": (LN_K, LN_R + math.log(ROW_TURN)),
-                "gpt-orth": (0.0, LN_R),
-                "ngpt": (LN_k, LN_R + math.log(NGPT_TURN)),
-                "gpt-angle": (LN_K + self.conditioned * (LN_k - LN_K), LN_R + math.log(NGPT_TURN)),
-                "ngpt-angle": (LN_k, LN_R),
-                MUON: (self.muon_kappa, LN_R + math.log(ROW_TURN))}.get(arm) or self._kin(arm)
-
-    def _kin(self, arm: str) -> tuple[float, float]:
-        """Where an arm with no place of its own sits: at its architecture's (models/arms.yaml), gpt's for an
-        arm the table does not have."""
-        kin = arm_table.arm(arm).architecture if arm in arm_table.names() else "gpt"
-        return (LN_k, LN_R + math.log(NGPT_TURN)) if kin == "ngpt" else (LN_K, LN_R)
+        """(ln kappa, ln angle per step) planted for the arm (design/placements.py)."""
+        return placement(arm, self.conditioned, self.muon_kappa)
 
     def speedup(self, arm: str) -> float:
         off = dict(self.off_line)
@@ -170,10 +132,11 @@ def agrees(read: Mapping, expected: Mapping) -> bool:
 
 
 @lru_cache(maxsize=256)
-def expected_fits(world: DoseWorld, arms: Sequence[str], baseline: str, margin: float) -> dict[str, dict]:
+def expected_fits(world: Truth, arms: Sequence[str], baseline: str, margin: float) -> dict[str, dict]:
     """{account: {reading, label, slope, interval}}: the dose-response rule applied to the planted values of
-    the cell's arms, the real fit (speedup/dose_response.py) on two identical seeds per arm, so every
-    interval is the point itself and the reading is the one the planted law gives."""
+    the cell's arms (any planted world's: every Truth plants its arms' mechanisms), the real fit
+    (speedup/dose_response.py) on two identical seeds per arm, so every interval is the point itself and
+    the reading is the one the planted law gives."""
     points = []
     for arm in arms:
         ln_kappa, ln_angle = world.mechanism(arm)

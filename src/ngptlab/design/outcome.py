@@ -4,9 +4,10 @@ All on the log scale: an arm's ln S (its speed-up's log mean and its interval, l
 effect and each paired contrast (ln S_a - ln S_b), each with the planted value it estimates; the primary
 effect's claim (held_claim of its p-values: exceeds, falls_short, equivalent, or None) and the reading.
 with_estimand adds, beside each planted value, the estimand's value: what the noise-free world estimates.
-Where the truth plants kappa and the angle (design/mechanisms.py), also the dose-response reading of each
-account (read_fits) and each account's slope as an estimate ("slope <account>"), its planted value the slope
-the planted values themselves give (expected_fits).
+Where the truth plants kappa and the angle (every truth does, design/placements.py), also the dose-response
+reading of each account (read_fits: the cell's reading of the conditioning and effective-learning-rate
+accounts wherever it fits a line, design/table.py) and each account's slope as an estimate ("slope
+<account>"), its planted value the slope the planted values themselves give (expected_fits).
 """
 
 from __future__ import annotations

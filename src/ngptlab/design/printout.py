@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ngptlab.design.resolution import resolution_line
 from ngptlab.plan.estimate import gpu_hours_text
-from ngptlab.speedup.reading import short
 
 
 def _p(value: dict) -> str:
@@ -16,10 +15,16 @@ def log_value(x: float | None) -> str:
     return f"{'n/a':>7}" if x is None else f"{x:+7.3f}"
 
 
+def expected_text(summary: dict) -> str:
+    """An account's expected reading and where it is read from (measured, labels or construction)."""
+    expected = summary.get("expected_label") or "on the margin's edge"
+    return f"{expected}; read from {summary.get('source', 'labels')}"
+
+
 def scenario_lines(scenario: dict, primary: str) -> list[str]:
     lines = []
     for cell, s in scenario["cells"].items():
-        expected = short(s["expected_reading"] or "on the margin's edge")
+        expected = expected_text(s)
         lines.append(f"{scenario['truth']} — {cell} ({scenario['worlds']} worlds; planted {primary}: "
                      f"{s['estimates']['primary']['planted']:+.3f} ln, claim {s['planted_claim']}, "
                      f"expected reading: {expected})")
@@ -30,7 +35,7 @@ def scenario_lines(scenario: dict, primary: str) -> list[str]:
         correct = "n/a" if s["correct"] is None else _p(s["correct"])
         lines.append(f"  correct reading {correct}   wrong directional {_p(s['wrong_directional'])}")
         for name, a in list(s.get("accounts", {}).items())[1:]:  # the first, conditioning, is the above
-            expected = short(a["expected_reading"] or "on the margin's edge")
+            expected = expected_text(a)
             correct = "n/a" if a["correct"] is None else _p(a["correct"])
             lines.append(f"  {name} account (expected {expected}): "
                          + "   ".join(f"{k} {_p(v)}" for k, v in a["readings"].items())

@@ -3,9 +3,14 @@ each interval covers its planted value, the bias of each estimate, and the thres
 
 Every probability p over n worlds comes with its Monte-Carlo standard error sqrt(p (1 - p) / n).
 Definitions (per cell; the primary effect is speedup.primary_contrast):
-- correct reading: the reading the planted speed-ups give by an account's pattern (design/truths.py
-  Truth.reading), for each account the cell's arms can read (speedup/reading.py ACCOUNTS: conditioning,
-  the norms, the effective learning rate where the angle square runs); the top-level readings are the
+- correct reading, per account the cell reads (speedup/reading.py ACCOUNTS): for the conditioning and the
+  effective-learning-rate accounts, read from the arms' measured mechanisms wherever the planted values give
+  a line, the dose-response rule applied to the planted values (design/mechanisms.py expected_fits: every
+  truth plants its arms' kappa and angle, design/placements.py), a world's reading counted right by
+  mechanisms.agrees (an inconsistent reading naming only arms the planted values make depart); for the norm
+  account (read by construction) and where no line is fitted, the reading the planted speed-ups give by the
+  account's label pattern (design/truths.py Truth.reading); readings are counted by their short words
+  (consistent, inconsistent, cannot tell the accounts apart, not resolved); the top-level readings are the
   conditioning account's;
 - wrong directional: the primary effect's claim is "exceeds" or "falls short" and the planted effect makes
   another claim (under the null, any directional claim);
@@ -18,8 +23,11 @@ Definitions (per cell; the primary effect is speedup.primary_contrast):
 - bias: the mean over worlds with an estimate of estimate - estimand (ln scale).
 Thresholds, for each account the cell's arms can read: >= 80% correct readings where the conditioning
 account is true, where its mirror (the norm account) is, where the angle account is, and where only ngpt is
-fast; <= 5% readings "consistent" wherever the planted speed-ups read the account false (the partial and
-null worlds included);
+fast; <= 5% readings "consistent" wherever the expected reading is another (the partial and null worlds
+included) and wherever the world makes the account false by construction (design/truths.py MADE_TRUE: every
+account but the one a world makes true; where the planted values themselves read "consistent" there, as the
+2x2 alone reads "only ngpt" as conditioning with gpt-orth's capacity cost, the check fails: the grid cannot
+tell the world from the account);
 <= 5% wrong directional claims of the primary effect under the null; 93-97% coverage of the primary effect's
 interval in each. Coverage is a Monte-Carlo estimate whose standard error at 200 worlds (~1.5%) is a third
 of the band's width, so its check fails only where the estimate's own 95% Clopper-Pearson interval
@@ -34,23 +42,32 @@ import statistics
 
 from scipy import stats
 
+from ngptlab.design.mechanisms import agrees, expected_fits, label
 from ngptlab.design.truths import Truth
-from ngptlab.speedup.equivalence import CLAIMS, NOT_RESOLVED
-from ngptlab.speedup.reading import ACCOUNTS, CONDITIONING, Account
+from ngptlab.speedup.equivalence import CLAIMS
+from ngptlab.speedup.factorial import CONDITIONING as CONDITIONING_SQUARE
+from ngptlab.speedup.reading import (
+    ACCOUNTS,
+    CONDITIONING,
+    LABELS,
+    MEASURED,
+    MEASURED_ACCOUNTS,
+    NO_FIT,
+    SHORT,
+    Account,
+    short,
+)
 
-
-def readings_of(account: Account) -> dict[str, str]:
-    """The table's short names of an account's three readings."""
-    return {"consistent": account.consistent, "inconsistent": account.inconsistent,
-            "not resolved": NOT_RESOLVED}
-
-
-READINGS = readings_of(CONDITIONING)
 DIRECTIONAL = ("exceeds", "falls_short")
 MIN_CORRECT, MAX_WRONG_DIRECTIONAL, MAX_FALSE_CONSISTENT, COVERAGE = 0.80, 0.05, 0.05, (0.93, 0.97)
 MC_LEVEL = 0.95  # of the Monte-Carlo interval a coverage check reads
 # the truths whose reading must come out right; in the others (partial, null) "not resolved" is no error
 MUST_READ = ("account true", "account false", "ngpt only", "angle account")
+
+
+def counted(read: list[str | None], n: int) -> dict[str, dict]:
+    """{short reading: proportion} of the worlds' readings (speedup/reading.py short)."""
+    return {key: proportion(sum(r is not None and short(r) == key for r in read), n) for key in SHORT}
 
 
 def proportion(hits: int, n: int) -> dict:
@@ -90,38 +107,65 @@ def estimate_summary(entries: list[dict]) -> dict:
             "bias": statistics.fmean(estimated) if estimated else None, "n_estimates": len(estimated)}
 
 
-def account_summary(outcomes: list[dict], truth: Truth, margin: float, account: Account) -> dict:
-    """{expected_reading, readings, correct} of one account over a cell's worlds."""
-    n, expected = len(outcomes), truth.reading(margin, account, outcomes[0]["arms"])
-    read = [o["accounts"].get(account.name) for o in outcomes]
-    return {"expected_reading": expected,
-            "readings": {key: proportion(sum(r == words for r in read), n)
-                         for key, words in readings_of(account).items()},
-            "correct": None if expected is None else proportion(sum(r == expected for r in read), n)}
+def measured_expectation(outcomes: list[dict], truth: Truth, margin: float, account: Account) -> dict | None:
+    """The truth's planted values' dose-response reading of the account in the cell's arms (expected_fits'
+    entry) where the worlds read it from measured mechanisms and the planted values give a line, else None
+    (read by its label pattern)."""
+    arms = tuple(outcomes[0]["arms"])  # the baseline first
+    if account not in MEASURED_ACCOUNTS or "dose_response" not in outcomes[0] or not arms \
+            or truth.mechanism(arms[0]) is None:
+        return None
+    expected = expected_fits(truth, arms, arms[0], margin)[account.name]
+    return None if expected["reading"] == NO_FIT else expected
+
+
+def readable(outcomes: list[dict], truth: Truth, margin: float, account: Account) -> bool:
+    """Whether the cell reads the account: from measured mechanisms, or its label pattern's every arm."""
+    return (measured_expectation(outcomes, truth, margin, account) is not None
+            or account.readable(outcomes[0]["arms"]))
+
+
+def account_summary(outcomes: list[dict], truth: Truth, margin: float, account: Account,
+                    arms: tuple[str, ...] | None = None) -> dict:
+    """{source, expected_reading (short), expected_label, readings {short: proportion}, correct} of one
+    account over a cell's worlds (module docstring); arms: the label pattern's (default the cell's)."""
+    n = len(outcomes)
+    read = [o["accounts"].get(account.name, o["reading"] if account is CONDITIONING else None)
+            for o in outcomes]
+    expected = measured_expectation(outcomes, truth, margin, account)
+    if expected is not None:
+        return {"source": MEASURED, "expected_reading": short(expected["reading"]),
+                "expected_label": label(expected), "readings": counted(read, n),
+                "correct": proportion(sum(agrees(o["dose_response"][account.name], expected)
+                                          for o in outcomes), n)}
+    words = truth.reading(margin, account, outcomes[0]["arms"] if arms is None else arms)
+    return {"source": LABELS if account in MEASURED_ACCOUNTS else "construction",
+            "expected_reading": None if words is None else short(words),
+            "expected_label": None if words is None else short(words), "readings": counted(read, n),
+            "correct": None if words is None else proportion(sum(r == words for r in read), n)}
 
 
 def cell_summary(outcomes: list[dict], truth: Truth, primary: str, margin: float) -> dict:
-    """The table's entries of one cell over its worlds' outcomes (design/outcome.py)."""
+    """The table's entries of one cell over its worlds' outcomes (design/outcome.py); the top-level reading
+    the conditioning account's (by labels: of the conditioning square's arms)."""
     n = len(outcomes)
-    expected, planted_claim = truth.reading(margin), truth.claim(primary, margin)
+    planted_claim = truth.claim(primary, margin)
+    top = account_summary(outcomes, truth, margin, CONDITIONING, tuple(CONDITIONING_SQUARE.arms))
     names = list(dict.fromkeys(name for o in outcomes for name in o["estimates"]))
     summary = {
-        "expected_reading": expected, "planted_claim": planted_claim,
-        "readings": {key: proportion(sum(o["reading"] == words for o in outcomes), n)
-                     for key, words in READINGS.items()},
+        "expected_reading": top["expected_reading"], "expected_label": top["expected_label"],
+        "source": top["source"], "planted_claim": planted_claim, "readings": top["readings"],
         "claims": {claim: proportion(sum(o["claim"] == claim for o in outcomes), n) for claim in CLAIMS}
         | {"none": proportion(sum(o["claim"] is None for o in outcomes), n)},
-        "correct": (None if expected is None
-                    else proportion(sum(o["reading"] == expected for o in outcomes), n)),
+        "correct": top["correct"],
         "wrong_directional": proportion(sum(o["claim"] in DIRECTIONAL and o["claim"] != planted_claim
                                             for o in outcomes), n),
         "accounts": {account.name: account_summary(outcomes, truth, margin, account) for account in ACCOUNTS
-                     if account.readable(outcomes[0]["arms"])},
+                     if readable(outcomes, truth, margin, account)},
         "estimates": {name: estimate_summary([o["estimates"][name] for o in outcomes
                                               if name in o["estimates"]]) for name in names}}
     if any(o["holm_reading"] is not None for o in outcomes):
-        summary["holm_readings"] = {key: proportion(sum(o["holm_reading"] == words for o in outcomes), n)
-                                    for key, words in READINGS.items()}
+        summary["holm_readings"] = counted([o["holm_reading"] for o in outcomes], n)
     return summary
 
 
@@ -137,7 +181,8 @@ def thresholds(scenarios: list[dict]) -> list[dict]:
                     checks.append({**row, "check": f"correct reading of the {name} account",
                                    "value": a["correct"], "bound": f">= {MIN_CORRECT:.0%}",
                                    "passed": a["correct"]["p"] >= MIN_CORRECT})
-                if a["expected_reading"] is not None and not a["expected_reading"].startswith("consistent"):
+                if name in scenario["false_accounts"] or (a["expected_reading"] is not None
+                                                          and a["expected_reading"] != "consistent"):
                     value = a["readings"]["consistent"]
                     checks.append({**row, "check": f"reading consistent with the {name} account, false here",
                                    "value": value, "bound": f"<= {MAX_FALSE_CONSISTENT:.0%}",
@@ -164,7 +209,7 @@ def design_table(outcomes: list[list[dict]], truths: list[Truth], primary: str, 
     for truth, worlds in zip(truths, outcomes, strict=True):
         cells = list(dict.fromkeys(cell for world in worlds for cell in world))
         scenarios.append({"truth": truth.label, "account": truth.account, "ngpt": truth.ngpt,
-                          "worlds": len(worlds),
+                          "false_accounts": list(truth.false_accounts()), "worlds": len(worlds),
                           "cells": {cell: cell_summary([w[cell] for w in worlds], truth, primary, margin)
                                     for cell in cells}})
     checks = thresholds(scenarios)

@@ -24,10 +24,35 @@ Where the grid runs the angle square (gpt-angle, ngpt-angle), two more truths, a
   angle account, half  the angle does half of it: gpt-angle and ngpt-angle at the square root of ngpt's
 In every other truth the angle arms run as fast as their architecture (gpt-angle as gpt, ngpt-angle as
 ngpt). "The account" in a truth's name is the conditioning account; "account false" is the world of its
-mirror, the norm account. Arms outside both squares run at gpt's speed in every truth. The reading a design
-should give of each account is the one the planted speed-ups themselves give by its predictions
-(speedup/reading.py ACCOUNTS) among the cell's arms: each prediction's claim on the planted log ratio
-against the margin; consistent only where every prediction holds.
+mirror, the norm account. Arms outside both squares (the dial gpt-pc<L>, gpt-muon) sit on the line of the
+mechanism the world's account credits, through gpt and ngpt (account true: ln S against ln kappa; the angle
+account: against ln angle), and at gpt's speed in every other world: so where only ngpt is fast, or the norms
+do it, the dial moves kappa and S stays, which the conditioning line reads.
+
+Every truth also plants each arm's mechanism (Truth.mechanism): every arm at its place (design/placements.py:
+ln kappa of the layer 3-4 Q and K heads, ln angle per step; gpt-orth at kappa 1, ngpt conditioned and turning
+twice as far per step, gpt-rownorm at gpt's kappa and angle, gpt-angle at gpt's kappa and ngpt's angle,
+ngpt-angle the reverse, the dial's levels at falling kappa, gpt-muon conditioned and turning x sqrt 2). The
+reading a design should give of the conditioning and effective-learning-rate accounts is then the
+dose-response rule applied to the planted values (design/mechanisms.py expected_fits), as the cell reads them
+(speedup/reading.py: from the arms' measured mechanisms); of the norm account, read by construction, and of
+any account where the planted values give no line, the one the planted speed-ups give by its label pattern
+(Truth.reading): each prediction's claim on the planted log ratio against the margin; consistent only where
+every prediction holds. The planted values can read otherwise than a world's name, and the design then says
+what the grid cannot tell: a "consistent" reading of an account the world makes false by construction
+(MADE_TRUE: every account but the one it makes true; the partial worlds claim none) counts as a false
+positive whatever the planted values read (design/table.py). On the planted values (margin x1.25):
+  the 2x2 alone   "only ngpt" and, at ngpt x4 and x10, "account true" read the conditioning account not
+                  resolved: gpt-orth at kappa 1 lies below the line through ngpt beyond the margin (read as
+                  the capacity cost), which leaves ngpt the only arm that moved kappa, and a line through the
+                  baseline and one arm fits that arm whatever the account (speedup/dose_response.py
+                  MIN_MOVED); the null reads "the accounts cannot be told apart"
+  with the dial   account true reads consistent (at x4 and x10 with gpt-orth's capacity cost), only ngpt
+  and gpt-muon    and the norms inconsistent (the dial at gpt's speed below the line); at ngpt x1.5 on the
+                  2x2 with the dial and gpt-muon, only ngpt fast reads the effective-learning-rate account
+                  consistent (gpt-muon's x sqrt 2 angle at gpt's speed lies within x1.25 of the line through
+                  ngpt): a false positive the design reports
+  angle square    the angle account consistent at every speed-up, the conditioning account inconsistent
 """
 
 from __future__ import annotations
@@ -37,13 +62,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from ngptlab.design.loss_model import SAME_LAW, LrLaw
+from ngptlab.design.placements import placement
 from ngptlab.paper import paper_speedup
 from ngptlab.settings import Params
 from ngptlab.speedup.equivalence import CLAIMS
 from ngptlab.speedup.estimate import Estimate
 from ngptlab.speedup.factorial import ANGLE, effect_of
 from ngptlab.speedup.factorial import CONDITIONING as CONDITIONING_SQUARE
-from ngptlab.speedup.reading import CONDITIONING, HOLDS, SHOWN_NOT, Account
+from ngptlab.speedup.reading import ACCOUNTS as READ_ACCOUNTS
+from ngptlab.speedup.reading import CONDITIONING, EFFECTIVE_LR, HOLDS, NORM, SHOWN_NOT, Account
 
 ACCOUNTS = ("account true", "account false", "ngpt only", "partial", "null")
 ANGLE_ACCOUNTS = ("angle account", "angle account, half")  # planted only where the grid runs the angle arms
@@ -59,6 +86,11 @@ SENSITIVITY = (("null", 1.0, (("ngpt", NGPT_LAW),)),
                ("account true", 1.5, (("gpt-orth", LrLaw(curvature=2.0, optimum=math.sqrt(0.5))),
                                       ("ngpt", NGPT_LAW))))
 REPLICATED = (1.5, 4.0)  # what independent replications report at 1k and 4k context
+SQUARE_ARMS = frozenset({*CONDITIONING_SQUARE.arms, *ANGLE.arms})
+# the account each world makes true by construction (None: none of them); the partial worlds claim none
+MADE_TRUE = {"account true": CONDITIONING.name, "account false": NORM.name,
+             "angle account": EFFECTIVE_LR.name, "ngpt only": None, "null": None}
+LINE_AXIS = {"account true": 0, "angle account": 1}  # the placement's axis (ln kappa, ln angle) of its line
 
 
 @dataclass(frozen=True)
@@ -75,19 +107,38 @@ class Truth:
         return base + "".join(f", {arm} {law.label}" for arm, law in self.lr_laws)
 
     def mechanism(self, arm: str) -> tuple[float, float] | None:
-        """(ln kappa, ln angle per step) planted for the arm; None: these worlds plant only speed-ups (the
-        dose-response worlds plant both, design/mechanisms.py)."""
-        return None
+        """(ln kappa, ln angle per step) planted for the arm (None: none, as runs trained before they were
+        logged): every arm at its place (design/placements.py)."""
+        return placement(arm)
 
     def lr_law(self, arm: str) -> LrLaw:
         """The arm's learning-rate law (gpt's unless this truth plants another)."""
         return dict(self.lr_laws).get(arm, SAME_LAW)
 
     def speedup(self, arm: str) -> float:
-        """The arm's planted token speed-up over gpt."""
+        """The arm's planted token speed-up over gpt: an arm of the squares by its label (FAST, HALF), any
+        other on the line of the mechanism the world's account credits (module docstring)."""
+        if arm not in SQUARE_ARMS:
+            return self._on_line(arm)
         if arm in HALF.get(self.account, ()):
             return math.sqrt(self.ngpt)
         return self.ngpt if arm in FAST[self.account] else 1.0
+
+    def _on_line(self, arm: str) -> float:
+        """S of an arm outside the squares: on the line through gpt and ngpt of the mechanism the account
+        credits (conditioning: ln kappa; the angle account: ln angle), at gpt's speed in any other world."""
+        axis = LINE_AXIS.get(self.account)
+        if axis is None:
+            return 1.0
+        gpt, ngpt = placement("gpt")[axis], placement("ngpt")[axis]
+        return math.exp(math.log(self.ngpt) * (placement(arm)[axis] - gpt) / (ngpt - gpt))
+
+    def false_accounts(self) -> tuple[str, ...]:
+        """The accounts this world makes false by construction (MADE_TRUE): a "consistent" reading of one is
+        a false positive whatever the planted values' own reading; none in the partial worlds."""
+        if self.account not in MADE_TRUE:
+            return ()
+        return tuple(a.name for a in READ_ACCOUNTS if a.name != MADE_TRUE[self.account])
 
     def log_speedups(self) -> dict[str, float]:
         """ln S of every arm of both squares."""

@@ -25,8 +25,8 @@ import numpy as np
 
 from ngptlab.errors import DataError
 from ngptlab.files import sha256_file, write_text_atomic
+from ngptlab.vocabulary import EOT_TOKEN
 
-EOT_TOKEN = 50256
 LASTWORD = "ngptlab_lastword"
 CONTINUATION = "ngptlab_continuation"
 OFFLINE_TASKS = (LASTWORD, CONTINUATION)

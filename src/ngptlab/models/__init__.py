@@ -14,8 +14,9 @@
   muon.py         one optimizer: torch's Muon on an arm's flagged matrices, AdamW on the rest (gpt-muon)
   param_groups.py  moving an arm's own parameters out of gpt's AdamW groups, and out of AdamW's step
   saved_tensors.py  the bytes each arm's block saves for backward, measured (arms.yaml's saved_bytes)
+  pc_level.py     the PC arms' levels and the bytes their PC layer saves for backward (torch-free, for plan)
 
 Import each module by its own name (`from ngptlab.models.registry import build`): this package loads nothing,
-so `scales`, `size` and `arms` stay torch-free for `ngptlab plan`, and a run's code key (plan/closure.py)
-reads which modules it imports from the source alone.
+so `scales`, `size`, `arms` and `pc_level` stay torch-free for `ngptlab plan`, and a run's code key
+(plan/closure.py) reads which modules it imports from the source alone.
 """

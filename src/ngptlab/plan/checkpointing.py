@@ -21,8 +21,8 @@ from ngptlab.models.scales import Scale
 from ngptlab.models.size import padded_vocab, parameter_count
 from ngptlab.plan.memory import GPU_MEMORY_GB, Memory, fitting_micro_tokens, micro_tokens, training_memory
 from ngptlab.settings import Train
+from ngptlab.vocabulary import VOCAB_SIZE  # GPT-2 BPE (r50k_base), what `prepare` writes
 
-VOCAB_SIZE = 50257  # GPT-2 BPE (r50k_base), what `prepare` writes
 ESTIMATE_MARGIN = 1.15  # the estimate's measured shortfall at most (plan/memory.py): what a fit keeps free
 AUTO = "auto"
 

@@ -18,12 +18,13 @@ from ngptlab.grid.trunks import Segment, enumerate_segments, job_tokens
 from ngptlab.models.arms import warms_up
 from ngptlab.models.scales import Scale
 from ngptlab.models.size import padded_vocab, parameter_count, train_flops_per_token
-from ngptlab.plan.checkpointing import VOCAB_SIZE, checkpoints, run_memory
+from ngptlab.plan.checkpointing import checkpoints, run_memory
 from ngptlab.plan.memory import GPU_MEMORY_GB
 from ngptlab.plan.runtime import JobTime, stage_runtimes, train_job
 from ngptlab.plan.sharing import sharing_summary
 from ngptlab.schedule import branch_point, shares_trunk, trunk_warmup, warmup_steps
 from ngptlab.settings import Params, Train
+from ngptlab.vocabulary import VOCAB_SIZE
 
 MFU = 0.4  # the model FLOPs utilisation assumed unless a command is told otherwise
 PEAK_TFLOPS = 989.0  # H100/H200 dense bf16

@@ -11,6 +11,10 @@
                                      that autocast makes once per forward pass and the backward pass reads
          + tokens x L x S            the tensors each block saves for backward, for one micro-batch
          + tokens x V x h            the LM head: logits, their log-softmax and its gradient
+         + L x P                     a PC arm's layer (models/gpt_pc.py): what it saves for backward to form
+                                     each block's W_eff in float32, whatever the tokens (its iterates and
+                                     Grams, by its level: models/pc_level.py; under checkpointing one
+                                     block's, recomputed with its activations); 0 for every other arm
 
 A step whose angle is measured (observe/step_angle.py) copies the matrices (4 N more) around the optimizer
 step, once the backward pass has freed the activations and the LM head's tensors; those outweigh the copy
@@ -41,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ngptlab.models import arms
+from ngptlab.models import arms, pc_level
 from ngptlab.models.scales import Scale
 from ngptlab.models.size import rotational_parameters
 from ngptlab.settings import Train
@@ -56,10 +60,12 @@ class Memory:
     head: float  # bytes: logits, log-softmax and gradient for one micro-batch
     observation: float = 0.0  # bytes: the previous evaluation point's matrices (angular update rate)
     casts: float = 0.0  # bytes: autocast's bf16 copies of the fp32 matrices
+    pc_layer: float = 0.0  # bytes: a PC arm's saved float32 iterates of its effective matrices
 
     @property
     def total(self) -> float:
-        return self.weights_optimizer + self.activations + self.head + self.observation + self.casts
+        return (self.weights_optimizer + self.activations + self.head + self.observation + self.casts
+                + self.pc_layer)
 
 
 def training_memory(arm: str, shape: Scale, n_params: int, vocab_rows: int, micro_tokens: int, bf16: bool,
@@ -71,8 +77,9 @@ def training_memory(arm: str, shape: Scale, n_params: int, vocab_rows: int, micr
     head = micro_tokens * vocab_rows * (18 if bf16 else 16)
     masters = 4.0 * rotational_parameters(arm, shape, vocab_rows) if weight_bytes < 4 else 0.0
     casts = 2.0 * n_params if bf16 and weight_bytes > 2 else 0.0  # bf16 weights are used as they are
+    pc = (1 if checkpointing else shape.n_layer) * pc_level.block_bytes(arm, shape, bf16, weight_bytes)
     return Memory(4.0 * weight_bytes * n_params + masters, float(micro_tokens * per_token), float(head),
-                  4.0 * n_params, casts)
+                  4.0 * n_params, casts, float(pc))
 
 
 def activation_bytes_per_token(arm: str, shape: Scale, bf16: bool, checkpointing: bool = False) -> int:

@@ -18,10 +18,9 @@ from dataclasses import replace
 from ngptlab.grid.runs import cell_name
 from ngptlab.grid.sweeps import awaits_angle, lr_sweep, pruning_of
 from ngptlab.plan.seeds import new_seeds
-from ngptlab.settings import AddedSeeds, MatchedAngle, Params, PrunedSweep, Train
+from ngptlab.settings import STAND_IN_RUN, AddedSeeds, MatchedAngle, Params, PrunedSweep, Train
 from ngptlab.speedup.lr_policy import grid_budgets
 
-STAND_IN = "(a stand-in for the measured target: plan/protocol.py)"
 # What the projection is under each learning-rate rule (module docstring)
 PROJECTION_BOUND = {"largest": "; which learning rates survive and where the seeds go does not change it",
                     "crossing": " at most: the added seeds stop at the budget past each arm's crossing "
@@ -49,7 +48,7 @@ def with_stand_in_angles(train: Train) -> Train:
     angles = {cell: dict(by_arm) for cell, by_arm in train.angles.items()}
     for scale, context, arm in itertools.product(train.scales, train.contexts, train.arms):
         if awaits_angle(train, scale, context, arm):
-            angles.setdefault(cell_name(scale, context), {})[arm] = MatchedAngle(1.0, STAND_IN, {})
+            angles.setdefault(cell_name(scale, context), {})[arm] = MatchedAngle(1.0, STAND_IN_RUN, {})
     return replace(train, angles=angles)
 
 

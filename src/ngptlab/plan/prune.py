@@ -22,6 +22,11 @@ Snakemake and `dvc repro` train only what the pruned grid holds: with train.sche
 rate's trunk stops at the last budget it serves (its segments derive from the runs). A second call with the
 same K changes nothing: the budgets above B already sweep K learning rates.
 
+An angle arm's window keeps, in place of its best at B, its multiplier 1 (the learning rate at which its
+angle per step is its matched arm's, as the learning-rate policy gives it on the results up to B) and the
+K - 1 below it: its primary estimate reads multiplier 1 above B too (ngptlab.speedup.lr_policy), and a
+window around its best could drop it (the matched arm's choice need not be the angle arm's best).
+
 The pruning refuses while an arm's best at B sits at an edge of its sweep (plan/tuned.py), unless told to
 go on: a window around an edge may not hold the optimum.
 """
@@ -36,12 +41,13 @@ from ngptlab.config.load import load_params
 from ngptlab.grid.enumeration import train_runs
 from ngptlab.grid.runs import RunSpec
 from ngptlab.grid.sweeps import lr_sweep, pruning_of
+from ngptlab.models.arms import turns_like
 from ngptlab.plan.edit import add_entries, edit_params_file
 from ngptlab.plan.grid import write_grid_file
 from ngptlab.plan.sweeps import ResultOf, on_disk, trained_on_disk
 from ngptlab.plan.tuned import refuse_untuned, untuned
 from ngptlab.settings import Params, PrunedSweep, Train
-from ngptlab.speedup.lr_policy import best_lr, sweep_losses
+from ngptlab.speedup.lr_policy import best_lr, cell_policy, sweep_losses
 
 DEFAULT_KEEP = 2
 
@@ -96,6 +102,7 @@ def proposed_prunes(params: Params, results: ResultOf, keep: int,
                 notes.append(f"{scale} ctx{context}: not pruned: {why}")
                 continue
             above = [b for b in train.budgets if b > budget]
+            policy = None  # the cell's choice up to B: an angle arm's multiplier 1
             for arm in train.arms:
                 current = lr_sweep(train, scale, context, arm, min(above))
                 decided = pruning_of(train, scale, context, arm, min(above))
@@ -105,8 +112,13 @@ def proposed_prunes(params: Params, results: ResultOf, keep: int,
                 if best is None:
                     notes.append(f"{scale} ctx{context} {arm}: not pruned: every run at {budget:,} diverged")
                     continue
+                anchor = best
+                if arm in turns_like():  # the window keeps multiplier 1, which its primary estimate reads
+                    policy = policy or cell_policy(params, results, scale, context, up_to=budget)
+                    unit = policy.angle_arms[arm].unit.get(budget) if arm in policy.angle_arms else None
+                    anchor = unit if unit in current else best
                 entry = {"scale": scale, "context": context, "arm": arm, "after_budget": budget,
-                         "keep": keep, "best_lr": best, "learning_rates": kept_window(current, best, keep)}
+                         "keep": keep, "best_lr": best, "learning_rates": kept_window(current, anchor, keep)}
                 kept = trained_outside(train, entry, trained)
                 entries.append(entry | ({"trained": kept} if kept else {}))
     return entries, notes

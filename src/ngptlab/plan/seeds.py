@@ -6,7 +6,9 @@ policy names (ngptlab.speedup.lr_policy.cell_policy under speedup.lr_policy, the
 chooser). So once train.seeds' sweep has results, each (scale, context, arm, budget) the policy reads gets
 seeds max(train.seeds) + 1 .. + N at its chosen learning rate there: one train.added_seeds entry. Under the
 crossing rule an arm's entries stop at the first budget past its crossing of the target (a fast arm trains
-short trunks); under wsd each distinct chosen learning rate of an arm is one trunk per added seed.
+short trunks); under wsd each distinct chosen learning rate of an arm is one trunk per added seed. An angle
+arm's seeds run multiplier 1 (its angle per step its matched arm's), the policy's primary choice for it, up
+to its reach there; the multiplier tuned over its sweep is estimated on the swept seeds alone.
 
 The entries are written into the params file (comments kept) and the grid file is rewritten, so Snakemake
 and `dvc repro` train only the new runs. An arm still waiting for results is left alone, and so is a cell

@@ -29,6 +29,7 @@ import tiktoken
 from ngptlab.errors import DataError
 from ngptlab.files import write_bytes_atomic
 from ngptlab.prepare.cache import PinnedArchive, fetch_archive, read_member
+from ngptlab.vocabulary import EOT_TOKEN, VOCAB_SIZE
 
 TIKTOKEN_HOST = "openaipublic.blob.core.windows.net"
 GPT2_FILE_URLS = (
@@ -38,8 +39,6 @@ GPT2_FILE_URLS = (
 R50K_URL = f"https://{TIKTOKEN_HOST}/encodings/r50k_base.tiktoken"
 # tiktoken's expected hash of r50k_base.tiktoken; the whisper asset is byte-identical.
 GPT2_RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
-EOT_TOKEN = 50256
-VOCAB_SIZE = 50257
 HELLO_WORLD = ("Hello world", [15496, 995])
 
 WHISPER_SDIST = PinnedArchive(

@@ -8,6 +8,7 @@ package):
 
 from ngptlab.settings.schema import allowed_arms, default, load_schema, resolved_node
 from ngptlab.settings.typed import (
+    STAND_IN_RUN,
     AddedSeeds,
     Calibrate,
     Condition,
@@ -28,5 +29,6 @@ from ngptlab.settings.typed import (
 )
 
 __all__ = ["AddedSeeds", "Calibrate", "Condition", "Design", "Evaluate", "MatchedAngle", "Params", "Prepare",
-           "PrunedSweep", "Report", "Resources", "Shape", "Source", "Speedup", "Train", "allowed_arms",
+           "PrunedSweep", "Report", "Resources", "STAND_IN_RUN", "Shape", "Source", "Speedup", "Train",
+           "allowed_arms",
            "default", "filled", "load_schema", "of_section", "resolved_node"]

@@ -90,11 +90,20 @@ class PrunedSweep:
     trained: tuple[TrainedLr, ...]
 
 
+# The run of a stand-in target: what the plan's projection and the design put where an angle arm waits for
+# `ngptlab plan --match-angles` (plan/protocol.py); it measured nothing, so its lr sets no multiplier 1.
+STAND_IN_RUN = "(a stand-in for the measured target: plan/protocol.py)"
+
+
 @dataclass(frozen=True)
 class MatchedAngle:
     lr: float
     run: str
     kinds: Mapping[str, float]
+
+    @property
+    def stand_in(self) -> bool:
+        return self.run == STAND_IN_RUN
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ inference.py    over seeds: geometric mean and t-interval on ln S, paired contra
 paired.py       a mean log ratio between arms (paired t, or censored with bounds)
 equivalence.py  the verdict of an interval against the margin (two one-sided tests)
 factorial.py    the 2x2 read as a factorial: conditioning, norm and interaction effects
-reading.py      what the pre-specified primary effect says of the conditioning account
+reading.py      each account's reading: from the dose-response lines (measured), by construction (norm),
+                or by the label patterns where no line is fitted; the primary effect beside them
 common_kappa.py every arm's kappa read at one token count per cell (T_common), so arms trained to
                 different budgets compare
 rivals.py       the effective learning rate beside the speed-up: does it confound the reading
@@ -21,7 +22,10 @@ multiplicity.py Holm's adjustment
 loss_law.py     the fitted law a target is interpolated along
 crossing.py     where a loss curve crosses a target (tokens to target), and the loss at given tokens
 lr_policy.py    the learning rate every seed is read at, chosen on the swept seeds (speedup.lr_policy);
-                the plan's --add-seeds and --prune-sweeps, the report and the design choose with it
+                the plan's --add-seeds and --prune-sweeps, the report and the design choose with it; an
+                angle arm at multiplier 1 (its angle per step its matched arm's)
+tuned_multiplier.py an angle arm's secondary estimate: at the multiplier the policy tunes over its sweep,
+                on the swept seeds
 censored.py     the mean over seeds when some seeds are bounds: censored-normal profile likelihood
 interpolate.py  the best loss between learning-rate grid points (a parabola in ln lr) and its speed-up
 tuning.py       whether each arm's best learning rate is inside the learning rates run at its budget

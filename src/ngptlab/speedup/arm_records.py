@@ -4,7 +4,8 @@
   Speedup        a speed-up over the baseline: a number or a bound, its interval, verdict and seeds needed
   SeedSpeedup    one seed's speed-up, tokens to the target and the runs behind it (BudgetRun)
   ArmEntry       an arm's speed-up, per seed, within-run and between learning rates (Interpolated, Minimum),
-                 its diverged held-out seeds (Divergence) and those left out for it (Replaced)
+                 its diverged held-out seeds (Divergence) and those left out for it (Replaced); an angle
+                 arm's at its tuned multiplier (TunedMultiplier)
   Target         the baseline's loss a seed's speed-ups are measured against (from its BudgetRun)
   RunEntry       one run of the cell, and whether it entered the speed-up (its arm's best lr there)
   TuningEdge     whether an arm's best learning rate sat at an edge of its sweep
@@ -169,11 +170,12 @@ class Divergence:
     rate: float | None
     interval: Interval | None
     diverged_seeds: tuple[int, ...]
+    level: float | None = None  # the interval's, as the file states it
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Divergence:
         return cls(d["diverged"], d["seeds"], number(d["rate"]), interval_of(d["interval"]),
-                   tuple(d["diverged_seeds"]))
+                   tuple(d["diverged_seeds"]), d.get("level"))
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,25 @@ class Replaced:
 
 
 @dataclass(frozen=True)
+class TunedMultiplier:
+    """An angle arm's secondary estimate (speedup/tuned_multiplier.py): its speed-up at the learning rate the
+    policy tunes over its sweep, multiplier = that lr / multiplier 1's, on the swept seeds (optimistic)."""
+
+    lr: float | None
+    multiplier: float | None
+    speedup: Speedup | None
+    note: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> TunedMultiplier:
+        s = d.get("speedup")
+        speedup = None if s is None else Speedup(
+            number(s.get("estimate")), s.get("bound"), s.get("display"), interval_of(s.get("interval")),
+            level=s.get("level"), n_seeds=s.get("n_seeds"), method=s.get("method"))
+        return cls(d.get("lr"), d.get("multiplier"), speedup, d.get("note") or "")
+
+
+@dataclass(frozen=True)
 class ArmEntry:
     """One arm of the cell: its speed-up over the seeds, per seed, the within-run estimate (cheap) and the
     interpolated one (None: a further baseline's entry, or an older file)."""
@@ -199,16 +220,19 @@ class ArmEntry:
     interpolated: Interpolated | None = None
     divergence: Divergence | None = None  # None: a further baseline's entry, or an older file
     replaced: tuple[Replaced, ...] = ()
+    tuned_multiplier: TunedMultiplier | None = None  # an angle arm's secondary estimate; None for the others
 
     @classmethod
     def from_dict(cls, d: Mapping) -> ArmEntry:
         cheap, interpolated, divergence = d.get("cheap"), d.get("interpolated"), d.get("divergence")
+        tuned = d.get("tuned_multiplier")
         return cls(Speedup.from_dict(d.get("speedup") or {}),
                    tuple(SeedSpeedup.from_dict(p) for p in d.get("per_seed") or ()),
                    None if cheap is None else Speedup.from_dict(cheap["speedup"]),
                    None if interpolated is None else Interpolated.from_dict(interpolated),
                    None if divergence is None else Divergence.from_dict(divergence),
-                   tuple(Replaced.from_dict(r) for r in d.get("replaced") or ()))
+                   tuple(Replaced.from_dict(r) for r in d.get("replaced") or ()),
+                   None if tuned is None else TunedMultiplier.from_dict(tuned))
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,9 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    the learning rate speedup.lr_policy names, to reach the baseline's loss
                                    at N tokens, as S = N / those tokens
   lr_policy{name, rule (text), selection_seeds [int], chosen [{arm, budget, lr}], notes [text],
-            estimate_seeds [int], note}
+            angle_arms {<angle arm>: {matched, source (measured | prior), rule (text),
+                                      multiplier_1 [{budget, lr}], tuned [{budget, lr, multiplier}]}}
+            (only with angle arms), estimate_seeds [int], note}
                                    the learning rate every seed is estimated at and the budgets it is read
                                    at, chosen on selection_seeds (train.seeds) by ngptlab.speedup.lr_policy
                                    under speedup.lr_policy (name); estimate_seeds the seeds every
@@ -73,6 +75,14 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    the arm's own diverged held-out seeds / its held-out seeds, with the exact
                                    Clopper-Pearson interval (rate and interval null without held-out seeds)
      cheap{method (text), speedup{...as above}, per_seed [{seed, run, tokens_to_target, speedup}]}
+     tuned_multiplier{lr, multiplier, budgets [{budget, lr, multiplier}], seeds [int],
+                      speedup{estimate, bound, display, interval [lo, hi] | null, method, level, n_seeds},
+                      note}
+                                   an angle arm only: its speed-up is at multiplier 1 (its angle per step
+                                   its matched arm's: lr_policy.angle_arms), this the secondary estimate at
+                                   the multiplier the policy tunes over its sweep (tuned lr / multiplier
+                                   1's: 0.5, 1, 2), from the swept seeds alone, so optimistic
+                                   (speedup/tuned_multiplier.py)
      interpolated{speedup{...as above},
                   per_seed [{seed, target_loss, tokens_to_target, speedup, interpolation}],
                   per_budget [{budget, seeds, lr_grid, loss_grid (null: left out), lr_best, lr_vertex,
@@ -104,19 +114,29 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    when the cell lacks one of its arms
   reading{primary (speedup.primary_contrast), predicted (the claim the account predicts of it), margin,
           estimate {ln, ratio} | null, log_interval, interval, method, level, n_seeds, verdict, p_values,
-          pattern [{a, b, predicted, log_interval, held, status}], pattern_reading, reading,
-          confounded_by_effective_lr (bool) | null, effective_lr_clause | null, note}
-                                   the primary effect is the headline; pattern: each prediction of the
-                                   account (speedup/reading.py PATTERN) with the claim its level interval
-                                   holds and its status (holds | shown not to hold | open);
-                                   pattern_reading: "consistent with the account that conditioning explains
-                                   nGPT's speed-up" (every prediction holds) | "inconsistent with ..." (one
-                                   shown not to hold) | "not resolved"; reading: those words, the report's,
-                                   followed by "; " and
-                                   effective_lr_clause, rivals.primary's verdict with its interval (e.g.
-                                   "confounded by the effective learning rate: ..."), null where no
-                                   angular rate was logged; confounded_by_effective_lr is
-                                   rivals.primary.confounded
+          pattern [{a, b, predicted, required, log_interval, held, status}], pattern_reading,
+          accounts {<conditioning | norm | effective learning rate>: {claim, source, reading, words,
+                    pattern, by_labels}}, reading, confounded_by_effective_lr (bool) | null,
+          effective_lr_clause | null, separation_clause | null, note}
+                                   the primary effect is the headline; each account's reading
+                                   (speedup/reading.py): source "measured" where dose_response below fits
+                                   its line (conditioning, effective learning rate): "consistent with the
+                                   account that ..." (conditioning: " (kappa = 1 costs capacity)" where
+                                   gpt-orth lies below the line) | "inconsistent with ..." | "cannot tell
+                                   the accounts apart for ..." | "not resolved", words the fit's;
+                                   "construction" for the norm account (fixed norms are set by
+                                   construction: read by its label pattern); "labels" where no line is
+                                   fitted (its label pattern, the words saying so); pattern: each
+                                   prediction of the account's label pattern with the claim its level
+                                   interval holds and its status (holds | shown not to hold | open),
+                                   by_labels what the pattern reads; pattern and pattern_reading the
+                                   conditioning account's; reading: the accounts' readings in words, the
+                                   report's, followed, only where no angle line is fitted over the
+                                   conditioning square's measured angles nor the angle square runs, by
+                                   "; " and effective_lr_clause, rivals.primary's verdict with its
+                                   interval (e.g. "confounded by the effective learning rate: ..."), null
+                                   there or where no angular rate was logged; confounded_by_effective_lr
+                                   is rivals.primary.confounded
   rivals{arms {<arm>: {angular_rate, kappa {embed_in_cov_condition, layer34_qk_head_condition_median},
                n_seeds}},
          primary {effect, log_difference {mean, interval [lo, hi] | null, method, level}, ratio,
@@ -164,7 +184,7 @@ results/speedup/<cell>.json (strict JSON; "inf" / null encoding as in ngptlab/re
                                    bootstrap over seeds within arms; reading consistent | inconsistent |
                                    cannot tell the accounts apart | not resolved | no fit; an arm's status
                                    on the line | departs | not resolved | kappa = 1 costs capacity | baseline
-                                   (speedup/dose_response.py); beside the label-based reading above
+                                   (speedup/dose_response.py); the reading above reads both accounts from it
   by_baseline{<baseline>: {targets, arms {<arm>: {speedup, per_seed}}, contrasts}}
                                    only when speedup.baseline names several arms: for each but the first
                                    (the primary, whose speed-ups are the fields above), the same fields as
@@ -205,6 +225,7 @@ from ngptlab.speedup.lr_policy import cell_policy, estimand
 from ngptlab.speedup.reading import primary_reading
 from ngptlab.speedup.rivals import cell_kappa, rivals
 from ngptlab.speedup.separation import separation
+from ngptlab.speedup.tuned_multiplier import tuned_multipliers
 from ngptlab.speedup.tuning import sweep_edges, tuned_arms
 from ngptlab.stats import LEVEL
 
@@ -258,6 +279,9 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     estimate = against(first)
     for arm, entry in interpolate_cell(results, estimate, resamples, seed, margin, ratio).items():
         estimate["arms"][arm]["interpolated"] = entry
+    # an angle arm's secondary estimate: at the multiplier the policy tunes, beside its primary at x1
+    for arm, entry in tuned_multipliers(results, estimate, policy, resamples, seed).items():
+        estimate["arms"][arm]["tuned_multiplier"] = entry
     # Seeds beyond train.seeds run only the chosen learning rate: they have no sweep whose edges matter.
     swept = [r.spec for r in results if r.spec.seed in set(train.seeds)]
     edges = sweep_edges(results, lambda arm, budget: lr_sweep(train, scale, context, arm, budget), swept,
@@ -268,21 +292,23 @@ def analyse_cell(params: Params, cell: str, results: list[RunResult]) -> dict:
     common = cell_kappa(results, estimate)  # every arm's kappa at one token count: read by the three below
     rival = rivals(results, estimate, common, primary, margin)
     separated = separation(estimate, common, float(cfg.kappa_margin))
+    # each account's predictions from the arms' measured mechanisms: the reading of both accounts it fits
+    dose = dose_response(results, estimate, common, margin, seed=seed)
     # A further baseline moves only the target: its own speed-ups, never the factorial or the reading.
     further = {"by_baseline": {b: further_baseline(against(b)) for b in others}} if others else {}
     n_tokens = reference_tokens(reference, train.budgets)
     return {"cell": cell, "scale": scale, "context": context,
-            "estimand": estimand(cfg.lr_policy, first, n_tokens), "method": method(cfg.lr_policy),
+            "estimand": estimand(cfg.lr_policy, first, n_tokens, bool(policy.angle_arms)),
+            "method": method(cfg.lr_policy),
             "bootstrap": {"resamples": resamples, "seed": seed, "level": LEVEL,
                           "min_seeds": BOOTSTRAP_MIN_SEEDS},
             **estimate, **further, "factorial": effects,
             "angle_factorial": factorial(per_seed, margin, square=ANGLE),
             "reading": primary_reading(effects, primary, margin, confound=rival["primary"],
                                        arms=estimate["arms"], contrasts=estimate["contrasts"],
-                                       baseline=first, separation=separated),
+                                       baseline=first, separation=separated, dose=dose),
             "rivals": rival, "kappa_common": common, "separation": separated,
-            # beside the label-based reading: each account's predictions from the arms' measured mechanisms
-            "dose_response": dose_response(results, estimate, common, margin, seed=seed),
+            "dose_response": dose,
             "tuning": {"edges": edges, "tuned": tuned_arms(edges)}}
 
 

@@ -25,7 +25,9 @@ def run(args: argparse.Namespace, params: Params) -> int:
           f"-> {output_path(args.root, args.cell)}")
     accounts = doc["reading"].get("accounts", {})
     if accounts:
-        read = "; ".join(f"{name} account {short(a['reading'])}" for name, a in accounts.items())
+        sources = {name: f" ({a['source']})" if "source" in a else "" for name, a in accounts.items()}
+        read = "; ".join(f"{name} account {short(a['reading'])}{sources[name]}"
+                         for name, a in accounts.items())
         print(f"  reading: {read}")
     for baseline, further in doc.get("by_baseline", {}).items():
         parts = [f"{arm} {entry['speedup']['display']}" for arm, entry in further["arms"].items()]

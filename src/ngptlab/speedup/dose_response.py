@@ -4,8 +4,9 @@ and angle per step (a dose-response across arms).
 An account of nGPT's speed-up is a claim about a mechanism, so what it predicts for an arm follows from that
 arm's measured mechanism, not from its label: the conditioning account from how well conditioned the arm's
 matrices ended up, the effective-learning-rate account from how far they turned per step. (Read by labels,
-speedup/reading.py, gpt-angle is predicted as slow as gpt under the conditioning account; where it ends up
-conditioned like ngpt, the true account then reads inconsistent.)
+gpt-angle would be predicted as slow as gpt under the conditioning account; where it ends up conditioned like
+ngpt, the true account would then read inconsistent.) The cell's reading of both accounts is this one
+wherever a line is fitted (speedup/reading.py: source "measured"), the label pattern only where not.
 
 Points, per (arm, seed) over the estimate seeds (speedup/selection.py), from the run entering that seed's
 estimate at the arm's largest budget (rivals.estimate_runs, as the rival account reads them):
@@ -49,8 +50,11 @@ The account's reading, in this order:
                            |Pearson r| of X_kappa and X_angle over the arms' means above COLLINEAR, or both
                            lines' predictions within ln M of each other for every arm; the reason names the
                            arms and how far one would have to move its kappa without its angle
-  consistent               the slope's interval excludes 0 on the predicted side and every arm, ngpt among
-                           them, is on the line
+  consistent               the slope's interval excludes 0 on the predicted side, every arm, ngpt among
+                           them, is on the line, and at least MIN_MOVED fitted arms moved the predictor (their
+                           x's interval excludes the baseline's): a line through the baseline and one arm fits
+                           that arm whatever the account, so it tests nothing (on the 2x2 alone ngpt is the
+                           only arm whose angle moves)
   not resolved             otherwise (and where an arm has one seed: no interval)
 """
 
@@ -67,17 +71,17 @@ from ngptlab.models import arms as arm_table
 from ngptlab.results import RunResult
 from ngptlab.speedup.common_kappa import HEADS, by_seed
 from ngptlab.speedup.equivalence import NOT_RESOLVED, interval_claim
-from ngptlab.speedup.reading import CONDITIONING, EFFECTIVE_LR
+from ngptlab.speedup.reading import CANNOT_TELL, CAPACITY, CONDITIONING, EFFECTIVE_LR, NO_FIT
 from ngptlab.speedup.rivals import angular_rate, estimate_runs
 from ngptlab.stats import LEVEL, t_quantile
 
 RESAMPLES = 2000
 MIN_ARMS = 3  # the baseline and two arms: a line through the baseline and something to test it on
+MIN_MOVED = 2  # fitted arms whose predictor moved from the baseline's, for a line that can fail
 COLLINEAR = 0.95  # |Pearson r| of the arms' X_kappa and X_angle above which the accounts cannot be told apart
 ORTH, NGPT = arm_table.square("conditioning")["01"], arm_table.square("conditioning")["11"]
 CONSISTENT, INCONSISTENT = "consistent", "inconsistent"
-CANNOT_TELL, NO_FIT = "cannot tell the accounts apart", "no fit"
-ON_LINE, DEPARTS, CAPACITY = "on the line", "departs", "kappa = 1 costs capacity"
+ON_LINE, DEPARTS = "on the line", "departs"
 METHOD = ("least squares through the baseline over arm means (each arm one point, unweighted); percentile "
           "bootstrap resampling seeds within each arm, x and y together, the baseline's included, each "
           "resampled mean's deviation scaled by sqrt(n / (n - 1))")
@@ -320,13 +324,17 @@ def read_account(fit: Mapping, predictor: Predictor, margin: float, apart: Mappi
         return CANNOT_TELL, f"{CANNOT_TELL} ({lead}: {said}): {apart['reason']}"
     statuses = {a: e["status"] for a, e in fit["arms"].items() if e["status"] != "baseline"}
     on_line = all(s in (ON_LINE, CAPACITY) for s in statuses.values()) and statuses.get(NGPT) == ON_LINE
-    if side == predictor.sign and on_line:
+    moved = [a for a in fit["fitted_arms"]
+             if (x := fit["arms"][a]["x"]["interval"]) and (x[0] > 0 or x[1] < 0)]
+    if side == predictor.sign and on_line and len(moved) >= MIN_MOVED:
         return CONSISTENT, f"{CONSISTENT} with {lead}: every arm within x{margin:g} of its line ({said})"
     open_arms = ", ".join(a for a, s in statuses.items() if s == NOT_RESOLVED)
     why = ("one seed: no interval" if interval is None else
            f"{NGPT} not measured" if NGPT not in statuses else
            f"the slope's interval reaches 0 ({said})" if side == 0 else
-           f"not every arm shown on the line: {open_arms}")
+           f"not every arm shown on the line: {open_arms}" if not on_line else
+           f"only {', '.join(moved) or 'no arm'} moved {predictor.label} from the baseline's: a line through "
+           "the baseline and one arm fits it whatever the account")
     return NOT_RESOLVED, f"{NOT_RESOLVED} for {lead}: {why}"
 
 

@@ -212,6 +212,8 @@ def estimate_cell(results: Iterable[RunResult], baseline: str, n_bootstrap: int,
         if not per_seed:
             summary["note"] = (f"no completed {arm} run" if not any(k[0] == arm for k in best)
                                else f"no completed {baseline} run to set the target")
+            if arm in policy.angle_arms and not policy.of_arm(arm):  # no multiplier 1 to read: say why
+                summary["note"] = policy.note_of(arm) or summary["note"]
 
     reads = {arm: sum(p["seed"] in estimated and p["seed"] not in policy.selection_seeds
                       for p in entry["per_seed"]) for arm, entry in arms_out.items()}

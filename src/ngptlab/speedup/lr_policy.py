@@ -20,6 +20,17 @@ learning rate. speedup.lr_policy names the rule (RULES):
   budget    per (arm, budget): the learning rate best at that budget (under wsd an added seed trains a
             trunk per distinct chosen rate).
 
+An angle arm (models.arms.turns_like(): gpt-angle turned at ngpt's angle per step, ngpt-angle at gpt's) is
+the one exception: its learning rate sets its angle (train/angle_targets.py), and the effective-learning-rate
+account names the arm turned at its matched arm's angle, so its PRIMARY learning rate is multiplier 1, the
+one at which its angle is the matched arm's: the measured target's (train.angles[cell][arm].lr), or on the
+prior (whose angle at lr' is the matched arm's at lr') the matched arm's own choice in the cell by the same
+rule. The rule then reads it as any arm's (under crossing: up to its reach at that learning rate), and the
+held-out seeds train it. What the rule would choose over the arm's sweep (x0.5, x1, x2) is kept as the
+SECONDARY, tuned choice (ArmChoice.tuned, LrPolicy.angle_arms; speedup/tuned_multiplier.py estimates it on
+the swept seeds). Where multiplier 1 is not in the arm's sweep, or the matched arm has no choice yet, the
+arm has no primary choice and a note says why.
+
 "Best" is the lowest mean final loss over the swept seeds, fewest diverged runs first, ties to the smaller
 learning rate. Why crossing is the default: the optimal learning rate falls as runs get longer (Bjorck et al.
 2024, arXiv 2409.19913), so a rate chosen at the largest budget is too low where a fast arm crosses the
@@ -40,8 +51,9 @@ from dataclasses import dataclass, field
 
 from ngptlab import schedule as schedules
 from ngptlab import weight_dtype as weight_dtypes
-from ngptlab.grid.runs import RunSpec
+from ngptlab.grid.runs import RunSpec, cell_name
 from ngptlab.grid.sweeps import held_back, lr_sweep
+from ngptlab.models.arms import turns_like
 from ngptlab.results import RunResult
 from ngptlab.settings import Params, Train
 from ngptlab.speedup.crossing import loss_at, reference_tokens, tokens_to_target
@@ -121,10 +133,46 @@ def grid_budgets(train: Train, scale: str, context: int, arm: str) -> list[int]:
 @dataclass(frozen=True)
 class ArmChoice:
     """One arm's choice: {budget: lr} for every budget its estimate reads (the held-out seeds train exactly
-    these), or none and why."""
+    these), or none and why. An angle arm's lrs are multiplier 1's; tuned is what the rule chooses over its
+    sweep (the secondary estimate) and unit multiplier 1's learning rate per budget where known."""
 
     lrs: dict[int, float] = field(default_factory=dict)
     why: str = ""
+    tuned: dict[int, float] = field(default_factory=dict)
+    unit: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AngleTarget:
+    """What sets an angle arm's multiplier 1 in a cell: the arm it turns like, and the measured target's
+    learning rate (train.angles[cell][arm].lr: its angle at lr' is kinds x lr' / lr), None on the prior."""
+
+    matched: str
+    measured_lr: float | None = None
+
+    @property
+    def source(self) -> str:
+        return "measured" if self.measured_lr is not None else "prior"
+
+    def unit_words(self, lr: float) -> str:
+        """Where multiplier 1's learning rate comes from, in words."""
+        if self.measured_lr is not None:
+            return f"lr {lr:g}, the measured target's (train.angles)"
+        return f"lr {lr:g}, {self.matched}'s chosen learning rate (the prior angle)"
+
+
+def angle_targets(train: Train, scale: str, context: int, arms: Sequence[str]) -> dict[str, AngleTarget]:
+    """{angle arm among `arms`: its AngleTarget in the cell} (train.angles where measured, else the prior: a
+    stand-in target, the plan's projection's or the design's, measured nothing)."""
+    cell = train.angles.get(cell_name(scale, context), {})
+    measured = {arm: m for arm, m in cell.items() if not m.stand_in}
+    return {arm: AngleTarget(matched, measured[arm].lr if arm in measured else None)
+            for arm, matched in turns_like().items() if arm in arms}
+
+
+def prior_targets(arms: Sequence[str]) -> dict[str, AngleTarget]:
+    """{angle arm among `arms`: its AngleTarget on the prior}: for runs read without their params file."""
+    return {arm: AngleTarget(matched) for arm, matched in turns_like().items() if arm in arms}
 
 
 def _curve(sweep: Sweep, lr: float) -> tuple[dict[int, float], dict[int, int]]:
@@ -197,11 +245,12 @@ def reach(budgets: Sequence[int], crossing: float | None) -> list[int]:
     return ordered[:max(ordered.index(last) + 1, MIN_LAW_BUDGETS)]
 
 
-def choose_at_crossing(sweeps: Mapping[str, Sweep], baselines: Sequence[str],
-                       reference: int) -> dict[str, ArmChoice]:
+def choose_at_crossing(sweeps: Mapping[str, Sweep], baselines: Sequence[str], reference: int,
+                       angles: Mapping[str, AngleTarget] | None = None) -> dict[str, ArmChoice]:
     """{arm: ArmChoice} of one cell under the crossing rule (module docstring), every result in. The
     learning rate answers to the primary baseline's target; the budgets read reach every baseline's target
-    (a further baseline's: its loss at N at its own chosen learning rate), and a baseline's reach N."""
+    (a further baseline's: its loss at N at its own chosen learning rate), and a baseline's reach N. An angle
+    arm of `angles` is read at multiplier 1, up to its reach there, its own crossing choice kept as tuned."""
     primary = baselines[0]
     found = baseline_at_reference(sweeps[primary], reference)
     if found is None:  # the runs at or around N diverged: the target falls back as the estimator's does
@@ -226,21 +275,72 @@ def choose_at_crossing(sweeps: Mapping[str, Sweep], baselines: Sequence[str],
             loss = loss_at(points.items(), reference, fit_loss_law(points).floor)
             if loss is not None:
                 targets[baseline] = loss
-    for arm, lr in lrs.items():
+
+    def read(arm: str, lr: float) -> dict[int, float]:
+        """{budget: lr} up to the arm's reach at lr: the first budget REACH x past its last crossing."""
         points = _curve(sweeps[arm], lr)[0]
         floor = fit_loss_law(points).floor
         ends = [reference if baseline == arm else REACH * tokens.value if tokens.bound != ">" else None
                 for baseline, target in targets.items()
                 for tokens in [tokens_to_target(points.items(), target, floor)]]
         last = None if None in ends else max(ends)
-        choices[arm] = ArmChoice(dict.fromkeys(reach(sorted(points), last), lr))
+        return dict.fromkeys(reach(sorted(points), last), lr)
+
+    for arm, lr in lrs.items():
+        choices[arm] = ArmChoice(read(arm, lr))
+    for arm, target in (angles or {}).items():
+        if arm in sweeps and arm != primary:
+            unit = target.measured_lr if target.measured_lr is not None else lrs.get(target.matched)
+            choices[arm] = _at_multiplier_1(arm, choices[arm], target, unit, sweeps[arm], read)
     return {arm: choices[arm] for arm in sweeps}
 
 
+def _at_multiplier_1(arm: str, tuned: ArmChoice, target: AngleTarget, unit: float | None, sweep: Sweep,
+                     read: Callable[[str, float], dict[int, float]]) -> ArmChoice:
+    """An angle arm's crossing choice at multiplier 1's learning rate `unit` (one for every budget), its
+    choice over the sweep kept as tuned; none, and why, where unit is unknown, not swept or diverged."""
+    if unit is None:
+        return ArmChoice(why=f"no multiplier 1 yet: {target.matched} (whose angle it takes) has no chosen "
+                             "learning rate in this cell", tuned=tuned.lrs)
+    units = dict.fromkeys(sorted(sweep), unit)
+    if not any(unit in losses for losses in sweep.values()):
+        return ArmChoice(why=f"no primary estimate: multiplier 1 ({target.unit_words(unit)}) is not in its "
+                             f"sweep", tuned=tuned.lrs, unit=units)
+    if not _curve(sweep, unit)[0]:
+        return ArmChoice(why=f"every run at multiplier 1 ({target.unit_words(unit)}) diverged",
+                         tuned=tuned.lrs, unit=units)
+    return ArmChoice(read(arm, unit), tuned=tuned.lrs, unit=units)
+
+
+def _pinned(sweep: Mapping[int, Losses | None], tuned: ArmChoice, target: AngleTarget,
+            unit: Mapping[int, float], why_no_unit: str) -> ArmChoice:
+    """An angle arm's choice under the largest or budget rule: multiplier 1's learning rate at every budget
+    the rule reads and multiplier 1 is known and swept at, tuned the rule's own choice; the others named."""
+    if not tuned.lrs and tuned.why.startswith("waiting"):
+        return ArmChoice(why=tuned.why, unit=dict(unit))
+    lrs, missing, unswept, waiting = {}, [], [], []
+    for budget in sorted(sweep):
+        losses = sweep[budget]
+        if losses is None and budget not in tuned.lrs:  # where the rule waits for results, so does this
+            waiting.append(f"{budget:,}")
+        elif budget not in unit:
+            missing.append(f"{budget:,}")
+        elif losses is not None and unit[budget] not in losses:
+            unswept.append(f"{budget:,} ({target.unit_words(unit[budget])})")
+        else:
+            lrs[budget] = unit[budget]
+    why = [f"waiting for the results at {', '.join(waiting)}"] if waiting else []
+    why += [f"no multiplier 1 at {', '.join(missing)}: {why_no_unit}"] if missing else []
+    why += [f"multiplier 1 is not in its sweep at {', '.join(unswept)}"] if unswept else []
+    return ArmChoice(lrs, "; ".join(why), tuned=tuned.lrs, unit=dict(unit))
+
+
 def choose(rule: str, sweeps: Mapping[str, Mapping[int, Losses | None]], baselines: Sequence[str],
-           reference: int) -> dict[str, ArmChoice]:
+           reference: int, angles: Mapping[str, AngleTarget] | None = None) -> dict[str, ArmChoice]:
     """{arm: ArmChoice} of one cell from {arm: {budget: swept seeds' Losses (None: waiting)}}; baselines
-    the speed-ups are measured against, the primary first."""
+    the speed-ups are measured against, the primary first; angles the cell's angle arms' targets (none: no
+    arm is pinned at multiplier 1)."""
+    angles = {arm: target for arm, target in (angles or {}).items() if arm in sweeps}
     if rule == CROSSING:
         waiting = {arm: _waiting(sweep) for arm, sweep in sweeps.items()}
         primary = baselines[0]
@@ -248,10 +348,51 @@ def choose(rule: str, sweeps: Mapping[str, Mapping[int, Losses | None]], baselin
             return dict.fromkeys(sweeps, ArmChoice(why=f"{waiting[primary]} of {primary} (the target)"))
         ready = {arm: sweep for arm, sweep in sweeps.items() if not waiting[arm]}
         present = [b for b in baselines if b in ready]
-        chosen = choose_at_crossing(ready, present, reference)  # type: ignore[arg-type]
+        chosen = choose_at_crossing(ready, present, reference,  # type: ignore[arg-type]
+                                    {arm: target for arm, target in angles.items() if arm in ready})
         return {arm: chosen.get(arm) or ArmChoice(why=waiting[arm]) for arm in sweeps}
     per_arm = choose_largest if rule == LARGEST else choose_per_budget
-    return {arm: per_arm(sweep) for arm, sweep in sweeps.items()}
+    choices = {arm: per_arm(sweep) for arm, sweep in sweeps.items()}
+    for arm, target in angles.items():
+        matched = choices.get(target.matched, ArmChoice(why="not in this cell"))
+        if target.measured_lr is not None:
+            unit, why = dict.fromkeys(sweeps[arm], target.measured_lr), ""
+        elif rule == BUDGET:  # the prior's angle at lr' is the matched arm's at lr': its choice per budget
+            unit, why = {b: lr for b, lr in matched.lrs.items() if b in sweeps[arm]}, matched.why
+        else:
+            unit = dict.fromkeys(sweeps[arm], matched.lrs[max(matched.lrs)]) if matched.lrs else {}
+            why = matched.why
+        choices[arm] = _pinned(sweeps[arm], choices[arm], target, unit,
+                               f"{target.matched} (whose angle it takes) has no chosen learning rate there"
+                               + (f" ({why})" if why else ""))
+    return choices
+
+
+ANGLE_RULE = ("an angle arm at multiplier 1 (primary): the learning rate at which its angle per step is its "
+              "matched arm's (train.angles' measured lr; on the prior the matched arm's chosen one), read as "
+              "the rule reads any arm; tuned (secondary): the rule's own choice over its sweep")
+
+
+@dataclass(frozen=True)
+class AngleArm:
+    """An angle arm's two learning rates per budget: multiplier 1's (unit; its primary estimate reads them
+    where swept) and the rule's choice over its sweep (tuned; the secondary estimate's)."""
+
+    target: AngleTarget
+    unit: dict[int, float]
+    tuned: dict[int, float]
+
+    def multiplier(self, budget: int) -> float | None:
+        """tuned / multiplier 1's learning rate at a budget (0.5, 1, 2 on a sweep x2 apart)."""
+        if budget not in self.tuned or budget not in self.unit:
+            return None
+        return self.tuned[budget] / self.unit[budget]
+
+    def as_dict(self) -> dict:
+        return {"matched": self.target.matched, "source": self.target.source, "rule": ANGLE_RULE,
+                "multiplier_1": [{"budget": b, "lr": lr} for b, lr in sorted(self.unit.items())],
+                "tuned": [{"budget": b, "lr": lr, "multiplier": self.multiplier(b)}
+                          for b, lr in sorted(self.tuned.items())]}
 
 
 @dataclass(frozen=True)
@@ -263,51 +404,70 @@ class LrPolicy:
     chosen: dict[tuple[str, int], float]
     selection_seeds: tuple[int, ...]
     notes: tuple[str, ...] = ()
+    angle_arms: dict[str, AngleArm] = field(default_factory=dict)
 
     @property
     def rule(self) -> str:
         return f"{self.name}: {RULES[self.name]}{TIES}"
 
     def as_dict(self) -> dict:
+        angles = {"angle_arms": {arm: a.as_dict() for arm, a in self.angle_arms.items()}} if self.angle_arms \
+            else {}
         return {"name": self.name, "rule": self.rule, "selection_seeds": list(self.selection_seeds),
                 "chosen": [{"arm": arm, "budget": budget, "lr": lr}
                            for (arm, budget), lr in sorted(self.chosen.items())],
-                "notes": list(self.notes)}
+                "notes": list(self.notes), **angles}
+
+    def note_of(self, arm: str) -> str:
+        """Why the arm lacks a choice somewhere ("" where it has every one)."""
+        return "; ".join(note.removeprefix(f"{arm}: ") for note in self.notes if note.startswith(f"{arm}: "))
 
     def of_arm(self, arm: str) -> dict[int, float]:
         return {b: lr for (a, b), lr in sorted(self.chosen.items()) if a == arm}
 
 
-def estimand(rule: str, baseline: str, reference: int) -> str:
-    """The speed-up's estimand in one sentence, under this rule."""
-    return (f"the tokens each arm needs, {AT_LR[rule]} (speedup.lr_policy {rule}), to reach {baseline}'s "
-            f"loss at N = {reference:,} tokens, as S = N / those tokens")
+def estimand(rule: str, baseline: str, reference: int, angle_arms: bool = False) -> str:
+    """The speed-up's estimand in one sentence, under this rule (and the angle arms' where there are any)."""
+    angles = (" (an angle arm at multiplier 1 instead, the learning rate at which its angle per step is its "
+              "matched arm's)") if angle_arms else ""
+    return (f"the tokens each arm needs, {AT_LR[rule]} (speedup.lr_policy {rule}){angles}, to reach "
+            f"{baseline}'s loss at N = {reference:,} tokens, as S = N / those tokens")
 
 
-def _policy(rule: str, choices: Mapping[str, ArmChoice], selection_seeds: Sequence[int]) -> LrPolicy:
+def _policy(rule: str, choices: Mapping[str, ArmChoice], selection_seeds: Sequence[int],
+            angles: Mapping[str, AngleTarget]) -> LrPolicy:
     chosen = {(arm, b): lr for arm, c in choices.items() for b, lr in c.lrs.items()}
     notes = tuple(f"{arm}: {c.why}" for arm, c in choices.items() if c.why)
-    return LrPolicy(rule, chosen, tuple(sorted(selection_seeds)), notes)
+    angle_arms = {arm: AngleArm(target, dict(choices[arm].unit), dict(choices[arm].tuned))
+                  for arm, target in angles.items() if arm in choices}
+    return LrPolicy(rule, chosen, tuple(sorted(selection_seeds)), notes, angle_arms)
 
 
 def cell_policy(params: Params, results: ResultOf, scale: str, context: int,
-                dtype: str | None = None) -> LrPolicy:
+                dtype: str | None = None, up_to: int | None = None) -> LrPolicy:
     """The policy of one cell of the params' grid ((scale, context) at one weight dtype: by default the
-    first of train.weight_dtype), chosen on train.seeds' runs of that dtype under speedup.lr_policy."""
+    first of train.weight_dtype), chosen on train.seeds' runs of that dtype under speedup.lr_policy; up_to:
+    on the budgets up to it alone (what the results so far choose, for `--prune-sweeps`)."""
     train, speedup = params.train, params.speedup
+
+    def budgets_of(arm: str) -> list[int]:
+        return [b for b in grid_budgets(train, scale, context, arm) if up_to is None or b <= up_to]
+
     # an arm the protocol holds out of the cell (an angle arm awaiting its target) has no sweep to choose on
     sweeps = {arm: {b: sweep_losses(train, results, scale, context, arm, b, dtype) for b in budgets}
-              for arm in train.arms if (budgets := grid_budgets(train, scale, context, arm))}
+              for arm in train.arms if (budgets := budgets_of(arm))}
     reference = reference_tokens(speedup.reference_budget, train.budgets)
-    return _policy(speedup.lr_policy, choose(speedup.lr_policy, sweeps, speedup.baselines, reference),
-                   train.seeds)
+    angles = angle_targets(train, scale, context, list(sweeps))
+    return _policy(speedup.lr_policy, choose(speedup.lr_policy, sweeps, speedup.baselines, reference, angles),
+                   train.seeds, angles)
 
 
 def runs_policy(results: Sequence[RunResult], rule: str, baselines: Sequence[str], reference: str | int,
-                selection_seeds: Sequence[int] | None = None) -> LrPolicy:
+                selection_seeds: Sequence[int] | None = None,
+                angles: Mapping[str, AngleTarget] | None = None) -> LrPolicy:
     """The policy read off one cell's runs without their params file: the sweep at each (arm, budget) is
     the learning rates its selection seeds ran (every seed of the runs unless named); baselines the primary
-    first."""
+    first; angles the angle arms' targets (default: the prior's, no train.angles at hand)."""
     seeds = sorted({r.spec.seed for r in results} if selection_seeds is None else set(selection_seeds))
     found = {r.spec: r for r in results}
     runs: dict[str, dict[int, dict[float, list[RunSpec]]]] = {}
@@ -319,4 +479,7 @@ def runs_policy(results: Sequence[RunResult], rule: str, baselines: Sequence[str
     budgets = sorted({r.spec.budget for r in results})
     if rule == CROSSING and baselines[0] not in sweeps:
         return LrPolicy(rule, {}, tuple(seeds), (f"{baselines[0]}: no runs to set the target",))
-    return _policy(rule, choose(rule, sweeps, baselines, reference_tokens(reference, budgets)), seeds)
+    angles = prior_targets(list(sweeps)) if angles is None else \
+        {arm: target for arm, target in angles.items() if arm in sweeps}
+    return _policy(rule, choose(rule, sweeps, baselines, reference_tokens(reference, budgets), angles), seeds,
+                   angles)

@@ -7,9 +7,10 @@ matrix kind, observe/step_angle.py). A run of the angle arm at learning rate lr'
     theta_k(lr') = kinds[k] x lr' / lr                                   at the schedule's peak
 
 since Adam's step, and so the angle it turns, scales with the learning rate; so the arm's learning-rate
-sweep (x0.5, x1, x2 around lr) sweeps the angle alike, and the learning-rate policy chooses among those as
-it does for every arm. The schedule shapes theta over training as it shapes a learning rate
-(models/rotational.py).
+sweep (x0.5, x1, x2 around lr) sweeps the angle alike. Its primary estimate is at multiplier 1 (lr' = lr:
+the matched arm's angle, the manipulation the effective-learning-rate account names); the multiplier the
+learning-rate policy would choose over the sweep is a secondary one (speedup/lr_policy.py). The schedule
+shapes theta over training as it shapes a learning rate (models/rotational.py).
 
 A prior, before any measurement (the smoke grid trains every arm at once), the same for every kind:
   gpt's angle    AdamW's equilibrium angle per step, sqrt(2 eta lambda (1 - beta1) / (1 + beta1)) (Kosson et

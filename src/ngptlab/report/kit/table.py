@@ -12,7 +12,7 @@ import io
 import math
 import numbers
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +96,16 @@ def fmt_lr(x: Any) -> str:
 
 def fmt_sha(x: Any) -> str:
     return MISSING if not x else str(x)[:12]
+
+
+def fmt_levels(levels: Iterable[float | None]) -> str | None:
+    """The confidence levels files state, as a header or note says them: '95%', '90% and 95%' where files
+    differ; None where no file states one."""
+    found = sorted({level for level in levels if level is not None})
+    if not found:
+        return None
+    words = [f"{level:.0%}" for level in found]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" and {words[-1]}"
 
 
 def fmt_text(x: Any) -> str:

@@ -20,7 +20,7 @@ from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.results import RunResult
 from ngptlab.speedup.estimator import runs_at_chosen_lr
 from ngptlab.speedup.lr_policy import BUDGET as PER_BUDGET
-from ngptlab.speedup.lr_policy import runs_policy
+from ngptlab.speedup.lr_policy import angle_targets, runs_policy
 
 # The 2x2 design (DESIGN.md): {norm free, fixed} x {conditioning free, fixed}, as models/arms.yaml places it.
 DESIGN_2X2 = tuple(arms_table.square("conditioning")[corner] for corner in ("00", "10", "01", "11"))
@@ -69,8 +69,11 @@ def best_of(results: Results, records: list[RunRecord], rule: str | None = None
     `rule` (default speedup.lr_policy; "budget": each budget's own best, for a comparison at one budget)."""
     runs = [_run_result(r) for r in records if r.summary is not None]
     speedup = results.params.speedup
+    # the angle arms at multiplier 1 of the params' measured targets, as the speed-up stage reads them
+    angles = angle_targets(results.params.train, runs[0].spec.scale, runs[0].spec.context,
+                           sorted({r.spec.arm for r in runs})) if runs else {}
     policy = runs_policy(runs, rule or speedup.lr_policy, speedup.baselines, speedup.reference_budget,
-                         results.params.train.seeds)
+                         results.params.train.seeds, angles)
     best = runs_at_chosen_lr(runs, policy)
     return {key: {b: results.runs[rr.spec.name] for b, rr in per.items()} for key, per in best.items()}
 

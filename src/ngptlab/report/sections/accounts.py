@@ -1,5 +1,7 @@
 """The section "Which account: conditioning or the effective learning rate": the two squares read as
-factorials, and each account's predicted pattern tested prediction by prediction (speedup/reading.py).
+factorials, each account's reading with its source (speedup/reading.py: measured, from the arms' measured
+kappa and angle per step, the dose-response section's fits; construction, the norm account; labels, the
+label pattern where no line is fitted), and each account's label pattern tested prediction by prediction.
 
 The conditioning square (gpt, gpt-rownorm, gpt-orth, ngpt) separates conditioning from the weight norms; the
 angle square (gpt, gpt-angle, ngpt-angle, ngpt) separates nGPT's architecture from how far its matrices turn
@@ -36,18 +38,23 @@ SQUARES = (("conditioning square", "factorial", CONDITIONING), ("angle square", 
 def accounts_table(results: Results) -> Table:
     """Every account's every prediction in every cell: what it predicts, what the interval holds, and the
     prediction's status."""
-    cols = ["cell", "account", "prediction", "predicted", "required", "interval", "held", "status", "reading"]
-    t = Table("accounts", "Each account's predictions, tested one by one", cols, key=["cell", "account",
-                                                                                      "prediction"],
+    cols = ["cell", "account", "prediction", "predicted", "required", "interval", "held", "status",
+            "by_labels", "reading", "source"]
+    t = Table("accounts", "Each account's label pattern, tested one by one, beside its reading", cols,
+              key=["cell", "account", "prediction"],
               headers={"interval": "S_a / S_b [95% interval]", "held": "what the interval shows",
-                       "required": "in the pattern", "reading": "the account's reading"},
+                       "required": "in the pattern", "by_labels": "the pattern's reading",
+                       "reading": "the account's reading", "source": "read from"},
               formats=dict.fromkeys(cols, fmt_text),
-              shown=["cell", "account", "prediction", "predicted", "interval", "held", "status", "reading"],
-              note="An account's reading is consistent only when every prediction of its pattern is tested "
-                   "and every prediction tested holds (an intersection-union test), inconsistent when one is "
-                   "shown not to hold, else not resolved. Predictions outside the pattern (the other "
-                   "square's arms) are tested where the cell has the whole pattern. An arm against gpt is "
-                   "read from its speed-up's interval, a pair of arms from their paired contrast.")
+              shown=["cell", "account", "prediction", "predicted", "interval", "held", "status", "by_labels",
+                     "reading", "source"],
+              note="A label pattern reads consistent only when every prediction is tested and every "
+                   "prediction tested holds (an intersection-union test), inconsistent when one is shown not "
+                   "to hold, else not resolved. An arm against gpt is read from its speed-up's interval, a "
+                   "pair of arms from their paired contrast. The account's reading is the pattern's only "
+                   "where its source says labels (no line fitted over measured mechanisms) or construction "
+                   "(the norm account: fixed norms are set by construction); where it says measured, it is "
+                   "the dose-response fit's (the next section).")
     margin = next((d.equivalence_margin for d in results.speedups.values() if d and d.equivalence_margin),
                   1.25)
     for cell, doc in results.speedups.items():
@@ -60,7 +67,8 @@ def accounts_table(results: Results) -> Table:
                        "required": "yes" if test.get("required", True) else "no",
                        "interval": None if interval is None else bracket([math.exp(x) for x in interval]),
                        "held": "nothing" if test["held"] is None else claim_words(test["held"], margin),
-                       "status": test["status"], "reading": account["reading"]},
+                       "status": test["status"], "by_labels": account.get("by_labels", account["reading"]),
+                       "reading": account["reading"], "source": account.get("source", "labels")},
                       arm_runs(doc, test["a"]) + arm_runs(doc, test["b"]))
     return t
 
@@ -270,12 +278,17 @@ def separation_table(results: Results) -> Table:
     return t
 
 
+SOURCES = {"measured": "from the arms' measured mechanisms", "construction": "by construction",
+           "labels": "by the arms' labels: no line fitted over measured mechanisms"}
+
+
 def readings_text(results: Results) -> str:
-    """Per cell, each account's reading in the speed-up file's words."""
+    """Per cell, each account's reading in the speed-up file's words, with its source."""
     lines = []
     for cell, doc in results.speedups.items():
         if doc and doc.reading and doc.reading.accounts:
             named = "; ".join(f"the {name} account: {short(a['reading'])}"
+                              + (f" ({SOURCES.get(a['source'], a['source'])})" if a.get("source") else "")
                               for name, a in doc.reading.accounts.items())
             lines.append(f"{cell}: {named}.")
     return " ".join(lines)
@@ -287,13 +300,18 @@ def section(doc: Document, results: Results) -> None:
         return
     doc.add(Heading("Which account: conditioning or the effective learning rate", "which-account"))
     doc.add(Text(
-        "Three accounts of nGPT's speed-up, each a predicted pattern over the arms. Conditioning: gpt-orth "
-        "(conditioning fixed) as fast as ngpt, gpt-rownorm (norms fixed) as slow as gpt. The norms: the "
-        "mirror. The effective learning rate: gpt-angle (gpt's architecture turned at ngpt's per-step "
-        "angle) as fast as ngpt, ngpt-angle (ngpt turned at gpt's angle) as slow as gpt, and gpt-orth as "
-        "gpt. Same learning rate is not same angle: at one nominal learning rate an nGPT matrix turns "
-        "several times further per step than AdamW's equilibrium angle (Kosson et al., arXiv 2305.17212), "
-        "so only arms that set the angle can separate the accounts."))
+        "Three accounts of nGPT's speed-up. An account is a claim about a mechanism, so the conditioning "
+        "account and the effective-learning-rate account are read from each arm's measured mechanism, its "
+        "kappa and its angle per step (the next section's lines), wherever the cell fits them; only where it "
+        "cannot (runs from before kappa and the angle were logged) from the arms' labels, their predicted "
+        "pattern: conditioning, gpt-orth (conditioning fixed) as fast as ngpt and gpt-rownorm (norms fixed) "
+        "as slow as gpt; the effective learning rate, gpt-angle (gpt's architecture turned at ngpt's "
+        "per-step angle) as fast as ngpt and ngpt-angle (ngpt turned at gpt's angle) as slow as gpt. The "
+        "norm account, the conditioning pattern's mirror, is read by its pattern: fixed norms are set by "
+        "construction, so an arm's label is its measurement. Same learning rate is not same angle: at one "
+        "nominal learning rate an nGPT matrix turns several times further per step than AdamW's "
+        "equilibrium angle (Kosson et al., arXiv 2305.17212), so only arms that set the angle can "
+        "separate the accounts."))
     squares, angles = squares_table(results), angles_table(results)
     too_small = views.too_small(results)  # as the settle-it section: the measurements shown, nothing read
     text = ("None, by design: the grid's largest budget is below report.min_budget_for_claims."

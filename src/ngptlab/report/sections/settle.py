@@ -270,8 +270,12 @@ def angle_square_text(doc: SpeedupDocument, account: Mapping) -> str:
 def confound_text(doc: SpeedupDocument) -> str:
     """Whether the effective learning rate confounds the primary effect: the speed-up file's verdict with the
     interval it rests on (speedup/rivals.py, in the reading's words), or why there is none; in a cell that
-    runs the angle square, the square's reading, which replaces that verdict."""
+    fits the angle line over every arm's measured angle, that line's reading of the effective-learning-rate
+    account, and in one that runs the angle square otherwise, the square's reading: each replaces that
+    verdict."""
     angle = doc.reading.accounts.get(EFFECTIVE_LR.name) if doc.reading else None
+    if angle is not None and angle.get("source") == "measured" and not doc.reading.effective_lr_clause:
+        return f"read from every arm's measured angle per step (the angle line): {angle['words']}"
     if angle is not None and runs_angle_square(doc.arms):
         return angle_square_text(doc, angle)
     if doc.rivals is None:
@@ -301,8 +305,9 @@ def primary_table(results: Results) -> Table:
                    "estimate: the cells differ in scale and context and the question is asked per cell. "
                    "Effective learning rate: the primary effect's factorial weights applied to ln angular "
                    f"rate per seed ({ANGULAR_HOW}), paired t over seeds, exponentiated; "
-                   f"{confound_rule(rule(results)['equivalence_margin'] or 1.25)}. In a cell that runs the "
-                   "angle square, the square's own test of the effective-learning-rate account replaces it.")
+                   f"{confound_rule(rule(results)['equivalence_margin'] or 1.25)}. In a cell that fits the "
+                   "angle line over every arm's measured angle, or runs the angle square, the "
+                   "effective-learning-rate account's own reading replaces it.")
     for row in primary_across_cells(results.speedups):
         r = row.reading
         lo, hi = r.effect.interval or (None, None)
@@ -335,7 +340,11 @@ def verdict_text(results: Results, comparisons: Table, too_small: bool) -> str:
         holm = (f"; across the {row.n_cells} cells with an interval (Holm): {row.holm_verdict}, "
                 f"{row.holm_reading}" if row.holm_p is not None else "")
         held = "; ".join(f"{t['a']} vs {t['b']} {t['status']}" for t in r.pattern)
-        pattern = f"; the account's predictions: {held}" if held else ""
+        measured = r.accounts.get("conditioning", {})
+        # read from the measured mechanisms, the label predictions do not decide it: its line's words do
+        pattern = (f"; read from the arms' measured kappa: {measured['words']}"
+                   if measured.get("source") == "measured" else
+                   f"; the account's predictions: {held}" if held else "")
         lines.append(f"{cell}: the {EFFECT_LABELS[r.primary]} {effect_text(r.effect)}: "
                      f"{r.effect.verdict or 'n/a'}{pattern}; so {r.words}{holm}. Beside it: "
                      f"{_stated(orth, 'gpt-orth vs ngpt')}, {_stated(rownorm, 'gpt-rownorm vs ngpt')}."
@@ -355,11 +364,15 @@ def rule_text(results: Results) -> str:
         return "**The rule.** " + OLD_RULE
     primary = primary_name(results)
     predictions = " ".join(
-        f"The account that {account.claim} predicts "
+        f"By its label pattern, the account that {account.claim} predicts "
         + "; ".join(f"{a} vs {b} {claim_words(claim, r['equivalence_margin'])}" for a, b, claim in
                     account.pattern) + "." for account in ACCOUNTS)
     reading = ("" if primary is None else
-               f" The reading tests each account's whole pattern. {predictions} A reading is consistent "
+               f" An account is a claim about a mechanism: the conditioning and effective-learning-rate "
+               f"accounts are read from each arm's measured kappa and angle per step wherever the cell "
+               f"fits their lines (the dose-response section), the norm account by its pattern (fixed "
+               f"norms are set by construction), and the others by their label patterns only where no "
+               f"line is fitted. {predictions} A pattern reads consistent "
                f"with an account only when every prediction holds by its own test at the level (an "
                f"intersection-union test), inconsistent when any is shown not to hold, else not resolved; "
                f"so a world where only ngpt is fast reads inconsistent with both, though the conditioning "

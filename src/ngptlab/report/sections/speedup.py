@@ -6,7 +6,9 @@ estimator, inference, interpolate). Read top to bottom:
 
   speedup_table       every (cell, arm): the geometric mean over seeds with its 95% t-interval on ln S, the
                       seeds behind it, the verdict against the baseline, the within-run estimate, whether the
-                      learning rate was tuned, the paper's number; one table per baseline of speedup.baseline
+                      learning rate was tuned, an angle arm's speed-up at its tuned multiplier (secondary: its
+                      primary is at multiplier 1), the paper's number; one table per baseline of
+                      speedup.baseline
   target_table        the loss every speed-up is measured against, per cell and seed
   speedup_pivot       cells x arms, beside the paper's nGPT factor (one per baseline, like speedup_table)
   per_seed_table      S and ln S per (cell, arm, seed): the interval can be recomputed from it by hand
@@ -25,11 +27,12 @@ import math
 
 from ngptlab import paper
 from ngptlab.design.gaps import policy_gaps
+from ngptlab.models.arms import turns_like
 from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import ONE_SEED, arm_runs, bracket, measurable_text, min_seeds, speedup_text
-from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_loss, fmt_lr, fmt_num, fmt_text
+from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_levels, fmt_loss, fmt_lr, fmt_num, fmt_text
 from ngptlab.speedup.arm_records import Interpolated, Speedup, Target, seed_counts
 from ngptlab.speedup.crossing import reference_tokens
 from ngptlab.speedup.document import SpeedupDocument
@@ -65,6 +68,18 @@ def tuned_text(doc: SpeedupDocument, arm: str) -> str | None:
     return "yes"
 
 
+def multiplier_text(doc: SpeedupDocument, arm: str) -> str | None:
+    """An angle arm's secondary estimate, e.g. 'x2 (lr 0.004): 1.9 (one seed: no interval), swept seeds'; None
+    for the other arms (their speed-up is already at the learning rate the policy tunes)."""
+    entry = doc.arms[arm].tuned_multiplier
+    if entry is None:
+        return None
+    if entry.lr is None or entry.speedup is None:
+        return "none (the policy chose no learning rate over its sweep)"
+    times = MISSING if entry.multiplier is None else f"x{entry.multiplier:g}"
+    return f"{times} (lr {fmt_lr(entry.lr)}): {speedup_text(entry.speedup)}, swept seeds (optimistic)"
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The speed-up per arm
 
@@ -83,11 +98,12 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
     baseline, suffix, words = named_baseline(results, baseline)
     cols = ["cell", "scale", "context", "arm", "speedup", "bound", "interval_lo", "interval_hi", "level",
             "n_seeds", "method", "log_mean", "log_sd", "bootstrap_lo", "bootstrap_hi", "verdict",
-            *SIZE_KEYS, "display", "bootstrap_display", "cheap_display", "tuned", "paper", "paper_where",
-            "note"]
+            *SIZE_KEYS, "display", "bootstrap_display", "cheap_display", "tuned", "tuned_multiplier", "paper",
+            "paper_where", "note"]
     docs = {cell: doc and doc.against(baseline) for cell, doc in results.speedups.items()}
     summaries = [entry.speedup for d in docs.values() if d for entry in d.arms.values()]
     has_bootstrap = any(s.bootstrap_interval for s in summaries)
+    has_angle_arms = any(entry.tuned_multiplier for d in docs.values() if d for entry in d.arms.values())
     least = min_seeds(results)
     title = (f"Speed-up {words} (tokens {baseline} needs / tokens the arm needs)" if words else
              "Speed-up over the baseline (tokens the baseline needs / tokens the arm needs)")
@@ -95,13 +111,15 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
               headers={"display": "speed-up [95% interval]", "n_seeds": "seeds",
                        "bootstrap_display": "bootstrap 95% interval", "verdict": "against the baseline",
                        "cheap_display": "within-run estimate", "tuned": "lr tuned (best inside its sweep)",
+                       "tuned_multiplier": "angle arm at its tuned multiplier",
                        "paper": "paper (nGPT)", "paper_where": "paper source"},
               formats={c: fmt_text for c in ("cell", "scale", "arm", "method", "verdict", "display",
-                                             "bootstrap_display", "cheap_display", "tuned", "paper",
-                                             "paper_where", "note", "bound")}
+                                             "bootstrap_display", "cheap_display", "tuned",
+                                             "tuned_multiplier", "paper", "paper_where", "note", "bound")}
               | {"context": fmt_int, "n_seeds": fmt_int} | dict.fromkeys(SIZE_KEYS, fmt_int),
               shown=["cell", "arm", "display", "n_seeds", *(["bootstrap_display"] if has_bootstrap else []),
-                     "verdict", *([] if suffix else ["cheap_display"]), "tuned", "paper", "note"],
+                     "verdict", *([] if suffix else ["cheap_display"]), "tuned",
+                     *(["tuned_multiplier"] if has_angle_arms and not suffix else []), "paper", "note"],
               note=f"{INTERVAL_HOW}: exp(mean ± t·sd/√n) of the seeds' ln S, with the t quantile at n − 1 "
                    f"degrees of freedom (the numbers: [Table: per seed](#table-speedup_per_seed)); "
                    f"{ONE_SEED}. A bound (`>`/`<`) has no interval either. A percentile bootstrap of mean "
@@ -113,6 +131,11 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
                      "there are "
                      "two or more (the choosing seeds' optimism: selection_bias in "
                      "results/speedup/<cell>.json)."
+                   + (" An angle arm is estimated at multiplier 1, the learning rate at which its angle per "
+                      "step is its matched arm's (the manipulation the effective-learning-rate account "
+                      "names); the multiplier the policy tunes over its sweep (x0.5, x1, x2) is a secondary "
+                      "estimate on the swept seeds alone, optimistic by the winner's curse."
+                      if has_angle_arms else "")
                    + " Against the baseline: the verdict rule of the [settle-it section](#settle-it).")
     for cell, doc in docs.items():
         records = results.compared_runs(cell)  # the runs a speed-up rests on
@@ -140,6 +163,7 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
                    "bootstrap_display": None if is_baseline else bootstrap_text(s),
                    "cheap_display": None if is_baseline or entry.cheap is None else speedup_text(entry.cheap),
                    "tuned": tuned_text(doc, arm),
+                   "tuned_multiplier": multiplier_text(doc, arm),
                    "paper": f"~{ref['factor']}x" if is_ngpt else None,
                    "paper_where": paper.where(ref) if is_ngpt else None,
                    "note": s.note}, arm_runs(doc, arm))
@@ -357,9 +381,12 @@ def divergence_table(results: Results) -> Table:
     """Divergence as an outcome of each arm: its diverged held-out seeds over its held-out seeds, with the
     exact (Clopper-Pearson) interval, and the seeds its estimate left out (its own or the baseline's)."""
     cols = ["cell", "arm", "diverged", "seeds", "rate", "interval", "left_out"]
+    level = fmt_levels(e.divergence.level for d in results.speedups.values() if d for e in d.arms.values()
+                       if e.divergence is not None)
     t = Table("speedup_divergence", "Divergence of the held-out seeds", cols, key=["cell", "arm"],
               headers={"diverged": "diverged seeds", "seeds": "held-out seeds", "rate": "rate",
-                       "interval": "95% interval (Clopper-Pearson)", "left_out": "left out of the estimate"},
+                       "interval": f"{level + ' ' if level else ''}interval (Clopper-Pearson)",
+                       "left_out": "left out of the estimate"},
               formats={"cell": fmt_text, "arm": fmt_text, "diverged": fmt_int, "seeds": fmt_int,
                        "rate": fmt_num, "interval": fmt_text, "left_out": fmt_text},
               note="A held-out seed whose run at the chosen learning rate diverged (or whose baseline run "
@@ -388,7 +415,9 @@ def estimand_text(results: Results) -> str:
     """The estimand in one sentence (speedup.lr_policy), and what that policy costs on a planted law."""
     params = results.params
     n_tokens = reference_tokens(params.speedup.reference_budget, params.train.budgets)
-    words = (f"Estimand: {estimand(params.speedup.lr_policy, params.speedup.baselines[0], n_tokens)}.")
+    angle_arms = any(arm in turns_like() for arm in params.train.arms)
+    said = estimand(params.speedup.lr_policy, params.speedup.baselines[0], n_tokens, angle_arms)
+    words = f"Estimand: {said}."
     gaps = policy_gaps(params)
     if not gaps:
         return words
