@@ -17,9 +17,11 @@ from support import fixture_params
 
 from ngptlab.cli import main
 from ngptlab.config.load import load_params, read_mapping, validate_params
-from ngptlab.design.command import measured_seed_sd, with_design
+from ngptlab.design.command import measured_mechanism_sd, measured_seed_sd, with_design
 from ngptlab.design.loss_model import loss_model
+from ngptlab.design.measured_noise import pooled_mechanism_sd
 from ngptlab.design.outcome import world_outcome
+from ngptlab.design.printout import table_lines
 from ngptlab.design.protocol import analysed_world
 from ngptlab.design.simulate import planted_world
 from ngptlab.design.table import cell_summary, design_table, estimate_summary
@@ -192,6 +194,52 @@ def test_noise_from_a_pilot_inverts_the_first_order_law(tmp_path):
     assert measured["log_sd_upper"] == pytest.approx(upper) and measured["confidence"] == 0.8
     per_arm = upper**2 * slope**2 / 2 - model.trunk_sd**2 - model.run_sd**2
     assert measured["seed_sd"] == pytest.approx(math.sqrt(per_arm)) and measured["seed_sd"] > 0.003
+
+
+
+def dose_points(arm: str, kappas: list, angles: list) -> list[dict]:
+    return [{"arm": arm, "seed": s, "y": 0.0, "x_kappa": k, "x_angle": a}
+            for s, (k, a) in enumerate(zip(kappas, angles, strict=True))]
+
+
+def test_noise_from_a_pilot_pools_kappa_and_angle_within_arm(tmp_path, capsys):
+    # two cells' documents with planted points: within each arm the deviations are known, so the pooled
+    # sd is sqrt(sum of squares / sum of (n - 1)); the arms' own levels (gpt's ln kappa 6.9, ngpt's 1.4)
+    # must not enter it
+    arms = {"gpt": {"speedup": {"log": None}}, "ngpt": {"speedup": {"log": {"sd": 0.05, "df": 2}}}}
+    first = {"baseline": "gpt", "arms": arms, "dose_response": {"points": [
+                 *dose_points("gpt", [6.8, 6.9, 7.0], [-4.6, -4.6, -4.6]),  # kappa SS 0.02; angle SS 0
+                 *dose_points("ngpt", [1.2, 1.6, None], [-3.9, -3.8, -3.7]),  # kappa SS 0.08 (n 2); 0.02
+                 *dose_points("gpt-orth", [0.0], [-4.5])]}}  # one seed: no df
+    second = {"baseline": "gpt", "arms": arms,
+              "dose_response": {"points": dose_points("gpt-muon", [2.3, 2.5], [-4.2, -4.4])}}  # 0.02; 0.02
+    older = {"baseline": "gpt", "arms": arms}
+    folder = tmp_path / "results" / "speedup"
+    folder.mkdir(parents=True)
+    for name, doc in (("a", first), ("b", second), ("c", older)):  # an older document: no dose_response
+        (folder / f"{name}.json").write_text(json.dumps(doc))
+    pooled = pooled_mechanism_sd(tmp_path)
+    assert pooled["kappa_sd"][1] == 2 + 1 + 1 and pooled["kappa_sd"][0] == pytest.approx(math.sqrt(0.12 / 4))
+    assert pooled["angle_sd"][1] == 2 + 2 + 1 and pooled["angle_sd"][0] == pytest.approx(math.sqrt(0.04 / 5))
+    measured = measured_mechanism_sd(str(tmp_path))
+    # each taken at its one-sided 80% upper confidence bound, as seed_sd is
+    kappa_upper = math.sqrt(0.12 / stats.chi2.ppf(0.2, 4))
+    assert measured["kappa_sd"]["value"] == pytest.approx(kappa_upper) and measured["kappa_sd"]["df"] == 4
+    # the command sets the design's kappa_sd and angle_sd from them, and says so with their df
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(small_params(protocol=False), sort_keys=False))
+    assert main(["design", "--params", str(params_file), "--worlds", "1", "--jobs", "1", "--json", "--only",
+                 "labels", "--noise-from", str(tmp_path), "--no-progress"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"]["kappa_sd"] == pytest.approx(kappa_upper)
+    assert doc["model"]["angle_sd"] == pytest.approx(math.sqrt(0.04 / stats.chi2.ppf(0.2, 5)))
+    assert doc["noise_from"]["mechanisms"]["angle_sd"]["df"] == 5
+    lines = table_lines({**doc, "scenarios": []})
+    assert any(line.startswith("kappa_sd 0.2") and "(df 4)" in line for line in lines)
+    # documents with no two seeds' points of any arm leave the design's own (and say so)
+    (folder / "a.json").unlink()
+    (folder / "b.json").unlink()
+    assert pooled_mechanism_sd(tmp_path) == {}
 
 
 def test_design_command_prints_the_table_as_json(tmp_path, capsys):

@@ -280,7 +280,7 @@ def plan_json(preset: str) -> dict:
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("preset, limit", [("settle", 14_000), ("pilot", 2_500)])
+@pytest.mark.parametrize("preset, limit", [("settle", 16_000), ("pilot", 3_000)])
 def test_the_presets_that_settle_it_stay_within_their_limits(preset, limit):
     plan = plan_json(preset)
     assert plan["projected"]["total_gpu_hours"] <= limit

@@ -1,7 +1,7 @@
 """The rehearsal preset is settle in miniature: every key equal to settle's but the sizes listed here, and the
 protocol's shape (both squares, WSD, a sweep of three x2 apart, the reference budget inside the budgets, the
-pruning at it, the calibration at it, added seeds, the angle arms waiting) held as relations, so a change to
-settle's protocol fails here until workflow/presets/rehearsal.yaml follows it."""
+pruning at it, the calibration at the budget below it, added seeds, the angle arms waiting) held as
+relations, so a change to settle's protocol fails here until workflow/presets/rehearsal.yaml follows it."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def test_the_rehearsal_keeps_the_shape_of_settles_protocol():
         budgets, reference = train["budgets"], speedup["reference_budget"]
         assert budgets[0] < reference < budgets[-1] and reference in budgets, name  # reference inside
         assert train["protocol"]["prune_sweeps"]["after_budget"] == reference, name
-        assert train["calibrate"]["budgets"] == [reference], name
+        # the calibration at the budget below the reference (settle's 10B: half the cost of 20B's)
+        assert train["calibrate"]["budgets"] == [budgets[budgets.index(reference) - 1]], name
         assert train["protocol"]["add_seeds"] >= 1, name
         for scale in train["scales"]:
             sweeps = train["learning_rates"][scale]

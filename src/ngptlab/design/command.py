@@ -20,7 +20,7 @@ from ngptlab import options
 from ngptlab.config.load import read_mapping, validate_params
 from ngptlab.design.dose_table import NOISES, dose_table, scaled_noise
 from ngptlab.design.loss_model import DESIGN_KEYS, loss_model
-from ngptlab.design.measured_noise import pooled_log_variance, seed_sd_from
+from ngptlab.design.measured_noise import pooled_log_variance, pooled_mechanism_sd, seed_sd_from
 from ngptlab.design.mechanisms import dose_worlds
 from ngptlab.design.policies import (
     CANDIDATES,
@@ -79,7 +79,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "worlds (design/mechanisms.py); default: both")
     parser.add_argument("--noise-from", metavar="DIR",
                         help="set seed_sd from the one-sided 80%% upper confidence bound of a pilot's sd of "
-                             "ln S over seeds, pooled over DIR/results/speedup/*.json "
+                             "ln S over seeds, pooled over DIR/results/speedup/*.json, and kappa_sd and "
+                             "angle_sd from that bound of the sd of ln kappa and ln angle per step over "
+                             "seeds within each arm, pooled over those files' dose-response points "
                              "(design/measured_noise.py)")
 
 
@@ -162,12 +164,24 @@ def measured_seed_sd(params: Params, root: str) -> dict:
             "confidence": SD_CONFIDENCE, "seed_sd": seed_sd}
 
 
+def measured_mechanism_sd(root: str) -> dict[str, dict]:
+    """{kappa_sd / angle_sd: {sd, df, upper, value}}: the seed sd of ln kappa and ln angle per step a pilot's
+    dose-response points measured (design/measured_noise.py), each taken, as seed_sd is, at its one-sided
+    upper confidence bound (value: the bound); a key the pilot did not measure is absent (the design keeps
+    its own)."""
+    return {key: {"sd": sd, "df": df, "value": sd_upper_bound(sd, df + 1)}
+            for key, (sd, df) in pooled_mechanism_sd(root).items()}
+
+
 def run(args: argparse.Namespace, params: Params) -> int:
     written = read_mapping(args.params)  # the file's own mapping: --loss-model sets it before validation
     params = with_design(written, args.loss_model, args.params)
     measured = measured_seed_sd(params, args.noise_from) if args.noise_from else None
     if measured:
-        params = with_design(written, [*args.loss_model, f"seed_sd={measured['seed_sd']!r}"], args.params)
+        measured["mechanisms"] = measured_mechanism_sd(args.noise_from)
+        sets = [f"seed_sd={measured['seed_sd']!r}",
+                *(f"{key}={m['value']!r}" for key, m in measured["mechanisms"].items())]
+        params = with_design(written, [*args.loss_model, *sets], args.params)
     say = ProgressLines("design", shown=not args.no_progress)  # stderr: stdout is the table's (or JSON's)
     if args.compare_policies:
         documents = {name: design_document(under_policy(params, name), args.params, args.worlds, args.seed,

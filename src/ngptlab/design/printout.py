@@ -98,6 +98,16 @@ def table_lines(document: dict) -> list[str]:
                      f"under {measured['root']}: {measured['log_sd']:.3g} (df {measured['df']}), taken at "
                      f"its one-sided {measured['confidence']:.0%} upper confidence bound "
                      f"{measured['log_sd_upper']:.3g} (chi-square)")
+        for key, m in (measured.get("mechanisms") or {}).items():
+            what = "ln kappa" if key == "kappa_sd" else "ln angle per step"
+            lines.append(f"{key} {m['value']:.4g} from the pooled within-arm sd over seeds of the "
+                         f"dose-response points' {what}: {m['sd']:.3g} "
+                         f"(df {m['df']}), taken at its one-sided {measured['confidence']:.0%} upper "
+                         "confidence bound")
+        missing = [key for key in ("kappa_sd", "angle_sd") if key not in (measured.get("mechanisms") or {})]
+        if missing:
+            lines.append(f"{' and '.join(missing)}: not measured there (no arm with two seeds' points); "
+                         "the design's own")
     lines.append("")
     for scenario in document["scenarios"]:
         lines += scenario_lines(scenario, document["primary"])
