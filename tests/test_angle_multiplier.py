@@ -13,18 +13,17 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
 import pytest
 from support.synthetic import synthetic_params
+from test_lr_policy import World as PolicyWorld
+from test_lr_policy import with_added_seeds
 
 from ngptlab.config.load import validate_params
 from ngptlab.grid.enumeration import compared_runs
-from ngptlab.grid.runs import RunSpec
 from ngptlab.plan.protocol import with_stand_in_angles
 from ngptlab.plan.prune import proposed_prunes
 from ngptlab.plan.seeds import proposed_seeds
 from ngptlab.report.sections.speedup import multiplier_text
-from ngptlab.results import RunResult
 from ngptlab.settings import Params
 from ngptlab.speedup.cell import analyse_cell
 from ngptlab.speedup.crossing import tokens_to_target
@@ -55,32 +54,11 @@ def grid(rule: str = "crossing", arms=ARMS, angles: dict | None = None, lrs=None
     return params
 
 
-class World:
-    """Planted runs in memory, a seed's noise independent per (arm, budget, lr, seed)."""
+class World(PolicyWorld):
+    """test_lr_policy's planted runs in memory, under this module's law and noise."""
 
-    def __init__(self, rng_seed: int = 0):
-        self.rng, self.noise = np.random.default_rng(rng_seed), {}
-
-    def result(self, spec: RunSpec) -> RunResult:
-        key = (spec.arm, spec.budget, spec.lr, spec.seed)
-        if key not in self.noise:
-            self.noise[key] = float(self.rng.normal(0.0, NOISE))
-        loss = clean_loss(spec.arm, spec.budget, spec.lr) + self.noise[key]
-        return RunResult(spec, "completed", loss, [(spec.budget // 2, loss + 0.5), (spec.budget, loss)])
-
-    def run(self, params: dict) -> list[RunResult]:
-        return [self.result(spec) for spec in compared_runs(Params.of(params))]
-
-    def lookup(self, params: dict):
-        return {r.spec: r for r in self.run(params)}.get
-
-
-def with_added_seeds(params: dict, world: World, n: int = 3) -> list[RunResult]:
-    entries, notes = proposed_seeds(Params.of(params), world.lookup(params), n)
-    assert notes == []
-    params["train"]["added_seeds"] = entries
-    validate_params(params)
-    return world.run(params)
+    law = staticmethod(clean_loss)
+    sd = NOISE
 
 
 def measured(lr: float) -> dict:

@@ -59,7 +59,11 @@ def grid(schedule: str = "cosine", seeds=(0,), pruned=(), rule: str = "budget") 
 
 
 class World:
-    """Planted runs in memory, a seed's noise independent per (arm, budget, lr, seed) unless planted."""
+    """Planted runs in memory, a seed's noise independent per (arm, budget, lr, seed) unless planted; a
+    module with its own law and noise subclasses it setting these two."""
+
+    law = staticmethod(clean_loss)
+    sd = NOISE
 
     def __init__(self, rng_seed: int = 0, noise: dict | None = None):
         self.rng = np.random.default_rng(rng_seed)
@@ -68,11 +72,11 @@ class World:
     def seed_noise(self, spec: RunSpec) -> float:
         key = (spec.arm, spec.budget, spec.lr, spec.seed)
         if key not in self.noise:
-            self.noise[key] = float(self.rng.normal(0.0, NOISE))
+            self.noise[key] = float(self.rng.normal(0.0, self.sd))
         return self.noise[key]
 
     def result(self, spec: RunSpec) -> RunResult:
-        loss = clean_loss(spec.arm, spec.budget, spec.lr) + self.seed_noise(spec)
+        loss = self.law(spec.arm, spec.budget, spec.lr) + self.seed_noise(spec)
         return RunResult(spec, "completed", loss, [(spec.budget // 2, loss + 0.5), (spec.budget, loss)])
 
     def run(self, params: dict) -> list[RunResult]:
