@@ -25,7 +25,7 @@ from ngptlab.report.kit.conditioning import headline_value
 from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.speedups import arm_runs, bracket, effect_text
-from ngptlab.report.kit.table import Table, fmt_num, fmt_text
+from ngptlab.report.kit.table import Table, fmt_levels, fmt_num, fmt_text
 from ngptlab.speedup.equivalence import claim_words
 from ngptlab.speedup.factorial import ANGLE, CONDITIONING
 from ngptlab.speedup.reading import short
@@ -40,10 +40,11 @@ def accounts_table(results: Results) -> Table:
     prediction's status."""
     cols = ["cell", "account", "prediction", "predicted", "required", "interval", "held", "status",
             "by_labels", "reading", "source"]
+    level = fmt_levels(d.reading.effect.level for d in results.speedups.values() if d and d.reading)
     t = Table("accounts", "Each account's label pattern, tested one by one, beside its reading", cols,
               key=["cell", "account", "prediction"],
-              headers={"interval": "S_a / S_b [95% interval]", "held": "what the interval shows",
-                       "required": "in the pattern", "by_labels": "the pattern's reading",
+              headers={"interval": f"S_a / S_b [{level or 'its'} interval]",
+                       "held": "what the interval shows", "required": "in the pattern", "by_labels": "the pattern's reading",
                        "reading": "the account's reading", "source": "read from"},
               formats=dict.fromkeys(cols, fmt_text),
               shown=["cell", "account", "prediction", "predicted", "interval", "held", "status", "by_labels",
