@@ -165,14 +165,15 @@ def angle_targets(train: Train, scale: str, context: int, arms: Sequence[str]) -
     """{angle arm among `arms`: its AngleTarget in the cell} (train.angles where measured, else the prior: a
     stand-in target, the plan's projection's or the design's, measured nothing)."""
     cell = train.angles.get(cell_name(scale, context), {})
-    measured = {arm: m for arm, m in cell.items() if not m.stand_in}
-    return {arm: AngleTarget(matched, measured[arm].lr if arm in measured else None)
-            for arm, matched in turns_like().items() if arm in arms}
+    return prior_targets(arms, {arm: m.lr for arm, m in cell.items() if not m.stand_in})
 
 
-def prior_targets(arms: Sequence[str]) -> dict[str, AngleTarget]:
-    """{angle arm among `arms`: its AngleTarget on the prior}: for runs read without their params file."""
-    return {arm: AngleTarget(matched) for arm, matched in turns_like().items() if arm in arms}
+def prior_targets(arms: Sequence[str], measured: Mapping[str, float] | None = None
+                  ) -> dict[str, AngleTarget]:
+    """{angle arm among `arms`: its AngleTarget}, on the prior but where `measured` gives its target's
+    learning rate: runs read without their params file pass none."""
+    return {arm: AngleTarget(matched, (measured or {}).get(arm)) for arm, matched in turns_like().items()
+            if arm in arms}
 
 
 def _curve(sweep: Sweep, lr: float) -> tuple[dict[int, float], dict[int, int]]:
