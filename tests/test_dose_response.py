@@ -15,7 +15,7 @@ from test_lr_policy_drift import BUDGETS, CELL, params_file, write_result
 
 from ngptlab.cli import main
 from ngptlab.config.load import load_params
-from ngptlab.design.loss_model import loss_model
+from ngptlab.design.loss_model import LrLaw, loss_model
 from ngptlab.design.truths import Truth
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
@@ -33,6 +33,7 @@ from ngptlab.speedup.dose_response import (
     DEPARTS,
     INCONSISTENT,
     NO_FIT,
+    OFF_OPTIMUM,
     ON_LINE,
     PREDICTORS,
     fit_account,
@@ -70,13 +71,14 @@ def plant_mechanisms(root, spec, kappa: float, rate: float, growth: float = 0.0)
 
 
 def planted_cell(tmp_path, kappas: dict[str, float], angles: dict[str, float], speedups: dict[str, float],
-                 arms=ARMS, seeds=(0, 1, 2, 3), growth: float = 0.0) -> dict:
+                 arms=ARMS, seeds=(0, 1, 2, 3), growth: float = 0.0,
+                 lr_laws: tuple[tuple[str, LrLaw], ...] = ()) -> dict:
     """The cell's dose_response through `ngptlab speedup`: each arm at its planted speed-up (the design's loss
-    model with its seed and run noise), its runs' kappa and angle per step at the planted values times a
-    seed's noise (sd 0.1 and 0.05 in ln)."""
+    model with its seed and run noise; lr_laws: an arm's learning-rate law other than gpt's), its runs' kappa
+    and angle per step at the planted values times a seed's noise (sd 0.1 and 0.05 in ln)."""
     path = params_file(tmp_path, "crossing", arms=list(arms), seeds=list(seeds), design={})
     params = load_params(path)
-    truth = Planted("dose", 1.0, speedups=tuple(speedups.items()))
+    truth = Planted("dose", 1.0, lr_laws, speedups=tuple(speedups.items()))
     world = World(loss_model(params), truth, params.train.eval_every_tokens, np.random.default_rng(7))
     noise = np.random.default_rng(3)
     drawn: dict[tuple[str, int], tuple[float, float]] = {}
@@ -215,6 +217,28 @@ def test_a_slow_gpt_orth_at_kappa_one_reads_as_capacity_and_the_line_is_fitted_w
     assert kappa["excluded"][0]["arm"] == "gpt-orth" and "fitted without it" in kappa["excluded"][0]["reason"]
     assert kappa["reading"] == CONSISTENT, kappa["words"]
     assert kappa["slope"]["estimate"] == pytest.approx(-0.5, abs=0.05)
+
+
+def test_an_angle_arm_slowed_by_multiplier_one_off_its_optimum_is_left_out_of_the_kappa_line(tmp_path):
+    """gpt-angle conditioned like gpt (S 1 at its own best learning rate) but with its optimum at half gpt's:
+    at multiplier 1 (ngpt's chosen learning rate) it runs slower than its kappa predicts, for a reason the
+    conditioning account does not speak to, and its tuned multiplier shows it."""
+    kappas = {**KAPPAS, "gpt-angle": GPT_KAPPA}
+    doc = planted_cell(tmp_path, kappas, ANGLES, on_kappa_line(kappas),
+                       lr_laws=(("gpt-angle", LrLaw(optimum=0.5)),))
+    tuned = doc["arms"]["gpt-angle"]["tuned_multiplier"]["multiplier"]
+    assert tuned < 1
+    kappa = doc["dose_response"]["accounts"][KAPPA_ACCOUNT]
+    assert statuses(kappa)["gpt-angle"] == OFF_OPTIMUM, kappa["words"]
+    assert kappa["arms"]["gpt-angle"]["residual"]["interval"][1] < -math.log(1.25)  # well below the line
+    assert "gpt-angle" not in kappa["fitted_arms"]
+    reason = next(e["reason"] for e in kappa["excluded"] if e["arm"] == "gpt-angle")
+    assert reason.startswith(OFF_OPTIMUM) and f"(x{tuned:g})" in reason
+    assert kappa["reading"] == CONSISTENT, kappa["words"]
+    # on the angle line multiplier 1 is the manipulation itself: there gpt-angle departs (it turns like ngpt
+    # and runs slower than gpt)
+    angle = doc["dose_response"]["accounts"][ANGLE_ACCOUNT]
+    assert statuses(angle)["gpt-angle"] == DEPARTS and angle["reading"] == INCONSISTENT
 
 
 def test_fewer_than_three_arms_give_no_fit(tmp_path):

@@ -40,9 +40,19 @@ Rules, per account, with M the equivalence margin (speedup.equivalence_margin) a
   an arm on the line       its residual's interval lies inside (-ln M, ln M)
   an arm departs           its residual's interval lies wholly outside it (above or below)
   else                     the arm is not resolved (an interval across an edge)
-  gpt-orth (kappa = 1 by construction): the kappa line is first fitted without it; where gpt-orth lies wholly
-  below that line beyond the margin it reads "kappa = 1 costs capacity", not "conditioning does not help",
-  and the line stays fitted without it (said in `excluded`); otherwise it is fitted with the other arms.
+  two arms carry a handicap of their own that can only slow them, which the conditioning account does not
+  speak to, so the kappa line is first fitted without them, and each that lies wholly below that line beyond
+  the margin is read as its handicap and left out (said in `excluded`); otherwise it is fitted with the rest:
+    gpt-orth (kappa = 1 by construction)   "kappa = 1 costs capacity", not "conditioning does not help"
+    an angle arm whose tuned multiplier    "off its optimum": its primary estimate runs at multiplier 1
+    is not 1 (tuned_multiplier.py)         (the angle line's manipulation), away from the learning rate its
+                                           own sweep prefers; the conditioning account predicts an arm's
+                                           speed at its best learning rate (where multiplier 1 is the
+                                           tuned choice, the arm is read as any other). The learning-rate
+                                           optimum falls with the budget (Bjorck et al. 2024), so gpt-angle,
+                                           matched at ngpt's early crossing, crosses later at twice its own
+                                           optimum where nGPT is much faster
+  An arm above the line stays a departure: a handicap cannot make an arm faster.
 The account's reading, in this order:
   no fit                   fewer than MIN_ARMS arms (the baseline included) with the predictor measured
   inconsistent             an arm departs (named), or the slope's interval lies wholly on the wrong side of 0
@@ -83,6 +93,7 @@ COLLINEAR = 0.95  # |Pearson r| of the arms' X_kappa and X_angle above which the
 ORTH, NGPT = arm_table.square("conditioning")["01"], arm_table.square("conditioning")["11"]
 CONSISTENT, INCONSISTENT = "consistent", "inconsistent"
 ON_LINE, DEPARTS = "on the line", "departs"
+OFF_OPTIMUM = "off its optimum"  # an angle arm below the kappa line at multiplier 1, tuned elsewhere
 METHOD = ("least squares through the baseline over arm means (each arm one point, unweighted); percentile "
           "bootstrap resampling seeds within each arm, x and y together, the baseline's included, each "
           "resampled mean's deviation scaled by sqrt(n / (n - 1))")
@@ -116,7 +127,9 @@ def rule(margin: float, level: float = LEVEL) -> str:
             "the slope is shown of the other sign; the accounts cannot be told apart when the arms' ln "
             f"kappa and ln angle have |r| > {COLLINEAR:g} or both lines predict every arm within "
             f"x{margin:g} of each other; gpt-orth below the kappa line (fitted without it) beyond "
-            f"x{margin:g} reads \"{CAPACITY}\"; fewer than {MIN_ARMS} arms with the predictor: no fit")
+            f"x{margin:g} reads \"{CAPACITY}\", an angle arm whose tuned multiplier is not 1 there "
+            f"\"{OFF_OPTIMUM}\", each then left out of the line; fewer than {MIN_ARMS} arms with the "
+            "predictor: no fit")
 
 
 def _log(value: float | None) -> float | None:
@@ -192,7 +205,8 @@ def _slope(X: np.ndarray, Y: np.ndarray, fitted: np.ndarray) -> np.ndarray:
 
 
 def fit_account(pts: Sequence[Mapping], predictor: Predictor, baseline: str, margin: float,
-                level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0) -> dict:
+                level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0,
+                handicaps: Mapping[str, tuple[str, str]] | None = None) -> dict:
     """One account's line (module docstring): {account, claim, predictor, predicted_sign, n_arms, slope
     {estimate, interval}, fitted_arms, excluded [{arm, reason}], arms {arm: {n_seeds, x {mean, interval},
     y {mean, interval}, prediction, residual {mean, interval}, status}}, note}; read_account reads it."""
@@ -231,18 +245,21 @@ def fit_account(pts: Sequence[Mapping], predictor: Predictor, baseline: str, mar
         return r, spread(Yb[:, index] - bb * Xb[:, index])
 
     fitted = np.array([a != baseline for a in arms])
-    capacity = None
-    if predictor.sign < 0 and ORTH in arms and ORTH != baseline and fitted.sum() > 1:
-        # gpt-orth's kappa is 1 by construction: read it against the line of the others first
-        without = fitted & np.array([a != ORTH for a in arms])
+    below: dict[str, str] = {}  # the arms left out of the line for a handicap of their own: {arm: status}
+    held = {a: why for a, why in (handicaps or {}).items() if a in arms and a != baseline}
+    if held and fitted.sum() > len(held):
+        # each handicapped arm is read against the line of the others first
+        without = fitted & np.array([a not in held for a in arms])
         b, bb = fit(without)
-        r, interval = residual(arms.index(ORTH), b, bb)
-        if math.isfinite(b) and interval is not None and interval[1] < -math.log(margin):
-            fitted, capacity = without, (r, interval)
-            out["excluded"].append({"arm": ORTH, "reason": (
-                f"{CAPACITY}: {ORTH} lies below the line fitted without it beyond x{margin:g} "
-                f"(x{math.exp(r):.3g} [{math.exp(interval[0]):.3g}, {math.exp(interval[1]):.3g}] of its "
-                "prediction), so the line is fitted without it")})
+        for a, (status, why) in held.items():
+            r, interval = residual(arms.index(a), b, bb)
+            if math.isfinite(b) and interval is not None and interval[1] < -math.log(margin):
+                below[a] = status
+                out["excluded"].append({"arm": a, "reason": (
+                    f"{status}: {a} lies below the line fitted without it beyond x{margin:g} "
+                    f"(x{math.exp(r):.3g} [{math.exp(interval[0]):.3g}, {math.exp(interval[1]):.3g}] of its "
+                    f"prediction; {why}), so the line is fitted without it")})
+        fitted = fitted & np.array([a not in below for a in arms])
     b, bb = fit(fitted)
     if not math.isfinite(b):
         out["note"] = f"every fitted arm has the baseline's {predictor.label}: no slope"
@@ -251,9 +268,7 @@ def fit_account(pts: Sequence[Mapping], predictor: Predictor, baseline: str, mar
     out["fitted_arms"] = [a for a, f in zip(arms, fitted, strict=True) if f]
     for i, a in enumerate(arms):
         r, interval = residual(i, b, bb)
-        status = _status(interval, margin)
-        if capacity is not None and a == ORTH:
-            status = CAPACITY
+        status = below.get(a) or _status(interval, margin)
         out["arms"][a] = {"n_seeds": len(values[a]),
                           "x": {"mean": float(X[i]), "interval": spread(Xb[:, i])},
                           "y": {"mean": float(Y[i]), "interval": spread(Yb[:, i])},
@@ -324,7 +339,8 @@ def read_account(fit: Mapping, predictor: Predictor, margin: float, apart: Mappi
     if apart.get("verdict") is False:
         return CANNOT_TELL, f"{CANNOT_TELL} ({lead}: {said}): {apart['reason']}"
     statuses = {a: e["status"] for a, e in fit["arms"].items() if e["status"] != "baseline"}
-    on_line = all(s in (ON_LINE, CAPACITY) for s in statuses.values()) and statuses.get(NGPT) == ON_LINE
+    on_line = (all(s in (ON_LINE, CAPACITY, OFF_OPTIMUM) for s in statuses.values())
+               and statuses.get(NGPT) == ON_LINE)
     band = math.log(margin)
     moved = [a for a in fit["fitted_arms"] if abs(fit["arms"][a]["prediction"]) > band]
     if side == predictor.sign and on_line and len(moved) >= MIN_MOVED:
@@ -339,11 +355,34 @@ def read_account(fit: Mapping, predictor: Predictor, margin: float, apart: Mappi
     return NOT_RESOLVED, f"{NOT_RESOLVED} for {lead}: {why}"
 
 
+def kappa_handicaps(off_optimum: Mapping[str, float]) -> dict[str, tuple[str, str]]:
+    """{arm: (status, why)} of the arms the kappa line reads first against the others' line (module
+    docstring): gpt-orth, and each angle arm of off_optimum {arm: its tuned multiplier, not 1}."""
+    return {ORTH: (CAPACITY, "kappa = 1 by construction")} | {
+        arm: (OFF_OPTIMUM, f"its primary estimate runs at multiplier 1, x{1 / m:.3g} the learning rate the "
+                           f"policy tunes over its sweep (x{m:g})") for arm, m in off_optimum.items()}
+
+
+def off_optimum(estimate: Mapping) -> dict[str, float]:
+    """{angle arm: its tuned multiplier} of the estimate's angle arms whose tuned choice (at the largest
+    budget it reads, speedup/tuned_multiplier.py) is not multiplier 1."""
+    out = {}
+    for arm, entry in estimate["arms"].items():
+        m = (entry.get("tuned_multiplier") or {}).get("multiplier")
+        if m is not None and not math.isclose(m, 1.0):
+            out[arm] = m
+    return out
+
+
 def read_points(pts: Sequence[Mapping], baseline: str, margin: float, level: float = LEVEL,
-                resamples: int = RESAMPLES, seed: int = 0) -> tuple[dict[str, dict], dict]:
-    """({account: fit_account + {reading, words}}, distinguishable) of a cell's points: both lines fitted,
-    whether they can be told apart, and each account read."""
-    fits = {p.account: fit_account(pts, p, baseline, margin, level, resamples, seed) for p in PREDICTORS}
+                resamples: int = RESAMPLES, seed: int = 0, off_optimum: Mapping[str, float] | None = None
+                ) -> tuple[dict[str, dict], dict]:
+    """({account: fit_account + {reading, words}}, distinguishable) of a cell's points: both lines fitted
+    (the kappa line with its handicapped arms read first, kappa_handicaps), whether they can be told apart,
+    and each account read."""
+    handicaps = kappa_handicaps(off_optimum or {})
+    fits = {p.account: fit_account(pts, p, baseline, margin, level, resamples, seed,
+                                   handicaps if p.sign < 0 else None) for p in PREDICTORS}
     apart = distinguishable(fits, margin)
     for p in PREDICTORS:
         fits[p.account]["reading"], fits[p.account]["words"] = read_account(fits[p.account], p, margin, apart)
@@ -356,7 +395,8 @@ def dose_response(results: Iterable[RunResult], estimate: Mapping, common: Mappi
     distinguishable, note} of one cell from its runs, its estimate_cell document and its kappa at T_common
     (rivals.cell_kappa's document)."""
     pts = points(results, estimate, common)
-    fits, apart = read_points(pts, estimate["baseline"], margin, level, resamples, seed)
+    fits, apart = read_points(pts, estimate["baseline"], margin, level, resamples, seed,
+                              off_optimum(estimate))
     measured = any(pt["x_kappa"] is not None or pt["x_angle"] is not None for pt in pts)
     return {"method": METHOD, "level": level, "resamples": resamples, "seed": seed, "margin": margin,
             "rule": rule(margin, level), "points": pts, "accounts": fits, "distinguishable": apart,
