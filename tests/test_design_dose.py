@@ -30,6 +30,7 @@ from ngptlab.design.mechanisms import (
     label,
 )
 from ngptlab.design.simulate import planted_world, simulate
+from ngptlab.design.table import right
 from ngptlab.design.truths import Truth
 from ngptlab.design.world import World
 from ngptlab.grid.enumeration import compared_runs
@@ -37,6 +38,8 @@ from ngptlab.models import arms as arm_table
 from ngptlab.settings import Params
 from ngptlab.speedup.common_kappa import HEADS, kappa
 from ngptlab.speedup.dose_response import CAPACITY, CONSISTENT, INCONSISTENT
+from ngptlab.speedup.equivalence import NOT_RESOLVED
+from ngptlab.speedup.reading import CONDITIONING, EFFECTIVE_LR
 from ngptlab.speedup.rivals import angular_rate
 
 SQUARE = ("gpt", "gpt-rownorm", "gpt-orth", "ngpt")
@@ -110,6 +113,24 @@ def test_an_inconsistent_reading_is_right_when_it_names_only_arms_that_depart():
     assert not agrees({**planted, "reading": CONSISTENT, "departs": []}, planted)
     consistent = {"reading": CONSISTENT, "departs": [], "capacity": False}
     assert not agrees({**consistent, "capacity": True}, consistent)  # the capacity reading is another
+
+
+def test_where_the_planted_values_read_not_resolved_the_worlds_construction_decides():
+    """An arm at the margin's edge: noise decides the side, so a decisive reading is right where the world
+    makes it so, and wrong where it contradicts the world."""
+    edge = {"reading": NOT_RESOLVED, "departs": [], "capacity": False}
+    inconsistent = {"reading": INCONSISTENT, "departs": ["gpt-pc4"], "capacity": False}
+    consistent = {"reading": CONSISTENT, "departs": [], "capacity": False}
+    only_ngpt, true = Truth("ngpt only", 1.5), Truth("account true", 1.5)
+    assert right(edge, edge, only_ngpt, CONDITIONING)
+    assert right(inconsistent, edge, only_ngpt, CONDITIONING)  # only ngpt fast: the account is false
+    assert not right(consistent, edge, only_ngpt, CONDITIONING)
+    assert right(consistent, edge, true, CONDITIONING)
+    assert not right(inconsistent, edge, true, CONDITIONING)
+    assert not right(consistent, edge, true, EFFECTIVE_LR)  # account true makes the angle account false
+    # a decisive planted reading is not relaxed: naming an arm on the line stays wrong
+    planted = {"reading": INCONSISTENT, "departs": ["gpt-rownorm"], "capacity": False}
+    assert not right(inconsistent, planted, only_ngpt, CONDITIONING)
 
 
 def wide_params(arms=BOTH, seeds=3) -> dict:

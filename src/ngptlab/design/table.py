@@ -7,9 +7,12 @@ Definitions (per cell; the primary effect is speedup.primary_contrast):
   effective-learning-rate accounts, read from the arms' measured mechanisms wherever the planted values give
   a line, the dose-response rule applied to the planted values (design/mechanisms.py expected_fits: every
   truth plants its arms' kappa and angle, design/placements.py), a world's reading counted right by
-  mechanisms.agrees (an inconsistent reading naming only arms the planted values make depart); for the norm
-  account (read by construction) and where no line is fitted, the reading the planted speed-ups give by the
-  account's label pattern (design/truths.py Truth.reading); readings are counted by their short words
+  mechanisms.agrees (an inconsistent reading naming only arms the planted values make depart), and where the
+  planted values read "not resolved" (an arm at the margin's edge) also by the world's construction
+  (`right`: inconsistent with an account the world makes false, consistent with the one it makes true); for
+  the norm account (read by construction) and where no line is fitted, the reading the planted speed-ups
+  give by the account's label pattern (design/truths.py Truth.reading); readings are counted by their short
+  words
   (consistent, inconsistent, cannot tell the accounts apart, not resolved); the top-level readings are the
   conditioning account's;
 - wrong directional: the primary effect's claim is "exceeds" or "falls short" and the planted effect makes
@@ -39,12 +42,14 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 
 from scipy import stats
 
 from ngptlab.design.mechanisms import agrees, expected_fits, label
-from ngptlab.design.truths import Truth
-from ngptlab.speedup.equivalence import CLAIMS
+from ngptlab.design.truths import MADE_TRUE, Truth
+from ngptlab.speedup.dose_response import CONSISTENT, INCONSISTENT
+from ngptlab.speedup.equivalence import CLAIMS, NOT_RESOLVED
 from ngptlab.speedup.factorial import CONDITIONING as CONDITIONING_SQUARE
 from ngptlab.speedup.reading import (
     ACCOUNTS,
@@ -119,6 +124,19 @@ def measured_expectation(outcomes: list[dict], truth: Truth, margin: float, acco
     return None if expected["reading"] == NO_FIT else expected
 
 
+def right(read: Mapping, expected: Mapping, truth: Truth, account: Account) -> bool:
+    """Whether a world's measured reading of the account is right: the planted values' reading
+    (mechanisms.agrees), or, where they read "not resolved" (an arm's planted residual at the margin's edge,
+    so noise decides which side it is read on), the world's construction: "inconsistent" with an account
+    the world makes false, "consistent" with the one it makes true (truths.py MADE_TRUE)."""
+    if agrees(read, expected):
+        return True
+    if expected["reading"] != NOT_RESOLVED:
+        return False
+    return (read["reading"] == INCONSISTENT and account.name in truth.false_accounts()
+            or read["reading"] == CONSISTENT and MADE_TRUE.get(truth.account) == account.name)
+
+
 def readable(outcomes: list[dict], truth: Truth, margin: float, account: Account) -> bool:
     """Whether the cell reads the account: from measured mechanisms, or its label pattern's every arm."""
     return (measured_expectation(outcomes, truth, margin, account) is not None
@@ -136,7 +154,7 @@ def account_summary(outcomes: list[dict], truth: Truth, margin: float, account: 
     if expected is not None:
         return {"source": MEASURED, "expected_reading": short(expected["reading"]),
                 "expected_label": label(expected), "readings": counted(read, n),
-                "correct": proportion(sum(agrees(o["dose_response"][account.name], expected)
+                "correct": proportion(sum(right(o["dose_response"][account.name], expected, truth, account)
                                           for o in outcomes), n)}
     words = truth.reading(margin, account, outcomes[0]["arms"] if arms is None else arms)
     return {"source": LABELS if account in MEASURED_ACCOUNTS else "construction",
