@@ -105,10 +105,11 @@ def test_the_expected_reading_follows_from_the_planted_values():
     assert expected_fits(angle, arms, "gpt", MARGIN)[ANGLE_LINE]["slope"] == pytest.approx(GAMMA)
 
 
-def test_an_inconsistent_reading_is_right_when_it_names_only_arms_that_depart():
+def test_an_inconsistent_reading_is_right_when_it_names_an_arm_that_departs():
     planted = {"reading": INCONSISTENT, "departs": ["gpt-angle", "ngpt"], "capacity": False}
     assert agrees({**planted, "departs": ["ngpt"]}, planted)
-    assert not agrees({**planted, "departs": ["ngpt", "gpt-rownorm"]}, planted)  # gpt-rownorm is on the line
+    assert agrees({**planted, "departs": ["ngpt", "gpt-rownorm"]}, planted)  # an edge arm named beside
+    assert not agrees({**planted, "departs": ["gpt-rownorm"]}, planted)  # gpt-rownorm alone is on the line
     assert not agrees({**planted, "departs": []}, planted)  # the slope's sign is another reason
     assert not agrees({**planted, "reading": CONSISTENT, "departs": []}, planted)
     consistent = {"reading": CONSISTENT, "departs": [], "capacity": False}

@@ -120,15 +120,17 @@ def label(read: Mapping) -> str:
 
 def agrees(read: Mapping, expected: Mapping) -> bool:
     """Whether a world's reading of an account is the expected one: the same label, except that an
-    inconsistent reading is right when it names at least one arm and only arms the planted values make
-    depart (which of several departing arms a world's noise shows is no error; naming an arm on the line
-    is)."""
+    inconsistent reading is right when it names at least one arm the planted values make depart (or, where
+    they depart by the slope's sign, names none). Which of several departing arms a world's noise shows is
+    no error, nor is an arm named beside a departing one: an arm the planted values put near the band's edge
+    (ngpt at x1.5 against the margin x1.25) is shown beyond it in about half the worlds, and the verdict
+    stands on the departing arm. Naming only arms on the line is wrong."""
     if read["reading"] != expected["reading"]:
         return False
     if read["reading"] != INCONSISTENT:
         return label(read) == label(expected)
     named, planted = set(read["departs"]), set(expected["departs"])
-    return named <= planted and (bool(named) or not planted)
+    return bool(named & planted) if planted else not named
 
 
 @lru_cache(maxsize=256)

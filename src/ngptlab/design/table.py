@@ -7,7 +7,7 @@ Definitions (per cell; the primary effect is speedup.primary_contrast):
   effective-learning-rate accounts, read from the arms' measured mechanisms wherever the planted values give
   a line, the dose-response rule applied to the planted values (design/mechanisms.py expected_fits: every
   truth plants its arms' kappa and angle, design/placements.py), a world's reading counted right by
-  mechanisms.agrees (an inconsistent reading naming only arms the planted values make depart), and where the
+  mechanisms.agrees (an inconsistent reading naming an arm the planted values make depart), and where the
   planted values read "not resolved" (an arm at the margin's edge) also by the world's construction
   (`right`: inconsistent with an account the world makes false, consistent with the one it makes true); for
   the norm account (read by construction) and where no line is fitted, the reading the planted speed-ups

@@ -40,15 +40,18 @@ Rules, per account, with M the equivalence margin (speedup.equivalence_margin) a
   an arm on the line       its residual's interval lies inside (-ln M, ln M)
   an arm departs           its residual's interval lies wholly outside it (above or below)
   else                     the arm is not resolved (an interval across an edge)
-  two arms carry a handicap of their own that can only slow them, which the conditioning account does not
-  speak to, so the kappa line is first fitted without them, and each that lies wholly below that line beyond
-  the margin is read as its handicap and left out (said in `excluded`); otherwise it is fitted with the rest:
-    gpt-orth (kappa = 1 by construction)   "kappa = 1 costs capacity", not "conditioning does not help"
-    an angle arm whose tuned multiplier    "off its optimum": its primary estimate runs at multiplier 1
-    is not 1 (tuned_multiplier.py)         (the angle line's manipulation), away from the learning rate its
-                                           own sweep prefers; the conditioning account predicts an arm's
-                                           speed at its best learning rate (where multiplier 1 is the
-                                           tuned choice, the arm is read as any other). The learning-rate
+  two kinds of arm carry a handicap of their own that can only slow them, which the conditioning account does
+  not speak to, so the kappa line is first fitted without them, then each is read against it (said in
+  `excluded` where it is left out; otherwise it is fitted with the rest):
+    gpt-orth (kappa = 1 by construction)   left out where its interval lies wholly below the band: "kappa = 1
+                                           costs capacity", not "conditioning does not help" (a claim, so
+                                           the interval must show it)
+    an angle arm whose tuned multiplier    left out wherever it is not shown on or above the line: "off its
+    is not 1 (tuned_multiplier.py)         optimum". Its primary estimate runs at multiplier 1 (the angle
+                                           line's manipulation), away from the learning rate its own sweep
+                                           prefers (a fact of the run, not a claim), while the conditioning
+                                           account predicts an arm's speed at its best learning rate; where
+                                           multiplier 1 is the tuned choice the arm is read as any other. The
                                            optimum falls with the budget (Bjorck et al. 2024), so gpt-angle,
                                            matched at ngpt's early crossing, crosses later at twice its own
                                            optimum where nGPT is much faster
@@ -115,6 +118,18 @@ PREDICTORS = (Predictor(CONDITIONING.name, CONDITIONING.claim, "x_kappa",
               Predictor(EFFECTIVE_LR.name, EFFECTIVE_LR.claim, "x_angle", "ln angular rate (rad / step)", +1))
 
 
+@dataclass(frozen=True)
+class Handicap:
+    """Why an arm can only run slower than the kappa line predicts, and whether its status claims that:
+    shown, the arm is left out only where its interval lies wholly below the band (the status is a claim
+    the interval must carry); not shown, wherever it is not shown on or above the line (the status is a fact
+    of the arm's construction, and a handicap explains any shortfall)."""
+
+    status: str
+    why: str
+    shown: bool
+
+
 def rule(margin: float, level: float = LEVEL) -> str:
     band = f"(-ln {margin:g}, ln {margin:g})"
     return (f"each account's line ln S = b (x - x_baseline) through the baseline, fitted to the arms' means "
@@ -127,9 +142,9 @@ def rule(margin: float, level: float = LEVEL) -> str:
             "the slope is shown of the other sign; the accounts cannot be told apart when the arms' ln "
             f"kappa and ln angle have |r| > {COLLINEAR:g} or both lines predict every arm within "
             f"x{margin:g} of each other; gpt-orth below the kappa line (fitted without it) beyond "
-            f"x{margin:g} reads \"{CAPACITY}\", an angle arm whose tuned multiplier is not 1 there "
-            f"\"{OFF_OPTIMUM}\", each then left out of the line; fewer than {MIN_ARMS} arms with the "
-            "predictor: no fit")
+            f"x{margin:g} reads \"{CAPACITY}\", an angle arm whose tuned multiplier is not 1 not shown on "
+            f"or above it \"{OFF_OPTIMUM}\", each then left out of the line; fewer than {MIN_ARMS} arms with "
+            "the predictor: no fit")
 
 
 def _log(value: float | None) -> float | None:
@@ -206,7 +221,7 @@ def _slope(X: np.ndarray, Y: np.ndarray, fitted: np.ndarray) -> np.ndarray:
 
 def fit_account(pts: Sequence[Mapping], predictor: Predictor, baseline: str, margin: float,
                 level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0,
-                handicaps: Mapping[str, tuple[str, str]] | None = None) -> dict:
+                handicaps: Mapping[str, Handicap] | None = None) -> dict:
     """One account's line (module docstring): {account, claim, predictor, predicted_sign, n_arms, slope
     {estimate, interval}, fitted_arms, excluded [{arm, reason}], arms {arm: {n_seeds, x {mean, interval},
     y {mean, interval}, prediction, residual {mean, interval}, status}}, note}; read_account reads it."""
@@ -245,21 +260,25 @@ def fit_account(pts: Sequence[Mapping], predictor: Predictor, baseline: str, mar
         return r, spread(Yb[:, index] - bb * Xb[:, index])
 
     fitted = np.array([a != baseline for a in arms])
-    below: dict[str, str] = {}  # the arms left out of the line for a handicap of their own: {arm: status}
-    held = {a: why for a, why in (handicaps or {}).items() if a in arms and a != baseline}
+    left_out: dict[str, str] = {}  # the arms left out of the line for a handicap of their own: {arm: status}
+    held = {a: h for a, h in (handicaps or {}).items() if a in arms and a != baseline}
     if held and fitted.sum() > len(held):
         # each handicapped arm is read against the line of the others first
-        without = fitted & np.array([a not in held for a in arms])
-        b, bb = fit(without)
-        for a, (status, why) in held.items():
+        b, bb = fit(fitted & np.array([a not in held for a in arms]))
+        band = math.log(margin)
+        for a, handicap in held.items():
             r, interval = residual(arms.index(a), b, bb)
-            if math.isfinite(b) and interval is not None and interval[1] < -math.log(margin):
-                below[a] = status
+            if not math.isfinite(b) or interval is None:
+                continue
+            shown_below = interval[1] < -band
+            if shown_below or (not handicap.shown and interval[0] <= -band and interval[1] < band):
+                left_out[a] = handicap.status
+                where = "lies below" if shown_below else "is not shown on or above"
                 out["excluded"].append({"arm": a, "reason": (
-                    f"{status}: {a} lies below the line fitted without it beyond x{margin:g} "
+                    f"{handicap.status}: {a} {where} the line fitted without it beyond x{margin:g} "
                     f"(x{math.exp(r):.3g} [{math.exp(interval[0]):.3g}, {math.exp(interval[1]):.3g}] of its "
-                    f"prediction; {why}), so the line is fitted without it")})
-        fitted = fitted & np.array([a not in below for a in arms])
+                    f"prediction; {handicap.why}), so the line is fitted without it")})
+        fitted = fitted & np.array([a not in left_out for a in arms])
     b, bb = fit(fitted)
     if not math.isfinite(b):
         out["note"] = f"every fitted arm has the baseline's {predictor.label}: no slope"
@@ -268,7 +287,7 @@ def fit_account(pts: Sequence[Mapping], predictor: Predictor, baseline: str, mar
     out["fitted_arms"] = [a for a, f in zip(arms, fitted, strict=True) if f]
     for i, a in enumerate(arms):
         r, interval = residual(i, b, bb)
-        status = below.get(a) or _status(interval, margin)
+        status = left_out.get(a) or _status(interval, margin)
         out["arms"][a] = {"n_seeds": len(values[a]),
                           "x": {"mean": float(X[i]), "interval": spread(Xb[:, i])},
                           "y": {"mean": float(Y[i]), "interval": spread(Yb[:, i])},
@@ -355,12 +374,13 @@ def read_account(fit: Mapping, predictor: Predictor, margin: float, apart: Mappi
     return NOT_RESOLVED, f"{NOT_RESOLVED} for {lead}: {why}"
 
 
-def kappa_handicaps(off_optimum: Mapping[str, float]) -> dict[str, tuple[str, str]]:
-    """{arm: (status, why)} of the arms the kappa line reads first against the others' line (module
-    docstring): gpt-orth, and each angle arm of off_optimum {arm: its tuned multiplier, not 1}."""
-    return {ORTH: (CAPACITY, "kappa = 1 by construction")} | {
-        arm: (OFF_OPTIMUM, f"its primary estimate runs at multiplier 1, x{1 / m:.3g} the learning rate the "
-                           f"policy tunes over its sweep (x{m:g})") for arm, m in off_optimum.items()}
+def kappa_handicaps(off_optimum: Mapping[str, float]) -> dict[str, Handicap]:
+    """{arm: Handicap} of the arms the kappa line reads first against the others' line (module docstring):
+    gpt-orth, and each angle arm of off_optimum {arm: its tuned multiplier, not 1}."""
+    return {ORTH: Handicap(CAPACITY, "kappa = 1 by construction", shown=True)} | {
+        arm: Handicap(OFF_OPTIMUM, f"its primary estimate runs at multiplier 1, x{1 / m:.3g} the learning "
+                                   f"rate the policy tunes over its sweep (x{m:g})", shown=False)
+        for arm, m in off_optimum.items()}
 
 
 def off_optimum(estimate: Mapping) -> dict[str, float]:
