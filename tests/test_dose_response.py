@@ -37,7 +37,9 @@ from ngptlab.speedup.dose_response import (
     ON_LINE,
     PREDICTORS,
     fit_account,
+    read_points,
 )
+from ngptlab.speedup.equivalence import NOT_RESOLVED
 from ngptlab.speedup.reading import CONDITIONING, EFFECTIVE_LR
 from ngptlab.speedup.rivals import RATE_KINDS
 
@@ -239,6 +241,36 @@ def test_an_angle_arm_slowed_by_multiplier_one_off_its_optimum_is_left_out_of_th
     # and runs slower than gpt)
     angle = doc["dose_response"]["accounts"][ANGLE_ACCOUNT]
     assert statuses(angle)["gpt-angle"] == DEPARTS and angle["reading"] == INCONSISTENT
+
+
+def test_a_handicap_of_fact_leaves_an_arm_out_where_not_shown_on_the_line_one_of_claim_where_shown_below():
+    """Planted points, an arm straddling the band's lower edge (x0.8 of the kappa line, margin x1.25): an
+    angle arm off its optimum is left out (its handicap is a fact); gpt-orth stays in, not resolved (its
+    capacity cost is a claim its interval does not carry); an off-optimum arm above the line departs."""
+    rng = np.random.default_rng(0)
+    # gpt-orth and gpt-angle near gpt's kappa: little leverage on the line, so their residual is their shift
+    kappas = {"gpt": GPT_KAPPA, "ngpt": 220.0, "gpt-pc4": 300.0, "gpt-orth": 900.0, "gpt-angle": 900.0}
+    shift = {"gpt-orth": math.log(0.8), "gpt-angle": math.log(0.8)}
+
+    def pts(shift: dict[str, float]) -> list[dict]:
+        return [{"arm": arm, "seed": s, "x_kappa": math.log(k) + rng.normal(0, 0.02), "x_angle": None,
+                 "y": 0.0 if arm == "gpt" else -0.5 * math.log(k / GPT_KAPPA) + shift.get(arm, 0.0)
+                 + rng.normal(0, 0.08)} for arm, k in kappas.items() for s in range(4)]
+
+    fits, _ = read_points(pts(shift), "gpt", 1.25, off_optimum={"gpt-angle": 0.5})
+    kappa = fits[KAPPA_ACCOUNT]
+    assert statuses(kappa)["gpt-angle"] == OFF_OPTIMUM and "gpt-angle" not in kappa["fitted_arms"]
+    reason = kappa["excluded"][0]["reason"]
+    assert "is not shown on or above" in reason and "(x0.5)" in reason
+    lo, hi = (float(x) for x in reason.split("[")[1].split("]")[0].split(", "))
+    assert lo < 1 / 1.25 < hi  # its interval against the others' line reaches across the lower edge
+    lo, hi = kappa["arms"]["gpt-orth"]["residual"]["interval"]
+    assert lo < -math.log(1.25) < hi
+    assert statuses(kappa)["gpt-orth"] == NOT_RESOLVED and "gpt-orth" in kappa["fitted_arms"]
+    assert kappa["reading"] == NOT_RESOLVED
+    fits, _ = read_points(pts({"gpt-angle": math.log(1.6)}), "gpt", 1.25, off_optimum={"gpt-angle": 0.5})
+    assert statuses(fits[KAPPA_ACCOUNT])["gpt-angle"] == DEPARTS  # a handicap cannot make an arm faster
+    assert fits[KAPPA_ACCOUNT]["reading"] == INCONSISTENT
 
 
 def test_fewer_than_three_arms_give_no_fit(tmp_path):
