@@ -6,8 +6,8 @@ Noise levels (NOISES): the loss model's seed noise as given and twice it, the se
 of ln kappa and ln angle together (scaled_noise). Definitions, each probability with its Monte-Carlo standard
 error (design/table.py proportion):
 - expected reading: the dose-response rule applied to the planted values (mechanisms.expected_fits);
-- correct: the world's reading agrees with it (mechanisms.agrees: an inconsistent reading names only arms
-  the planted values make depart);
+- correct: the world's reading agrees with it (mechanisms.agrees: an inconsistent reading names an arm the
+  planted values make depart);
 - consistent under a false account: the reading "consistent" (the capacity reading included) wherever the
   expected reading is another;
 - the slope's coverage: as design/table.py estimate_summary, of the noise-free world's slope (the estimand:
