@@ -205,9 +205,6 @@ def test_the_simulated_reading_agrees_with_the_planted_one_and_the_true_account_
             assert true["slope"]["planted"] == pytest.approx(BETA)
     checks = {(c["world"], c["account"], c["check"].split(" ")[0]) for c in table["thresholds"]}
     assert len(checks) == len(table["thresholds"])  # one check of each kind per world and account
-    line = {world.label: world.account for world in worlds}  # the slope held to the band: the world's line
-    assert {(c["world"], c["account"]) for c in table["thresholds"] if c["check"].startswith("coverage")} == \
-        {(w, a) for w, a in line.items()}
     assert table["passed"] is all(c["passed"] for c in table["thresholds"])
 
 
