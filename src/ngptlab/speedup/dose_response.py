@@ -273,9 +273,10 @@ def fit_account(pts: Sequence[Mapping], predictor: Predictor, baseline: str, mar
             shown_below = interval[1] < -band
             if shown_below or (not handicap.shown and interval[0] <= -band and interval[1] < band):
                 left_out[a] = handicap.status
-                where = "lies below" if shown_below else "is not shown on or above"
+                where = (f"lies below the line fitted without it beyond x{margin:g}" if shown_below else
+                         f"is not shown on or above the line fitted without it (within x{margin:g})")
                 out["excluded"].append({"arm": a, "reason": (
-                    f"{handicap.status}: {a} {where} the line fitted without it beyond x{margin:g} "
+                    f"{handicap.status}: {a} {where} "
                     f"(x{math.exp(r):.3g} [{math.exp(interval[0]):.3g}, {math.exp(interval[1]):.3g}] of its "
                     f"prediction; {handicap.why}), so the line is fitted without it")})
         fitted = fitted & np.array([a not in left_out for a in arms])
