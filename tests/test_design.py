@@ -428,6 +428,8 @@ def test_the_readable_range_ends_below_the_first_speedup_read_wrong_inside_the_b
     assert failure["interval"] == pytest.approx([ci.low, ci.high])
     line = resolution_line(found)
     assert "reads the accounts right from x1.4 to x2 (" in line
-    assert f"above x2: P = {failure['least_correct']:.0%} [{ci.low:.0%}, {ci.high:.0%}] at x3" in line
+    assert f"above x2: P = {failure['least_correct']:.0%} [{ci.low:.0%}, {ci.high:.0%}] at x3, the " in line
+    assert failure["least_at"]["truth"].endswith("ngpt x3")
+    assert f"expected {failure['least_at']['expected']}" in line
     # the scan's points: SCAN and UPWARD above the smallest, and the paper's claims (4x at 1k, 10x at 4k)
     assert {4.0, 10.0} <= set(upward_scan(1.4)) and upward_scan(16.0) == [20.0, 30.0]

@@ -55,10 +55,13 @@ def must_read(params: Params, speedup: float) -> list[Truth]:
 
 
 def least_correct(table: dict) -> dict | None:
-    """{p, se, n} of the smallest P(correct reading) over the table's truths, cells and accounts (None: none
-    defined)."""
-    found = [a["correct"] for scenario in table["scenarios"] for cell in scenario["cells"].values()
-             for a in cell["accounts"].values() if a["correct"] is not None and a["correct"]["p"] is not None]
+    """{p, se, n, truth, cell, account, expected} of the smallest P(correct reading) over the table's truths,
+    cells and accounts, with where it is and the reading expected there (None: none defined)."""
+    found = [{**a["correct"], "truth": scenario["truth"], "cell": cell, "account": name,
+              "expected": a["expected_label"]}
+             for scenario in table["scenarios"] for cell, summary in scenario["cells"].items()
+             for name, a in summary["accounts"].items()
+             if a["correct"] is not None and a["correct"]["p"] is not None]
     return min(found, key=lambda c: c["p"]) if found else None
 
 
@@ -93,7 +96,9 @@ class _Reader:
             self.rows[speedup] = {
                 "ngpt": speedup, "least_correct": None if least is None else least["p"],
                 "interval": None if least is None else monte_carlo_interval(least, MC_LEVEL),
-                "read_right": least is not None and least["p"] >= MIN_CORRECT, "reused": reused}
+                "read_right": least is not None and least["p"] >= MIN_CORRECT, "reused": reused,
+                "least_at": None if least is None else {k: least[k] for k in ("truth", "cell", "account",
+                                                                               "expected")}}
             if self.say:
                 self.say(f"resolution: ngpt x{speedup:g} read right in at least {_percent(least)} of worlds"
                          + (" (the design's own worlds)" if reused else ""))
@@ -142,6 +147,12 @@ def _p_text(row: dict) -> str:
     return f"{_percent(row['least_correct'])}{shown}"
 
 
+def _where(row: dict) -> str:
+    at = row.get("least_at")
+    return "" if not at else (f", the {at['account']} account in {at['truth']}, {at['cell']}, expected "
+                              f"{at['expected']}")
+
+
 def _row_text(row: dict) -> str:
     return f"x{row['ngpt']:g} {_p_text(row)}"
 
@@ -156,7 +167,8 @@ def resolution_line(resolution: dict) -> str:
     else:
         failure = resolution["first_failure"]
         above = ("every speed-up scanned above it read right" if failure is None
-                 else f"above x{resolution['largest']:g}: P = {_p_text(failure)} at x{failure['ngpt']:g}")
+                 else f"above x{resolution['largest']:g}: P = {_p_text(failure)} at x{failure['ngpt']:g}"
+                      + _where(failure))
         found = (f"reads the accounts right from x{resolution['smallest']:g} to x{resolution['largest']:g} "
                  f"({rule}; {above})")
     played = ", ".join(_row_text(r) for r in [*resolution["scanned"], *resolution["upward"]])
