@@ -15,7 +15,9 @@ largest is the last read right before it, so every speed-up played from the smal
 right (the range is read, not interpolated). Near the top of the budgets' span a fast arm's speed-up rests
 on its smallest budget or becomes a bound, so reading fails there although the span (speedup/estimator.py
 measurable_range) still holds the speed-up: the span is what the budgets can express, this range what the
-design reads.
+design reads. The first miss can come lower: a reading on the margin's edge (a planted departure from an
+account's line, or a ratio, that crosses the margin between two speed-ups of the scan) splits the worlds
+between it and "not resolved"; each row names where its least P(correct) is, so a preset can say which.
 
 Each speed-up played reports the least P(correct) over its truths, cells and accounts with its Monte-Carlo
 Clopper-Pearson interval (design/table.py monte_carlo_interval at MC_LEVEL). A speed-up the design document
