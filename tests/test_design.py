@@ -394,3 +394,42 @@ def test_a_coverage_check_fails_only_where_its_monte_carlo_interval_excludes_the
     expected = stats.binomtest(covered, n).proportion_ci(0.95, method="exact")
     assert check["monte_carlo_interval"] == pytest.approx([expected.low, expected.high])
     assert check["passed"] is passed and "Clopper-Pearson" in check["bound"]
+
+
+def test_the_readable_range_ends_below_the_first_speedup_read_wrong_inside_the_budgets_span():
+    from ngptlab.design.resolution import must_read, readable_range, resolution_line, upward_scan
+    from ngptlab.design.simulate import simulate
+    from ngptlab.speedup.estimator import measurable_range, reference_tokens
+
+    quiet = with_design(small_params(protocol=False), ["seed_sd=0.0002", "run_sd=0.0002", "trunk_sd=0.0002",
+                                                       "kappa_sd=0.0002", "angle_sd=0.0002"], "quiet design")
+    budgets = quiet.train.budgets
+    # budgets 4,096-16,384 about the middle one: the budgets' span x0.5 to x2
+    assert measurable_range(reference_tokens(quiet.speedup.reference_budget, budgets), budgets) == [0.5, 2.0]
+    # a document that played x1.3 already, in worlds too noisy to read it: the scan reads its table, not
+    # worlds of its own, so x1.3 fails there and the smallest is the next speed-up
+    noisy = with_design(small_params(protocol=False), ["seed_sd=0.5"], "noisy design")
+    planted = must_read(noisy, 1.3)
+    assert [t.account for t in planted] == ["account true", "account false", "ngpt only"]  # no lr-law world
+    outcomes, _ = simulate(noisy, loss_model(noisy), planted, 2, 0, 1)
+    document = {"worlds": 2, **design_table(outcomes, planted, "conditioning", 1.25)}
+    found = readable_range(quiet, loss_model(quiet), 2, 0, 1, document=document)
+    first, second = found["scanned"]
+    assert (first["ngpt"], first["reused"], first["read_right"]) == (1.3, True, False)
+    assert (second["ngpt"], second["reused"], second["read_right"]) == (1.4, False, True)
+    # upward from x1.4: read right up to the span's top, x2; x3 is a bound in every world (it needs fewer
+    # tokens than the smallest budget) and reads wrong; the scan stops there
+    assert found["smallest"] == 1.4 and found["largest"] == 2.0
+    assert [r["ngpt"] for r in found["upward"]] == upward_scan(1.4)[:4] == [1.5, 1.75, 2.0, 3.0]
+    assert all(r["least_correct"] == 1.0 for r in found["upward"][:3])
+    failure = found["first_failure"]
+    assert failure["ngpt"] == 3.0 and failure["least_correct"] < 0.8 and not failure["read_right"]
+    ci = stats.binomtest(round(failure["least_correct"] * 2), 2).proportion_ci(0.95, method="exact")
+    assert failure["interval"] == pytest.approx([ci.low, ci.high])
+    line = resolution_line(found)
+    assert "reads the accounts right from x1.4 to x2 (" in line
+    assert f"above x2: P = {failure['least_correct']:.0%} [{ci.low:.0%}, {ci.high:.0%}] at x3, the " in line
+    assert failure["least_at"]["truth"].endswith("ngpt x3")
+    assert f"expected {failure['least_at']['expected']}" in line
+    # the scan's points: SCAN and UPWARD above the smallest, and the paper's claims (4x at 1k, 10x at 4k)
+    assert {4.0, 10.0} <= set(upward_scan(1.4)) and upward_scan(16.0) == [20.0, 30.0]

@@ -99,3 +99,53 @@ def test_with_the_angle_square_the_effective_learning_rate_column_gives_the_squa
     # a file whose reading has no accounts (written before the angle square was read) is the older file
     old = dataclasses.replace(doc, reading=dataclasses.replace(doc.reading, accounts={}))
     assert "an older speed-up file" in settle.confound_text(old)
+
+
+def test_every_interval_states_the_level_its_file_states():
+    """A planted speed-up file at level 0.9 (arms, contrasts, bootstrap, the angle square's separation): every
+    header, note and caption that names an interval's level says 90%, none 95%."""
+    from support import fixture_params
+
+    from ngptlab.report.sections import accounts
+    from ngptlab.report.sections import speedup as speedup_section
+    from ngptlab.settings import Params
+
+    def interval(mean: float) -> dict:
+        return {"mean": mean, "interval": [mean - 0.1, mean + 0.1], "claim": None, "method": "paired t",
+                "level": 0.9, "n_seeds": 3}
+
+    arms = ["gpt", "gpt-rownorm", "gpt-orth", "ngpt"]
+    entry = {"value": 2.0, "bound": None, "display": "2", "interval": [1.5, 2.7], "level": 0.9, "n_seeds": 3,
+             "method": "t-interval on ln S over seeds", "bootstrap_interval": [1.6, 2.5]}
+    doc = SpeedupDocument.from_dict({
+        "cell": CELL, "baseline": "gpt", "arms_order": arms, "bootstrap": {"level": 0.9, "min_seeds": 3},
+        "arms": {arm: {"speedup": speedup(1.0) if arm == "gpt" else entry, "per_seed": []} for arm in arms},
+        "contrasts": [{"a": "gpt-orth", "b": "ngpt", "label": "gpt-orth vs ngpt", "n_seeds": 3,
+                       "seeds": [1, 2, 3], "difference_log": interval(-0.2), "ratio": 0.82,
+                       "interval": [0.74, 0.9], "level": 0.9, "method": "paired t",
+                       "verdict": "falls short"}],
+        "separation": {"kappa_tokens": 8192, "verdict": "separates",
+                       "arms": {"gpt-angle": {"own": "gpt", "other": "ngpt", "to_own": interval(0.0),
+                                              "to_other": interval(2.0), "margin": 1.5,
+                                              "verdict": "keeps"}}}})
+    results = Results(Path("."), Params.of(fixture_params()), None, {}, {CELL: doc}, None)
+    tables = [settle.comparisons_table(results), settle.contrasts_table(results),
+              accounts.separation_table(results), speedup_section.speedup_table(results)]
+    said = [text for t in tables for text in (*t.headers.values(), t.note)]
+    assert not [text for text in said if "95%" in text]
+    assert settle.comparisons_table(results).headers["speedup_display"] == "speed-up [90% interval]"
+    contrasts = settle.contrasts_table(results)
+    assert contrasts.headers["ratio_display"] == "S_a / S_b [90% interval]"
+    assert "with the 90% t-interval on mean D" in contrasts.note
+    separation = accounts.separation_table(results).headers
+    assert separation["to_own"] == "κ heads vs its architecture's [90% interval]"
+    assert separation["to_other"] == "κ heads vs the other's [90% interval]"
+    table = speedup_section.speedup_table(results)
+    assert table.headers["display"] == "speed-up [90% interval]"
+    assert table.headers["bootstrap_display"] == "bootstrap 90% interval"
+    assert table.note.startswith("90% t-interval on ln S over seeds")
+    arm_rows = pd.DataFrame([{"cell": CELL, "arm": a, KAPPA: 100.0 / (i + 1), "budget": 8192}
+                             for i, a in enumerate(arms)])
+    figure = settle_evidence.settle_figure(results, arm_rows, {KAPPA: "κ"})
+    assert "Vertical lines: 90% t-intervals on ln S over seeds" in figure.caption
+    assert "95%" not in figure.caption

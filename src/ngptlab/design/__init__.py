@@ -15,5 +15,5 @@
   policies.py        --compare-policies: the design under each learning-rate rule, side by side
   gaps.py            what the learning-rate policy costs a speed-up on the planted law (the report quotes it)
   measured_noise.py  the seed noise from a pilot's speed-ups (--noise-from)
-  resolution.py      the smallest ngpt speed-up the design reads right (--resolution)
+  resolution.py      the range of ngpt speed-ups the design reads right (--resolution)
 """

@@ -31,7 +31,7 @@ from ngptlab.design.policies import (
     under_policy,
 )
 from ngptlab.design.printout import table_lines
-from ngptlab.design.resolution import smallest_resolved
+from ngptlab.design.resolution import readable_range
 from ngptlab.design.simulate import simulate
 from ngptlab.design.table import design_table
 from ngptlab.design.truths import planted_speedups, truths
@@ -73,7 +73,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "readings, GPU-hours (design/policies.py)")
     parser.add_argument("--resolution", action="store_true",
                         help="also scan ngpt's planted speed-up upward for the smallest the design reads "
-                             "right (design/resolution.py), the figure a preset states")
+                             "right, and on from there for the largest (design/resolution.py): the readable "
+                             "range a preset states, beside the budgets' span the grid can express")
     parser.add_argument("--only", choices=ONLY,
                         help="play only the label-based truths (design/truths.py) or only the dose-response "
                              "worlds (design/mechanisms.py); default: both")
@@ -198,8 +199,9 @@ def run(args: argparse.Namespace, params: Params) -> int:
     document = {**design_document(params, args.params, args.worlds, args.seed, args.jobs, say, args.only),
                 "noise_from": measured}
     if args.resolution:
-        document["resolution"] = smallest_resolved(params, loss_model(params), document["worlds"],
-                                                   document["seed"], args.jobs, say)
+        # the speed-ups the document played already are read from its table, not played again
+        document["resolution"] = readable_range(params, loss_model(params), document["worlds"],
+                                                document["seed"], args.jobs, say, document)
     if args.json:
         print(json.dumps(document, indent=1))
     else:

@@ -2,10 +2,10 @@
 
 Claims are guarded twice. A grid whose largest budget is below report.min_budget_for_claims says, at the
 top and in the settle-it section, that it is too small to conclude anything. And every verdict is the
-speed-up stage's, from a 95% t-interval over seeds, stated in the settle-it section (speedup/inference.py
-for an arm against the baseline, speedup/equivalence.py between arms and for the factorial effects: the
-margin judges both "equivalent" and "falls short"/"exceeds"); a single seed or a bound has no interval and is
-not resolved.
+speed-up stage's, from a t-interval over seeds at its file's level, stated in the settle-it section
+(speedup/inference.py for an arm against the baseline, speedup/equivalence.py between arms and for the
+factorial effects: the margin judges both "equivalent" and "falls short"/"exceeds"); a single seed or a
+bound has no interval and is not resolved.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ class SpeedupDocument:
     equivalence_margin: float | None
     resolve_ratio: float | None
     min_seeds: int | None  # bootstrap.min_seeds: the fewest seeds given a bootstrap interval
+    bootstrap_level: float | None  # bootstrap.level: the bootstrap intervals', as the file states it
     arms: Mapping[str, ArmEntry]
     targets: tuple[Target, ...]
     contrasts: tuple[Contrast, ...]
@@ -64,7 +65,8 @@ class SpeedupDocument:
             method=d.get("method"), seeds=tuple(d.get("seeds") or ()),
             arms_order=tuple(d.get("arms_order") or d.get("arms") or ()), verdict_rule=d.get("verdict_rule"),
             equivalence_margin=d.get("equivalence_margin"), resolve_ratio=d.get("resolve_ratio"),
-            min_seeds=(d.get("bootstrap") or {}).get("min_seeds"), **_against_one_baseline(d),
+            min_seeds=(d.get("bootstrap") or {}).get("min_seeds"),
+            bootstrap_level=(d.get("bootstrap") or {}).get("level"), **_against_one_baseline(d),
             factorial=optional("factorial", Factorial.from_dict),
             angle_factorial=optional("angle_factorial", Factorial.from_dict),
             reading=optional("reading", Reading.from_dict), rivals=optional("rivals", Rivals.from_dict),

@@ -31,8 +31,10 @@ For one (scale, context) cell and one seed:
    middle reference (4096) the chord sets the target and the tokens alike: on L = 2 + 50 (S T)^-0.3 it
    overestimates ln S by 0.014 at S = 0.7 and 0.023 at 1.4 (tests/test_speedup_censored.py); with a third
    budget between them the fitted law is exact.
-4. speedup = N / tokens_to_target; a bound on tokens becomes the opposite bound on speed-up. Measurable as
-   numbers: N / largest budget to N / smallest (measurable_range); outside, a bound.
+4. speedup = N / tokens_to_target; a bound on tokens becomes the opposite bound on speed-up. The budgets'
+   span, the speed-ups they can give as numbers: N / largest budget to N / smallest (measurable_range);
+   outside, a bound. Not the range a design reads right (`ngptlab design --resolution`): near the span's
+   ends a speed-up rests on one budget or becomes a bound in some seeds.
 With several seeds each seed is estimated on its own (seed s of every arm saw the same batches), the
 estimate's seeds (held-out ones, or every seed: selection.estimate_seeds) then summarized on the log scale
 by ngptlab.speedup.inference: the geometric mean with a t-interval on ln S, a verdict against the baseline,
@@ -106,7 +108,8 @@ def runs_at_chosen_lr(results: Iterable[RunResult], policy: LrPolicy
 
 
 def measurable_range(reference: float, budgets: Sequence[int]) -> list[float]:
-    """The speed-ups a grid can measure as numbers: reference / largest budget .. reference / smallest.
+    """The budgets' span, the speed-ups a grid can give as numbers: reference / largest budget .. reference /
+    smallest.
 
     Tokens to target are interpolated only between budgets that were run (step 3), so with budgets 4x apart
     and the reference at the largest one, only speed-ups in [1, 4] come out as numbers; at their geometric

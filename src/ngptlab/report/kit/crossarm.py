@@ -8,7 +8,7 @@ cross_arm_table(params, root) -> DataFrame, one row per run that compares arms (
   run, cell, scale, context, arm, norms, conditioning (the arm's place in the design, DESIGN.md),
   budget, lr, seed, status, final_val_loss, best_lr_for_budget (this run is its arm's best lr at this
   budget and seed, i.e. the one that entered the speed-up),
-  speedup, speedup_bound ("" | ">" | "<"), speedup_display, speedup_lo, speedup_hi (95% t-interval on ln S),
+  speedup, speedup_bound ("" | ">" | "<"), speedup_display, speedup_lo, speedup_hi (t-interval on ln S),
   cheap_speedup_display (the within-run estimate of the arm), within_run_speedup_display (this run's own),
   then for each variant prefix eff_ (effective), renorm_ (renormalized), under_ (underlying: the raw
   parameter) every headline key of ngptlab.observe.headline.headline, e.g.

@@ -1,13 +1,14 @@
 """Reading one speed-up entry of results/speedup/<cell>.json (ngptlab.speedup.document reads the file): its
-text for a table cell, the runs behind it, the budget range it can measure, and whether its verdict
-resolves anything. Several sections show speed-ups; each reads them through these."""
+text for a table cell, the runs behind it, the budgets' span (the speed-ups it can give as numbers), the
+levels the files state, and whether its verdict resolves anything. Several sections show speed-ups; each
+reads them through these."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.table import fmt_num, fmt_sig
+from ngptlab.report.kit.table import fmt_levels, fmt_num, fmt_sig
 from ngptlab.speedup.arm_records import Speedup
 from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.effect_records import Contrast, Effect
@@ -51,6 +52,17 @@ def effect_text(e: Effect) -> str:
     return f"{fmt_sig(e.ratio)} {bracket(e.interval)} ({how})"
 
 
+def speedup_level(results: Results) -> str | None:
+    """The level the files state for the arms' speed-up intervals over seeds (fmt_levels)."""
+    return fmt_levels(entry.speedup.level for d in results.speedups.values() if d
+                      for entry in d.arms.values())
+
+
+def contrast_level(results: Results) -> str | None:
+    """The level the files state for the paired contrasts' intervals (fmt_levels)."""
+    return fmt_levels(c.level for d in results.speedups.values() if d for c in d.contrasts)
+
+
 def arm_runs(doc: SpeedupDocument, arm: str, seeds: set[int] | None = None) -> list[str]:
     """The runs an arm's speed-up rests on: its best run at every budget, and the baseline's target runs
     (only those of `seeds` when given)."""
@@ -59,9 +71,11 @@ def arm_runs(doc: SpeedupDocument, arm: str, seeds: set[int] | None = None) -> l
     return runs + [r.run for t in doc.targets if seeds is None or t.seed in seeds for r in t.runs]
 
 
-def measurable_text(doc: SpeedupDocument | None) -> str | None:
-    """'1 to 4': the speed-ups a cell's budget range can give as numbers (per target; seeds that differ are
-    listed); anything outside comes out as a bound."""
+def budgets_span_text(doc: SpeedupDocument | None) -> str | None:
+    """'1 to 4': the budgets' span, the speed-ups a cell's budget range can give as numbers (per target;
+    seeds that differ are listed); anything outside comes out as a bound. What the grid can express, not
+    what the design reads right: near the span's ends a speed-up rests on one budget or becomes a bound
+    (`ngptlab design --resolution` measures the range the design reads)."""
     if not doc or not doc.targets:
         return None
     ranges = []

@@ -108,6 +108,11 @@ def fmt_levels(levels: Iterable[float | None]) -> str | None:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" and {words[-1]}"
 
 
+def levelled(level: str | None, what: str) -> str:
+    """'95% interval' for what with the level files state (fmt_levels), plain what where none states one."""
+    return f"{level} {what}" if level else what
+
+
 def fmt_text(x: Any) -> str:
     return MISSING if x is None or x == "" else str(x)
 

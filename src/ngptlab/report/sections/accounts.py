@@ -25,7 +25,7 @@ from ngptlab.report.kit.conditioning import headline_value
 from ngptlab.report.kit.document import Document, Figure, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results, RunRecord
 from ngptlab.report.kit.speedups import arm_runs, bracket, effect_text
-from ngptlab.report.kit.table import Table, fmt_levels, fmt_num, fmt_text
+from ngptlab.report.kit.table import Table, fmt_levels, fmt_num, fmt_text, levelled
 from ngptlab.speedup.equivalence import claim_words
 from ngptlab.speedup.factorial import ANGLE, CONDITIONING
 from ngptlab.speedup.reading import short
@@ -256,11 +256,14 @@ def angle_figure(results: Results, cell: str) -> Figure | None:
 def separation_table(results: Results) -> Table:
     """Whether each angle arm keeps its architecture's conditioning (speedup/separation.py)."""
     cols = ["cell", "arm", "own", "tokens", "to_own", "to_other", "margin", "verdict", "square"]
+    interval = levelled(fmt_levels(e[key].get("level") for d in results.speedups.values() if d
+                                   for e in ((d.separation or {}).get("arms") or {}).values()
+                                   for key in ("to_own", "to_other")), "interval")
     t = Table("separation", "Can the angle square separate the accounts? Each angle arm's conditioning",
               cols, key=["cell", "arm"],
               headers={"own": "its architecture", "tokens": "κ read at (tokens)",
-                       "to_own": "κ heads vs its architecture's [95% interval]",
-                       "to_other": "κ heads vs the other's [95% interval]", "margin": "margin",
+                       "to_own": f"κ heads vs its architecture's [{interval}]",
+                       "to_other": f"κ heads vs the other's [{interval}]", "margin": "margin",
                        "square": "the square"},
               formats={**dict.fromkeys(cols, fmt_text), "tokens": lambda x: fmt_num(x, 3),
                        "margin": lambda x: fmt_num(x, 3)},

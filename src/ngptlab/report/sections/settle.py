@@ -3,11 +3,12 @@
 The 2x2 arms break the paper's correlation: gpt-rownorm fixes the weight norms and leaves conditioning free,
 gpt-orth fixes conditioning and leaves the norms free. Every verdict here is the speed-up stage's
 (speedup/inference.py, speedup/equivalence.py), read from results/speedup/<cell>.json, never re-derived:
-against the baseline from the 95% t-interval of mean ln S; between arms and for the factorial effects by
-the symmetric rule (a difference, like an equivalence, must clear the margin). The reading of the account
-is the JSON's (speedup/reading.py), per cell and again after Holm's adjustment across cells
-(speedup/across_cells.py). The evidence beside it, each arm's speed-up against its conditioning and its
-effective learning rate (the figure, the per-arm table, the rank correlations), is settle_evidence.py's.
+against the baseline from the t-interval of mean ln S at the file's level; between arms and for the
+factorial effects by the symmetric rule (a difference, like an equivalence, must clear the margin). The
+reading of the account is the JSON's (speedup/reading.py), per cell and again after Holm's adjustment
+across cells (speedup/across_cells.py). The evidence beside it, each arm's speed-up against its
+conditioning and its effective learning rate (the figure, the per-arm table, the rank correlations), is
+settle_evidence.py's.
 Read top to bottom:
 
   comparisons_table   each probe arm against the baseline, with the seeds a 1.5x difference would need
@@ -32,12 +33,14 @@ from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import (
     arm_runs,
     bracket,
+    budgets_span_text,
     censored_text,
+    contrast_level,
     effect_text,
-    measurable_text,
+    speedup_level,
     speedup_text,
 )
-from ngptlab.report.kit.table import Table, fmt_int, fmt_num, fmt_text
+from ngptlab.report.kit.table import Table, fmt_int, fmt_num, fmt_text, levelled
 from ngptlab.report.sections.settle_evidence import (
     ANGULAR_HOW,
     SETTLE_METRICS,
@@ -101,11 +104,12 @@ def compare_to_baseline(s: Speedup) -> str:
     return "not distinguishable from 1"
 
 
-SIZES_HOW = ("two-sided paired t test on ln S at level 0.95, power 0.8, from the noncentral t at the sd "
-             "measured over the k seeds here (df k − 1); at the sd's upper bound: the same at the one-sided "
-             "80% chi-square upper confidence bound of that sd, since a sd from few seeds understates the "
-             "need often; for equivalence: two one-sided t tests at 0.025 each side (the 95% interval inside "
-             "the margin, as the verdict reads it), power 0.8 at a true ratio of 1, exact TOST power")
+SIZES_HOW = ("two-sided paired t test on ln S at the interval's level, power 0.8, from the noncentral t "
+             "at the sd measured over the k seeds here (df k − 1); at the sd's upper bound: the same at the "
+             "one-sided 80% chi-square upper confidence bound of that sd, since a sd from few seeds "
+             "understates the need often; for equivalence: two one-sided t tests at (1 − level) / 2 each "
+             "side (the interval inside the margin, as the verdict reads it), power 0.8 at a true ratio of "
+             "1, exact TOST power")
 
 
 def size_headers(ratio: float, margin: float | None) -> dict[str, str]:
@@ -127,9 +131,11 @@ def comparisons_table(results: Results) -> Table:
     ratio, margin = rule(results)["resolve_ratio"], rule(results)["equivalence_margin"]
     sizes = list(size_headers(ratio, margin))
     cols = ["cell", "arm", "design", "speedup_display", "verdict", *SIZE_KEYS, *sizes, "measurable"]
+    interval = levelled(speedup_level(results), "interval")
     t = Table("comparisons", "The 2x2: each probe arm against the baseline", cols, key=["cell", "arm"],
-              headers={"speedup_display": "speed-up [95% interval]", "design": "what it fixes",
-                       "verdict": "against the baseline", "measurable": "measurable speed-ups"}
+              headers={"speedup_display": f"speed-up [{interval}]", "design": "what it fixes",
+                       "verdict": "against the baseline",
+                       "measurable": "budgets' span (speed-ups as numbers)"}
               | size_headers(ratio, margin),
               formats={c: fmt_text for c in cols} | dict.fromkeys(SIZE_KEYS, fmt_int),
               shown=["cell", "arm", "design", "speedup_display", "verdict", *sizes, "measurable"],
@@ -150,7 +156,7 @@ def comparisons_table(results: Results) -> Table:
                    "verdict": s.verdict if s.verdict is not None else compare_to_baseline(s),
                    **seed_counts(s.seeds_needed),
                    **{f"{key}_text": _seeds_needed_text(s, key) for key in SIZE_KEYS},
-                   "measurable": measurable_text(doc)}, arm_runs(doc, arm))
+                   "measurable": budgets_span_text(doc)}, arm_runs(doc, arm))
     return t
 
 
@@ -180,21 +186,23 @@ def contrasts_table(results: Results) -> Table:
     sizes = list(size_headers(ratio, margin))
     cols = ["cell", "label", "a", "b", "n_seeds", "seeds", "ratio", "interval_lo", "interval_hi", "log_mean",
             "log_sd", "ratio_display", "verdict", *SIZE_KEYS, *sizes, "note"]
+    interval = levelled(contrast_level(results), "interval")
     t = Table("contrasts", "Paired contrasts: the probe arms against nGPT and each other", cols,
               key=["cell", "label"],
-              headers={"label": "contrast", "n_seeds": "seeds", "ratio_display": "S_a / S_b [95% interval]"}
+              headers={"label": "contrast", "n_seeds": "seeds", "ratio_display": f"S_a / S_b [{interval}]"}
               | size_headers(ratio, margin),
               formats={c: fmt_text for c in ("cell", "label", "a", "b", "seeds", "ratio_display", "verdict",
                                              *sizes, "note")}
               | {"n_seeds": fmt_int} | dict.fromkeys(SIZE_KEYS, fmt_int),
               shown=["cell", "label", "n_seeds", "ratio_display", "verdict", *sizes, "note"],
               note="Paired by seed: D = ln S_a − ln S_b over the seeds both arms have (seed s of every arm "
-                   "saw the same batches); ratio = exp(mean D) = S_a / S_b, with the 95% t-interval on mean "
-                   "D, exponentiated; where a seed's speed-up is a bound, D is bounded too and the interval "
-                   "is the censored-normal profile likelihood's, calibrated to the t-interval (the entry "
-                   "says so). The verdict reads a as against b. Seeds to "
-                   f"resolve x{ratio:g}: the seeds that would give 80% power to exclude no difference were "
-                   f"the true ratio x{ratio:g}, at the sd of D measured here (two seeds at least; "
+                   "saw the same batches); ratio = exp(mean D) = S_a / S_b, with the "
+                   f"{levelled(contrast_level(results), 't-interval')} on mean D, exponentiated; where a "
+                   "seed's speed-up is a bound, D is bounded too and the interval is the censored-normal "
+                   "profile likelihood's, calibrated to the t-interval (the entry says so). The verdict "
+                   f"reads a as against b. Seeds to resolve x{ratio:g}: the seeds that would give 80% power "
+                   f"to exclude no difference were the true ratio x{ratio:g}, at the sd of D measured here "
+                   "(two seeds at least; "
                    f"{SIZES_HOW}).")
     for cell, doc in results.speedups.items():
         for c in doc.contrasts if doc else ():

@@ -21,7 +21,8 @@ import pandas as pd
 from ngptlab.report.kit import plot, views
 from ngptlab.report.kit.document import Figure
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_num, fmt_text
+from ngptlab.report.kit.speedups import speedup_level
+from ngptlab.report.kit.table import Table, fmt_int, fmt_loss, fmt_num, fmt_text, levelled
 from ngptlab.results import read_float
 from ngptlab.stats import rank_correlation
 
@@ -101,7 +102,8 @@ def settle_figure(results: Results, arm_rows: pd.DataFrame, metrics: dict[str, s
                   "One point per (cell, arm): the arm's speed-up over the baseline against the conditioning "
                   "of its best runs at its largest budget, one panel per measure of conditioning. Outlined "
                   "and labelled: the 2x2 arms (gpt, gpt-rownorm, gpt-orth, ngpt); the baseline in black, on "
-                  "top. Vertical lines: 95% t-intervals on ln S over seeds. Hollow markers with arrows: "
+                  f"top. Vertical lines: {levelled(speedup_level(results), 't-intervals')} on ln S over "
+                  "seeds. Hollow markers with arrows: "
                   "bounds; the true speed-up lies in the arrow's direction. If conditioning drives the "
                   "speed-up, the points fall from upper left (well conditioned, fast) to lower right.", svg,
                   sorted(set(runs)))
@@ -182,19 +184,21 @@ def tracking_points(results: Results, arm_rows: pd.DataFrame) -> pd.DataFrame:
 
 def tracking_table(results: Results, arm_rows: pd.DataFrame, cross: pd.DataFrame) -> Table:
     """Spearman ρ over arms and cells of ln S with ln κ (each SETTLE_METRICS) and with ln angular rate, with
-    its 95% interval by Fisher's z (ngptlab.stats.rank_correlation)."""
+    its interval by Fisher's z at rank_correlation's level (ngptlab.stats), as the header and note state."""
     cols = ["metric", "rho", "interval_lo", "interval_hi", "rho_display", "n", "n_cells", "bounds", "method",
             "note"]
+    how = rank_correlation([], [])  # the method and level every row below is computed at
+    level = f"{how['level']:.0%}"
     t = Table("tracking", "Rank correlation over arms and cells of the speed-up with κ and with the "
               "angular rate", cols, key=["metric"],
-              headers={"rho_display": "Spearman ρ [95% interval]", "n": "(cell, arm) points",
+              headers={"rho_display": f"Spearman ρ [{level} interval]", "n": "(cell, arm) points",
                        "n_cells": "cells", "bounds": "points entering as a bound"},
               formats={c: fmt_text for c in ("metric", "rho_display", "bounds", "method", "note")}
               | {"n": fmt_int, "n_cells": fmt_int},
               shown=["metric", "rho_display", "n", "n_cells", "bounds", "note"],
               note="One point per (cell, arm) with a speed-up and the number (the baseline included, at "
                    "S = 1): ln S against ln κ (the condition stage's, as in the table above) and against ln "
-                   f"angular rate ({ANGULAR_HOW}). Method: {rank_correlation([], [])['method']}, at 95%. "
+                   f"angular rate ({ANGULAR_HOW}). Method: {how['method']}, at {level}. "
                    "Arms and cells are not randomised: a correlation, not a cause; points of one cell share "
                    "its baseline, so they are not independent and the interval is optimistic. A bound "
                    "enters at its bound value, which can misplace that arm's rank: read a ρ with bounds "

@@ -4,7 +4,7 @@ that is over seeds, and how much it leans on the learning-rate grid.
 Everything here reads results/speedup/<cell>.json as the speed-up stage wrote it (ngptlab.speedup:
 estimator, inference, interpolate). Read top to bottom:
 
-  speedup_table       every (cell, arm): the geometric mean over seeds with its 95% t-interval on ln S, the
+  speedup_table       every (cell, arm): the geometric mean over seeds with its t-interval on ln S, the
                       seeds behind it, the verdict against the baseline, the within-run estimate, whether the
                       learning rate was tuned, an angle arm's speed-up at its tuned multiplier (secondary: its
                       primary is at multiplier 1), the paper's number; one table per baseline of
@@ -31,16 +31,38 @@ from ngptlab.models.arms import turns_like
 from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.speedups import ONE_SEED, arm_runs, bracket, measurable_text, min_seeds, speedup_text
-from ngptlab.report.kit.table import MISSING, Table, fmt_int, fmt_levels, fmt_loss, fmt_lr, fmt_num, fmt_text
+from ngptlab.report.kit.speedups import (
+    ONE_SEED,
+    arm_runs,
+    bracket,
+    budgets_span_text,
+    min_seeds,
+    speedup_level,
+    speedup_text,
+)
+from ngptlab.report.kit.table import (
+    MISSING,
+    Table,
+    fmt_int,
+    fmt_levels,
+    fmt_loss,
+    fmt_lr,
+    fmt_num,
+    fmt_text,
+    levelled,
+)
 from ngptlab.speedup.arm_records import Interpolated, Speedup, Target, seed_counts
 from ngptlab.speedup.crossing import reference_tokens
 from ngptlab.speedup.document import SpeedupDocument
 from ngptlab.speedup.inference import SIZE_KEYS
 from ngptlab.speedup.lr_policy import estimand
 
-INTERVAL_HOW = ("95% t-interval on ln S over seeds (where some seeds are bounds, the censored-normal profile "
-                "likelihood's, calibrated to it: the entry names it); the value is the geometric mean")
+
+def interval_how(results: Results) -> str:
+    """How an arm's interval over seeds is made, at the level the files state."""
+    return (f"{levelled(speedup_level(results), 't-interval')} on ln S over seeds (where some seeds are "
+            "bounds, the censored-normal profile likelihood's, calibrated to it: the entry names it); the "
+            "value is the geometric mean")
 
 
 def fmt_log(x: float | None) -> str:
@@ -107,9 +129,12 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
     least = min_seeds(results)
     title = (f"Speed-up {words} (tokens {baseline} needs / tokens the arm needs)" if words else
              "Speed-up over the baseline (tokens the baseline needs / tokens the arm needs)")
+    bootstrap_level = fmt_levels(d.bootstrap_level for d in docs.values() if d)
     t = Table(f"speedup{suffix}", title, cols, key=["cell", "arm"],
-              headers={"display": "speed-up [95% interval]", "n_seeds": "seeds",
-                       "bootstrap_display": "bootstrap 95% interval", "verdict": "against the baseline",
+              headers={"display": f"speed-up [{levelled(speedup_level(results), 'interval')}]",
+                       "n_seeds": "seeds",
+                       "bootstrap_display": f"bootstrap {levelled(bootstrap_level, 'interval')}",
+                       "verdict": "against the baseline",
                        "cheap_display": "within-run estimate", "tuned": "lr tuned (best inside its sweep)",
                        "tuned_multiplier": "angle arm at its tuned multiplier",
                        "paper": "paper (nGPT)", "paper_where": "paper source"},
@@ -120,8 +145,8 @@ def speedup_table(results: Results, baseline: str | None = None) -> Table:
               shown=["cell", "arm", "display", "n_seeds", *(["bootstrap_display"] if has_bootstrap else []),
                      "verdict", *([] if suffix else ["cheap_display"]), "tuned",
                      *(["tuned_multiplier"] if has_angle_arms and not suffix else []), "paper", "note"],
-              note=f"{INTERVAL_HOW}: exp(mean ± t·sd/√n) of the seeds' ln S, with the t quantile at n − 1 "
-                   f"degrees of freedom (the numbers: [Table: per seed](#table-speedup_per_seed)); "
+              note=f"{interval_how(results)}: exp(mean ± t·sd/√n) of the seeds' ln S, with the t quantile "
+                   f"at n − 1 degrees of freedom (the numbers: [Table: per seed](#table-speedup_per_seed)); "
                    f"{ONE_SEED}. A bound (`>`/`<`) has no interval either. A percentile bootstrap of mean "
                    f"ln S is shown only with at least {least} seeds (bootstrap.min_seeds): with fewer, too "
                    "few distinct resamples exist for its percentiles to mean anything"
@@ -184,7 +209,7 @@ def target_table(results: Results) -> Table:
               key=["cell", "seed"],
               headers={"loss": "target loss", "reference_budget": "reference budget",
                        "budgets": "from its runs at", "lrs": "their lr",
-                       "measurable": "measurable speed-ups"},
+                       "measurable": "budgets' span (speed-ups as numbers)"},
               formats={"cell": fmt_text, "seed": fmt_int, "loss": fmt_loss, "arm": fmt_text,
                        "reference": fmt_text, "reference_budget": fmt_int, "interpolated": fmt_text,
                        "budgets": fmt_text, "lrs": fmt_text, "measurable": fmt_text, "note": fmt_text},
@@ -192,9 +217,12 @@ def target_table(results: Results) -> Table:
                      "measurable", "note"],
               note="The target is the baseline's loss at the reference budget N (speedup.reference_budget): "
                    "its best loss there, or between two budgets interpolated along the law the estimator "
-                   "fits between budgets, so that the baseline's own speed-up is 1. measurable = N / largest "
-                   "budget to N / smallest budget: the speed-ups the budgets run can give as numbers; "
-                   "outside that range only a bound exists.")
+                   "fits between budgets, so that the baseline's own speed-up is 1. The budgets' span = N / "
+                   "largest budget to N / smallest budget: the speed-ups the budgets run can give as "
+                   "numbers; "
+                   "outside it only a bound exists. It is what the grid can express, not what the design "
+                   "reads right: near its ends a speed-up rests on one budget or becomes a bound, and the "
+                   "range the design reads (`ngptlab design --resolution`) is narrower.")
     for cell, doc in results.speedups.items():
         for target in doc.targets if doc else ():
             runs = target.runs
@@ -209,14 +237,15 @@ def target_table(results: Results) -> Table:
 
 
 def speedup_pivot(results: Results, long: Table, baseline: str | None = None) -> Table:
-    """Cells x arms, with the range of speed-ups the cell can measure and the paper's nGPT factor beside;
+    """Cells x arms, with the budgets' span (the speed-ups the cell can give as numbers) and the paper's nGPT
+    factor beside;
     `long` is speedup_table(results, baseline)."""
     baseline, suffix, words = named_baseline(results, baseline)
     arm_list = [a for a in views.arms(results) if a != baseline]
     cols = ["cell", *arm_list, "measurable", "paper_ngpt"]
     title = "Speed-up per cell beside the paper's" + (f", {words}" if words else "")
     t = Table(f"speedup_by_cell{suffix}", title, cols, key=["cell"],
-              headers={"paper_ngpt": "paper: nGPT", "measurable": "measurable speed-ups (budget range)"},
+              headers={"paper_ngpt": "paper: nGPT", "measurable": "budgets' span (speed-ups as numbers)"},
               formats={c: fmt_text for c in cols})
     for cell in results.cells:
         rows = [(row, runs) for row, runs in zip(long.rows, long.runs, strict=True)
@@ -233,7 +262,7 @@ def speedup_pivot(results: Results, long: Table, baseline: str | None = None) ->
         spec = results.cell_runs(cell)[0].spec
         ref = paper.paper_speedup(spec.context)
         doc = results.speedups.get(cell)
-        values["measurable"] = measurable_text(doc and doc.against(baseline))
+        values["measurable"] = budgets_span_text(doc and doc.against(baseline))
         values["paper_ngpt"] = (f"~{ref['factor']}x at {ref['context']:,} ({'/'.join(ref['scales'])})" if ref
                                 else f"none at context {spec.context:,}")
         t.add(values, runs_all)
@@ -344,9 +373,10 @@ def interpolated_table(results: Results) -> Table:
                        "flag": fmt_text, "note": fmt_text},
               shown=["cell", "arm", "grid_display", "interpolated_display", "log_difference",
                      "seed_noise_log", "flag", "note"],
-              note=f"Both columns: {INTERVAL_HOW}. Interpolated: every (arm, budget)'s best loss, the "
-                   "target's included, moved to the vertex of the table above. Δ mean ln S = interpolated "
-                   "minus grid; it differs when larger in size than the seeds' sd of ln S on the grid.")
+              note=f"Both columns: {interval_how(results)}. Interpolated: every (arm, budget)'s best "
+                   "loss, the target's included, moved to the vertex of the table above. Δ mean ln S = "
+                   "interpolated minus grid; it differs when larger in size than the seeds' sd of ln S on "
+                   "the grid.")
     for cell, doc in results.speedups.items():
         for arm in views.arms(results):
             entry = interpolated(doc, arm)
@@ -443,7 +473,8 @@ def section(doc: Document, results: Results, long: Table) -> None:
         "speed-ups and is shown only beside the main estimate."))
     doc.add(Text(
         "Over seeds (seed s of every arm saw the same batches) each speed-up S is combined on the log "
-        "scale: the value is the geometric mean exp(mean ln S), with a 95% t-interval on ln S over seeds, "
+        "scale: the value is the geometric mean exp(mean ln S), with a "
+        f"{levelled(speedup_level(results), 't-interval')} on ln S over seeds, "
         "exponentiated; where some seeds are bounds they enter a censored-normal likelihood whose profile "
         "interval is calibrated to equal the t-interval without censoring (the entry names the method); "
         f"{ONE_SEED}. A percentile bootstrap interval is given only with at least "

@@ -12,8 +12,8 @@ from ngptlab.paper import paper_numbers
 from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Callout, Document, Text, run_names
 from ngptlab.report.kit.load import Results
-from ngptlab.report.kit.speedups import resolved
-from ngptlab.report.kit.table import Table, fmt_budget
+from ngptlab.report.kit.speedups import resolved, speedup_level
+from ngptlab.report.kit.table import Table, fmt_budget, levelled
 
 
 def section(doc: Document, results: Results, long: Table, comparisons: Table) -> None:
@@ -64,7 +64,8 @@ def section(doc: Document, results: Results, long: Table, comparisons: Table) ->
             "faster or why. No conclusion is drawn below."))
     else:
         sure = ("one seed: point estimates without intervals, so no comparison below is called resolved"
-                if seeds == 1 else f"{seeds} seeds: 95% t-intervals on ln S over seeds")
+                if seeds == 1 else f"{seeds} seeds: {levelled(speedup_level(results), 't-intervals')} "
+                                   "on ln S over seeds")
         verdict = comparisons.columns.index("verdict")
         settled = [r for r in comparisons.rows if resolved(r[verdict])]
         doc.add(Callout(f"**How sure.** {sure}; {len(settled)} of {len(comparisons)} probe-arm comparisons "
