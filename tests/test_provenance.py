@@ -62,11 +62,18 @@ def dvc_work(work) -> set[str]:
     return set(json.loads(dvc(work, "status", "--json").stdout or "{}"))
 
 
+# The arms these tests name (the baseline, gpt-nowd's per-context sweep, gpt-angle's module) and ngpt, whose
+# angle gpt-angle turns at: every kind of job and dependency of the whole grid, in a quarter of its stages
+# (each `snakemake -n` and `dvc status` here reads every stage).
+ARMS = ("gpt", "gpt-nowd", "ngpt", "gpt-angle")
+
+
 def two_cell_params() -> dict:
-    """The default grid at two contexts (two cells), gpt-nowd's sweep given per context."""
+    """The default grid's ARMS at two contexts (two cells), gpt-nowd's sweep given per context."""
     params = default_params()
-    params["train"]["contexts"] = [128, 64]
-    sweeps = params["train"]["learning_rates"]["cpu-4l"]
+    train = params["train"]
+    train.update(arms=list(ARMS), contexts=[128, 64])
+    sweeps = train["learning_rates"]["cpu-4l"] = {arm: train["learning_rates"]["cpu-4l"][arm] for arm in ARMS}
     sweeps["gpt-nowd"] = {"ctx128": list(sweeps["gpt-nowd"]), "ctx64": list(sweeps["gpt-nowd"])}
     return params
 

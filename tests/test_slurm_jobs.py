@@ -4,11 +4,16 @@ its early signal (what sbatch --signal delivers), a requeued job (`scontrol requ
 are all resumed, Snakemake does not hang on any of them, and the run ends with the bytes of a run that went
 through in one process: its weights and its whole metrics log.
 
+The reference trains in the background from the module's start, while the signals test waits on Slurm (most
+of its time: Snakemake's status checks); the run over several jobs comes after, alone, since the work each
+of its jobs gets done before its own clock stops it shrinks with every process beside it.
+
 Needs the cluster that `.ci/setup-slurm.sh` starts (CI runs it before the tests).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import time
@@ -97,33 +102,25 @@ def run_bytes(work: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The run trained through in one process, without Slurm and without a job limit."""
-    work, name, model = workdir(tmp_path_factory.mktemp("reference"), "work", tmp_path_factory.getbasetemp())
-    run(["bash", str(REPO / "workflow/scripts/launch.sh"), "1", "1", "0", "train", "--params", "params.yaml",
-         "--no-progress", name], work, timeout=600)
-    return run_bytes(work)
+    """The bytes of the run trained through in one process, without Slurm and without a job limit: started
+    with the module, read when a test first compares against it (`reference()`)."""
+    work, name, _ = workdir(tmp_path_factory.mktemp("reference"), "work", tmp_path_factory.getbasetemp())
+    log = work.parent / "train.log"
+    with open(log, "w") as out:  # a file: a pipe nobody reads would fill and stall it
+        proc = subprocess.Popen(["bash", str(REPO / "workflow/scripts/launch.sh"), "1", "1", "0", "train",
+                                 "--params", "params.yaml", "--no-progress", name],
+                                cwd=work, env=environment(), stdout=out, stderr=subprocess.STDOUT)
 
+    @functools.cache
+    def finished() -> dict[str, bytes]:
+        returncode = proc.wait(timeout=600)
+        assert returncode == 0, f"the reference exited {returncode}:\n{log.read_text()[-6000:]}"
+        return run_bytes(work)
 
-def test_a_run_longer_than_its_partition_limit_completes_over_several_slurm_jobs(reference, tmp_path,
-                                                                              tmp_path_factory):
-    work, name, model = workdir(tmp_path, "split", tmp_path_factory.getbasetemp(), max_job_minutes=0.45)
-    dry = snakemake(work, model, "--cores", "2", *SLURM, "--dry-run").stdout
-    # 27 s jobs ask Slurm for a minute, without an early signal (which Slurm may send up to a minute early)
-    assert "runtime=1," in dry and "--signal" not in dry
-
-    snakemake(work, model, "--cores", "2", *SLURM, timeout=900)
-
-    jobs = train_jobs(work)
-    assert len(jobs) >= 2  # each stopped itself (exit 75) and the rule's next attempt resumed the run
-    *stopped, last = [log.read_text() for log in slurm_logs(work)]
-    # each job stopped itself, and its job step did not try again inside it (the next attempt is a new job)
-    assert all("Error in rule train" in text and "Trying to restart" not in text for text in stopped)
-    assert "Finished jobid" in last
-    summary = json.loads(next((work / "results" / "train").rglob("summary.json")).read_text())
-    assert len(summary["resumed_from"]) == len(jobs) - 1
-    log = (work / layout.train_log(name.split("-gpt-")[0], name)).read_text()  # the last job's
-    assert f"(Slurm job {jobs[-1]}, restart 0)" in log and "resumed from step" in log
-    assert run_bytes(work) == reference
+    yield finished
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def test_an_early_signal_a_requeue_and_a_cancel_are_all_resumed(reference, tmp_path, tmp_path_factory):
@@ -158,4 +155,26 @@ def test_an_early_signal_a_requeue_and_a_cancel_are_all_resumed(reference, tmp_p
     assert job_field(second, "JobState") == "CANCELLED"
     summary = json.loads(next((work / "results" / "train").rglob("summary.json")).read_text())
     assert len(summary["resumed_from"]) >= 3 and summary["status"] == "completed"
-    assert run_bytes(work) == reference
+    assert run_bytes(work) == reference()
+
+
+def test_a_run_longer_than_its_partition_limit_completes_over_several_slurm_jobs(reference, tmp_path,
+                                                                              tmp_path_factory):
+    work, name, model = workdir(tmp_path, "split", tmp_path_factory.getbasetemp(), max_job_minutes=0.45)
+    dry = snakemake(work, model, "--cores", "2", *SLURM, "--dry-run").stdout
+    # 27 s jobs ask Slurm for a minute, without an early signal (which Slurm may send up to a minute early)
+    assert "runtime=1," in dry and "--signal" not in dry
+
+    snakemake(work, model, "--cores", "2", *SLURM, timeout=900)
+
+    jobs = train_jobs(work)
+    assert len(jobs) >= 2  # each stopped itself (exit 75) and the rule's next attempt resumed the run
+    *stopped, last = [log.read_text() for log in slurm_logs(work)]
+    # each job stopped itself, and its job step did not try again inside it (the next attempt is a new job)
+    assert all("Error in rule train" in text and "Trying to restart" not in text for text in stopped)
+    assert "Finished jobid" in last
+    summary = json.loads(next((work / "results" / "train").rglob("summary.json")).read_text())
+    assert len(summary["resumed_from"]) == len(jobs) - 1
+    log = (work / layout.train_log(name.split("-gpt-")[0], name)).read_text()  # the last job's
+    assert f"(Slurm job {jobs[-1]}, restart 0)" in log and "resumed from step" in log
+    assert run_bytes(work) == reference()
