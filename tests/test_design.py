@@ -358,23 +358,24 @@ def test_the_angle_truths_are_planted_where_the_grid_runs_the_angle_square():
 
 
 def test_resolution_scans_up_from_the_margin_and_stops_at_the_first_speedup_read_right():
-    from ngptlab.design.resolution import SCAN, smallest_resolved
+    from ngptlab.design.resolution import SCAN, readable_range
 
     # quiet in the losses and in the arms' measured kappa and angle, which the accounts are read from
     quiet = with_design(small_params(protocol=False), ["seed_sd=0.0002", "run_sd=0.0002", "trunk_sd=0.0002",
                                                        "kappa_sd=0.0002", "angle_sd=0.0002"], "quiet design")
-    found = smallest_resolved(quiet, loss_model(quiet), 2, 0, 1)
+    found = readable_range(quiet, loss_model(quiet), 2, 0, 1)
     assert found["smallest"] == SCAN[0] and [r["ngpt"] for r in found["scanned"]] == [SCAN[0]]
     assert found["scanned"][0]["least_correct"] >= 0.8
     # a wider margin starts the scan above it: no speed-up inside the margin can be read as faster
     wide = small_params(protocol=False)
     wide["speedup"]["equivalence_margin"] = 1.45
     wide = with_design(wide, ["seed_sd=0.0002", "run_sd=0.0002", "trunk_sd=0.0002"], "wide margin")
-    assert smallest_resolved(wide, loss_model(wide), 2, 0, 1)["scanned"][0]["ngpt"] == 1.5
+    assert readable_range(wide, loss_model(wide), 2, 0, 1)["scanned"][0]["ngpt"] == 1.5
     # noise far beyond any speed-up of the scan: every one scanned, none read right
     noisy = with_design(small_params(protocol=False), ["seed_sd=0.5"], "noisy design")
-    lost = smallest_resolved(noisy, loss_model(noisy), 2, 0, 1)
+    lost = readable_range(noisy, loss_model(noisy), 2, 0, 1)
     assert lost["smallest"] is None and [r["ngpt"] for r in lost["scanned"]] == list(SCAN)
+    assert lost["upward"] == [] and lost["largest"] is None  # nothing to scan up from
     assert all(r["least_correct"] < 0.8 for r in lost["scanned"])
 
 

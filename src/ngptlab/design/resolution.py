@@ -177,10 +177,3 @@ def resolution_line(resolution: dict) -> str:
     return (f"readable range: {found} (least P(correct) per speed-up played, with its Monte-Carlo "
             f"{resolution['mc_level']:.0%} Clopper-Pearson interval: {played})")
 
-
-def smallest_resolved(params: Params, model: LossModel, worlds: int, seed: int, jobs: int | None = None,
-                      say: Callable[[str], None] | None = None) -> dict:
-    """The smallest speed-up alone (readable_range's first scan, without the upward one)."""
-    scanned, smallest = _smallest(_Reader(params, model, worlds, seed, jobs, say, None))
-    return {"smallest": smallest, "min_correct": MIN_CORRECT, "scanned": scanned, "worlds": worlds,
-            "seed_sd": model.seed_sd}
