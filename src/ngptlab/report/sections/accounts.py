@@ -40,10 +40,11 @@ def accounts_table(results: Results) -> Table:
     prediction's status."""
     cols = ["cell", "account", "prediction", "predicted", "required", "interval", "held", "status",
             "by_labels", "reading", "source"]
-    level = fmt_levels(d.reading.effect.level for d in results.speedups.values() if d and d.reading)
+    interval = levelled(fmt_levels(d.reading.effect.level for d in results.speedups.values()
+                                   if d and d.reading), "interval")
     t = Table("accounts", "Each account's label pattern, tested one by one, beside its reading", cols,
               key=["cell", "account", "prediction"],
-              headers={"interval": f"S_a / S_b [{level or 'its'} interval]",
+              headers={"interval": f"S_a / S_b [{interval}]",
                        "held": "what the interval shows", "required": "in the pattern",
                        "by_labels": "the pattern's reading", "reading": "the account's reading",
                        "source": "read from"},

@@ -186,7 +186,8 @@ def contrasts_table(results: Results) -> Table:
     sizes = list(size_headers(ratio, margin))
     cols = ["cell", "label", "a", "b", "n_seeds", "seeds", "ratio", "interval_lo", "interval_hi", "log_mean",
             "log_sd", "ratio_display", "verdict", *SIZE_KEYS, *sizes, "note"]
-    interval = levelled(contrast_level(results), "interval")
+    level = contrast_level(results)
+    interval = levelled(level, "interval")
     t = Table("contrasts", "Paired contrasts: the probe arms against nGPT and each other", cols,
               key=["cell", "label"],
               headers={"label": "contrast", "n_seeds": "seeds", "ratio_display": f"S_a / S_b [{interval}]"}
@@ -197,7 +198,7 @@ def contrasts_table(results: Results) -> Table:
               shown=["cell", "label", "n_seeds", "ratio_display", "verdict", *sizes, "note"],
               note="Paired by seed: D = ln S_a − ln S_b over the seeds both arms have (seed s of every arm "
                    "saw the same batches); ratio = exp(mean D) = S_a / S_b, with the "
-                   f"{levelled(contrast_level(results), 't-interval')} on mean D, exponentiated; where a "
+                   f"{levelled(level, 't-interval')} on mean D, exponentiated; where a "
                    "seed's speed-up is a bound, D is bounded too and the interval is the censored-normal "
                    "profile likelihood's, calibrated to the t-interval (the entry says so). The verdict "
                    f"reads a as against b. Seeds to resolve x{ratio:g}: the seeds that would give 80% power "
