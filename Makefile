@@ -24,7 +24,7 @@ SNAKEMAKE_FILTER ?= $(BIN)/python workflow/scripts/progress_filter.py
 # on a machine set up that way; errors, a failed resolve among them, still show. PIP_QUIET=-q shows warnings.
 PIP_QUIET ?= -qq
 
-.PHONY: all pipeline test test-recipe lint lock preset docs docs-pictures clean-results
+.PHONY: all pipeline test test-recipe test-inductor lint lock preset docs docs-pictures clean-results
 
 all: pipeline
 
@@ -58,6 +58,11 @@ test: $(INSTALLED)
 # server that .ci/setup-slurm.sh and .ci/setup-sshd.sh start: an hour or more on two cores (docs/tests.md), so not in `make test`.
 test-recipe: $(INSTALLED)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -m recipe tests/test_cluster_recipe.py $(PYTEST_ARGS)
+
+# Every arm through inductor's CPU code generation (tests/test_compile.py): about 3 minutes on two cores with
+# a cold cache, so not in `make test`, which compiles every arm with AOT autograd's eager backend.
+test-inductor: $(INSTALLED)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -m inductor tests/test_compile.py $(PYTEST_ARGS)
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check src tests
