@@ -15,6 +15,20 @@ from ngptlab.layout import REPO_ROOT
 PAPER = REPO_ROOT / "workflow" / "presets" / "paper.yaml"
 
 
+
+def test_a_clone_starts_with_no_results():
+    """git tracks what the pipeline is made from, not what a run of it made: under results/ only the plan
+    and the accepted code, under reports/ nothing. Results committed by accident (a run's summary, a timing
+    file) would stand in a fresh clone for runs it never trained. Where this fails, `git rm --cached` the
+    files it names."""
+    from ngptlab.layout import ACCEPTED_CODE
+
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files", "results", "reports"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert set(tracked) - {"results/plan.json", ACCEPTED_CODE} == set()
+
 def test_the_committed_plan_is_the_plan_of_the_committed_params_and_code():
     """The one check of the committed results/plan.json (and the grid's list in dvc.yaml written with it):
     dvc.yaml reads it, so a fresh clone's `dvc repro` must find it current for the researcher's params.yaml
