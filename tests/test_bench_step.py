@@ -88,3 +88,20 @@ def test_bench_step_times_the_angle_arms_with_their_rotational_matrices():
     rows = run_step_bench(["gpt-angle", "ngpt", "ngpt-angle"], SHAPE, 16, 64, torch.device("cpu"), steps=1,
                           warmup=1, vocab_size=96)
     assert [r["arm"] for r in rows] == ["gpt", "gpt-angle", "ngpt", "ngpt-angle"]
+
+
+def test_bench_step_computes_on_a_training_process_threads_unless_told(capsys):
+    from support import TEST_PARAMS
+
+    from ngptlab.cli import main
+    from ngptlab.train.threads import THREADS_PER_PROCESS
+
+    before = torch.get_num_threads()
+    tiny = ["bench", "step", "--params", str(TEST_PARAMS), "--arms", "gpt", "--context", "16",
+            "--batch-tokens", "64", "--steps", "1", "--warmup", "1", "--vocab-size", "96", "--device", "cpu"]
+    for extra, threads in (([], THREADS_PER_PROCESS), (["--threads", "2"], 2)):
+        assert main([*tiny, *extra]) == 0
+        assert f", threads {threads}," in capsys.readouterr().out
+        assert torch.get_num_threads() == before  # the caller's count restored
+    assert main([*tiny, "--threads", "0"]) != 0
+    assert "--threads must be at least 1, got 0" in capsys.readouterr().err

@@ -7,6 +7,11 @@ post-step hook (nGPT's renormalisation, gpt-orth's polar projection...). All arm
 timed round-robin, one step of each arm in turn, so a slow patch of a shared machine hits every arm alike;
 the ratios are what to read, the absolute times vary with the machine.
 
+On a CPU it computes on the threads a training process computes on (train/threads.py: one, whatever the
+machine's cores), so its ratios are the cost the pipeline pays; `--threads N` times on N. The ratios move
+with the count: an arm's extra work in small matrix products (the PC layer, Muon's Newton-Schulz) splits
+over threads otherwise than gpt's large LM-head product (models/gpt_pc.py has both counts' figures).
+
 Two variants of an arm time a piece beside the arm itself (each printed as a ratio to its arm):
   ARM+step-angle   the step with its angle measured (observe/step_angle.py; --step-angle: of every arm)
   ARM+rotational   every matrix turned by the rotational step instead of AdamW's (--rotational)
@@ -26,6 +31,7 @@ from ngptlab import options
 from ngptlab.errors import ParamsError
 from ngptlab.models.scales import Scale
 from ngptlab.settings import Params
+from ngptlab.train.threads import THREADS_PER_PROCESS
 from ngptlab.vocabulary import VOCAB_SIZE
 
 DEFAULT_VOCAB = VOCAB_SIZE  # GPT-2 BPE, what `prepare` writes
@@ -57,6 +63,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rotational", action="store_true", help="also time each arm with every matrix "
                         "turned by the rotational step (ARM+rotational)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: train.device")
+    parser.add_argument("--threads", type=int, default=THREADS_PER_PROCESS,
+                        help=f"CPU threads to compute on (default {THREADS_PER_PROCESS}: a training "
+                        "process's, train/threads.py)")
     compile_group = parser.add_mutually_exclusive_group()
     compile_group.add_argument("--compile", dest="compile", action="store_true", default=None,
                                help="torch.compile the models (default: train.compile)")
@@ -186,11 +195,18 @@ def run(args: argparse.Namespace, params: Params) -> int:
     if args.before:
         arms = [*arms, "ngpt@before"]
     arms = with_variants(arms, args.step_angle, args.rotational)
-    rows = run_step_bench(arms, scale, context, batch_tokens, device, compile_model, args.steps, args.warmup,
-                          args.vocab_size)
+    if args.threads < 1:
+        raise ParamsError(f"--threads must be at least 1, got {args.threads}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        rows = run_step_bench(arms, scale, context, batch_tokens, device, compile_model, args.steps,
+                              args.warmup, args.vocab_size)
+    finally:
+        torch.set_num_threads(before)
     print(f"bench step: scale {args.scale or train.scales[0]}, context {context}, "
           f"{batch_tokens} tokens/step, device {device}, "
-          f"{'compiled' if compile_model else 'eager'}, threads {torch.get_num_threads()}, "
+          f"{'compiled' if compile_model else 'eager'}, threads {args.threads}, "
           f"vocab {args.vocab_size}, median of {args.steps} steps per arm (round-robin)")
     print(format_table(rows))
     return 0

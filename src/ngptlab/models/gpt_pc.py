@@ -42,12 +42,16 @@ backward per cpu-8l step from 136 to 99 ms at level 2 and from 291 to 217 ms at 
 CPU, min of 15). `ngptlab bench step --scale cpu-8l --arms gpt-pc1 gpt-pc2 gpt-pc4` (512 tokens a step, one
 thread, median of 30): 1.06x, 1.04x and 1.17x gpt's step (gpt-orth beside them 1.06x; +-5% noise there);
 on two threads, an idle machine, median of 20: 1.19x, 1.22x and 1.38x (gpt-orth 1.14x, gpt-muon 1.14x): the
-layer's small matmuls gain little from a second thread. By FLOPs, level 4 adds ~6.7 GFLOP a cpu-8l step
-(forward and backward) to gpt's ~25 at 512 tokens; the cost is per forward pass, not per token, so it falls
-with the micro-batch (negligible at a GPU's thousands of tokens per micro-batch). The Gram Y^T Y is
-differentiated in one product (`Gram`), not autograd's two: the layer's forward and backward over a cpu-8l
-step's 56 matrices took 0.93x the CPU time at levels 1 and 2 and 0.96x at level 4 (one thread, process time,
-min of 20, the two interleaved); the same matrices stacked into batched products (bmm) took 1.3x, slower.
+layer's small matmuls gain little from a second thread. `bench step` now computes on a training
+process's one thread unless told (`--threads`), the count the pipeline trains on. Re-measured so on an
+idle machine (median of 30, two runs): 1.13-1.15x, 1.36-1.64x and 1.27x (gpt-orth 1.12x, gpt-muon
+1.16-1.45x), level 2 moving most between runs; `--threads 2` the same hour: 1.20x, 1.18x, 1.37x. By
+FLOPs, level 4 adds ~6.7 GFLOP a cpu-8l step (forward and backward) to gpt's ~25 at 512 tokens; the cost
+is per forward pass, not per token, so it falls with the micro-batch (negligible at a GPU's thousands of
+tokens per micro-batch). The Gram Y^T Y is differentiated in one product (`Gram`), not autograd's two: the
+layer's forward and backward over a cpu-8l step's 56 matrices took 0.93x the CPU time at levels 1 and 2 and
+0.96x at level 4 (one thread, process time, min of 20, the two interleaved); the same matrices stacked into
+batched products (bmm) took 1.3x, slower.
 """
 
 from __future__ import annotations
