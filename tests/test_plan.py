@@ -15,7 +15,6 @@ from ngptlab.layout import REPO_ROOT
 PAPER = REPO_ROOT / "workflow" / "presets" / "paper.yaml"
 
 
-
 def test_a_clone_starts_with_no_results():
     """git tracks what the pipeline is made from, not what a run of it made: under results/ only the plan
     and the accepted code, under reports/ nothing. Results committed by accident (a run's summary, a timing
@@ -28,6 +27,7 @@ def test_a_clone_starts_with_no_results():
     tracked = subprocess.run(["git", "ls-files", "results", "reports"], cwd=REPO_ROOT, capture_output=True,
                              text=True, check=True).stdout.split()
     assert set(tracked) - {"results/plan.json", ACCEPTED_CODE} == set()
+
 
 def test_the_committed_plan_is_the_plan_of_the_committed_params_and_code():
     """The one check of the committed results/plan.json (and the grid's list in dvc.yaml written with it):
