@@ -3,11 +3,11 @@ shape: the loss agrees with eager fp32 and every trainable parameter gets a fini
 
 In `make test` the graphs go to AOT autograd's eager backend: dynamo captures each arm's forward as one graph
 and AOT autograd traces its forward and backward, the graphs inductor would receive, where an arm's Python
-would break (about 20 s for all fifteen arms). Inductor's own code generation for every arm is the `inductor`-marked
-test, left out of `make test` (`make test-inductor`): its C++ compilations took 192 s of the suite on two
-cores with a cold cache, 114 s warm, and a GPU's inductor generates Triton, not C++, so the CPU's code says
-little about a GPU run. Inductor still runs in `make test` on gpt and ngpt: `ngptlab bench gpu`'s CPU
-rehearsal (tests/test_bench_gpu.py) and the compiled runs of tests/test_train_timing.py.
+would break (about 20 s for all fifteen arms). Inductor's own code generation for every arm is the
+`inductor`-marked test, left out of `make test` (`make test-inductor`): its C++ compilations took 192 s of the
+suite on two cores with a cold cache, 114 s warm, and a GPU's inductor generates Triton, not C++, so the CPU's
+code says little about a GPU run. Inductor still runs in `make test` on gpt and ngpt: `ngptlab bench gpu`'s
+CPU rehearsal (tests/test_bench_gpu.py) and the compiled runs of tests/test_train_timing.py.
 """
 
 from __future__ import annotations
