@@ -5,9 +5,10 @@ In `make test` the graphs go to AOT autograd's eager backend: dynamo captures ea
 and AOT autograd traces its forward and backward, the graphs inductor would receive, where an arm's Python
 would break (about 20 s for all fifteen arms). Inductor's own code generation for every arm is the
 `inductor`-marked test, left out of `make test` (`make test-inductor`): its C++ compilations took 192 s of the
-suite on two cores with a cold cache, 114 s warm, and a GPU's inductor generates Triton, not C++, so the CPU's
-code says little about a GPU run. Inductor still runs in `make test` on gpt and ngpt: `ngptlab bench gpu`'s
-CPU rehearsal (tests/test_bench_gpu.py) and the compiled runs of tests/test_train_timing.py.
+suite on two cores with a cold cache, 114 s with a partly warm one and 19 s once inductor's caches held every
+arm's graphs, and a GPU's inductor generates Triton, not C++, so the CPU's code says little about a GPU run.
+Inductor still runs in `make test` on gpt and ngpt: `ngptlab bench gpu`'s CPU rehearsal
+(tests/test_bench_gpu.py) and the compiled runs of tests/test_train_timing.py.
 """
 
 from __future__ import annotations
