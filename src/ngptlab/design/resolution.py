@@ -102,7 +102,8 @@ class _Reader:
                 "least_at": None if least is None else {k: least[k] for k in ("truth", "cell", "account",
                                                                                "expected")}}
             if self.say:
-                self.say(f"resolution: ngpt x{speedup:g} read right in at least {_percent(least)} of worlds"
+                least_p = self.rows[speedup]["least_correct"]
+                self.say(f"resolution: ngpt x{speedup:g} read right in at least {_percent(least_p)} of worlds"
                          + (" (the design's own worlds)" if reused else ""))
         return self.rows[speedup]
 
@@ -138,9 +139,8 @@ def readable_range(params: Params, model: LossModel, worlds: int, seed: int, job
             "seed_sd": model.seed_sd}
 
 
-def _percent(p: dict | float | None) -> str:
-    value = p["p"] if isinstance(p, dict) else p
-    return "n/a" if value is None else f"{value:.0%}"
+def _percent(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.0%}"
 
 
 def _p_text(row: dict) -> str:

@@ -12,9 +12,8 @@ Definitions (per cell; the primary effect is speedup.primary_contrast):
   (`right`: inconsistent with an account the world makes false, consistent with the one it makes true); for
   the norm account (read by construction) and where no line is fitted, the reading the planted speed-ups
   give by the account's label pattern (design/truths.py Truth.reading); readings are counted by their short
-  words
-  (consistent, inconsistent, cannot tell the accounts apart, not resolved); the top-level readings are the
-  conditioning account's;
+  words (consistent, inconsistent, cannot tell the accounts apart, not resolved); the top-level readings are
+  the conditioning account's;
 - wrong directional: the primary effect's claim is "exceeds" or "falls short" and the planted effect makes
   another claim (under the null, any directional claim);
 - estimand: what the estimate estimates, the value a noise-free world gives (design/simulate.py): the

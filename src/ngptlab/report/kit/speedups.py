@@ -71,6 +71,10 @@ def arm_runs(doc: SpeedupDocument, arm: str, seeds: set[int] | None = None) -> l
     return runs + [r.run for t in doc.targets if seeds is None or t.seed in seeds for r in t.runs]
 
 
+# the header of every column of budgets_span_text
+BUDGETS_SPAN = "budgets' span (speed-ups as numbers)"
+
+
 def budgets_span_text(doc: SpeedupDocument | None) -> str | None:
     """'1 to 4': the budgets' span, the speed-ups a cell's budget range can give as numbers (per target;
     seeds that differ are listed); anything outside comes out as a bound. What the grid can express, not

@@ -31,6 +31,7 @@ from ngptlab.report.kit.crossarm import Analysis
 from ngptlab.report.kit.document import Document, FigureBlock, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import (
+    BUDGETS_SPAN,
     arm_runs,
     bracket,
     budgets_span_text,
@@ -135,7 +136,7 @@ def comparisons_table(results: Results) -> Table:
     t = Table("comparisons", "The 2x2: each probe arm against the baseline", cols, key=["cell", "arm"],
               headers={"speedup_display": f"speed-up [{interval}]", "design": "what it fixes",
                        "verdict": "against the baseline",
-                       "measurable": "budgets' span (speed-ups as numbers)"}
+                       "measurable": BUDGETS_SPAN}
               | size_headers(ratio, margin),
               formats={c: fmt_text for c in cols} | dict.fromkeys(SIZE_KEYS, fmt_int),
               shown=["cell", "arm", "design", "speedup_display", "verdict", *sizes, "measurable"],

@@ -32,6 +32,7 @@ from ngptlab.report.kit import views
 from ngptlab.report.kit.document import Callout, Document, Heading, TableBlock, Text
 from ngptlab.report.kit.load import Results
 from ngptlab.report.kit.speedups import (
+    BUDGETS_SPAN,
     ONE_SEED,
     arm_runs,
     bracket,
@@ -209,7 +210,7 @@ def target_table(results: Results) -> Table:
               key=["cell", "seed"],
               headers={"loss": "target loss", "reference_budget": "reference budget",
                        "budgets": "from its runs at", "lrs": "their lr",
-                       "measurable": "budgets' span (speed-ups as numbers)"},
+                       "measurable": BUDGETS_SPAN},
               formats={"cell": fmt_text, "seed": fmt_int, "loss": fmt_loss, "arm": fmt_text,
                        "reference": fmt_text, "reference_budget": fmt_int, "interpolated": fmt_text,
                        "budgets": fmt_text, "lrs": fmt_text, "measurable": fmt_text, "note": fmt_text},
@@ -219,10 +220,9 @@ def target_table(results: Results) -> Table:
                    "its best loss there, or between two budgets interpolated along the law the estimator "
                    "fits between budgets, so that the baseline's own speed-up is 1. The budgets' span = N / "
                    "largest budget to N / smallest budget: the speed-ups the budgets run can give as "
-                   "numbers; "
-                   "outside it only a bound exists. It is what the grid can express, not what the design "
-                   "reads right: near its ends a speed-up rests on one budget or becomes a bound, and the "
-                   "range the design reads (`ngptlab design --resolution`) is narrower.")
+                   "numbers; outside it only a bound exists. It is what the grid can express, not what the "
+                   "design reads right: near its ends a speed-up rests on one budget or becomes a bound, and "
+                   "the range the design reads (`ngptlab design --resolution`) is narrower.")
     for cell, doc in results.speedups.items():
         for target in doc.targets if doc else ():
             runs = target.runs
@@ -245,7 +245,7 @@ def speedup_pivot(results: Results, long: Table, baseline: str | None = None) ->
     cols = ["cell", *arm_list, "measurable", "paper_ngpt"]
     title = "Speed-up per cell beside the paper's" + (f", {words}" if words else "")
     t = Table(f"speedup_by_cell{suffix}", title, cols, key=["cell"],
-              headers={"paper_ngpt": "paper: nGPT", "measurable": "budgets' span (speed-ups as numbers)"},
+              headers={"paper_ngpt": "paper: nGPT", "measurable": BUDGETS_SPAN},
               formats={c: fmt_text for c in cols})
     for cell in results.cells:
         rows = [(row, runs) for row, runs in zip(long.rows, long.runs, strict=True)
