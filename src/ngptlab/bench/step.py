@@ -31,7 +31,7 @@ from ngptlab import options
 from ngptlab.errors import ParamsError
 from ngptlab.models.scales import Scale
 from ngptlab.settings import Params
-from ngptlab.train.threads import THREADS_PER_PROCESS
+from ngptlab.train.threads import THREADS_PER_PROCESS, pinned
 from ngptlab.vocabulary import VOCAB_SIZE
 
 DEFAULT_VOCAB = VOCAB_SIZE  # GPT-2 BPE, what `prepare` writes
@@ -197,13 +197,9 @@ def run(args: argparse.Namespace, params: Params) -> int:
     arms = with_variants(arms, args.step_angle, args.rotational)
     if args.threads < 1:
         raise ParamsError(f"--threads must be at least 1, got {args.threads}")
-    before = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
+    with pinned(args.threads):
         rows = run_step_bench(arms, scale, context, batch_tokens, device, compile_model, args.steps,
                               args.warmup, args.vocab_size)
-    finally:
-        torch.set_num_threads(before)
     print(f"bench step: scale {args.scale or train.scales[0]}, context {context}, "
           f"{batch_tokens} tokens/step, device {device}, "
           f"{'compiled' if compile_model else 'eager'}, threads {args.threads}, "

@@ -32,11 +32,12 @@ THREADS_PER_PROCESS = 1
 
 
 @contextlib.contextmanager
-def pinned() -> Iterator[int]:
-    """Compute on THREADS_PER_PROCESS threads inside the block; yields the count."""
+def pinned(count: int = THREADS_PER_PROCESS) -> Iterator[int]:
+    """Compute on `count` threads inside the block (a training process's THREADS_PER_PROCESS unless a
+    benchmark times another); yields the count."""
     before = torch.get_num_threads()
-    torch.set_num_threads(THREADS_PER_PROCESS)
+    torch.set_num_threads(count)
     try:
-        yield THREADS_PER_PROCESS
+        yield count
     finally:
         torch.set_num_threads(before)
